@@ -1,0 +1,28 @@
+"""Command-line entry point: a thin layer over the library.
+
+Each command lives in its own module and registers itself on :data:`washout.cli.app.app`.
+Every :class:`~washout.errors.WashoutError` becomes one line on stderr and exit code 2:
+no traceback reaches a user for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from washout.cli.app import app
+from washout.errors import WashoutError
+
+# Registration by import: one module per command family.
+from washout.cli import commands_run  # noqa: F401,E402
+from washout.cli import commands_analyze  # noqa: F401,E402
+from washout.cli import commands_sweep  # noqa: F401,E402
+from washout.cli import commands_report  # noqa: F401,E402
+
+
+def main() -> None:
+    """Console-script entry: run the app, turning user errors into one line."""
+    try:
+        app(standalone_mode=True)
+    except WashoutError as err:
+        print(f"washout: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,5 @@
+"""washout analyze commands."""
+
+from __future__ import annotations
+
+from washout.cli.app import app  # noqa: F401
