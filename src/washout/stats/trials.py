@@ -1,0 +1,47 @@
+"""The trials a statistic may use: successful trials with a finite value, and how many were not.
+
+DESIGN.md: "successful trials only; the count of excluded trials is reported, never silently
+dropped". Every analysis of issue 8 (carryover, drift, claims, planning) starts here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BASE_COLUMNS: tuple[str, ...] = ("run", "order", "position", "test", "metric", "value", "status")
+
+
+def require_columns(df: "pd.DataFrame", columns: Iterable[str], what: str) -> None:
+    """A one-line error naming the missing long-format columns an analysis needs."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise WashoutError(
+            f"long format: column(s) {', '.join(missing)} missing: {what} needs them "
+            f"(columns present: {', '.join(map(str, df.columns))})"
+        )
+
+
+def usable_trials(
+    df: "pd.DataFrame", what: str, extra: Iterable[str] = ()
+) -> tuple["pd.DataFrame", int]:
+    """``(ok, excluded)``: rows with status ``ok`` and a finite numeric value, and the count of
+    the other rows (failed, timed-out, interrupted trials and missing values).
+
+    A missing ``worker`` column means one machine, ``local``. ``value`` becomes float.
+    """
+    import numpy as np
+    import pandas as pd
+
+    require_columns(df, (*BASE_COLUMNS, *extra), what)
+    frame = df.copy()
+    if "worker" not in frame.columns:
+        frame["worker"] = "local"
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    keep = (frame["status"] == "ok") & np.isfinite(frame["value"].to_numpy())
+    return frame.loc[keep].reset_index(drop=True), int((~keep).sum())
