@@ -1,5 +1,198 @@
-"""washout run commands."""
+"""washout run, validate, resume, status, export: running experiments and getting data out."""
 
 from __future__ import annotations
 
-from washout.cli.app import app  # noqa: F401
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from washout.cli.app import app
+from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    from washout.engine import Experiment, Outcome
+    from washout.store import Store
+
+
+def _console(quiet: bool = False):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True, quiet=quiet, highlight=False)
+
+
+def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> Outcome:
+    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from washout.engine import count_done, execute
+
+    console = _console(quiet)
+    total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
+    done = count_done(experiment, store)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("trials"), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=console, disable=quiet, transient=False)
+    task = progress.add_task(experiment.spec.experiment.name, total=total, completed=done)
+
+    def on_stop(presses: int) -> None:
+        if presses == 1:
+            console.print("[yellow]Stopping after the current trial (Ctrl-C again to stop now)")
+
+    with progress:
+        outcome = execute(experiment, store, allow_mismatch=allow_mismatch,
+                          progress=lambda worker, n: progress.advance(task, n),
+                          on_stop_request=on_stop)
+    _summary(console, store, outcome, quiet)
+    return outcome
+
+
+def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # type: ignore[no-untyped-def]
+    """What ran, failures, where the data is, and the order analysis."""
+    from washout.status import progress_of
+
+    state = progress_of(store)
+    out = _console(False)
+    out.print(f"Data: {store.path}")
+    out.print(f"Seed: {outcome.seed}  (same spec and seed give the same schedule)")
+    out.print(f"Trials: {state['done']} of {state['planned']} planned slots done "
+              f"({outcome.executed} this session); failed {state['failed']}, "
+              f"timed out {state['timeout']}, interrupted {state['interrupted']}")
+    for worker, error in outcome.worker_errors.items():
+        out.print(f"[red]Worker {worker} stopped: {error}")
+    if outcome.stopped:
+        out.print(f"[yellow]Stopped: {outcome.stopped}")
+    if not state["complete"]:
+        out.print(f"Resume with: washout resume {store.path}")
+        return
+    if quiet:
+        return
+    try:
+        from washout.report.terminal import render_analysis
+        from washout.stats.order import analyze_order
+    except ImportError:  # the analysis module ships separately during development
+        return
+    exp = store.experiment()
+    from washout.spec import parse_spec_text
+
+    spec = parse_spec_text(exp.spec_text, str(store.path))
+    frame = store.long_frame()
+    if frame["order"].nunique() < 2:
+        return
+    analysis = analyze_order(frame, alpha=spec.experiment.alpha,
+                             correction=spec.experiment.correction)
+    out.print(render_analysis(analysis))
+
+
+@app.command("run")
+def run_command(
+    args: list[str] = typer.Argument(..., metavar="SPEC.toml | COMMAND...",
+                                     help="A spec file, or commands to compare (quick form)."),
+    db: Path | None = typer.Option(None, "--db", help="Database path (default: ./washout-results/NAME.db)."),
+    runs: int | None = typer.Option(None, "--runs", min=1, help="Runs per order kind."),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="Seed for the random orders."),
+    reset: str | None = typer.Option(None, "--reset", help="Quick form: reset command before every run."),
+    setup: str | None = typer.Option(None, "--setup", help="Quick form: setup command, once."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (for scripts and CI)."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch",
+                                        help="Record provenance mismatches and proceed."),
+) -> None:
+    """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
+    from washout.engine import Experiment, default_db_path
+    from washout.spec import load_spec, spec_from_commands
+
+    if len(args) == 1 and args[0].endswith(".toml") and Path(args[0]).is_file():
+        spec, text = load_spec(args[0])
+        source = args[0]
+        if reset or setup:
+            raise WashoutError("--reset and --setup go with the quick form; "
+                               f"put them in {source} as [reset] and [setup]")
+    else:
+        if len(args) == 1 and args[0].endswith(".toml"):
+            raise WashoutError(f"{args[0]}: no such spec file")
+        spec, text = spec_from_commands(args, runs=runs or 10, seed=seed, reset=reset, setup=setup)
+        source = "command line"
+    experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
+    path = db or default_db_path(experiment.spec.experiment.name)
+    store = experiment.create_store(path)
+    console = _console(quiet)
+    console.print(f"washout: {len(experiment.tests)} tests x {experiment.plan.total_trials // len(experiment.tests)} runs "
+                  f"({', '.join(experiment.spec.experiment.orders)}, design "
+                  f"{experiment.spec.experiment.design}), seed {experiment.plan.seed}, data in {path}")
+    try:
+        outcome = _execute(experiment, store, quiet, allow_mismatch)
+    finally:
+        store.close()
+    if not outcome.complete:
+        raise typer.Exit(3 if outcome.worker_errors else 130)
+
+
+@app.command("resume")
+def resume_command(
+    db: Path = typer.Argument(..., help="The database of an interrupted experiment."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch",
+                                        help="Record provenance mismatches and proceed."),
+) -> None:
+    """Continue an interrupted experiment exactly where it stopped (same spec and seed)."""
+    from washout.engine import Experiment
+    from washout.status import progress_of
+    from washout.store import Store
+
+    store = Store.open(db)
+    try:
+        experiment = Experiment.from_store(store)
+        if progress_of(store)["complete"]:
+            typer.echo(f"{db}: complete; nothing to resume")
+            return
+        outcome = _execute(experiment, store, quiet, allow_mismatch)
+    finally:
+        store.close()
+    if not outcome.complete:
+        raise typer.Exit(3 if outcome.worker_errors else 130)
+
+
+@app.command("validate")
+def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml")) -> None:
+    """Load, expand and check a spec without running it."""
+    from washout.engine import Experiment
+    from washout.spec import load_spec
+
+    spec, text = load_spec(spec_path)
+    experiment = Experiment.prepare(spec, text, str(spec_path))
+    exp = spec.experiment
+    workers = max(1, len(spec.worker))
+    typer.echo(f"{spec_path}: valid. Experiment {exp.name!r}: {len(experiment.tests)} tests, "
+               f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "
+               f"{workers} worker(s): {experiment.plan.total_trials * workers} trials planned.")
+    for test in experiment.tests:
+        metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
+        typer.echo(f"  {test.name}: {test.command}   [{metrics}]")
+
+
+@app.command("status")
+def status_command(db: Path = typer.Argument(..., help="An experiment database.")) -> None:
+    """Progress of a running or stopped experiment (works while it runs)."""
+    from washout.status import describe
+    from washout.store import Store
+
+    store = Store.open(db)
+    try:
+        typer.echo(describe(store))
+    finally:
+        store.close()
+
+
+@app.command("export")
+def export_command(
+    db: Path = typer.Argument(..., help="An experiment database."),
+    fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="File to write (default: stdout; parquet needs -o)."),
+) -> None:
+    """Write the long format: one row per trial and metric."""
+    from washout.export import write_long
+    from washout.store import read_long
+
+    write_long(read_long(db), fmt, output, sys.stdout)

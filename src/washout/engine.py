@@ -1,0 +1,429 @@
+"""The engine: executes a plan on every worker and records each trial as it finishes.
+
+It only executes the plan and records; it decides nothing about order (that is
+:mod:`washout.plan`) and analyzes nothing. Resume is "re-plan from the stored spec and
+seed, skip what the store already holds": a planned slot (worker, run, position) is done
+when the store has a finished attempt that the failure policy accepts. A run interrupted
+half-way is reset again before its remaining trials, and that is logged as an event.
+
+Workers run concurrently (asyncio), each its own full schedule; a failing worker stops
+only itself. Ctrl-C stops every worker at the next trial boundary; a second Ctrl-C stops
+at once (the trial in flight is killed with its process group and kept as
+``interrupted``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from washout import __version__
+from washout.environment import capture, check_same, fingerprint, mismatch
+from washout.errors import WashoutError
+from washout.execute.base import CommandResult, Executor, tail
+from washout.execute.local import LocalExecutor
+from washout.measure import MetricError, extract
+from washout.plan import Plan, draw_seed, schedule
+from washout.spec import Spec, Test, expand_tests, parse_spec_text
+from washout.store import FINISHED, ExperimentRecord, Store
+
+SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+ProgressHook = Callable[[str, int], None]
+"""Called as ``hook(worker, trials_done_now)`` after every finished slot."""
+
+
+class StopRequested(Exception):
+    """Ctrl-C (or --abort on failure) stopped the experiment at a trial boundary."""
+
+
+@dataclass
+class Outcome:
+    """What a call to :func:`execute` did."""
+
+    db: Path
+    seed: int
+    planned: int
+    done_before: int = 0
+    executed: int = 0
+    failures: int = 0
+    stopped: str | None = None
+    worker_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped is None and not self.worker_errors
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A spec ready to run: its expanded tests and its plan."""
+
+    spec: Spec
+    spec_text: str
+    source: str
+    tests: list[Test]
+    plan: Plan
+
+    @classmethod
+    def prepare(cls, spec: Spec, text: str, source: str, seed: int | None = None,
+                runs: int | None = None) -> Experiment:
+        """Expand the tests and plan the schedule (drawing a seed if none is given)."""
+        exp = spec.experiment
+        if runs is not None:
+            spec = spec.model_copy(update={"experiment": exp.model_copy(update={"runs": runs})})
+            exp = spec.experiment
+        chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
+        tests = expand_tests(spec, source)
+        plan = schedule(len(tests), exp.runs, exp.orders, exp.design, chosen)
+        if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
+            raise WashoutError(f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
+                               "(washout does not reboot the machine it runs on)")
+        return cls(spec, text, source, tests, plan)
+
+    @classmethod
+    def from_store(cls, store: Store) -> Experiment:
+        """Re-plan exactly what a store was created with (for resume)."""
+        rec = store.experiment()
+        spec = parse_spec_text(rec.spec_text, f"{store.path} (stored spec)")
+        return cls.prepare(spec, rec.spec_text, rec.spec_source, seed=rec.seed,
+                           runs=rec.runs_per_kind)
+
+    def record(self) -> ExperimentRecord:
+        exp = self.spec.experiment
+        return ExperimentRecord(
+            name=exp.name, spec_text=self.spec_text, spec_source=self.source,
+            seed=self.plan.seed, design=exp.design, runs_per_kind=exp.runs,
+            planned_trials=self.plan.total_trials, created=datetime.now(UTC).isoformat(),
+            tool_version=__version__)
+
+    def create_store(self, path: str | Path) -> Store:
+        return Store.create(path, self.record(),
+                            [(t.name, t.command, list(t.metrics)) for t in self.tests])
+
+
+def default_db_path(name: str, directory: str | Path = "washout-results") -> Path:
+    """``washout-results/NAME.db``, or ``NAME-2.db``... : never an existing file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "experiment"
+    base = Path(directory)
+    candidate = base / f"{safe}.db"
+    n = 2
+    while candidate.exists():
+        candidate = base / f"{safe}-{n}.db"
+        n += 1
+    return candidate
+
+
+def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
+    """Expand ``${NAME}`` from the controller's environment (so secrets stay out of specs)."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise WashoutError(f"{source}: env value ${{{m.group(1)}}}: not set in washout's "
+                               "environment")
+        return os.environ[m.group(1)]
+
+    return {k: _ENV_REF.sub(sub, v) for k, v in env.items()}
+
+
+def secrets_of(env: dict[str, str]) -> list[str]:
+    """Values of environment variables whose names look secret (never stored or logged)."""
+    return [v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 4]
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, "***")
+    return text
+
+
+def slot_done(statuses: list[str], policy: str, retries: int) -> bool:
+    """Whether a planned slot needs no further attempt, by the failure policy."""
+    if "ok" in statuses:
+        return True
+    finished = [s for s in statuses if s in FINISHED]
+    if policy == "record":
+        return bool(finished)
+    if policy == "abort":
+        return False
+    return len(finished) >= retries + 1
+
+
+def make_executors(spec: Spec) -> list[Executor]:
+    """The local machine, or one SSH executor per ``[[worker]]``."""
+    if not spec.worker:
+        return [LocalExecutor()]
+    from washout.execute.ssh import SSHExecutor
+
+    return [SSHExecutor(w) for w in spec.worker]
+
+
+class _Worker:
+    """One worker's pass over the plan."""
+
+    def __init__(self, experiment: Experiment, store: Store, executor: Executor,
+                 stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
+                 allow_mismatch: bool, baseline: dict[str, str]) -> None:
+        self.x = experiment
+        self.spec = experiment.spec
+        self.store = store
+        self.ex = executor
+        self.stop = stop
+        self.progress = progress
+        self.outcome = outcome
+        self.allow_mismatch = allow_mismatch
+        self.baseline = baseline
+        self.worker_id = store.worker_id(executor.name, getattr(executor, "host", "localhost"))
+        self.workdir: str | None = getattr(executor, "workdir", None)
+        envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
+        self.envs = envs
+        self.secrets = sorted({s for e in envs for s in secrets_of(e)}, key=len, reverse=True)
+
+    def _cwd(self, cwd: str | None) -> str | None:
+        if cwd and self.workdir and not cwd.startswith("/"):
+            return f"{self.workdir.rstrip('/')}/{cwd}"
+        return cwd or self.workdir
+
+    async def _command(self, what: str, command: str, timeout: float | None,
+                       cwd: str | None, on_controller: bool = False) -> CommandResult:
+        runner: Executor = LocalExecutor() if on_controller else self.ex
+        result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd))
+        if result.status != "ok":
+            err = redact(tail(result.stderr, 300).strip().replace("\n", " | "), self.secrets)
+            raise WashoutError(f"{self.ex.name}: {what} command {command!r} {result.status}: "
+                               f"{result.reason}{': ' + err if err else ''}")
+        return result
+
+    async def setup(self) -> None:
+        if self.spec.setup:
+            s = self.spec.setup
+            await self._command("setup", s.command, s.timeout, s.cwd)
+            self.store.event("setup", f"setup done: {s.command}", self.ex.name)
+
+    async def teardown(self) -> None:
+        if self.spec.teardown:
+            t = self.spec.teardown
+            await self._command("teardown", t.command, t.timeout, t.cwd)
+            self.store.event("teardown", f"teardown done: {t.command}", self.ex.name)
+
+    async def check_environment(self, run_index: int) -> None:
+        facts = await capture(self.ex, self.spec.provenance, self.workdir)
+        self.store.record_environment(self.worker_id, run_index, facts, fingerprint(facts))
+        problem = mismatch(f"{self.ex.name} at the start", self.baseline,
+                           f"{self.ex.name} before run {run_index}", facts)
+        if problem:
+            message = f"provenance changed during the experiment: {problem}"
+            self.store.event("mismatch", message, self.ex.name)
+            if not self.allow_mismatch:
+                raise WashoutError(message + " (use --allow-mismatch to record and proceed)")
+
+    async def reset(self, run_id: int) -> None:
+        r = self.spec.reset
+        started = datetime.now(UTC)
+        if r is None or r.kind == "none":
+            info = "no reset configured"
+        elif r.kind == "reboot":
+            info = await self.ex.reboot(r.timeout)  # type: ignore[attr-defined]
+        else:
+            await self._command("reset", r.command or "", r.timeout, None,
+                                on_controller=r.kind == "local")
+            info = f"{r.kind}: {r.command}"
+        self.store.record_reset(run_id, started, datetime.now(UTC), info)
+
+    async def trial(self, run_id: int, position: int, test: Test, env: dict[str, str],
+                    attempt: int) -> str:
+        trial_id = self.store.begin_trial(run_id, position, test.name, attempt, datetime.now(UTC))
+        try:
+            result = await self.ex.run(test.command, timeout=test.timeout,
+                                       cwd=self._cwd(test.cwd), env=env, cpus=test.cpus)
+        except asyncio.CancelledError:
+            self.store.finish_trial(
+                trial_id, status="interrupted", reason="stopped by the user during this trial",
+                exit_code=None, started=datetime.now(UTC), ended=datetime.now(UTC),
+                duration=0.0, stdout_tail="", stderr_tail="", cpus=test.cpus, metrics={})
+            raise
+        status = "failed" if result.status == "lost" else result.status
+        reason = result.reason
+        metrics: dict[str, float] = {}
+        if status == "ok":
+            metrics.update(result.extra_metrics)
+            for name, mspec in test.metrics.items():
+                try:
+                    content = None
+                    if mspec.file is not None:
+                        try:
+                            content = await self.ex.read_file(mspec.file, self._cwd(test.cwd))
+                        except OSError:
+                            content = None
+                    metrics[name] = extract(mspec, stdout=result.stdout, wall=result.duration,
+                                            file_content=content)
+                except MetricError as err:
+                    status, reason = "failed", f"metric {name}: {err}"
+                    metrics = {}
+                    break
+        self.store.finish_trial(
+            trial_id, status=status, reason=redact(reason, self.secrets),
+            exit_code=result.exit_code, started=result.started, ended=result.ended,
+            duration=result.duration, stdout_tail=redact(tail(result.stdout), self.secrets),
+            stderr_tail=redact(tail(result.stderr), self.secrets), cpus=result.cpus,
+            metrics=metrics)
+        return status
+
+    async def execute(self) -> None:
+        exp = self.spec.experiment
+        slots = self.store.slot_attempts(self.worker_id)
+        for run in self.x.plan.runs:
+            pending = [(pos, ti) for pos, ti in enumerate(run.tests)
+                       if not slot_done(slots.get((run.index, pos), []), exp.on_failure,
+                                        exp.retries)]
+            if not pending:
+                continue
+            if self.stop.is_set():
+                raise StopRequested("stopped by the user")
+            names = [self.x.tests[i].name for i in run.tests]
+            run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
+            if len(pending) < len(run.tests):
+                self.store.event("resume", f"run {run.index} resumed at position "
+                                 f"{pending[0][0]} after a fresh reset", self.ex.name)
+            await self.check_environment(run.index)
+            await self.reset(run_id)
+            for pos, ti in pending:
+                if self.stop.is_set():
+                    raise StopRequested("stopped by the user")
+                test = self.x.tests[ti]
+                statuses = slots.get((run.index, pos), [])
+                while True:
+                    status = await self.trial(run_id, pos, test, self.envs[ti], len(statuses))
+                    statuses = statuses + [status]
+                    if status != "ok":
+                        self.outcome.failures += 1
+                        if exp.on_failure == "abort":
+                            self.store.set_run_status(run_id, "aborted")
+                            raise StopRequested(
+                                f"{self.ex.name}: test {test.name!r} {status} in run "
+                                f"{run.index} and on_failure = 'abort'")
+                    if slot_done(statuses, exp.on_failure, exp.retries):
+                        break
+                self.outcome.executed += 1
+                self.progress(self.ex.name, 1)
+            self.store.set_run_status(run_id, "done")
+
+
+def count_done(experiment: Experiment, store: Store) -> int:
+    """Planned slots already done, over every worker in the store."""
+    exp = experiment.spec.experiment
+    done = 0
+    for worker_id, *_ in store.workers():
+        slots = store.slot_attempts(worker_id)
+        for run in experiment.plan.runs:
+            done += sum(slot_done(slots.get((run.index, pos), []), exp.on_failure, exp.retries)
+                        for pos in range(len(run.tests)))
+    return done
+
+
+async def _run_all(experiment: Experiment, store: Store, executors: list[Executor],
+                   stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
+                   allow_mismatch: bool, sync: Callable[[Executor], object] | None) -> None:
+    """Connect, sync, compare provenance across workers, then run every worker at once."""
+    await asyncio.gather(*(ex.connect() for ex in executors))
+    if sync is not None:
+        await asyncio.gather(*(sync(ex) for ex in executors))  # type: ignore[misc]
+    # Provenance at setup: the first capture of each worker in this store is its baseline.
+    stored = {e["worker"]: e["data"] for e in reversed(store.environments())}
+    current = await asyncio.gather(*(capture(ex, experiment.spec.provenance,
+                                             getattr(ex, "workdir", None)) for ex in executors))
+    baselines = {}
+    for ex, facts in zip(executors, current):
+        worker_id = store.worker_id(ex.name, getattr(ex, "host", "localhost"))
+        store.record_environment(worker_id, None, facts, fingerprint(facts))
+        baselines[ex.name] = stored.get(ex.name, facts)
+    named = [(ex.name, facts) for ex, facts in zip(executors, current)]
+    checks = named + [(f"{name} (when this experiment started)", facts)
+                      for name, facts in baselines.items() if facts is not dict(named).get(name)]
+    try:
+        check_same(checks, "between workers")
+    except WashoutError as err:
+        store.event("mismatch", str(err))
+        if not allow_mismatch:
+            raise
+
+    async def one(ex: Executor) -> None:
+        worker = _Worker(experiment, store, ex, stop, progress, outcome, allow_mismatch,
+                         baselines[ex.name])
+        try:
+            await worker.setup()
+            await worker.execute()
+            await worker.teardown()
+        except StopRequested as err:
+            outcome.stopped = str(err)
+            store.event("stopped", str(err), ex.name)
+            if "abort" in str(err):
+                stop.set()
+        except WashoutError as err:
+            outcome.worker_errors[ex.name] = str(err)
+            store.event("error", str(err), ex.name)
+        finally:
+            await ex.close()
+
+    await asyncio.gather(*(one(ex) for ex in executors))
+
+
+def execute(experiment: Experiment, store: Store, *, executors: list[Executor] | None = None,
+            progress: ProgressHook | None = None, allow_mismatch: bool = False,
+            on_stop_request: Callable[[int], None] | None = None,
+            sync: Callable[[Executor], object] | None = None) -> Outcome:
+    """Run (or resume) an experiment into ``store``; returns what was done.
+
+    ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
+    boundary; 2: stopping now).
+    """
+    interrupted = store.mark_interrupted()
+    if interrupted:
+        store.event("resume", f"{interrupted} trial(s) in flight when washout stopped were "
+                    "kept as interrupted and will be re-run")
+    outcome = Outcome(db=store.path, seed=experiment.plan.seed,
+                      planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)))
+    outcome.done_before = count_done(experiment, store)
+    executors = executors if executors is not None else make_executors(experiment.spec)
+    hook = progress or (lambda worker, n: None)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        presses = 0
+
+        def on_signal() -> None:
+            nonlocal presses
+            presses += 1
+            if on_stop_request:
+                on_stop_request(presses)
+            stop.set()
+            if presses >= 2 and task is not None:
+                task.cancel()
+
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+            except (RuntimeError, ValueError):
+                pass
+        try:
+            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch,
+                           sync)
+        except asyncio.CancelledError:
+            outcome.stopped = "stopped at once by the user"
+            store.event("stopped", outcome.stopped)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    asyncio.run(main())
+    return outcome

@@ -1,0 +1,116 @@
+"""The local machine as a worker: each command in ``/bin/sh -c`` in its own process group.
+
+Waiting is event-driven (asyncio's child watcher), never a polling loop, so washout costs
+no CPU while a trial runs. At a timeout the whole process group gets SIGTERM, then SIGKILL
+after a grace period; after every command, whatever the trial left behind in its group is
+killed too, so a stray child cannot perturb the next trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from washout.execute.base import CommandResult
+from washout.pinning import parse_cpus
+
+KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL for a timed-out process group."""
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, wait up to KILL_GRACE, then SIGKILL it."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), KILL_GRACE)
+    except TimeoutError:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def _drain(task: asyncio.Task[bytes]) -> bytes:
+    """Output read so far; a pipe still held open by an escaped grandchild is given up."""
+    try:
+        return await asyncio.wait_for(task, 1.0)
+    except TimeoutError:
+        task.cancel()
+        return b""
+
+
+class LocalExecutor:
+    """Runs commands on this machine."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        target = Path(cwd or ".") / path
+        return await asyncio.to_thread(target.read_bytes)
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+    ) -> CommandResult:
+        full_env = None if not env else {**os.environ, **env}
+        cpu_set = parse_cpus(cpus) if cpus else None
+        preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec,
+            )
+        except OSError as err:
+            now = datetime.now(UTC)
+            return CommandResult("failed", None, b"", b"", started, now,
+                                 time.perf_counter() - t0, f"could not start: {err}", cpus)
+        out_task = asyncio.ensure_future(proc.stdout.read())  # type: ignore[union-attr]
+        err_task = asyncio.ensure_future(proc.stderr.read())  # type: ignore[union-attr]
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            timed_out = True
+            await _kill_group(proc)
+        except asyncio.CancelledError:
+            await _kill_group(proc)
+            raise
+        duration = time.perf_counter() - t0
+        ended = datetime.now(UTC)
+        _signal_group(proc.pid, signal.SIGKILL)
+        stdout, stderr = await _drain(out_task), await _drain(err_task)
+        code = proc.returncode
+        if timed_out:
+            return CommandResult("timeout", code, stdout, stderr, started, ended, duration,
+                                 f"timed out after {timeout:g} s; process group killed", cpus)
+        if code != 0:
+            why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            return CommandResult("failed", code, stdout, stderr, started, ended, duration, why, cpus)
+        return CommandResult("ok", 0, stdout, stderr, started, ended, duration, "", cpus)

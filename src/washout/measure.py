@@ -1,0 +1,87 @@
+"""Metric extraction from a trial's output: pure functions, one per source.
+
+Each returns a finite float or raises :class:`MetricError` whose message is the reason the
+store keeps for a failed trial ("no number in stdout", "json path a.b: no key 'b'", ...).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from washout.spec import MetricSpec
+
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+class MetricError(Exception):
+    """A metric could not be read from a trial's output."""
+
+
+def _finite(value: float, what: str) -> float:
+    if not math.isfinite(value):
+        raise MetricError(f"{what} is {value}, not a finite number")
+    return value
+
+
+def _to_float(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise MetricError(f"{what} is {type(value).__name__}, not a number")
+    try:
+        return _finite(float(value), what)
+    except ValueError:
+        raise MetricError(f"{what} = {str(value)[:40]!r} is not a number") from None
+
+
+def last_number(text: str, where: str = "stdout") -> float:
+    """The last number in the text (hyperfine users' ``| tail -1`` habit, built in)."""
+    matches = NUMBER.findall(text)
+    if not matches:
+        raise MetricError(f"no number in {where}")
+    return _to_float(matches[-1], f"last number in {where}")
+
+
+def json_value(text: str, path: str, where: str = "stdout") -> float:
+    """The number at a dotted path (``a.b.0.c``, list indices as numbers) of a JSON document."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MetricError(f"{where} is not a JSON document ({err.msg} at line {err.lineno})") from None
+    for key in filter(None, path.replace("[", ".").replace("]", "").split(".")):
+        if isinstance(data, list) and key.lstrip("-").isdigit() and -len(data) <= int(key) < len(data):
+            data = data[int(key)]
+        elif isinstance(data, dict) and key in data:
+            data = data[key]
+        else:
+            raise MetricError(f"json path {path}: no {key!r} in {where}")
+    return _to_float(data, f"json path {path}")
+
+
+def regex_value(text: str, pattern: str, where: str = "stdout") -> float:
+    """The named group ``value`` of the last match of ``pattern``."""
+    matches = list(re.finditer(pattern, text, re.MULTILINE))
+    if not matches:
+        raise MetricError(f"regex {pattern!r} does not match {where}")
+    value = matches[-1].group("value")
+    if value is None:
+        raise MetricError(f"regex {pattern!r}: group 'value' did not take part in the match")
+    return _to_float(value, f"regex group 'value' in {where}")
+
+
+def extract(spec: MetricSpec, *, stdout: bytes, wall: float, file_content: bytes | None) -> float:
+    """The value of one metric of a trial, by its spec."""
+    if spec.wall:
+        return wall
+    if spec.file is not None:
+        if file_content is None:
+            raise MetricError(f"file {spec.file} could not be read")
+        text, where = file_content.decode("utf-8", errors="replace"), f"file {spec.file}"
+    else:
+        text, where = stdout.decode("utf-8", errors="replace"), "stdout"
+    if spec.json_path is not None:
+        return json_value(text, spec.json_path, where)
+    if spec.regex is not None:
+        return regex_value(text, spec.regex, where)
+    return last_number(text, where)

@@ -1,0 +1,339 @@
+"""The store: one SQLite file per experiment, WAL, one transaction per trial write.
+
+A process killed at any moment loses at most the trial in flight: a trial row is
+committed as ``running`` when it starts and committed again, with its metrics, when it
+ends; ``resume`` marks rows left ``running`` as ``interrupted`` and re-runs their slots.
+WAL lets ``washout status`` and ``washout analyze`` read while an experiment writes.
+``synchronous=NORMAL`` in WAL mode survives a killed process (the OS keeps the log) without
+an fsync per trial; a power cut can lose the last trials, never corrupt the file (SQLite
+documentation, "Write-Ahead Logging" and PRAGMA synchronous).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from washout import __version__
+from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCHEMA_VERSION = 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE experiment (
+    id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL, spec_text TEXT NOT NULL,
+    spec_source TEXT NOT NULL, seed INTEGER NOT NULL, design TEXT NOT NULL,
+    runs_per_kind INTEGER NOT NULL, planned_trials INTEGER NOT NULL,
+    created TEXT NOT NULL, tool_version TEXT NOT NULL);
+CREATE TABLE test (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, spec_index INTEGER NOT NULL,
+    command TEXT NOT NULL, metrics TEXT NOT NULL);
+CREATE TABLE worker (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, host TEXT NOT NULL,
+    fingerprint TEXT);
+CREATE TABLE environment (
+    id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL REFERENCES worker(id),
+    run_index INTEGER, captured TEXT NOT NULL, data TEXT NOT NULL, fingerprint TEXT NOT NULL);
+CREATE TABLE run (
+    id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL REFERENCES worker(id),
+    idx INTEGER NOT NULL, order_kind TEXT NOT NULL, permutation TEXT NOT NULL,
+    reset_started TEXT, reset_ended TEXT, reset_info TEXT, status TEXT NOT NULL,
+    UNIQUE (worker_id, idx));
+CREATE TABLE trial (
+    id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES run(id),
+    position INTEGER NOT NULL, test TEXT NOT NULL, attempt INTEGER NOT NULL,
+    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', exit_code INTEGER,
+    started TEXT NOT NULL, ended TEXT, duration REAL, stdout_tail TEXT, stderr_tail TEXT,
+    cpus TEXT);
+CREATE INDEX trial_slot ON trial (run_id, position);
+CREATE TABLE metric (
+    trial_id INTEGER NOT NULL REFERENCES trial(id), name TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (trial_id, name)) WITHOUT ROWID;
+CREATE TABLE event (
+    id INTEGER PRIMARY KEY, time TEXT NOT NULL, worker TEXT, kind TEXT NOT NULL,
+    message TEXT NOT NULL);
+"""
+
+FINISHED = ("ok", "failed", "timeout")
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat(timespec="microseconds")
+
+
+def _now() -> str:
+    from datetime import UTC
+
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class ExperimentRecord:
+    """What the store knows about its experiment (enough to re-plan it)."""
+
+    name: str
+    spec_text: str
+    spec_source: str
+    seed: int
+    design: str
+    runs_per_kind: int
+    planned_trials: int
+    created: str
+    tool_version: str
+
+
+def is_store(path: str | Path) -> bool:
+    """True if ``path`` is an SQLite file (washout or not: :meth:`Store.open` checks)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+class Store:
+    """An experiment's SQLite database."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+
+    # -- opening -----------------------------------------------------------------------
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    @classmethod
+    def create(cls, path: str | Path, record: ExperimentRecord,
+               tests: Iterable[tuple[str, str, list[str]]]) -> Store:
+        """Create a new store; refuses to touch an existing file (never overwrite)."""
+        path = Path(path)
+        if path.exists():
+            raise WashoutError(f"{path}: already exists; choose another --db, or "
+                               f"'washout resume {path}' to continue that experiment")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = cls._connect(path)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        store = cls(conn, path)
+        with store.transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("schema_version", str(SCHEMA_VERSION)), ("created_with", __version__)])
+            conn.execute(
+                "INSERT INTO experiment VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.name, record.spec_text, record.spec_source, record.seed, record.design,
+                 record.runs_per_kind, record.planned_trials, record.created,
+                 record.tool_version))
+            conn.executemany(
+                "INSERT INTO test (name, spec_index, command, metrics) VALUES (?, ?, ?, ?)",
+                [(name, i, command, json.dumps(metrics))
+                 for i, (name, command, metrics) in enumerate(tests)])
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path) -> Store:
+        """Open an existing washout store, with a clear message for anything else."""
+        path = Path(path)
+        if not path.exists():
+            raise WashoutError(f"{path}: no such database")
+        if not is_store(path):
+            raise WashoutError(f"{path}: not an SQLite database")
+        conn = cls._connect(path)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise WashoutError(f"{path}: an SQLite database, but not a washout store") from None
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            conn.close()
+            found = "none" if row is None else row[0]
+            raise WashoutError(f"{path}: schema_version = {found}: this washout "
+                               f"({__version__}) reads schema version {SCHEMA_VERSION}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- experiment ----------------------------------------------------------------------
+    def experiment(self) -> ExperimentRecord:
+        row = self.conn.execute(
+            "SELECT name, spec_text, spec_source, seed, design, runs_per_kind, planned_trials,"
+            " created, tool_version FROM experiment").fetchone()
+        return ExperimentRecord(*row)
+
+    def tests(self) -> list[tuple[str, list[str]]]:
+        """Test names in spec order, each with its metric names."""
+        rows = self.conn.execute("SELECT name, metrics FROM test ORDER BY spec_index")
+        return [(name, json.loads(metrics)) for name, metrics in rows]
+
+    def event(self, kind: str, message: str, worker: str | None = None) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT INTO event (time, worker, kind, message) VALUES (?, ?, ?, ?)",
+                      (_now(), worker, kind, message))
+
+    def events(self) -> list[tuple[str, str | None, str, str]]:
+        return list(self.conn.execute("SELECT time, worker, kind, message FROM event ORDER BY id"))
+
+    # -- workers and environment ---------------------------------------------------------
+    def worker_id(self, name: str, host: str) -> int:
+        with self.transaction() as c:
+            c.execute("INSERT OR IGNORE INTO worker (name, host) VALUES (?, ?)", (name, host))
+            return c.execute("SELECT id FROM worker WHERE name = ?", (name,)).fetchone()[0]
+
+    def record_environment(self, worker_id: int, run_index: int | None,
+                           data: dict[str, Any], fingerprint: str) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
+                      " VALUES (?, ?, ?, ?, ?)",
+                      (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint))
+            c.execute("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id))
+
+    def environments(self) -> list[dict[str, Any]]:
+        """Every captured environment, oldest first, with its worker's name."""
+        rows = self.conn.execute(
+            "SELECT w.name, w.host, e.run_index, e.captured, e.data, e.fingerprint"
+            " FROM environment e JOIN worker w ON w.id = e.worker_id ORDER BY e.id")
+        return [{"worker": n, "host": h, "run_index": r, "captured": c,
+                 "data": json.loads(d), "fingerprint": f} for n, h, r, c, d, f in rows]
+
+    # -- runs and trials -----------------------------------------------------------------
+    def run_id(self, worker_id: int, index: int, order: str, permutation: list[str]) -> int:
+        """The run's row, created as ``pending`` the first time."""
+        with self.transaction() as c:
+            c.execute("INSERT OR IGNORE INTO run (worker_id, idx, order_kind, permutation, status)"
+                      " VALUES (?, ?, ?, ?, 'pending')",
+                      (worker_id, index, order, json.dumps(permutation)))
+            return c.execute("SELECT id FROM run WHERE worker_id = ? AND idx = ?",
+                             (worker_id, index)).fetchone()[0]
+
+    def record_reset(self, run_id: int, started: datetime, ended: datetime, info: str) -> None:
+        with self.transaction() as c:
+            c.execute("UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
+                      " status = 'running' WHERE id = ?",
+                      (_iso(started), _iso(ended), info, run_id))
+
+    def set_run_status(self, run_id: int, status: str) -> None:
+        with self.transaction() as c:
+            c.execute("UPDATE run SET status = ? WHERE id = ?", (status, run_id))
+
+    def begin_trial(self, run_id: int, position: int, test: str, attempt: int,
+                    started: datetime) -> int:
+        with self.transaction() as c:
+            cur = c.execute("INSERT INTO trial (run_id, position, test, attempt, status, started)"
+                            " VALUES (?, ?, ?, ?, 'running', ?)",
+                            (run_id, position, test, attempt, _iso(started)))
+            return int(cur.lastrowid)  # type: ignore[arg-type]
+
+    def finish_trial(self, trial_id: int, *, status: str, reason: str, exit_code: int | None,
+                     started: datetime, ended: datetime, duration: float, stdout_tail: str,
+                     stderr_tail: str, cpus: str | None, metrics: dict[str, float]) -> None:
+        """Record a finished trial and its metrics in one transaction."""
+        with self.transaction() as c:
+            c.execute("UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
+                      " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
+                      " WHERE id = ?",
+                      (status, reason, exit_code, _iso(started), _iso(ended), duration,
+                       stdout_tail, stderr_tail, cpus, trial_id))
+            c.executemany("INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+                          [(trial_id, k, v) for k, v in metrics.items()])
+
+    def mark_interrupted(self) -> int:
+        """Rows left ``running`` by a killed process become ``interrupted``; returns how many."""
+        with self.transaction() as c:
+            cur = c.execute("UPDATE trial SET status = 'interrupted',"
+                            " reason = 'washout stopped while this trial ran' "
+                            " WHERE status = 'running'")
+            return cur.rowcount
+
+    def slot_attempts(self, worker_id: int) -> dict[tuple[int, int], list[str]]:
+        """Statuses of every attempt per (run index, position) of a worker, oldest first."""
+        rows = self.conn.execute(
+            "SELECT r.idx, t.position, t.status FROM trial t JOIN run r ON r.id = t.run_id"
+            " WHERE r.worker_id = ? ORDER BY t.id", (worker_id,))
+        slots: dict[tuple[int, int], list[str]] = {}
+        for idx, pos, status in rows:
+            slots.setdefault((idx, pos), []).append(status)
+        return slots
+
+    def workers(self) -> list[tuple[int, str, str, str | None]]:
+        return list(self.conn.execute("SELECT id, name, host, fingerprint FROM worker ORDER BY id"))
+
+    def counts(self) -> dict[str, int]:
+        """Trials per status."""
+        return dict(self.conn.execute("SELECT status, count(*) FROM trial GROUP BY status"))
+
+    def finished_durations(self) -> list[float]:
+        """Durations of finished trials (for an ETA)."""
+        return [d for (d,) in self.conn.execute(
+            "SELECT duration FROM trial WHERE status IN ('ok','failed','timeout')"
+            " AND duration IS NOT NULL")]
+
+    def failures(self, limit: int = 20) -> list[tuple[str, int, int, str, str, str]]:
+        """Recent failed/timeout/interrupted trials: (worker, run, position, test, status, reason)."""
+        return list(self.conn.execute(
+            "SELECT w.name, r.idx, t.position, t.test, t.status, t.reason FROM trial t"
+            " JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
+            " WHERE t.status NOT IN ('ok', 'running') ORDER BY t.id DESC LIMIT ?", (limit,)))
+
+    # -- reading -------------------------------------------------------------------------
+    def long_frame(self) -> pd.DataFrame:
+        """The long format (see :mod:`washout.longformat`): one row per trial and metric.
+
+        A trial without a value for one of its test's metrics (failed, timed out,
+        interrupted, or unparsable output) still has its row, with value NaN.
+        """
+        import pandas as pd
+
+        from washout.longformat import COLUMNS
+
+        trials = pd.read_sql_query(
+            "SELECT t.id AS trial_id, r.idx AS run, r.order_kind AS \"order\","
+            " t.position, t.test, t.status, w.name AS worker, t.started, t.ended"
+            " FROM trial t JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
+            " WHERE t.status != 'running' ORDER BY w.id, r.idx, t.position, t.id", self.conn)
+        metrics = pd.read_sql_query("SELECT trial_id, name AS metric, value FROM metric", self.conn)
+        expected = pd.DataFrame(
+            [(name, m) for name, names in self.tests() for m in names],
+            columns=["test", "metric"])
+        frame = trials.merge(expected, on="test", how="left")
+        frame = frame.merge(metrics, on=["trial_id", "metric"], how="left")
+        frame["value"] = frame["value"].astype(float)
+        return frame.loc[:, list(COLUMNS)].reset_index(drop=True)
+
+
+def read_long(path: str | Path) -> pd.DataFrame:
+    """The long format of a store file (for analysis, reports, export)."""
+    store = Store.open(path)
+    try:
+        return store.long_frame()
+    finally:
+        store.close()
