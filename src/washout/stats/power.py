@@ -1,0 +1,256 @@
+"""Planning: how many runs per order an experiment needs, and what a finished one could see.
+
+The order analysis tests each test's fixed-order sample against its random-order sample
+with Kruskal-Wallis (Kruskal & Wallis 1952, JASA 47(260)) at the Bonferroni level
+alpha / m, m the family of test x metric comparisons (DESIGN.md). Its power has no closed
+form for an arbitrary distribution, so it is estimated by simulation from a pilot (a
+parametric bootstrap of the design, cf. Efron & Tibshirani 1993, "An Introduction to the
+Bootstrap", ch. 6): draw both groups of n runs with replacement from the pilot's
+fixed-order values of the test (the undisturbed baseline; all its ok values if it has
+fewer than two fixed ones), add Delta% of the pilot mean to one group (a pure location
+shift, so the means differ by exactly Delta% and the shape stays the pilot's), and count
+how often the test rejects. The power at n is that fraction over ``n_sim`` simulated
+experiments, seeded, with the same draws for every shift (common random numbers).
+
+- runs needed: the smallest n whose power reaches the target, by doubling n from 2 and then
+  bisecting between the last failing and first passing n;
+- smallest detectable Delta% at n: the smallest shift whose power reaches the target, by
+  doubling from 1% and bisecting to 1% relative precision.
+
+Kruskal-Wallis is computed vectorised over the simulations: H = 12 / (N (N + 1))
+sum R_i^2 / n_i - 3 (N + 1), divided by the tie correction 1 - sum (t^3 - t) / (N^3 - N),
+p from chi-square with k - 1 = 1 degree of freedom; the same H and p as
+``scipy.stats.kruskal``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from washout.errors import WashoutError
+from washout.stats.family import check_alpha
+from washout.stats.trials import usable_trials
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+N_SIM = 400
+MAX_RUNS = 4096
+MAX_DELTA_PCT = 1000.0
+
+
+def kruskal_two(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2).
+
+    Rows whose values are all equal have no test: H NaN, p 1.
+    """
+    import numpy as np
+    from scipy.stats import chi2, rankdata
+
+    x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
+    n1, n2 = x.shape[1], y.shape[1]
+    z = np.concatenate([x, y], axis=1)
+    s, n = z.shape
+    ranks = rankdata(z, axis=1)
+    r1, r2 = ranks[:, :n1].sum(axis=1), ranks[:, n1:].sum(axis=1)
+    h = 12.0 / (n * (n + 1)) * (r1**2 / n1 + r2**2 / n2) - 3.0 * (n + 1)
+    ordered = np.sort(z, axis=1)
+    starts = np.ones_like(ordered, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    group = np.cumsum(starts, axis=1) - 1 + (np.arange(s) * n)[:, None]
+    t = np.bincount(group.ravel(), minlength=s * n).reshape(s, n).astype(float)
+    correction = 1.0 - (t**3 - t).sum(axis=1) / (n**3 - n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(correction > 0, h / correction, np.nan)
+    p = np.where(np.isfinite(h), chi2.sf(h, 1), 1.0)
+    return h, p
+
+
+def simulated_power(
+    values: Any, n: int, delta_pct: float, alpha_per_test: float, *,
+    n_sim: int = N_SIM, seed: int = 0,
+) -> float:
+    """Fraction of ``n_sim`` simulated experiments (n runs per order, resampled from
+    ``values``, one group shifted by Delta% of their mean) where Kruskal-Wallis rejects."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    rng = np.random.default_rng([seed, n])
+    x = rng.choice(v, size=(n_sim, n))
+    y = rng.choice(v, size=(n_sim, n)) + delta_pct / 100.0 * abs(float(v.mean()))
+    _, p = kruskal_two(x, y)
+    return float(np.mean(p < alpha_per_test))
+
+
+def runs_needed_for(
+    values: Any, delta_pct: float, *, power: float = 0.8, alpha_per_test: float = 0.05,
+    n_sim: int = N_SIM, seed: int = 0, max_runs: int = MAX_RUNS,
+) -> tuple[int | None, float | None]:
+    """``(n, power at n)``: the fewest runs per order reaching ``power``; ``(None, power at
+    max_runs)`` when even ``max_runs`` falls short."""
+    def at(n: int) -> float:
+        return simulated_power(values, n, delta_pct, alpha_per_test, n_sim=n_sim, seed=seed)
+
+    lo, hi, reached = 1, 2, at(2)
+    while reached < power:
+        if hi >= max_runs:
+            return None, reached
+        lo, hi = hi, min(2 * hi, max_runs)
+        reached = at(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        got = at(mid)
+        if got >= power:
+            hi, reached = mid, got
+        else:
+            lo = mid
+    return hi, reached
+
+
+def detectable_delta_for(
+    values: Any, n: int, *, power: float = 0.8, alpha_per_test: float = 0.05,
+    n_sim: int = N_SIM, seed: int = 0,
+) -> float | None:
+    """The smallest Delta% (of the mean) detected with ``power`` at n runs per order;
+    None when even ``MAX_DELTA_PCT`` is not (n too small for the level)."""
+    def at(delta: float) -> float:
+        return simulated_power(values, n, delta, alpha_per_test, n_sim=n_sim, seed=seed)
+
+    lo, hi = 0.0, 1.0
+    while at(hi) < power:
+        if hi >= MAX_DELTA_PCT:
+            return None
+        lo, hi = hi, hi * 2
+    while hi - lo > 0.01 * hi:
+        mid = (lo + hi) / 2
+        if at(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class RunsNeeded:
+    """The plan for one test's metric."""
+
+    test: str
+    metric: str
+    runs_needed: int | None
+    power_at: float | None
+    cv: float
+    n_pilot: int
+    source: str
+    delta_pct: float
+    alpha_per_test: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DetectableDelta:
+    """What an experiment of n runs per order could detect for one test's metric."""
+
+    test: str
+    metric: str
+    n: int
+    detectable_pct: float | None
+    cv: float
+    alpha_per_test: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pilot_samples(
+    df: "pd.DataFrame", metric: str | None
+) -> list[tuple[str, str, "np.ndarray", str, "pd.DataFrame"]]:
+    """Per (test, metric): the resampling pool, where it came from, and the test's ok rows."""
+    ok, _ = usable_trials(df, "planning")
+    if metric is not None:
+        if metric not in set(ok["metric"]):
+            raise WashoutError(f"metric = {metric!r}: not in the pilot (metrics: "
+                               f"{', '.join(sorted(map(str, ok['metric'].unique())))})")
+        ok = ok[ok["metric"] == metric]
+    if ok.empty:
+        raise WashoutError("pilot: no successful trials with a value to plan from")
+    out = []
+    for (test, met), group in ok.groupby(["test", "metric"], sort=True):
+        fixed = group.loc[group["order"] == "fixed", "value"].to_numpy(dtype=float)
+        pool, source = (fixed, "fixed") if len(fixed) >= 2 else (
+            group["value"].to_numpy(dtype=float), "all")
+        out.append((str(test), str(met), pool, source, group))
+    return out
+
+
+def _cv(v: "np.ndarray") -> float:
+    """Coefficient of variation: population standard deviation / mean (DESIGN.md)."""
+    import numpy as np
+
+    mean = float(np.mean(v)) if len(v) else float("nan")
+    return float(np.std(v) / mean) if mean else float("nan")
+
+
+def _check_power(power: float) -> float:
+    if not (isinstance(power, (int, float)) and 0.0 < float(power) < 1.0):
+        raise WashoutError(f"power = {power!r}: expected a number between 0 and 1")
+    return float(power)
+
+
+def plan_runs(
+    df: "pd.DataFrame", delta_pct: float, *, power: float = 0.8, alpha: float = 0.05,
+    family_size: int | None = None, metric: str | None = None, n_sim: int = N_SIM,
+    seed: int = 0, max_runs: int = MAX_RUNS,
+) -> list[RunsNeeded]:
+    """Runs per order each test needs to detect ``delta_pct`` with Kruskal-Wallis at
+    alpha / m (m = ``family_size``, default the pilot's number of test x metric pairs)."""
+    import numpy as np
+
+    level, target = check_alpha(alpha), _check_power(power)
+    if not (isinstance(delta_pct, (int, float)) and np.isfinite(delta_pct) and delta_pct > 0):
+        raise WashoutError(f"detect = {delta_pct!r}: expected a positive percentage, e.g. 2%")
+    samples = _pilot_samples(df, metric)
+    per_test = level / (family_size or len(samples))
+    rows = []
+    for test, met, pool, source, _ in samples:
+        if len(pool) < 2:
+            n, reached = None, None
+        else:
+            n, reached = runs_needed_for(pool, float(delta_pct), power=target,
+                                         alpha_per_test=per_test, n_sim=n_sim, seed=seed,
+                                         max_runs=max_runs)
+        rows.append(RunsNeeded(test, met, n, reached, _cv(pool), int(len(pool)), source,
+                               float(delta_pct), per_test))
+    return rows
+
+
+def detectable_deltas(
+    df: "pd.DataFrame", *, n: int | None = None, power: float = 0.8, alpha: float = 0.05,
+    family_size: int | None = None, metric: str | None = None, n_sim: int = N_SIM,
+    seed: int = 0,
+) -> list[DetectableDelta]:
+    """Per test x metric, the smallest Delta% detectable at n runs per order (default: the
+    data's own, the smaller of its fixed and random trial counts) at alpha / m."""
+    level, target = check_alpha(alpha), _check_power(power)
+    samples = _pilot_samples(df, metric)
+    per_test = level / (family_size or len(samples))
+    rows = []
+    for test, met, pool, _, group in samples:
+        counts = group["order"].value_counts()
+        size = n if n is not None else int(min(counts.get("fixed", 0), counts.get("random", 0)))
+        found = None
+        if len(pool) >= 2 and size >= 2:
+            found = detectable_delta_for(pool, size, power=target, alpha_per_test=per_test,
+                                         n_sim=n_sim, seed=seed)
+        rows.append(DetectableDelta(test, met, size, found, _cv(pool), per_test))
+    return rows
+
+
+def plan_frame(rows: list[RunsNeeded] | list[DetectableDelta]) -> "pd.DataFrame":
+    """The plan (or the detectable differences) as a DataFrame, one row per test x metric."""
+    import pandas as pd
+
+    return pd.DataFrame([r.to_dict() for r in rows])
