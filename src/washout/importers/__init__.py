@@ -1,0 +1,1 @@
+"""Readers that turn other tools' result files into washout's long format."""

@@ -1,0 +1,88 @@
+"""Read a long-format CSV (as ``washout export`` writes it) back into a DataFrame.
+
+The columns are :data:`washout.longformat.COLUMNS`; ``position``, ``worker``, ``started`` and
+``ended`` may be absent (``worker`` then means the local machine). Every row is checked: an
+unknown order kind or status, or a successful trial whose value is not a finite number, is a
+one-line error naming the file, line, field and value. Names are kept verbatim (a test
+called "NA" stays "NA").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from washout.errors import WashoutError, located
+from washout.longformat import COLUMNS, ORDER_KINDS, STATUSES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+REQUIRED: tuple[str, ...] = ("run", "order", "test", "metric", "value", "status")
+_TEXT: tuple[str, ...] = ("order", "test", "metric", "status", "worker", "started", "ended")
+
+
+def line_of(index: int) -> int:
+    """The 1-based file line of DataFrame row ``index`` of a CSV with one header line."""
+    return int(index) + 2
+
+
+def check_choice(frame: "pd.DataFrame", column: str, allowed: tuple[str, ...], path: Path) -> None:
+    """A one-line error at the first row whose ``column`` is not one of ``allowed``."""
+    import numpy as np
+
+    bad = ~frame[column].isin(allowed).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise located(f"{path}: line {line_of(frame.index[i])}", column, frame[column].iloc[i],
+                      f"expected one of {', '.join(allowed)}")
+
+
+def numeric_column(
+    frame: "pd.DataFrame", column: str, must_be_finite: "pd.Series", path: Path
+) -> "pd.Series":
+    """``column`` as floats; a one-line error at the first unparsable entry, or the first
+    non-finite one where ``must_be_finite`` (successful trials)."""
+    import numpy as np
+    import pandas as pd
+
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    text = raw.astype(str).str.strip() if raw.dtype == object else None
+    unparsable = values.isna() & raw.notna()
+    if text is not None:
+        unparsable &= text.ne("") & ~text.str.lower().isin(("nan", "na", "null", "none"))
+    bad = unparsable.to_numpy() | (must_be_finite.to_numpy() & ~np.isfinite(values.to_numpy()))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        shown = raw.iloc[i]
+        if not isinstance(shown, str) and pd.isna(shown):
+            shown = ""  # an empty cell
+        problem = ("not a number" if unparsable.iloc[i]
+                   else "a successful trial needs a finite number")
+        raise located(f"{path}: line {line_of(frame.index[i])}", column, shown, problem)
+    return values
+
+
+def read_long_csv(path: Path | str) -> "pd.DataFrame":
+    """The long-format trials of a CSV file, validated (see the module doc)."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, na_values={"value": [""]},
+                            dtype={c: str for c in _TEXT}, low_memory=False)
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise WashoutError(f"{path}: cannot read as CSV: {err}") from None
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise WashoutError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
+    check_choice(frame, "order", ORDER_KINDS, path)
+    check_choice(frame, "status", STATUSES, path)
+    frame["value"] = numeric_column(frame, "value", frame["status"] == "ok", path)
+    if "worker" not in frame.columns:
+        frame["worker"] = "local"
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = pd.NA
+    return frame[list(COLUMNS)]

@@ -1,0 +1,1 @@
+"""Renderings of analysis results: terminal tables, HTML, Markdown, figures."""

@@ -1,0 +1,77 @@
+"""Where trials come from: a washout store, a long-format CSV, or an OrderSage results file.
+
+:func:`load_trials` tells them apart by content, not by name: a SQLite database starts with
+the 16-byte magic ``SQLite format 3\\0``; a CSV is a long-format file if its header has the
+long-format columns and an OrderSage file if it has OrderSage's.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+KINDS: tuple[str, ...] = ("store", "long-csv", "ordersage")
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What :func:`load_trials` read: ``kind`` is store, long-csv or ordersage; for OrderSage
+    files also the original test-column name (exp_command/test_command) and the layout
+    generation (``exp`` older, ``test`` newer)."""
+
+    path: Path
+    kind: str
+    test_column: str | None = None
+    generation: str | None = None
+
+
+def _header(path: Path) -> list[str]:
+    """The column names of a CSV's first line."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            return [c.strip() for c in next(csv.reader(handle), [])]
+    except UnicodeDecodeError:
+        raise WashoutError(f"{path}: not a washout store or a CSV text file") from None
+
+
+def load_trials(path: Path | str) -> tuple["pd.DataFrame", SourceInfo]:
+    """The long-format trials of ``path`` and what kind of source it was."""
+    from washout.importers.longcsv import REQUIRED as LONG_REQUIRED
+    from washout.importers.ordersage import is_ordersage
+
+    path = Path(path)
+    if not path.is_file():
+        raise WashoutError(f"{path}: no such file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(len(SQLITE_MAGIC))
+    except OSError as err:
+        raise WashoutError(f"{path}: cannot read: {err.strerror}") from None
+    if magic == SQLITE_MAGIC:
+        from washout.store import read_long
+
+        return read_long(path), SourceInfo(path, "store")
+    columns = _header(path)
+    if all(c in columns for c in LONG_REQUIRED):
+        from washout.importers.longcsv import read_long_csv
+
+        return read_long_csv(path), SourceInfo(path, "long-csv")
+    if is_ordersage(columns):
+        from washout.importers.ordersage import read_ordersage
+
+        frame, layout = read_ordersage(path)
+        return frame, SourceInfo(path, "ordersage", layout.test_column, layout.generation)
+    shown = ", ".join(columns) if columns else "(empty)"
+    raise WashoutError(
+        f"{path}: columns = {shown[:200]}: neither a washout store, a long-format CSV "
+        f"({', '.join(LONG_REQUIRED)}, ...) nor an OrderSage results file "
+        "(exp_command or test_command, order_type, result, completion_status, ...)"
+    )

@@ -1,0 +1,519 @@
+"""Order analysis: did running the tests in a fixed order change their results?
+
+DESIGN.md, "Order analysis", is the spec. Per test x metric (x worker), the successful
+fixed-order trials F and random-order trials R are compared:
+
+- Kruskal-Wallis H (tie-corrected) and p from chi^2 with k - 1 = 1 degree of freedom, the
+  statistic scipy.stats.kruskal computes (Kruskal & Wallis 1952, "Use of ranks in
+  one-criterion variance analysis", JASA 47(260), eqs. 1.1 and 1.4), computed here for all
+  comparisons at once from one sort of the data.
+- Family-wise correction over the m comparisons with both samples non-empty
+  (:mod:`washout.stats.family`: Bonferroni or Holm).
+- eta^2_H = (H - k + 1) / (n - k), clipped at 0 (Tomczak & Tomczak 2014, "The need to report
+  effect size estimates revisited", Trends in Sport Sciences 21(1), eq. 5).
+- Delta% = (mean F - mean R) / mean F * 100 (Duplyakin et al., USENIX ATC 2023, Sec. 4).
+- Exact median CIs (:mod:`washout.stats.median_ci`, Le Boudec Thm 2.1) and their overlap
+  case (Duplyakin et al. 2023, Algorithm 2): 1 disjoint, 2 each median strictly inside the
+  other's CI, 3 otherwise.
+- CV = population standard deviation / mean; Shapiro-Wilk p (scipy.stats.shapiro) for
+  n >= 3 (Shapiro & Wilk 1965, Biometrika 52).
+
+When every value of a comparison is equal, H is 0/0 and scipy returns NaN: reported as
+null, and counted in the family with p = 1 (the exact permutation p-value: every
+relabelling gives the same data), so m stays "comparisons with both samples non-empty".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from washout.errors import WashoutError, located
+from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.median_ci import check_confidence, median_ci_rank
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+ORDERS: tuple[str, str] = ("fixed", "random")
+CASE_WORDS: dict[int, str] = {1: "red flag", 2: "likely no change", 3: "inconclusive"}
+# Power the "smallest detectable difference" is computed for.
+_POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Successful fixed/random trials of every comparison, sorted, in flat arrays.
+
+    Comparison g's order-o sample (o = 0 fixed, 1 random) is
+    ``values[starts[g, o] : starts[g, o] + counts[g, o]]``, sorted ascending; the fixed block
+    directly precedes the random one. ``excluded[g, o]`` counts its unsuccessful trials.
+    """
+
+    keys: list[tuple[str, str, str | None]]
+    values: "np.ndarray"
+    starts: "np.ndarray"
+    counts: "np.ndarray"
+    excluded: "np.ndarray"
+
+    def sample(self, g: int, o: int) -> "np.ndarray":
+        """Comparison g's sorted sample for order o (0 fixed, 1 random)."""
+        s = int(self.starts[g, o])
+        return self.values[s : s + int(self.counts[g, o])]
+
+
+def _finite_values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
+    """The ``value`` column as floats; a one-line error at the first non-finite value."""
+    import numpy as np
+    import pandas as pd
+
+    raw = frame["value"]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise located(
+            f"{source}: row {frame.index[i]}", "value", raw.iloc[i],
+            "a successful trial needs a finite number",
+        )
+    return values
+
+
+def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "long format") -> Samples:
+    """Group long-format rows into comparisons (test x metric [x worker]) of sorted samples.
+
+    Only ``fixed`` and ``random`` rows take part; rows with status other than ``ok`` are
+    counted as excluded. Comparisons come in order of first appearance of their test, then
+    metric, then worker.
+    """
+    import numpy as np
+    import pandas as pd
+
+    needed = ["order", "test", "metric", "value", "status"]
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise WashoutError(
+            f"{source}: column(s) {', '.join(missing)} missing "
+            f"(columns present: {', '.join(map(str, df.columns))})"
+        )
+    frame = df.loc[df["order"].isin(ORDERS)]
+    key_cols = ["test", "metric"] + (["worker"] if by_worker else [])
+    if by_worker and "worker" not in frame.columns:
+        frame = frame.assign(worker="local")
+    combined = np.zeros(len(frame), dtype=np.int64)
+    uniques: list[Any] = []
+    for col in key_cols:
+        codes, levels = pd.factorize(frame[col], sort=False)
+        if (codes < 0).any():
+            i = int(np.flatnonzero(codes < 0)[0])
+            raise located(f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing")
+        combined = combined * len(levels) + codes
+        uniques.append(levels)
+    gcodes, gvals = pd.factorize(combined, sort=True)
+    n_groups = len(gvals)
+    keys: list[tuple[str, str, str | None]] = []
+    rest = np.asarray(gvals, dtype=np.int64)
+    parts = []
+    for levels in reversed(uniques):
+        parts.append(rest % len(levels))
+        rest = rest // len(levels)
+    parts.reverse()
+    for i in range(n_groups):
+        test = str(uniques[0][parts[0][i]])
+        metric = str(uniques[1][parts[1][i]])
+        worker = str(uniques[2][parts[2][i]]) if by_worker else None
+        keys.append((test, metric, worker))
+
+    o = (frame["order"].to_numpy() == "random").astype(np.int64)
+    ok = (frame["status"] == "ok").to_numpy()
+    slot = gcodes * 2 + o
+    excluded = np.bincount(slot[~ok], minlength=2 * n_groups).reshape(n_groups, 2)
+    values = _finite_values(frame.loc[ok], source)
+    slot_ok = slot[ok]
+    idx = np.lexsort((values, slot_ok))
+    counts = np.bincount(slot_ok, minlength=2 * n_groups)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return Samples(
+        keys=keys,
+        values=values[idx],
+        starts=starts.reshape(n_groups, 2),
+        counts=counts.reshape(n_groups, 2),
+        excluded=excluded,
+    )
+
+
+def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
+    """Tie-corrected Kruskal-Wallis H and p (fixed vs random) for every comparison at once.
+
+    H = [12 / (N (N+1)) * sum_i R_i^2 / n_i - 3 (N+1)] / [1 - sum_t (t^3 - t) / (N^3 - N)],
+    R_i the rank sum of group i with mid-ranks for ties, t the tie-group sizes; p = P(chi^2_1 > H)
+    (Kruskal & Wallis 1952, as scipy.stats.kruskal). NaN where a sample is empty or all
+    values are equal.
+    """
+    import numpy as np
+    from scipy.stats import chi2
+
+    n_groups = len(samples.keys)
+    counts = samples.counts
+    per_group = counts.sum(axis=1)
+    gflat = np.repeat(np.arange(n_groups), per_group)
+    oflat = np.repeat(np.tile(np.array([0, 1]), n_groups), counts.ravel())
+    merged = np.lexsort((samples.values, gflat))
+    v = samples.values[merged]
+    g = gflat[merged]
+    o = oflat[merged]
+    total = v.size
+    h = np.full(n_groups, np.nan)
+    p = np.full(n_groups, np.nan)
+    if total == 0:
+        return h, p
+    new_run = np.ones(total, dtype=bool)
+    new_run[1:] = (v[1:] != v[:-1]) | (g[1:] != g[:-1])
+    run_starts = np.flatnonzero(new_run)
+    run_len = np.diff(np.append(run_starts, total)).astype(float)
+    run_id = np.cumsum(new_run) - 1
+    group_start = samples.starts[:, 0]
+    ranks = run_starts[run_id] + (run_len[run_id] - 1.0) / 2.0 - group_start[g] + 1.0
+    rank_fixed = np.bincount(g, weights=np.where(o == 0, ranks, 0.0), minlength=n_groups)
+    rank_random = np.bincount(g, weights=np.where(o == 1, ranks, 0.0), minlength=n_groups)
+    ties = np.bincount(g[run_starts], weights=run_len**3 - run_len, minlength=n_groups)
+    n_f = counts[:, 0].astype(float)
+    n_r = counts[:, 1].astype(float)
+    n = per_group.astype(float)
+    both = (counts[:, 0] > 0) & (counts[:, 1] > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ssbn = rank_fixed**2 / n_f + rank_random**2 / n_r
+        raw = 12.0 / (n * (n + 1)) * ssbn - 3 * (n + 1)
+        correction = 1.0 - ties / (n**3 - n)
+        h_all = raw / correction
+    defined = both & (correction > 0)
+    h[defined] = h_all[defined]
+    p[defined] = chi2.sf(h[defined], 1)
+    return h, p
+
+
+def _min_p(n_fixed: int, n_random: int) -> float:
+    """The smallest Kruskal-Wallis p two samples of these sizes can give (complete separation)."""
+    from scipy.stats import chi2
+
+    n = n_fixed + n_random
+    r_f = n_fixed * (n_fixed + 1) / 2.0
+    r_r = n * (n + 1) / 2.0 - r_f
+    h = 12.0 / (n * (n + 1)) * (r_f**2 / n_fixed + r_r**2 / n_random) - 3 * (n + 1)
+    return float(chi2.sf(h, 1))
+
+
+def ci_case(
+    median_fixed: float, ci_fixed: tuple[float, float] | None,
+    median_random: float, ci_random: tuple[float, float] | None,
+) -> int | None:
+    """Overlap case of two median CIs (Duplyakin et al. 2023, Algorithm 2); None without CIs.
+
+    1: the CIs are disjoint (red flag); 2: the random median lies strictly inside the fixed
+    CI and the fixed median strictly inside the random CI (likely no change); 3: otherwise.
+    """
+    if ci_fixed is None or ci_random is None:
+        return None
+    (f_lo, f_hi), (r_lo, r_hi) = ci_fixed, ci_random
+    if f_hi < r_lo or r_hi < f_lo:
+        return 1
+    if f_lo < median_random < f_hi and r_lo < median_fixed < r_hi:
+        return 2
+    return 3
+
+
+def _num(x: float) -> float | None:
+    """A float for JSON: None for NaN and infinities."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class OrderComparison:
+    """One test x metric (x worker): fixed vs random order. Field names are the JSON keys."""
+
+    test: str
+    metric: str
+    worker: str | None
+    n_fixed: int
+    n_random: int
+    excluded_fixed: int
+    excluded_random: int
+    mean_fixed: float | None
+    mean_random: float | None
+    median_fixed: float | None
+    median_random: float | None
+    cv_fixed: float | None
+    cv_random: float | None
+    shapiro_p_fixed: float | None
+    shapiro_p_random: float | None
+    kw_h: float | None
+    kw_p: float | None
+    significant: bool
+    eta_squared: float | None
+    delta_pct: float | None
+    ci_fixed: tuple[float, float] | None
+    ci_random: tuple[float, float] | None
+    ci_confidence_fixed: float | None
+    ci_confidence_random: float | None
+    ci_case: int | None
+    warnings: tuple[str, ...]
+    # Not in the JSON: the |Delta%| these trials would detect with 80% power (None if unknown).
+    detectable_pct: float | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of one comparison (lists for CIs, no NaN)."""
+        out: dict[str, Any] = {}
+        for name in JSON_TEST_KEYS:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
+        return out
+
+
+JSON_TEST_KEYS: tuple[str, ...] = (
+    "test", "metric", "worker", "n_fixed", "n_random", "excluded_fixed", "excluded_random",
+    "mean_fixed", "mean_random", "median_fixed", "median_random", "cv_fixed", "cv_random",
+    "shapiro_p_fixed", "shapiro_p_random", "kw_h", "kw_p", "significant", "eta_squared",
+    "delta_pct", "ci_fixed", "ci_random", "ci_confidence_fixed", "ci_confidence_random",
+    "ci_case", "warnings",
+)
+
+
+@dataclass(frozen=True)
+class OrderAnalysis:
+    """The family of fixed-vs-random comparisons and its verdict."""
+
+    alpha: float
+    correction: str
+    family_size: int
+    alpha_per_test: float | None
+    verdict: str  # "order-matters" | "no-evidence"
+    tests: tuple[OrderComparison, ...]
+    ci_confidence: float = 0.95
+
+    @property
+    def significant(self) -> tuple[OrderComparison, ...]:
+        """The comparisons significant after the family-wise correction."""
+        return tuple(t for t in self.tests if t.significant)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``washout analyze --format json`` object (valid JSON: null, never NaN)."""
+        return {
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "family_size": self.family_size,
+            "alpha_per_test": self.alpha_per_test,
+            "verdict": self.verdict,
+            "tests": [t.to_dict() for t in self.tests],
+        }
+
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per comparison; CIs split into _lo/_hi columns, warnings joined by '; '."""
+        import pandas as pd
+
+        rows = []
+        for t in self.tests:
+            row = t.to_dict()
+            for side in ORDERS:
+                ci = row.pop(f"ci_{side}")
+                row[f"ci_{side}_lo"], row[f"ci_{side}_hi"] = ci if ci is not None else (None, None)
+            row["warnings"] = "; ".join(t.warnings)
+            row["detectable_pct"] = t.detectable_pct
+            rows.append(row)
+        columns = [c for c in JSON_TEST_KEYS if c not in ("ci_fixed", "ci_random", "warnings")]
+        columns[columns.index("ci_confidence_fixed"):columns.index("ci_confidence_fixed")] = [
+            "ci_fixed_lo", "ci_fixed_hi", "ci_random_lo", "ci_random_hi",
+        ]
+        columns += ["warnings", "detectable_pct"]
+        frame = pd.DataFrame(rows, columns=columns)
+        for col in ("ci_case",):
+            frame[col] = frame[col].astype("Int64")
+        return frame
+
+
+@dataclass(frozen=True)
+class SampleSummary:
+    """Per (comparison, order) summaries over a :class:`Samples`, as (G, 2) arrays."""
+
+    mean: "np.ndarray"
+    median: "np.ndarray"
+    std: "np.ndarray"  # population standard deviation
+    constant: "np.ndarray"  # bool: n >= 1 and all values equal
+
+
+def summarize(samples: Samples) -> SampleSummary:
+    """Means, medians, population standard deviations (two-pass) of every sample at once."""
+    import numpy as np
+
+    counts = samples.counts.ravel()
+    starts = samples.starts.ravel()
+    slots = np.repeat(np.arange(counts.size), counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.bincount(slots, weights=samples.values, minlength=counts.size) / counts
+        dev = samples.values - mean[slots]
+        std = np.sqrt(np.bincount(slots, weights=dev * dev, minlength=counts.size) / counts)
+    last = np.maximum(counts - 1, 0)
+    has = counts > 0
+    safe = np.where(has, starts, 0)
+    lo_mid = np.where(has, safe + (counts - 1) // 2, 0)
+    hi_mid = np.where(has, safe + counts // 2, 0)
+    median = np.full(counts.size, np.nan)
+    constant = np.zeros(counts.size, dtype=bool)
+    if samples.values.size:
+        median[has] = (samples.values[lo_mid[has]] + samples.values[hi_mid[has]]) / 2.0
+        constant[has] = samples.values[safe[has]] == samples.values[(safe + last)[has]]
+    shape = samples.counts.shape
+    return SampleSummary(mean.reshape(shape), median.reshape(shape), std.reshape(shape),
+                         constant.reshape(shape))
+
+
+def _shapiro_p(sample: "np.ndarray") -> float | None:
+    """Shapiro-Wilk p of a sample, None below n = 3 or for a constant sample."""
+    import warnings
+
+    from scipy.stats import shapiro
+
+    if sample.size < 3 or sample[0] == sample[-1]:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # n > 5000: scipy warns that p may be inaccurate
+        return _num(shapiro(sample).pvalue)
+
+
+def _min_n_for_ci(confidence: float) -> int:
+    """The smallest sample size with a median CI at this confidence."""
+    n = 1
+    while median_ci_rank(n, confidence) is None:
+        n += 1
+    return n
+
+
+def _detectable_pct(mean_f: float, std_f: float, n_f: int, std_r: float, n_r: int,
+                    level: float) -> float | None:
+    """|Delta%| detectable with 80% power at two-sided level ``level`` (normal approximation).
+
+    d = (z_{1-level/2} + z_{0.8}) * sqrt(s_F^2/n_F + s_R^2/n_R) / sqrt(3/pi), the two-sample
+    z-test's detectable shift inflated by the Kruskal-Wallis (Wilcoxon) efficiency 3/pi
+    relative to it under normality (Lehmann, Nonparametrics, 1975, Ch. 2 Sec. 4), as a
+    percentage of the fixed mean; s are sample (n - 1) standard deviations.
+    """
+    from scipy.stats import norm
+
+    if n_f < 2 or n_r < 2 or mean_f == 0:
+        return None
+    var_f = std_f**2 * n_f / (n_f - 1)
+    var_r = std_r**2 * n_r / (n_r - 1)
+    z = norm.ppf(1 - level / 2) + norm.ppf(_POWER)
+    shift = z * math.sqrt(var_f / n_f + var_r / n_r) / math.sqrt(3 / math.pi)
+    return _num(abs(shift / mean_f) * 100.0)
+
+
+def analyze_order(
+    df: "pd.DataFrame",
+    alpha: float = 0.05,
+    correction: str = "bonferroni",
+    by_worker: bool = False,
+    ci_confidence: float = 0.95,
+) -> OrderAnalysis:
+    """Compare fixed- and random-order trials per test x metric (x worker); see the module doc."""
+    import numpy as np
+
+    alpha = check_alpha(alpha)
+    correction = check_method(correction)
+    ci_confidence = check_confidence(ci_confidence)
+    samples = collect_samples(df, by_worker=by_worker)
+    summary = summarize(samples)
+    h, p = kruskal_two(samples)
+    counts, excluded = samples.counts, samples.excluded
+    both = (counts[:, 0] > 0) & (counts[:, 1] > 0)
+    family_p = np.where(both, np.where(np.isnan(p), 1.0, p), np.nan)
+    significant, alpha_per_test = adjust(family_p.tolist(), alpha, correction)
+    family_size = int(both.sum())
+    level = alpha / family_size if family_size else alpha
+    min_n = _min_n_for_ci(ci_confidence)
+    pct = f"{ci_confidence * 100:g}%"
+
+    tests = []
+    for g, (test, metric, worker) in enumerate(samples.keys):
+        n_f, n_r = int(counts[g, 0]), int(counts[g, 1])
+        warnings: list[str] = []
+        if n_f == 0 or n_r == 0:
+            missing = " and ".join(o for o, n in zip(ORDERS, (n_f, n_r)) if n == 0)
+            warnings.append(f"no successful {missing}-order trials: not compared")
+        ex_f, ex_r = int(excluded[g, 0]), int(excluded[g, 1])
+        if ex_f or ex_r:
+            warnings.append(
+                f"{ex_f + ex_r} unsuccessful trial(s) excluded (fixed {ex_f}, random {ex_r})"
+            )
+        cis: list[tuple[float, float] | None] = []
+        achieved: list[float | None] = []
+        for o, side in enumerate(ORDERS):
+            n = int(counts[g, o])
+            rank = median_ci_rank(n, ci_confidence) if n else None
+            if rank is None:
+                cis.append(None)
+                achieved.append(None)
+                if n:
+                    warnings.append(
+                        f"too few trials for a {pct} median CI: {side} n = {n} (needs {min_n})"
+                    )
+                continue
+            j, conf = rank
+            s = int(samples.starts[g, o])
+            cis.append((float(samples.values[s + j - 1]), float(samples.values[s + n - j])))
+            achieved.append(conf)
+        if both[g] and np.isnan(h[g]):
+            warnings.append("all values equal: Kruskal-Wallis undefined (counted as p = 1)")
+        else:
+            for o, side in enumerate(ORDERS):
+                if counts[g, o] >= 3 and summary.constant[g, o]:
+                    warnings.append(f"all {side}-order values equal: no Shapiro-Wilk p")
+        mean_f, mean_r = summary.mean[g]
+        n_all = n_f + n_r
+        eta = delta = detectable = None
+        if both[g]:
+            if not np.isnan(h[g]) and n_all > 2:
+                eta = max(0.0, (float(h[g]) - 1.0) / (n_all - 2))
+            if mean_f != 0:
+                delta = _num((mean_f - mean_r) / mean_f * 100.0)
+            detectable = _detectable_pct(float(mean_f), float(summary.std[g, 0]), n_f,
+                                         float(summary.std[g, 1]), n_r, level)
+            floor_p = _min_p(n_f, n_r)
+            if floor_p >= level:
+                warnings.append(
+                    f"low power: even complete separation of {n_f} fixed and {n_r} random "
+                    f"trials gives p = {floor_p:.3g}, not below alpha/m = {level:.3g}"
+                )
+        cv = [
+            _num(summary.std[g, o] / summary.mean[g, o]) if counts[g, o] and summary.mean[g, o]
+            else None
+            for o in range(2)
+        ]
+        tests.append(OrderComparison(
+            test=test, metric=metric, worker=worker,
+            n_fixed=n_f, n_random=n_r, excluded_fixed=ex_f, excluded_random=ex_r,
+            mean_fixed=_num(mean_f) if n_f else None, mean_random=_num(mean_r) if n_r else None,
+            median_fixed=_num(summary.median[g, 0]) if n_f else None,
+            median_random=_num(summary.median[g, 1]) if n_r else None,
+            cv_fixed=cv[0], cv_random=cv[1],
+            shapiro_p_fixed=_shapiro_p(samples.sample(g, 0)),
+            shapiro_p_random=_shapiro_p(samples.sample(g, 1)),
+            kw_h=_num(h[g]), kw_p=_num(p[g]), significant=bool(significant[g]),
+            eta_squared=eta, delta_pct=delta,
+            ci_fixed=cis[0], ci_random=cis[1],
+            ci_confidence_fixed=achieved[0], ci_confidence_random=achieved[1],
+            ci_case=ci_case(float(summary.median[g, 0]), cis[0],
+                            float(summary.median[g, 1]), cis[1]),
+            warnings=tuple(warnings),
+            detectable_pct=detectable,
+        ))
+    verdict = "order-matters" if any(t.significant for t in tests) else "no-evidence"
+    return OrderAnalysis(
+        alpha=alpha, correction=correction, family_size=family_size,
+        alpha_per_test=alpha_per_test if correction == "bonferroni" else None,
+        verdict=verdict, tests=tuple(tests), ci_confidence=ci_confidence,
+    )
