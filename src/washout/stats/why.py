@@ -1,0 +1,135 @@
+"""Why order matters, in one call: carryover, drift and the user's claims, as data and words.
+
+:func:`explain` is the entry point ``washout analyze --carryover --drift --claim`` uses;
+:func:`render_words` turns its result into sentences for the terminal and the reports. The
+statistics themselves, with their sources, live in ``carryover``, ``drift`` and ``claims``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from washout.stats import carryover as carryover_stats
+from washout.stats import claims as claims_stats
+from washout.stats import drift as drift_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CLOCK_WORDS: dict[str, str] = {
+    "position": "its position in the run",
+    "time_since_reset": "the time since the reset",
+    "run": "the run index (across runs)",
+}
+
+
+def explain(
+    df: "pd.DataFrame",
+    *,
+    carryover: bool = False,
+    drift: bool = False,
+    claims: Sequence[str] = (),
+    alpha: float = 0.05,
+    correction: str = "bonferroni",
+    by_worker: bool = False,
+    metric: str | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """``{"carryover": [...], "drift": [...], "claims": [...]}``, keys only for what was
+    asked: carryover pairs (largest |Delta%| first), drift correlations (strongest first) and
+    claim evaluations, each a plain dict; each analysis corrected over its own family."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if carryover:
+        result = carryover_stats.carryover(df, alpha=alpha, correction=correction,
+                                           by_worker=by_worker, metric=metric)
+        out["carryover"] = [p.to_dict() for p in result.pairs]
+    if drift:
+        found = drift_stats.drift(df, alpha=alpha, correction=correction,
+                                  by_worker=by_worker, metric=metric)
+        out["drift"] = [r.to_dict() for r in found.rows]
+    if claims:
+        evaluated = claims_stats.evaluate_claims(df, list(claims), metric=metric, alpha=alpha,
+                                                 correction=correction)
+        out["claims"] = [c.to_dict() for c in evaluated]
+    return out
+
+
+def _p(p: float) -> str:
+    return "p=n/a" if p is None or math.isnan(p) else f"p={p:.2g}"
+
+
+def _where(row: dict[str, Any]) -> str:
+    return f" on worker {row['worker']}" if row.get("worker") else ""
+
+
+def _carryover_words(pairs: list[dict[str, Any]]) -> list[str]:
+    if not pairs:
+        return ["Carryover: nothing to compare (no random, reverse or Williams runs, "
+                "so no test ever followed different tests)."]
+    found = [p for p in pairs if p["significant"]]
+    if not found:
+        return [f"No evidence of carryover: none of the {len(pairs)} predecessor comparisons "
+                "is significant after correction."]
+    lines = []
+    for p in found:
+        direction = "higher" if p["delta_pct"] > 0 else "lower"
+        what = (f"right after the reset is {abs(p['delta_pct']):.1f}% {direction} than at later "
+                "positions" if p["predecessor"] == carryover_stats.RESET else
+                f"after {p['predecessor']} is {abs(p['delta_pct']):.1f}% {direction} than after "
+                "other tests")
+        lines.append(f"{p['test']} ({p['metric']}){_where(p)} {what} (mean {p['mean_after']:.4g} "
+                     f"vs {p['mean_other']:.4g}, {p['n_after']} vs {p['n_other']} trials, "
+                     f"{_p(p['p'])}).")
+    return lines
+
+
+def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
+    tested = [r for r in rows if not math.isnan(r["p"])]
+    found = [r for r in rows if r["significant"]]
+    if not found:
+        return [f"No evidence of drift: none of the {len(tested)} correlations with position, "
+                "time since reset or run is significant after correction."]
+    return [f"{r['test']} ({r['metric']}){_where(r)} drifts with {CLOCK_WORDS[r['against']]}: "
+            f"Spearman rho = {r['spearman']:+.2f} (n={r['n']}, {_p(r['p'])})." for r in found]
+
+
+def _side(side: dict[str, Any], a: str, b: str) -> str:
+    return (f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}")
+
+
+def _claim_words(c: dict[str, Any]) -> str:
+    head = f"Claim {c['claim']!r} ({c['metric']})"
+    fixed, random = c["fixed"], c["random"]
+    if fixed is None and random is None:
+        return f"{head}: no fixed- or random-order trials of both tests to check it on."
+    if fixed is None or random is None:
+        kind, side = ("fixed", fixed) if fixed else ("random", random)
+        verdict = "holds" if side["holds"] else "does not hold"
+        return (f"{head} {verdict} in {kind} order ({_side(side, c['a'], c['b'])}); "
+                f"there are no {'random' if kind == 'fixed' else 'fixed'}-order trials to "
+                "tell whether order changes it.")
+    detail = (f"(fixed: {_side(fixed, c['a'], c['b'])}; random: "
+              f"{_side(random, c['a'], c['b'])})")
+    if fixed["holds"] and random["holds"]:
+        return f"{head} holds in both fixed and random order {detail}."
+    if not fixed["holds"] and not random["holds"]:
+        return f"{head} holds in neither fixed nor random order {detail}."
+    if fixed["holds"]:
+        return (f"{head} holds in fixed order but not in random order: the conclusion depends "
+                f"on the order {detail}.")
+    return (f"{head} holds in random order but not in fixed order: the conclusion depends on "
+            f"the order {detail}.")
+
+
+def render_words(d: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Human sentences for :func:`explain`'s result: significant carryover and drift (or
+    that there is none), and for each claim whether it holds under each order."""
+    lines: list[str] = []
+    if "carryover" in d:
+        lines += _carryover_words(d["carryover"])
+    if "drift" in d:
+        lines += _drift_words(d["drift"])
+    for c in d.get("claims", []):
+        lines.append(_claim_words(c))
+    return lines
