@@ -1,0 +1,431 @@
+"""What a report says, independent of how it is written (HTML or Markdown).
+
+:func:`build_report` turns the order analysis (``OrderAnalysis.to_dict()``), the long-format
+trials, the experiment's metadata from the store and, for sweeps, the sweep result into a
+:class:`Report`: the verdict in one sentence, what ran, the per-test table as text cells,
+and the figures (matplotlib ``Figure`` objects; html.py inlines them as SVG, markdown.py
+writes PNGs). Values the source does not offer are left out and said to be missing, never
+made up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from washout.report import figures
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+
+@dataclass
+class FigureItem:
+    """One figure: a unique file-name-safe key, a title, a caption saying how to read it."""
+
+    key: str
+    title: str
+    caption: str
+    figure: "Figure"
+
+
+@dataclass
+class Section:
+    """A titled group of figures."""
+
+    title: str
+    intro: str
+    figures: list[FigureItem]
+
+
+@dataclass
+class Table:
+    """A table as text cells; ``highlight[i]`` marks row i (a significant test)."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    highlight: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class SweepPart:
+    """The sweep section: a summary sentence, term/point/range tables and figures."""
+
+    summary: str
+    tables: list[tuple[str, Table]]
+    figures: list[FigureItem]
+
+
+@dataclass
+class Report:
+    """Everything a report shows, as plain text and figures."""
+
+    title: str
+    verdict: str
+    facts: list[tuple[str, str]]
+    notes: list[str]
+    spec_text: str | None
+    workers: Table | None
+    tests: Table | None
+    sections: list[Section]
+    sweep: SweepPart | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# Number formatting
+# ---------------------------------------------------------------------------------------
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def fmt(x: object) -> str:
+    """A measurement for a table: thousands separated, about four significant digits."""
+    if not _finite(x):
+        return "–"
+    v = float(x)  # type: ignore[arg-type]
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 0.001:
+        return f"{v:.4g}"
+    return f"{v:.3e}"
+
+
+def fmt_p(p: object) -> str:
+    """A p-value: two significant digits, scientific below 1e-4."""
+    if not _finite(p):
+        return "–"
+    v = float(p)  # type: ignore[arg-type]
+    return f"{v:.1e}" if v < 1e-4 else f"{v:.2g}"
+
+
+def fmt_ci(ci: object) -> str:
+    if not ci:
+        return "no CI"
+    lo, hi = ci  # type: ignore[misc]
+    return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+# ---------------------------------------------------------------------------------------
+# Order analysis
+# ---------------------------------------------------------------------------------------
+
+
+def verdict_sentence(analysis: dict[str, Any]) -> str:
+    """The whole result in one sentence, with the test and the threshold it rests on."""
+    tests = analysis.get("tests") or []
+    compared = [t for t in tests if _finite(t.get("kw_p"))]
+    m = analysis.get("family_size", len(compared))
+    how = (f"Kruskal-Wallis, alpha = {analysis.get('alpha')} with {analysis.get('correction')} "
+           f"correction over {m} comparison{'s' if m != 1 else ''}")
+    if _finite(analysis.get("alpha_per_test")):
+        how += f" (threshold per test {float(analysis['alpha_per_test']):.3g})"
+    if not compared:
+        return ("Nothing to compare: no test has successful trials in both the fixed and the "
+                "random order.")
+    significant = [t for t in compared if t.get("significant")]
+    if analysis.get("verdict") == "order-matters" or significant:
+        names = [figures.test_label(t, figures.several_metrics(tests)) for t in significant]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        return (f"Order matters: {len(significant)} of {len(compared)} comparisons differ "
+                f"between fixed and random order ({shown}); {how}.")
+    return (f"No evidence that order matters: none of the {len(compared)} comparisons differs "
+            f"between fixed and random order; {how}.")
+
+
+def tests_table(analysis: dict[str, Any]) -> Table:
+    """The per-test table: samples, medians with CIs, CI case, Delta%, p, eta^2, warnings."""
+    tests = analysis.get("tests") or []
+    metrics = {t.get("metric") for t in tests}
+    with_worker = any(t.get("worker") not in (None, "") for t in tests)
+    columns = ["test"] + (["metric"] if len(metrics) > 1 else []) + (
+        ["worker"] if with_worker else []) + [
+        "n fixed / random", "excluded", "median fixed [CI]", "median random [CI]",
+        "CI case", "Δ%", "p (KW)", "eta²", "significant", "warnings",
+    ]
+    rows, highlight = [], []
+    for t in tests:
+        row = [str(t["test"])]
+        if len(metrics) > 1:
+            row.append(str(t.get("metric")))
+        if with_worker:
+            row.append(str(t.get("worker") or "all"))
+        excluded = int(t.get("excluded_fixed") or 0) + int(t.get("excluded_random") or 0)
+        delta = t.get("delta_pct")
+        row += [
+            f"{t.get('n_fixed', 0)} / {t.get('n_random', 0)}",
+            str(excluded) if excluded else "0",
+            f"{fmt(t.get('median_fixed'))} {fmt_ci(t.get('ci_fixed'))}",
+            f"{fmt(t.get('median_random'))} {fmt_ci(t.get('ci_random'))}",
+            str(t["ci_case"]) if t.get("ci_case") is not None else "–",
+            f"{float(delta):+.2f}" if _finite(delta) else "–",
+            fmt_p(t.get("kw_p")),
+            f"{float(t['eta_squared']):.3f}" if _finite(t.get("eta_squared")) else "–",
+            "yes" if t.get("significant") else "no",
+            "; ".join(str(w) for w in t.get("warnings") or []),
+        ]
+        rows.append(row)
+        highlight.append(bool(t.get("significant")))
+    return Table(columns, rows, highlight)
+
+
+def _usable(trials: "pd.DataFrame") -> "pd.DataFrame":
+    from washout.stats.trials import usable_trials
+
+    return usable_trials(trials, "report")[0]
+
+
+def order_sections(analysis: dict[str, Any], trials: "pd.DataFrame | None") -> list[Section]:
+    """Figures 1-4 from the analysis; 5 (trials by position and time) and 6 (per worker)
+    from the trials."""
+    tests = analysis.get("tests") or []
+    sections = []
+    if tests:
+        sections.append(Section("Order effects", "", [
+            FigureItem("ci-medians", "Fixed vs random medians with their CIs",
+                       "Each panel is one test on its own scale: squares are the fixed-order "
+                       "median, circles the random-order median, whiskers their distribution-"
+                       "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
+                       "order moved the median.", figures.ci_medians(tests)),
+            FigureItem("kw-significance", "p-values and effect sizes",
+                       "Tests sorted by effect size eta²_H. A p-value below the dashed "
+                       "corrected threshold is significant after the family-wise correction.",
+                       figures.kw_significance(analysis)),
+            FigureItem("delta-pct", "Δ% per test",
+                       "Positive: the fixed order had the larger mean. Bars in the warm colour "
+                       "are significant after correction.", figures.delta_pct(analysis)),
+            FigureItem("ci-cases", "CI cases",
+                       "How many tests fall in each case of the CI comparison.",
+                       figures.ci_case_counts(analysis)),
+        ]))
+    if trials is None or len(trials) == 0:
+        return sections
+    ok = _usable(trials)
+    if ok.empty:
+        return sections
+    pairs = list(dict.fromkeys(zip(ok["test"].astype(str), ok["metric"].astype(str))))
+    many_metrics = ok["metric"].nunique() > 1
+    per_test, per_worker = [], []
+    for i, (test, metric) in enumerate(pairs):
+        frame = ok[(ok["test"].astype(str) == test) & (ok["metric"].astype(str) == metric)]
+        frame = frame.reset_index(drop=True)
+        name = f"{test} · {metric}" if many_metrics else test
+        per_test.append(FigureItem(
+            f"trials-{i}", f"{name}: trials by position and time",
+            "Left: each trial's value against its position in the run; in the fixed order a "
+            "test always sits at the same position. Right: the same trials against time "
+            "(or run number, where the source has no timestamps).",
+            figures.trials_over_run(frame, name, metric)))
+        if frame["worker"].nunique() > 1:
+            per_worker.append(FigureItem(
+                f"workers-{i}", f"{name}: per worker",
+                "The same test on every worker; bars are medians.",
+                figures.per_worker(frame, name, metric)))
+    sections.append(Section("Trials", "Every successful trial, fixed and random marked apart.",
+                            per_test))
+    if per_worker:
+        sections.append(Section("Workers", "Each test across workers, side by side.",
+                                per_worker))
+    return sections
+
+
+# ---------------------------------------------------------------------------------------
+# What ran
+# ---------------------------------------------------------------------------------------
+
+
+def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
+             ) -> tuple[list[tuple[str, str]], list[str], Table | None]:
+    """Facts about the experiment (from the store's metadata, then from the trials), notes on
+    what the source cannot tell, and the workers with their provenance."""
+    meta = meta or {}
+    facts: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for key, name in (("name", "experiment"), ("source", "source"), ("design", "design"),
+                      ("seed", "seed"), ("runs", "runs per order kind")):
+        if meta.get(key) not in (None, ""):
+            facts.append((name, str(meta[key])))
+    missing = [k for k in ("spec_text", "seed", "workers") if not meta.get(k)]
+    if missing:
+        notes.append("The source holds no " + ", ".join(
+            {"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
+            for k in missing) + " (a CSV has none; a washout store records them).")
+    if trials is not None and len(trials):
+        runs = trials.drop_duplicates(["worker", "run"]) if "worker" in trials.columns \
+            else trials.drop_duplicates(["run"])
+        kinds = runs["order"].astype(str).value_counts()
+        facts.append(("runs", ", ".join(f"{n} {k}" for k, n in kinds.items())))
+        facts.append(("tests", f"{trials['test'].nunique()}"))
+        facts.append(("metrics", ", ".join(map(str, dict.fromkeys(trials["metric"].astype(str))))))
+        keys = [c for c in ("worker", "run", "position") if c in trials.columns]
+        facts.append(("trials", str(len(trials.drop_duplicates(keys)))))
+        if "worker" in trials.columns:
+            facts.append(("workers", str(trials["worker"].nunique())))
+        status = trials["status"].astype(str).value_counts()
+        bad = {k: int(v) for k, v in status.items() if k != "ok"}
+        facts.append(("failed trials", ", ".join(f"{v} {k}" for k, v in bad.items())
+                      if bad else "none"))
+        span = _time_span(trials)
+        if span:
+            facts.append(("time", span))
+    if meta.get("failures") is not None:
+        facts.append(("failures recorded by the store", str(meta["failures"])))
+    workers = None
+    if meta.get("workers"):
+        rows, flags = [], []
+        for w in meta["workers"]:
+            matched = w.get("matched")
+            rows.append([str(w.get("name", "")), str(w.get("host", "")),
+                         str(w.get("fingerprint") or "–")[:16],
+                         "yes" if matched else ("NO: environment differs" if matched is False
+                                                else "unknown")])
+            flags.append(matched is False)
+        workers = Table(["worker", "host", "fingerprint", "provenance matched"], rows, flags)
+        if any(flags):
+            notes.append("Some workers' environment does not match the others: compare "
+                         "their results with care (a stale build can fake an effect).")
+    return facts, notes, workers
+
+
+def _time_span(trials: "pd.DataFrame") -> str | None:
+    x, axis = figures.time_axis(trials)
+    if "UTC" not in axis:
+        return None
+    start, end = x.min(), x.max()
+    if "ended" in trials.columns:
+        import pandas as pd
+
+        ended = pd.to_datetime(trials["ended"], errors="coerce", utc=True, format="ISO8601")
+        if ended.notna().any():
+            end = max(end, ended.max())
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC ({end - start})"
+
+
+# ---------------------------------------------------------------------------------------
+# Sweeps
+# ---------------------------------------------------------------------------------------
+
+
+def main_effect_curves(settings: "pd.DataFrame", params: list[str], metric: str
+                       ) -> dict[str, list[tuple[float, float]]]:
+    """Treatment-coded coefficients of a main-effects OLS fit, every parameter categorical
+    with its lowest level as reference (coefficient 0), as Hui et al.'s code fits them
+    (METHOD-NOTES.md, section 4). Used to draw the coefficient curves only: term selection,
+    shares and points come from washout.sweep."""
+    import numpy as np
+
+    data = settings[params + [metric]].dropna()
+    columns, index = [np.ones(len(data))], []
+    for p in params:
+        levels = sorted(data[p].unique().tolist(), key=figures._level_key)
+        for lv in levels[1:]:
+            columns.append((data[p] == lv).to_numpy(dtype=float))
+            index.append((p, lv))
+    design = np.column_stack(columns)
+    coef, *_ = np.linalg.lstsq(design, data[metric].to_numpy(dtype=float), rcond=None)
+    curves: dict[str, list[tuple[float, float]]] = {}
+    for p in params:
+        levels = sorted(data[p].unique().tolist(), key=figures._level_key)
+        curves[p] = [(_x(levels[0]), 0.0)]
+    for (p, lv), c in zip(index, coef[1:]):
+        curves[p].append((_x(lv), float(c)))
+    return curves
+
+
+def _x(level: Any) -> float:
+    try:
+        return float(level)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
+               r2_history: list[dict[str, Any]] | None = None, metric: str | None = None
+               ) -> SweepPart:
+    """The sweep section from washout.sweep's result dict, the measured settings (parameter
+    columns and the metric; the metric is the last column unless named) and, optionally,
+    the R^2 history of the incremental sampling (one ``{"sampling_rate", "r2_validation"}``
+    per step; without it, the final step alone)."""
+    metric = metric or str(settings.columns[-1])
+    params = [str(c) for c in settings.columns if c != metric]
+    shares = {str(t["term"]): float(t["share"]) for t in sweep.get("significant_terms") or []
+              if _finite(t.get("share"))}
+    ranked = sorted(params, key=lambda p: (-shares.get(p, 0.0), params.index(p)))
+    measured, total = sweep.get("settings_measured"), sweep.get("settings_total")
+    rate = sweep.get("sampling_rate")
+    summary = (f"Measured {measured} of {total} settings"
+               + (f" ({100 * float(rate):.0f}% sampled)" if _finite(rate) else "")
+               + (f"; stopped: {sweep['terminated']}" if sweep.get("terminated") else "") + ".")
+    r2 = [float(v) for v in sweep.get("r2_validation") or [] if _finite(v)]
+    if r2:
+        summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
+    tables = [
+        ("Significant terms", Table(
+            ["term", "share of variance"],
+            [[str(t["term"]), f"{100 * float(t['share']):.1f}%"]
+             for t in sweep.get("significant_terms") or []])),
+        ("Knee and turning points", Table(
+            ["term", "parameter", "fixed", "type", "at", "turn ratio"],
+            [[str(p.get("term")), str(p.get("parameter")), str(p.get("fixed") or "–"),
+              str(p.get("type")), fmt(p.get("value")), fmt(p.get("turn_ratio"))]
+             for p in sweep.get("important_points") or []])),
+    ]
+    ranges = sweep.get("ranges") or {}
+    if ranges:
+        tables.append(("Ranges a fair comparison must cover", Table(
+            ["parameter", "range"],
+            [[str(k), ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
+             for k, v in ranges.items()])))
+    history = r2_history or ([{"sampling_rate": rate, "r2_validation": r2}]
+                             if r2 and _finite(rate) else [])
+    items = []
+    if history:
+        items.append(FigureItem("sweep-r2", "R² against sampling rate",
+                                "Each dot is one validation split; sampling stops when the "
+                                "minimum reaches the target.", figures.r2_by_rate(history)))
+    items.append(FigureItem(
+        "sweep-coefficients", "Coefficients per parameter",
+        "How the metric moves with each parameter's level, other parameters held at their "
+        "lowest level; triangles mark knees, diamonds turning points.",
+        figures.coefficient_curves(main_effect_curves(settings, ranked, metric),
+                                   sweep.get("important_points") or [], metric, shares)))
+    items.append(FigureItem(
+        "sweep-tiles", "The parameter space as tiles",
+        "The two most important parameters within each tile, the next two across tiles.",
+        figures.tile_map(settings, ranked, metric)))
+    return SweepPart(summary, tables, items)
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
+                 meta: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None,
+                 settings: "pd.DataFrame | None" = None,
+                 r2_history: list[dict[str, Any]] | None = None) -> Report:
+    """Everything the report shows. ``analysis`` and ``trials`` may be None for a sweep-only
+    report; ``sweep`` needs ``settings``."""
+    from washout.errors import WashoutError
+
+    if sweep is not None and settings is None:
+        raise WashoutError("report: settings = None: a sweep section needs the measured "
+                           "settings (parameter columns and the metric)")
+    meta = meta or {}
+    facts, notes, workers = what_ran(meta, trials)
+    title = f"washout report: {meta['name']}" if meta.get("name") else "washout report"
+    return Report(
+        title=title,
+        verdict=verdict_sentence(analysis) if analysis is not None else "",
+        facts=facts,
+        notes=notes,
+        spec_text=meta.get("spec_text") or None,
+        workers=workers,
+        tests=tests_table(analysis) if analysis is not None else None,
+        sections=order_sections(analysis, trials) if analysis is not None else [],
+        sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
+    )

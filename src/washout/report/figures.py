@@ -1,0 +1,543 @@
+"""The report's figures: each function draws one figure and returns a matplotlib ``Figure``;
+:func:`svg` turns it into an inline SVG string (HTML report), :func:`png` into PNG bytes
+(Markdown report).
+
+The order figures follow Duplyakin et al., "Avoiding the Ordering Trap in Systems Performance
+Measurement" (USENIX ATC 2023): fixed vs random medians with their CIs (their Fig. 5),
+p-values against the corrected threshold with the effect size (Fig. 2), Delta% per test
+(Fig. 4), counts of CI cases (Fig. 6). The sweep figures follow Hui et al. (SIGMOD 2024):
+R^2 against the sampling rate, ANOVA coefficient curves with knee and turning points, and a
+tile map of the parameter space.
+
+Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot state), so drawing is
+free of global side effects. Every text that comes from the user's data goes through
+:func:`label`, which stops matplotlib from reading ``$...$`` as mathtext; matplotlib escapes
+the XML itself (checked in tests/test_report_html.py).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and in print.
+CASE_COLOURS: dict[int | None, str] = {1: "#D55E00", 2: "#0072B2", 3: "#E69F00", None: "#999999"}
+CASE_NAMES: dict[int | None, str] = {
+    1: "case 1: CIs disjoint",
+    2: "case 2: each median inside the other's CI",
+    3: "case 3: CIs overlap partly",
+    None: "no CI (too few trials)",
+}
+ORDER_STYLE: dict[str, tuple[str, str]] = {  # order kind -> (colour, marker)
+    "fixed": ("#0072B2", "s"),
+    "random": ("#E69F00", "o"),
+    "reverse": ("#009E73", "^"),
+    "williams": ("#CC79A7", "D"),
+}
+SIGNIFICANT = "#D55E00"
+NOT_SIGNIFICANT = "#56B4E9"
+WIDTH_IN = 9.0  # fits a laptop screen at 100 % and an A4/Letter page
+MAX_TICK_LABEL = 28
+
+
+def label(text: object) -> str:
+    """User text made literal for matplotlib: ``$`` would start mathtext (and may fail)."""
+    return str(text).replace("\\", "\\\\").replace("$", r"\$")
+
+
+def short(text: object, limit: int = MAX_TICK_LABEL) -> str:
+    """A tick label that stays readable: long names are cut with an ellipsis."""
+    s = str(text)
+    return label(s if len(s) <= limit else s[: limit - 1] + "…")
+
+
+def test_label(test: dict[str, Any], with_metric: bool = False) -> str:
+    """How a per-test row is named in figures: test, metric (where there are several),
+    worker (in a per-worker analysis)."""
+    name = str(test["test"])
+    if with_metric:
+        name += f" · {test.get('metric')}"
+    if test.get("worker") not in (None, ""):
+        name += f" @ {test['worker']}"
+    return name
+
+
+def several_metrics(tests: Sequence[dict[str, Any]]) -> bool:
+    """Whether the comparisons span more than one metric (then labels name it)."""
+    return len({t.get("metric") for t in tests}) > 1
+
+
+def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
+    return Figure(figsize=(width_in, max(height_in, 2.0)), layout="constrained")
+
+
+def svg(fig: Figure, key: str) -> str:
+    """The figure as an SVG element to inline in HTML.
+
+    The XML prolog and DOCTYPE are dropped (not allowed mid-document), the date is left out
+    so the output is reproducible, and ``svg.hashsalt`` is set to ``key`` so the element ids
+    matplotlib generates (clip paths, markers) are unique across the figures of one page.
+    """
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": key, "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return re.sub(r"<svg ", f'<svg role="img" aria-label="{_attr(key)}" ', text[start:], count=1)
+
+
+def png(fig: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes (Markdown report)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _attr(text: str) -> str:
+    return (
+        text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+    )
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(float(x))
+
+
+# ---------------------------------------------------------------------------------------
+# Order analysis (the analysis dict of washout.stats.order.OrderAnalysis.to_dict())
+# ---------------------------------------------------------------------------------------
+
+
+def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
+    """Per test, the fixed and random medians with their distribution-free CIs, coloured by
+    CI case (Duplyakin et al. 2023, Fig. 5 and Algorithm 2). One panel per test, its own
+    y axis in the metric's unit: tests of different scale stay readable side by side."""
+    n = len(tests)
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig = _figure(1.0 + 2.3 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.set_visible(False)
+            continue
+        t = tests[i]
+        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        for x, side, marker in ((0, "fixed", "s"), (1, "random", "o")):
+            med = t.get(f"median_{side}")
+            ci = t.get(f"ci_{side}")
+            if not _finite(med):
+                continue
+            if ci:
+                lo, hi = float(ci[0]), float(ci[1])
+                ax.errorbar(
+                    [x], [med], yerr=[[med - lo], [hi - med]], fmt=marker, color=colour,
+                    ecolor=colour, elinewidth=2.2, capsize=7, markersize=7,
+                )
+            else:
+                ax.plot([x], [med], marker=marker, color=colour, linestyle="none", markersize=7,
+                        markerfacecolor="white")
+        ax.set_xlim(-0.6, 1.6)
+        ax.set_xticks([0, 1], ["fixed", "random"])
+        ax.set_title(short(test_label(t, several_metrics(tests)), 34), fontsize=10, color="black")
+        ax.set_ylabel(label(t.get("metric") or "value"), fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+        for spine in ax.spines.values():
+            spine.set_edgecolor(colour)
+            spine.set_linewidth(1.6)
+        ax.grid(axis="y", alpha=0.3)
+    handles = [
+        Line2D([], [], color=CASE_COLOURS[c], lw=2.5, label=CASE_NAMES[c])
+        for c in (1, 2, 3, None)
+        if any(t.get("ci_case") == c for t in tests)
+    ]
+    handles += [
+        Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
+        Line2D([], [], marker="o", color="black", linestyle="none", label="random-order median"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.suptitle("Fixed vs random medians with their CIs, coloured by CI case", fontsize=12)
+    return fig
+
+
+def _sorted_by(tests: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return sorted(
+        tests, key=lambda t: (-float(t[key]) if _finite(t.get(key)) else math.inf,
+                              test_label(t, True))
+    )
+
+
+def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
+    """Tick labels per test while they fit; past 40 tests, a rank axis."""
+    n = len(labels)
+    if n <= 40:
+        if horizontal:
+            ax.set_yticks(range(n), [short(s) for s in labels], fontsize=8)
+        else:
+            ax.set_xticks(range(n), [short(s) for s in labels], fontsize=8, rotation=35,
+                          ha="right", rotation_mode="anchor")
+
+
+def kw_significance(analysis: dict[str, Any]) -> Figure:
+    """Kruskal-Wallis p-values against the family-wise corrected threshold (log scale), and
+    the effect size eta^2_H, tests sorted by effect size (Duplyakin et al. 2023, Fig. 2)."""
+    tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if _finite(t.get("kw_p"))]
+    names = [test_label(t, several_metrics(tests)) for t in tests]
+    n = len(tests)
+    fig = _figure(5.4 + (1.0 if n <= 40 and n else 0.0))
+    ax_p, ax_e = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    xs = list(range(n))
+    tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
+    ps = [max(float(t["kw_p"]), tiny) for t in tests]
+    sig = [bool(t.get("significant")) for t in tests]
+    for flag, colour, name in ((True, SIGNIFICANT, "significant"),
+                               (False, NOT_SIGNIFICANT, "not significant")):
+        sel = [i for i in xs if sig[i] == flag]
+        ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
+    if n > 1:
+        ax_p.plot(xs, ps, "-", color="#777777", lw=0.8, zorder=0)
+    alpha = analysis.get("alpha")
+    per_test = analysis.get("alpha_per_test")
+    correction = str(analysis.get("correction") or "")
+    if _finite(per_test):
+        ax_p.axhline(float(per_test), color=SIGNIFICANT, ls="--", lw=1.2,
+                     label=f"corrected threshold ({label(correction)}, m = "
+                           f"{analysis.get('family_size')}): {float(per_test):.3g}")
+    if _finite(alpha) and alpha != per_test:
+        ax_p.axhline(float(alpha), color="#555555", ls=":", lw=1.2,
+                     label=f"uncorrected alpha: {float(alpha):.3g}")
+    ax_p.set_yscale("log")
+    ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
+    ax_p.grid(axis="y", alpha=0.3)
+    ax_p.legend(fontsize=8, loc="best")
+    etas = [float(t["eta_squared"]) if _finite(t.get("eta_squared")) else 0.0 for t in tests]
+    ax_e.bar(xs, etas, color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig],
+             label="eta²_H (bar colour: significance)")
+    ax_e.set_ylabel("effect size eta²_H")
+    ax_e.set_xlabel("test, sorted by effect size" if n <= 40 else "test rank by effect size")
+    ax_e.grid(axis="y", alpha=0.3)
+    ax_e.legend(fontsize=8, loc="upper right")
+    _test_axis(ax_e, names)
+    fig.suptitle("Does order change the distribution? p-values and effect sizes", fontsize=12)
+    return fig
+
+
+def delta_pct(analysis: dict[str, Any]) -> Figure:
+    """Delta% = (mean fixed - mean random) / mean fixed x 100 per test, sorted
+    (Duplyakin et al. 2023, Fig. 4); bars coloured by significance."""
+    tests = [t for t in analysis["tests"] if _finite(t.get("delta_pct"))]
+    tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
+    n = len(tests)
+    fig = _figure(1.6 + 0.28 * min(n, 40) if n <= 40 else 5.0)
+    ax = fig.subplots()
+    ys = list(range(n))
+    vals = [float(t["delta_pct"]) for t in tests]
+    sig = [bool(t.get("significant")) for t in tests]
+    ax.barh(ys, vals, color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig], height=0.7)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel("Δ% = (mean fixed − mean random) / mean fixed (%)")
+    ax.set_ylabel("test" if n <= 40 else "test rank by Δ%")
+    _test_axis(ax, [test_label(t, several_metrics(tests)) for t in tests], horizontal=True)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(
+        handles=[
+            Line2D([], [], color=SIGNIFICANT, lw=6, label="significant after correction"),
+            Line2D([], [], color=NOT_SIGNIFICANT, lw=6, label="not significant"),
+        ],
+        fontsize=8, loc="best",
+    )
+    ax.set_title("How much faster or slower is the fixed order? Δ% per test", fontsize=12)
+    return fig
+
+
+def ci_case_counts(analysis: dict[str, Any]) -> Figure:
+    """How many tests fall in each CI case (Duplyakin et al. 2023, Fig. 6)."""
+    fig = _figure(3.4, width_in=6.5)
+    ax = fig.subplots()
+    cases: list[int | None] = [1, 2, 3, None]
+    counts = [sum(1 for t in analysis["tests"] if t.get("ci_case") == c) for c in cases]
+    for i, (c, k) in enumerate(zip(cases, counts)):
+        bar = ax.bar([i], [k], color=CASE_COLOURS[c], label=CASE_NAMES[c])
+        ax.bar_label(bar, fontsize=9)
+    ax.set_xticks(range(4), ["case 1", "case 2", "case 3", "no CI"])
+    ax.set_ylabel("tests (count)")
+    ax.set_xlabel("CI case (Algorithm 2)")
+    ax.set_ylim(0, max(counts + [1]) * 1.2)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("CI cases across tests", fontsize=12)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Trials (long format: run, order, position, test, metric, value, status, worker, started)
+# ---------------------------------------------------------------------------------------
+
+
+def time_axis(trials: "pd.DataFrame") -> tuple["pd.Series", str]:
+    """The x values for 'value against time' and their axis label.
+
+    ISO-8601 ``started`` -> datetimes (UTC); numbers -> seconds as given; nothing usable ->
+    the run index, which is the order the runs happened in.
+    """
+    import pandas as pd
+
+    started = trials["started"] if "started" in trials.columns else pd.Series(dtype=object)
+    if started.notna().any():
+        numeric = pd.to_numeric(started, errors="coerce")
+        if numeric.notna().sum() == started.notna().sum():
+            return numeric, "trial start (s, as recorded)"
+        parsed = pd.to_datetime(started, errors="coerce", utc=True, format="ISO8601")
+        if parsed.notna().any():
+            return parsed, "trial start (UTC)"
+    return trials["run"], "run number (the source has no timestamps)"
+
+
+def _order_scatter(ax: Any, frame: "pd.DataFrame", x: "pd.Series") -> None:
+    for kind in sorted(frame["order"].astype(str).unique(), key=_order_rank):
+        sel = frame["order"].astype(str) == kind
+        colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
+        ax.plot(x[sel], frame.loc[sel, "value"], marker=marker, linestyle="none", color=colour,
+                alpha=0.55, markersize=4.5, label=f"{label(kind)} order")
+
+
+def _order_rank(kind: str) -> tuple[int, str]:
+    kinds = list(ORDER_STYLE)
+    return (kinds.index(kind) if kind in kinds else len(kinds), kind)
+
+
+def trials_over_run(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
+    """One test's trials: value against position in the run, and against time; fixed and
+    random order marked apart. Position effects show as a trend on the left, drift and
+    warm-up on the right."""
+    fig = _figure(3.3)
+    ax_pos, ax_time = fig.subplots(1, 2, sharey=True)
+    _order_scatter(ax_pos, frame, frame["position"])
+    ax_pos.set_xlabel("position in the run (0 = first)")
+    ax_pos.set_ylabel(label(metric))
+    ax_pos.xaxis.get_major_locator().set_params(integer=True)
+    x, xlabel = time_axis(frame)
+    _order_scatter(ax_time, frame, x)
+    ax_time.set_xlabel(xlabel)
+    if str(x.dtype).startswith("datetime"):
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator(maxticks=6)
+        ax_time.xaxis.set_major_locator(locator)
+        ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    for ax in (ax_pos, ax_time):
+        ax.grid(alpha=0.3)
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    ax_pos.legend(fontsize=8, loc="best")
+    fig.suptitle(f"{label(test)}: each trial by position and by time", fontsize=11)
+    return fig
+
+
+def per_worker(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
+    """One test on every worker side by side: fixed and random trials per worker, medians
+    marked, so a worker that disagrees (a stale build, a hot machine) stands out."""
+    import numpy as np
+
+    workers = sorted(frame["worker"].astype(str).unique())
+    kinds = sorted(frame["order"].astype(str).unique(), key=_order_rank)
+    fig = _figure(3.4, width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2))
+    ax = fig.subplots()
+    width = 0.8 / max(len(kinds), 1)
+    for k, kind in enumerate(kinds):
+        colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
+        for w, worker in enumerate(workers):
+            vals = frame.loc[
+                (frame["worker"].astype(str) == worker) & (frame["order"].astype(str) == kind),
+                "value",
+            ].to_numpy()
+            if len(vals) == 0:
+                continue
+            centre = w - 0.4 + width * (k + 0.5)
+            offsets = [((j * 0.618) % 1 - 0.5) * width * 0.6 for j in range(len(vals))]
+            ax.plot([centre + o for o in offsets], vals, marker=marker, linestyle="none",
+                    color=colour, alpha=0.5, markersize=4,
+                    label=f"{label(kind)} order" if w == 0 else None)
+            med = float(np.median(vals))
+            ax.plot([centre - width * 0.4, centre + width * 0.4], [med, med], color="black",
+                    lw=2, label="median" if (w == 0 and k == 0) else None)
+    ax.set_xticks(range(len(workers)), [short(w, 20) for w in workers], fontsize=8,
+                  rotation=20 if len(workers) > 4 else 0, ha="right" if len(workers) > 4 else "center")
+    ax.set_xlabel("worker")
+    ax.set_ylabel(label(metric))
+    ax.grid(axis="y", alpha=0.3)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title(f"{label(test)}: per worker, fixed and random", fontsize=11)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Sweeps (the dict of washout.sweep, Hui et al. SIGMOD 2024)
+# ---------------------------------------------------------------------------------------
+
+R2_TARGET = 0.9  # Hui et al. 2024: sampling stops when every validation R^2 reaches 0.9
+
+
+def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> Figure:
+    """Validation R^2 of every split against the sampling rate, the minimum over splits
+    joined (the quantity the stopping rule tests), and the target."""
+    fig = _figure(3.4, width_in=7.0)
+    ax = fig.subplots()
+    rates, mins = [], []
+    for step in sorted(history, key=lambda s: float(s["sampling_rate"])):
+        rate = 100.0 * float(step["sampling_rate"])
+        r2 = [float(v) for v in step.get("r2_validation") or [] if _finite(v)]
+        if not r2:
+            continue
+        ax.plot([rate] * len(r2), r2, "o", color="#56B4E9", alpha=0.6, markersize=4,
+                label="R² of one validation split" if not rates else None)
+        rates.append(rate)
+        mins.append(min(r2))
+    ax.plot(rates, mins, "-s", color="#0072B2", markersize=5, label="minimum over splits")
+    ax.axhline(target, color=SIGNIFICANT, ls="--", lw=1.2, label=f"target R² = {target:g}")
+    ax.set_xlabel("sampling rate (% of settings measured)")
+    ax.set_ylabel("validation R²")
+    lows = [m for m in mins if math.isfinite(m)]
+    ax.set_ylim(min([0.0] + lows) - 0.05, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Model fit as more settings are measured", fontsize=12)
+    return fig
+
+
+def coefficient_curves(
+    curves: dict[str, list[tuple[float, float]]],
+    points: Sequence[dict[str, Any]],
+    metric: str,
+    shares: dict[str, float] | None = None,
+    ncols: int = 3,
+) -> Figure:
+    """ANOVA main-effect coefficient against level, one panel per parameter, with the knee
+    and turning points marked (Hui et al. 2024, section 4; points from washout.sweep).
+    Points of a main effect sit on its curve; points found on an interaction (one parameter
+    fixed) are drawn as dashed lines at their level."""
+    params = list(curves)
+    n = len(params)
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig = _figure(1.0 + 2.5 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    marks = {"knee": ("v", "#D55E00"), "turning": ("D", "#009E73")}
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.set_visible(False)
+            continue
+        p = params[i]
+        xs = [x for x, _ in curves[p]]
+        ys = [y for _, y in curves[p]]
+        ax.plot(xs, ys, "-o", color="#0072B2", markersize=4, label="coefficient")
+        for pt in points:
+            if str(pt.get("parameter")) != p or not _finite(pt.get("value")):
+                continue
+            marker, colour = marks.get(str(pt.get("type")), ("x", "black"))
+            v = float(pt["value"])
+            if pt.get("fixed") in (None, "") and str(pt.get("term")) == p:
+                y = dict(curves[p]).get(v)
+                if y is not None:
+                    ax.plot([v], [y], marker=marker, color=colour, markersize=10,
+                            linestyle="none", label=f"{pt['type']} point")
+            else:
+                ax.axvline(v, color=colour, ls="--", lw=1,
+                           label=f"{pt['type']} ({short(pt.get('term'), 20)}, "
+                                 f"{short(pt.get('fixed'), 14)})")
+        share = (shares or {}).get(p)
+        ax.set_title(label(p) + (f" ({100 * share:.0f}% of variance)" if share else ""),
+                     fontsize=10)
+        ax.set_xlabel(f"{label(p)} (level)", fontsize=9)
+        ax.set_ylabel(f"coefficient ({label(metric)})", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        if len(set(xs)) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 50:
+            ax.set_xscale("log", base=2)
+        handles, names = ax.get_legend_handles_labels()
+        unique = dict(zip(names, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
+    fig.suptitle(f"Effect of each parameter on {label(metric)} (treatment-coded ANOVA "
+                 f"coefficients, lowest level = 0)", fontsize=11)
+    return fig
+
+
+def tile_map(
+    settings: "pd.DataFrame", params: Sequence[str], metric: str, cmap: str = "viridis"
+) -> Figure:
+    """The measured parameter space as tiles: the first two parameters within a tile (rows,
+    columns), tiles nested by the next two (rows of tiles, columns of tiles). Parameters
+    beyond four are averaged over; unmeasured cells stay blank."""
+    import numpy as np
+
+    inner_y, inner_x = params[0], params[1] if len(params) > 1 else None
+    outer_y = params[2] if len(params) > 2 else None
+    outer_x = params[3] if len(params) > 3 else None
+
+    def levels(p: str | None) -> list[Any]:
+        return sorted(settings[p].dropna().unique().tolist(), key=_level_key) if p else [None]
+
+    ly, lx, loy, lox = levels(inner_y), levels(inner_x), levels(outer_y), levels(outer_x)
+    vmin, vmax = float(settings[metric].min()), float(settings[metric].max())
+    fig = _figure(1.4 + 2.2 * len(loy), width_in=min(WIDTH_IN, 2.0 + 2.4 * len(lox)))
+    axes = fig.subplots(len(loy), len(lox), squeeze=False, sharex=True, sharey=True)
+    image = None
+    for r, oy in enumerate(loy):
+        for c, ox in enumerate(lox):
+            sel = settings
+            if outer_y:
+                sel = sel[sel[outer_y] == oy]
+            if outer_x:
+                sel = sel[sel[outer_x] == ox]
+            grid = np.full((len(ly), len(lx)), np.nan)
+            keys = [inner_y] + ([inner_x] if inner_x else [])
+            for key, val in sel.groupby(keys)[metric].mean().items():
+                ky, kx = (key if isinstance(key, tuple) else (key, None))
+                grid[ly.index(ky), lx.index(kx) if inner_x else 0] = val
+            ax = axes[r][c]
+            image = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, vmin=vmin,
+                              vmax=vmax, interpolation="nearest")
+            ax.set_xticks(range(len(lx)), [short(v, 8) for v in lx], fontsize=7,
+                          rotation=45 if len(lx) > 4 else 0)
+            ax.set_yticks(range(len(ly)), [short(v, 8) for v in ly], fontsize=7)
+            parts = [f"{label(outer_y)} = {label(oy)}" if outer_y else "",
+                     f"{label(outer_x)} = {label(ox)}" if outer_x else ""]
+            title = ", ".join(p for p in parts if p)
+            if title:
+                ax.set_title(title, fontsize=8)
+            if c == 0:
+                ax.set_ylabel(label(inner_y), fontsize=8)
+            if r == len(loy) - 1:
+                ax.set_xlabel(label(inner_x) if inner_x else "", fontsize=8)
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, shrink=0.8)
+        bar.set_label(label(metric))
+    rest = [p for p in params[4:]]
+    fig.suptitle(
+        f"{label(metric)} across the parameter space"
+        + (f" (mean over {', '.join(label(p) for p in rest)})" if rest else ""),
+        fontsize=11,
+    )
+    return fig
+
+
+def _level_key(v: Any) -> tuple[int, Any]:
+    """Numeric levels in numeric order, then the others as text."""
+    try:
+        return (0, float(v))
+    except (TypeError, ValueError):
+        return (1, str(v))

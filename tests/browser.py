@@ -1,0 +1,76 @@
+"""Real headless Chromium for the report tests, driven through Playwright.
+
+Playwright (PyPI) talks to the browser over the Chrome DevTools Protocol; it is pointed at
+Debian's ``/usr/bin/chromium`` (installed by scripts/services/chromium.sh), so no browser is
+downloaded. Each :class:`Browser` runs its own Chromium with a fresh profile directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    """The Chromium executable: $WASHOUT_CHROMIUM, else chromium on PATH."""
+    found = os.environ.get("WASHOUT_CHROMIUM") or shutil.which("chromium") \
+        or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("chromium is not installed: run scripts/services/chromium.sh "
+                    "(scripts/test does)")
+    return found
+
+
+@dataclass
+class Page:
+    """A loaded page, what it logged, and the requests it tried to make."""
+
+    page: Any
+    console: list[tuple[str, str]] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        """Console errors and uncaught exceptions: a clean page has none."""
+        return [text for kind, text in self.console if kind == "error"] + self.page_errors
+
+
+@contextmanager
+def open_page(path: Path, width: int = 1366, height: int = 900) -> Iterator[Page]:
+    """Open a local HTML file in a fresh headless Chromium (laptop-sized viewport) and yield
+    it once loaded; console messages, page errors and every request are recorded."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="washout-chromium-")
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=chromium_path(), headless=True, args=FLAGS,
+                viewport={"width": width, "height": height},
+            )
+            try:
+                page = context.new_page()
+                seen = Page(page)
+                page.on("console", lambda m: seen.console.append((m.type, m.text)))
+                page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
+                page.on("request", lambda r: seen.requests.append(r.url))
+                page.goto(path.resolve().as_uri(), wait_until="load")
+                yield seen
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
