@@ -17,6 +17,7 @@ from washout.cli import commands_run  # noqa: F401,E402
 from washout.cli import commands_analyze  # noqa: F401,E402
 from washout.cli import commands_sweep  # noqa: F401,E402
 from washout.cli import commands_report  # noqa: F401,E402
+from washout.cli import commands_plan  # noqa: F401,E402
 
 
 def main() -> None:
