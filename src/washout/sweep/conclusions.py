@@ -1,0 +1,205 @@
+"""What a fitted ANOVA says: significant terms and their shares, ranked important points, the
+ranges a fair comparison must cover, and how far a sample's conclusions are from the full data's.
+
+Definitions follow the paper's published code (Hui et al., SIGMOD 2024; METHOD-NOTES §6-§9):
+important terms have share >= 0.10; each important term's coefficient curves (a main effect's
+non-reference levels; for an interaction, one curve per fixed level of either factor) get a
+knee or turning point (points.py); points rank by share x turn ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from washout.sweep.anova import AnovaFit, Term
+from washout.sweep.points import CurvePoint, curve_point
+from washout.sweep.space import Space
+
+IMPORTANT_SHARE = 0.10
+
+CurveKey = tuple[Term, int, tuple[int, int] | None]
+"""(term, varied factor, (fixed factor, fixed level code) or None for a main effect)."""
+
+
+@dataclass
+class Conclusions:
+    """Significant terms (share by term), important terms' curves and their points."""
+
+    parameters: list[str]
+    shares: dict[Term, float]
+    curves: dict[CurveKey, CurvePoint | None]
+    weights: dict[Term, int]
+    ranked: list[tuple[CurveKey, CurvePoint, float]] = field(default_factory=list)
+
+    @property
+    def important(self) -> set[Term]:
+        return {t for t, s in self.shares.items() if s >= IMPORTANT_SHARE}
+
+    def name(self, term: Term) -> str:
+        """A term named by its parameters joined with ':'."""
+        return ":".join(self.parameters[f] for f in term)
+
+
+def _curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
+    """Coefficient curves of one term: level codes of the varied factor and coefficients."""
+    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
+    for j, col in enumerate(fit.columns, start=1):
+        if col.term != term or not col.curve or fit.aliased[j]:
+            continue
+        if len(col.cells) == 1:
+            (f, lv), = col.cells
+            key: CurveKey = (term, f, None)
+            found.setdefault(key, ([], []))
+            found[key][0].append(lv)
+            found[key][1].append(float(fit.coef[j]))
+            continue
+        for varied, fixed in ((col.cells[1], col.cells[0]), (col.cells[0], col.cells[1])):
+            key = (term, varied[0], fixed)
+            found.setdefault(key, ([], []))
+            found[key][0].append(varied[1])
+            found[key][1].append(float(fit.coef[j]))
+    return found
+
+
+def _more_than_one_group(space: Space, varied: int, fixed: tuple[int, int] | None) -> bool:
+    """The paper's validity check: rows (with the fixed level) grouped by every other factor."""
+    codes = space.codes
+    if fixed is not None:
+        codes = codes[codes[:, fixed[0]] == fixed[1]]
+    others = np.delete(codes, varied, axis=1)
+    return others.shape[1] > 0 and len(np.unique(others, axis=0)) > 1
+
+
+def conclude(fit: AnovaFit, data: Space) -> Conclusions:
+    """Significant terms, points and ranking of a fit on the analysed settings ``data``."""
+    shares = fit.shares()
+    shares = {t: s for t, s in shares.items() if t in fit.terms}
+    curves: dict[CurveKey, CurvePoint | None] = {}
+    weights: dict[Term, int] = {}
+    for term, share in shares.items():
+        if share < IMPORTANT_SHARE:
+            continue
+        weights[term] = sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
+        for key, (codes, coefs) in _curves(fit, term).items():
+            x = data.numeric_levels(key[1])[np.asarray(codes)]
+            point = curve_point(x, np.asarray(coefs))
+            if point is not None and not _more_than_one_group(data, key[1], key[2]):
+                point = None
+            curves[key] = point
+    result = Conclusions(data.parameters, shares, curves, weights)
+    result.ranked = _rank(result)
+    return result
+
+
+def _rank(c: Conclusions) -> list[tuple[CurveKey, CurvePoint, float]]:
+    """Points by share x turn ratio, then share, then |delta Spearman| (all descending)."""
+    rows = [(k, p, c.shares[k[0]]) for k, p in c.curves.items() if p is not None]
+    any_ratio = any(np.isfinite(p.turn_ratio) for _, p, _ in rows)
+
+    def key(row: tuple[CurveKey, CurvePoint, float]) -> tuple[float, float, float]:
+        _, p, share = row
+        combined = share * p.turn_ratio if any_ratio else share
+        return (
+            -combined if np.isfinite(combined) else np.inf,
+            -share,
+            -p.delta_spearman,
+        )
+
+    return sorted(rows, key=key)
+
+
+def points_json(c: Conclusions, data: Space) -> list[dict]:
+    """The ranked important points as plain data (term, parameter, fixed, type, value, ratio)."""
+    out = []
+    for (term, varied, fixed), p, share in c.ranked:
+        value = p.value
+        numeric = data.numeric_levels(varied)
+        if all(isinstance(v, (int, float)) for v in data.levels[varied]):
+            shown: object = int(value) if float(value).is_integer() else value
+        else:
+            shown = data.levels[varied][int(np.flatnonzero(numeric == value)[0])]
+        out.append({
+            "term": c.name(term),
+            "parameter": data.parameters[varied],
+            "fixed": None if fixed is None else {data.parameters[fixed[0]]: data.level(*fixed)},
+            "type": p.kind,
+            "value": shown,
+            "turn_ratio": None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
+            "share": share,
+        })
+    return out
+
+
+def terms_json(c: Conclusions) -> list[dict]:
+    """Significant terms, largest share first."""
+    ranked = sorted(c.shares.items(), key=lambda kv: -kv[1])
+    return [{"term": c.name(t), "share": s} for t, s in ranked]
+
+
+def fair_ranges(data: Space, *conclusions: Conclusions) -> dict[str, list[list[object]]]:
+    """Per parameter, the segments between its important points (of every system compared).
+
+    A comparison is fair only if it measures both sides of every important point of either
+    system (Hui et al. §5): so it must cover each segment [level_min, p1], [p1, p2], ...,
+    [pk, level_max]. Parameters with no important point are left out.
+    """
+    ranges: dict[str, list[list[object]]] = {}
+    for f, name in enumerate(data.parameters):
+        cuts = sorted({p.value for c in conclusions for (_, varied, _), p, _ in c.ranked if varied == f})
+        if not cuts:
+            continue
+        x = data.numeric_levels(f)
+        edges = [float(x.min()), *cuts, float(x.max())]
+        edges = [e for i, e in enumerate(edges) if i == 0 or e != edges[i - 1]]
+        shown = [_shown(data, f, e) for e in edges]
+        ranges[name] = [[lo, hi] for lo, hi in zip(shown, shown[1:])] or [[shown[0], shown[0]]]
+    return ranges
+
+
+def _shown(data: Space, f: int, x: float) -> object:
+    if all(isinstance(v, (int, float)) for v in data.levels[f]):
+        return int(x) if float(x).is_integer() else x
+    return data.levels[f][int(round(x))]
+
+
+def compare(sample: Conclusions, full: Conclusions) -> dict[str, float]:
+    """How far a sample's conclusions are from the full data's (the paper's Figure 1 measures).
+
+    ``terms_changed``: important terms in only one of the two / important terms in full.
+    ``points_mismatch``: the paper's count (METHOD-NOTES §9): 1/weight for every curve with a
+    point in one but not the other or a knee in one and a turning point in the other, over
+    the number of important terms in full; it ignores where points lie. ``points_moved``
+    (ours, stricter): the share of full's points not found in the sample at the same level
+    with the same type.
+    """
+    imp_s, imp_f = sample.important, full.important
+    denom = max(len(imp_f), 1)
+    changed = len(imp_s ^ imp_f) / denom if (imp_s or imp_f) else 0.0
+    mismatch = 0.0
+    for table, other in ((sample, full), (full, sample)):
+        for key, point in table.curves.items():
+            term = key[0]
+            weight = table.weights[term]
+            if term not in other.important:
+                mismatch += (point is not None) / weight
+            elif table is sample:  # shared terms: count each differing curve once
+                twin = other.curves.get(key)
+                if (point is None) != (twin is None):
+                    mismatch += 1 / weight
+                elif point is not None and twin is not None and point.kind != twin.kind:
+                    mismatch += 1 / weight
+    for key, point in full.curves.items():  # shared-term curves the sample has not at all
+        if key[0] in sample.important and key not in sample.curves and point is not None:
+            mismatch += 1 / full.weights[key[0]]
+    full_points = [(k, p) for k, p in full.curves.items() if p is not None]
+    moved = sum(
+        1 for k, p in full_points
+        if (q := sample.curves.get(k)) is None or q.kind != p.kind or q.value != p.value
+    )
+    return {
+        "terms_changed": changed,
+        "points_mismatch": mismatch / denom if (imp_s or imp_f) else 0.0,
+        "points_moved": moved / len(full_points) if full_points else 0.0,
+    }
