@@ -1,5 +1,93 @@
-"""washout analyze commands."""
+"""washout analyze: did the order of trials change the results?"""
 
 from __future__ import annotations
 
-from washout.cli.app import app  # noqa: F401
+from pathlib import Path
+
+import typer
+
+from washout.cli.app import app
+from washout.errors import WashoutError
+
+FORMATS: tuple[str, ...] = ("table", "json", "csv")
+
+
+def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    """``value`` lower-cased if it is one of ``allowed`` (or None), else a one-line error."""
+    if value is None:
+        return None
+    name = value.strip().lower()
+    if name not in allowed:
+        raise WashoutError(f"{option} = {value!r}: expected one of {', '.join(allowed)}")
+    return name
+
+
+@app.command("analyze")
+def analyze_command(
+    source: Path = typer.Argument(..., metavar="SOURCE",
+                                  help="A washout database, a long-format CSV, or an OrderSage "
+                                       "*_exp_results.csv / *_test_results.csv file."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Family-wise significance level."),
+    correction: str = typer.Option("bonferroni", "--correction",
+                                   help="Family-wise correction: bonferroni or holm."),
+    by: str | None = typer.Option(None, "--by", help="Also split by: worker."),
+    fmt: str = typer.Option("table", "--format", help="Output: table, json or csv."),
+    compat: str | None = typer.Option(None, "--compat",
+                                      help="Reproduce another tool's numbers: ordersage."),
+    ci_confidence: float | None = typer.Option(
+        None, "--ci-confidence",
+        help="Confidence of the median CIs (default 0.95; with --compat ordersage, 1 - 0.05/m)."),
+) -> None:
+    """Compare fixed- and random-order trials per test and metric (Kruskal-Wallis,
+    family-wise corrected), with Delta%, effect size and median CIs."""
+    import json
+    import sys
+
+    from washout.report.terminal import frame_table, render_analysis
+    from washout.sources import load_trials
+    from washout.stats.family import check_alpha, check_method
+    from washout.stats.median_ci import check_confidence
+
+    alpha = check_alpha(alpha)
+    correction = check_method(correction)
+    by_worker = _choice("--by", by, ("worker",)) == "worker"
+    fmt = _choice("--format", fmt, FORMATS) or "table"
+    compat = _choice("--compat", compat, ("ordersage",))
+    if ci_confidence is not None:
+        ci_confidence = check_confidence(ci_confidence)
+    trials, info = load_trials(source)
+
+    if compat == "ordersage":
+        from washout.stats.ordersage_compat import ordersage_stats
+
+        frame = ordersage_stats(trials, generation=info.generation or "test",
+                                test_column=info.test_column, ci_confidence=ci_confidence,
+                                by_worker=by_worker)
+        if fmt == "csv":
+            frame.to_csv(sys.stdout, index=False)
+        elif fmt == "json":
+            typer.echo(frame.to_json(orient="records"))
+        else:
+            keys = 1 + by_worker + ("metric" in frame.columns)
+            _print_table(frame_table(frame, keys=keys))
+        return
+
+    from washout.stats.order import analyze_order
+
+    analysis = analyze_order(trials, alpha=alpha, correction=correction, by_worker=by_worker,
+                             ci_confidence=0.95 if ci_confidence is None else ci_confidence)
+    if fmt == "json":
+        typer.echo(json.dumps(analysis.to_dict(), allow_nan=False, indent=2))
+    elif fmt == "csv":
+        analysis.to_frame().to_csv(sys.stdout, index=False)
+    else:
+        _print_table(render_analysis(analysis))
+
+
+def _print_table(renderable: object) -> None:
+    """Print a rich renderable to stdout; piped output is not squeezed into 80 columns."""
+    import sys
+
+    from rich.console import Console
+
+    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(renderable)

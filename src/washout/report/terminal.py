@@ -1,0 +1,123 @@
+"""Terminal rendering of an order analysis: what a person reads first.
+
+A verdict line, then one row per comparison with the significant ones marked, Delta% and the
+median-CI case in words, then the warnings. ``washout analyze`` prints it and the post-run
+summary reuses it.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import RenderableType
+
+    from washout.stats.order import OrderAnalysis, OrderComparison
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def verdict_line(analysis: "OrderAnalysis") -> str:
+    """One sentence: does order matter, over how many comparisons, at what level."""
+    m = analysis.family_size
+    if analysis.correction == "bonferroni" and analysis.alpha_per_test is not None:
+        level = f"Bonferroni, alpha/{m} = {analysis.alpha_per_test:.3g}"
+    else:
+        level = f"{analysis.correction.capitalize()}, alpha = {analysis.alpha:g}, m = {m}"
+    hits = len(analysis.significant)
+    if analysis.verdict == "order-matters":
+        names = ", ".join(
+            t.test if t.worker is None else f"{t.test}@{t.worker}" for t in analysis.significant
+        )
+        return (f"ORDER MATTERS: {hits} of {m} comparisons differ between fixed and random "
+                f"order ({level}): {names}")
+    if m == 0:
+        return "No comparison possible: no test has both fixed- and random-order trials"
+    line = f"No evidence that order matters: 0 of {m} comparisons significant ({level})"
+    shifts = [t.detectable_pct for t in analysis.tests if t.detectable_pct is not None]
+    if shifts:
+        lo, hi = min(shifts), max(shifts)
+        span = f"{lo:.2g}%" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.2g}% to {hi:.2g}%"
+        line += f"; these trials would detect shifts of about {span} with 80% power"
+    return line
+
+
+def _case(t: "OrderComparison") -> str:
+    from washout.stats.order import CASE_WORDS
+
+    return "-" if t.ci_case is None else f"{t.ci_case} {CASE_WORDS[t.ci_case]}"
+
+
+def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
+    """The analysis as a rich renderable: verdict, table, warnings."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    matters = analysis.verdict == "order-matters"
+    verdict = Text(verdict_line(analysis), style="bold red" if matters else "bold green")
+    by_worker = any(t.worker is not None for t in analysis.tests)
+    show_metric = len({t.metric for t in analysis.tests}) > 1
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("", width=1)
+    table.add_column("test", overflow="fold")
+    if show_metric:
+        table.add_column("metric", overflow="fold")
+    if by_worker:
+        table.add_column("worker", overflow="fold")
+    for name in ("n F/R", "median F", "median R", "Delta%", "KW p", "eta2_H"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("CI case", no_wrap=True)
+    for t in analysis.tests:
+        cells = ["*" if t.significant else "", t.test] + ([t.metric] if show_metric else [])
+        if by_worker:
+            cells.append(t.worker or "")
+        cells += [
+            f"{t.n_fixed}/{t.n_random}",
+            _fmt(t.median_fixed, ".6g"), _fmt(t.median_random, ".6g"),
+            _fmt(t.delta_pct, "+.2f"), _fmt(t.kw_p, ".2g"), _fmt(t.eta_squared, ".3f"),
+            _case(t),
+        ]
+        table.add_row(*cells, style="red" if t.significant else None)
+    parts: list[RenderableType] = [verdict, table]
+    if any(t.significant for t in analysis.tests):
+        parts.append(Text("* significant after the family-wise correction", style="dim"))
+    notes = [
+        f"{t.test}/{t.metric}{'' if t.worker is None else '@' + t.worker}: {w}"
+        for t in analysis.tests for w in t.warnings
+    ]
+    if notes:
+        parts.append(Text("warnings:", style="yellow"))
+        parts.extend(Text(f"  {n}", style="yellow") for n in notes)
+    return Group(*parts)
+
+
+def frame_table(frame: "pd.DataFrame", keys: int = 1) -> "RenderableType":
+    """A wide DataFrame as a rich table turned on its side: one column per row of ``frame``
+    (headed by its first ``keys`` fields), one line per other field. Used for the
+    OrderSage-compatible table, whose 22 columns do not fit a terminal's width."""
+    import pandas as pd
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("")
+    for row in frame.itertuples(index=False):
+        table.add_column(" ".join(str(v) for v in row[:keys]), justify="right", overflow="fold")
+    for i, column in enumerate(frame.columns[keys:], start=keys):
+        table.add_row(str(column), *("" if pd.isna(v) else str(v) for v in frame.iloc[:, i]))
+    return table
+
+
+def to_text(renderable: "RenderableType", width: int = 120, color: bool = False) -> str:
+    """A renderable as a string, for logs, tests and non-terminal output."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, color_system=None
+                      if not color else "auto", highlight=False)
+    console.print(renderable)
+    return buffer.getvalue()
