@@ -2,8 +2,9 @@
 
 The columns are :data:`washout.longformat.COLUMNS`; ``position``, ``worker``, ``started`` and
 ``ended`` may be absent (``worker`` then means the local machine). Every row is checked: an
-unknown order kind or status, or a successful trial whose value is not a finite number, is a
-one-line error naming the file, line, field and value. Names are kept verbatim (a test
+unknown order kind or status, or a value that is neither empty (no value: a failed trial, or
+output that gave no number) nor a finite number ("nan", "inf", "12 ms"), is a one-line error
+naming the file, line, field and value. Names are kept verbatim (a test
 called "NA" stays "NA").
 """
 
@@ -39,28 +40,25 @@ def check_choice(frame: "pd.DataFrame", column: str, allowed: tuple[str, ...], p
 
 
 def numeric_column(
-    frame: "pd.DataFrame", column: str, must_be_finite: "pd.Series", path: Path
+    frame: "pd.DataFrame", column: str, path: Path, allow_empty: "pd.Series | bool" = False
 ) -> "pd.Series":
-    """``column`` as floats; a one-line error at the first unparsable entry, or the first
-    non-finite one where ``must_be_finite`` (successful trials)."""
+    """``column`` as floats, NaN for empty cells where ``allow_empty`` (a trial without a
+    value); a one-line error at the first other cell that is not a finite number."""
     import numpy as np
     import pandas as pd
 
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce").astype(float)
-    text = raw.astype(str).str.strip() if raw.dtype == object else None
-    unparsable = values.isna() & raw.notna()
-    if text is not None:
-        unparsable &= text.ne("") & ~text.str.lower().isin(("nan", "na", "null", "none"))
-    bad = unparsable.to_numpy() | (must_be_finite.to_numpy() & ~np.isfinite(values.to_numpy()))
+    empty = raw.isna().to_numpy()
+    if raw.dtype.kind not in "fiub":
+        empty |= (raw.astype(str).str.strip() == "").to_numpy()
+    allowed = allow_empty.to_numpy() if isinstance(allow_empty, pd.Series) else allow_empty
+    bad = ~np.isfinite(values.to_numpy()) & ~(empty & allowed)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        shown = raw.iloc[i]
-        if not isinstance(shown, str) and pd.isna(shown):
-            shown = ""  # an empty cell
-        problem = ("not a number" if unparsable.iloc[i]
-                   else "a successful trial needs a finite number")
-        raise located(f"{path}: line {line_of(frame.index[i])}", column, shown, problem)
+        shown = "" if empty[i] else raw.iloc[i]
+        raise located(f"{path}: line {line_of(frame.index[i])}", column, shown,
+                      "expected a finite number")
     return values
 
 
@@ -79,7 +77,8 @@ def read_long_csv(path: Path | str) -> "pd.DataFrame":
         raise WashoutError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
     check_choice(frame, "order", ORDER_KINDS, path)
     check_choice(frame, "status", STATUSES, path)
-    frame["value"] = numeric_column(frame, "value", frame["status"] == "ok", path)
+    # An empty value is a trial without one (failed, or output that gave no number).
+    frame["value"] = numeric_column(frame, "value", path, allow_empty=True)
     if "worker" not in frame.columns:
         frame["worker"] = "local"
     for column in COLUMNS:

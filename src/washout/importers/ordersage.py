@@ -73,9 +73,9 @@ def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
     check_choice(raw, "order_type", ("fixed", "random"), path)
     check_choice(raw, "completion_status", tuple(STATUS_MAP), path)
     status = raw["completion_status"].map(STATUS_MAP)
-    value = numeric_column(raw, "result", status == "ok", path)
+    value = numeric_column(raw, "result", path, allow_empty=status != "ok")
     for column in ("run_num", "order_number"):
-        numeric_column(raw, column, pd.Series(True, index=raw.index), path)
+        numeric_column(raw, column, path)
     if "run_uuid" in raw.columns:
         run_key = raw["run_uuid"]
     else:

@@ -49,7 +49,8 @@ class Samples:
 
     Comparison g's order-o sample (o = 0 fixed, 1 random) is
     ``values[starts[g, o] : starts[g, o] + counts[g, o]]``, sorted ascending; the fixed block
-    directly precedes the random one. ``excluded[g, o]`` counts its unsuccessful trials.
+    directly precedes the random one. ``excluded[g, o]`` counts its trials left out:
+    unsuccessful ones, and the ``missing[g, o]`` successful ones without a value.
     """
 
     keys: list[tuple[str, str, str | None]]
@@ -57,6 +58,7 @@ class Samples:
     starts: "np.ndarray"
     counts: "np.ndarray"
     excluded: "np.ndarray"
+    missing: "np.ndarray"
 
     def sample(self, g: int, o: int) -> "np.ndarray":
         """Comparison g's sorted sample for order o (0 fixed, 1 random)."""
@@ -64,19 +66,22 @@ class Samples:
         return self.values[s : s + int(self.counts[g, o])]
 
 
-def _finite_values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
-    """The ``value`` column as floats; a one-line error at the first non-finite value."""
+def _values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
+    """The ``value`` column as floats, NaN where missing; a one-line error at the first
+    entry that is not a number or is infinite."""
     import numpy as np
     import pandas as pd
 
     raw = frame["value"]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
+    bad = np.isinf(values)
+    if raw.dtype.kind not in "fiub":  # text: anything unparsable is an error, not "missing"
+        bad |= np.isnan(values) & raw.notna().to_numpy() & (raw.astype(str).str.strip() != "")
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise located(
             f"{source}: row {frame.index[i]}", "value", raw.iloc[i],
-            "a successful trial needs a finite number",
+            "a trial's value must be a finite number (or empty when it has none)",
         )
     return values
 
@@ -85,7 +90,9 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
     """Group long-format rows into comparisons (test x metric [x worker]) of sorted samples.
 
     Only ``fixed`` and ``random`` rows take part; rows with status other than ``ok`` are
-    counted as excluded. Comparisons come in order of first appearance of their test, then
+    counted as excluded, and so are ``ok`` rows without a value for the metric (the store
+    records those when a metric could not be parsed): ``missing`` counts the latter among
+    the excluded. Comparisons come in order of first appearance of their test, then
     metric, then worker.
     """
     import numpy as np
@@ -127,10 +134,14 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
         keys.append((test, metric, worker))
 
     o = (frame["order"].to_numpy() == "random").astype(np.int64)
-    ok = (frame["status"] == "ok").to_numpy()
+    status_ok = (frame["status"] == "ok").to_numpy()
+    all_values = _values(frame, source)
+    missing = status_ok & np.isnan(all_values)
+    ok = status_ok & ~missing
     slot = gcodes * 2 + o
     excluded = np.bincount(slot[~ok], minlength=2 * n_groups).reshape(n_groups, 2)
-    values = _finite_values(frame.loc[ok], source)
+    no_value = np.bincount(slot[missing], minlength=2 * n_groups).reshape(n_groups, 2)
+    values = all_values[ok]
     slot_ok = slot[ok]
     idx = np.lexsort((values, slot_ok))
     counts = np.bincount(slot_ok, minlength=2 * n_groups)
@@ -141,6 +152,7 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
         starts=starts.reshape(n_groups, 2),
         counts=counts.reshape(n_groups, 2),
         excluded=excluded,
+        missing=no_value,
     )
 
 
@@ -445,10 +457,13 @@ def analyze_order(
             missing = " and ".join(o for o, n in zip(ORDERS, (n_f, n_r)) if n == 0)
             warnings.append(f"no successful {missing}-order trials: not compared")
         ex_f, ex_r = int(excluded[g, 0]), int(excluded[g, 1])
-        if ex_f or ex_r:
-            warnings.append(
-                f"{ex_f + ex_r} unsuccessful trial(s) excluded (fixed {ex_f}, random {ex_r})"
-            )
+        no_f, no_r = int(samples.missing[g, 0]), int(samples.missing[g, 1])
+        if ex_f - no_f or ex_r - no_r:
+            warnings.append(f"{ex_f - no_f + ex_r - no_r} unsuccessful trial(s) excluded "
+                            f"(fixed {ex_f - no_f}, random {ex_r - no_r})")
+        if no_f or no_r:
+            warnings.append(f"{no_f + no_r} successful trial(s) without a value excluded "
+                            f"(fixed {no_f}, random {no_r})")
         cis: list[tuple[float, float] | None] = []
         achieved: list[float | None] = []
         for o, side in enumerate(ORDERS):
