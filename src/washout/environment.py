@@ -18,28 +18,31 @@ from washout.errors import WashoutError
 from washout.execute.base import Executor
 from washout.spec import ProvenanceSpec
 
-_FACTS = {
-    "hostname": "hostname 2>/dev/null || cat /proc/sys/kernel/hostname",
-    "kernel": "uname -sr",
-    "os": ". /etc/os-release 2>/dev/null && echo \"$PRETTY_NAME\"",
-    "cpu_model": "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'",
-    "cores": "nproc",
-    "governor": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
-    "frequency_khz": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq",
-    "memory_kb": "awk '/^MemTotal/ {print $2}' /proc/meminfo",
-    "boot_id": "cat /proc/sys/kernel/random/boot_id",
-    "uptime_s": "cut -d' ' -f1 /proc/uptime",
-    "load": "cut -d' ' -f1-3 /proc/loadavg",
-    "temperature_mc": "cat /sys/class/thermal/thermal_zone0/temp",
-}
+_SCRIPT = r"""
+fact() { printf '%s\t%s\n' "$1" "$2"; }
+first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
+fact hostname "$(uname -n)"
+fact kernel "$(uname -sr)"
+(. /etc/os-release 2>/dev/null; fact os "${PRETTY_NAME:-}")
+cpu=""; while IFS=: read -r k v; do case "$k" in "model name"*) cpu="${v# }"; break;; esac; done < /proc/cpuinfo
+fact cpu_model "$cpu"
+fact cores "$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+first governor /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor
+first frequency_khz /sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq
+mem=""; while read -r k v rest; do [ "$k" = "MemTotal:" ] && mem="$v" && break; done < /proc/meminfo
+fact memory_kb "$mem"
+first boot_id /proc/sys/kernel/random/boot_id
+read -r up rest < /proc/uptime; fact uptime_s "$up"
+read -r l1 l5 l15 rest < /proc/loadavg; fact load "$l1 $l5 $l15"
+first temperature_mc /sys/class/thermal/thermal_zone0/temp
+"""
 FINGERPRINTED = ("kernel", "cpu_model", "cores", "memory_kb")
 """System facts that must agree across workers (with every provenance file and command)."""
 
 
 def capture_script(provenance: ProvenanceSpec) -> str:
     """The shell script printing ``key<TAB>value`` lines for every fact and file hash."""
-    lines = [f"printf '%s\\t%s\\n' {key} \"$( ({cmd}) 2>/dev/null | head -c 300 | tr '\\n\\t' '  ')\""
-             for key, cmd in _FACTS.items()]
+    lines = [_SCRIPT]
     for path in provenance.files:
         q = shlex.quote(path)
         lines.append(f"printf '%s\\t%s\\n' {shlex.quote('file:' + path)} "

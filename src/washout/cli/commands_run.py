@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from washout.store import Store
 
 
-def _console(quiet: bool = False):  # type: ignore[no-untyped-def]
+def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyped-def]
+    """Progress and notes go to stderr; results (the summary) to stdout, unwrapped."""
     from rich.console import Console
 
-    return Console(stderr=True, quiet=quiet, highlight=False)
+    return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr)
 
 
 def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> Outcome:
@@ -54,7 +55,7 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
     from washout.status import progress_of
 
     state = progress_of(store)
-    out = _console(False)
+    out = _console(stderr=False)
     out.print(f"Data: {store.path}")
     out.print(f"Seed: {outcome.seed}  (same spec and seed give the same schedule)")
     out.print(f"Trials: {state['done']} of {state['planned']} planned slots done "

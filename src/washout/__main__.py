@@ -1,0 +1,5 @@
+"""python -m washout: the same as the washout console script."""
+
+from washout.cli import main
+
+main()
