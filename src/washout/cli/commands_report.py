@@ -1,5 +1,55 @@
-"""washout report commands."""
+"""washout report: one self-contained HTML file (or Markdown with PNG figures) from a store,
+a long-format CSV or an OrderSage results file."""
 
 from __future__ import annotations
 
-from washout.cli.app import app  # noqa: F401
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from washout.cli.app import app
+
+
+class ReportFormat(str, Enum):
+    html = "html"
+    md = "md"
+
+
+@app.command("report")
+def report(
+    source: Path = typer.Argument(
+        ..., help="A washout store (SQLite), a long-format CSV or an OrderSage results CSV."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output",
+        help="Where to write (default: report.html, or report.md with --format md)."),
+    fmt: ReportFormat = typer.Option(
+        ReportFormat.html, "--format", "-f",
+        help="html: one self-contained file; md: Markdown with PNG figures beside it."),
+    alpha: float = typer.Option(0.05, help="Family-wise significance level."),
+    correction: str = typer.Option("bonferroni", help="bonferroni or holm."),
+    by_worker: bool = typer.Option(False, "--by-worker", help="Compare per worker too."),
+) -> None:
+    """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
+    from washout.report import document
+    from washout.sources import load_trials
+    from washout.stats.order import analyze_order
+
+    trials, info = load_trials(source)
+    analysis = analyze_order(trials, alpha=alpha, correction=correction,
+                             by_worker=by_worker).to_dict()
+    if info.kind == "store":
+        meta = document.meta_from_store(source)
+    else:
+        kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
+        meta = {"source": f"{source.name} ({kind})"}
+    out = output or Path(f"report.{fmt.value}")
+    if fmt is ReportFormat.md:
+        from washout.report.markdown import write_markdown
+
+        write_markdown(out, analysis, trials, meta)
+    else:
+        from washout.report.html import write_html
+
+        write_html(out, analysis, trials, meta)
+    typer.echo(f"{out}: {analysis['verdict']}")

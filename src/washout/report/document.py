@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from washout.report import figures
@@ -311,30 +312,66 @@ def _time_span(trials: "pd.DataFrame") -> str | None:
 # ---------------------------------------------------------------------------------------
 
 
-def main_effect_curves(settings: "pd.DataFrame", params: list[str], metric: str
-                       ) -> dict[str, list[tuple[float, float]]]:
-    """Treatment-coded coefficients of a main-effects OLS fit, every parameter categorical
-    with its lowest level as reference (coefficient 0), as Hui et al.'s code fits them
-    (METHOD-NOTES.md, section 4). Used to draw the coefficient curves only: term selection,
-    shares and points come from washout.sweep."""
-    import numpy as np
+Curves = dict[str, dict[str, list[tuple[float, float]]]]
+"""Panel title -> line label -> (level, coefficient) points."""
 
-    data = settings[params + [metric]].dropna()
-    columns, index = [np.ones(len(data))], []
-    for p in params:
-        levels = sorted(data[p].unique().tolist(), key=figures._level_key)
-        for lv in levels[1:]:
-            columns.append((data[p] == lv).to_numpy(dtype=float))
-            index.append((p, lv))
-    design = np.column_stack(columns)
-    coef, *_ = np.linalg.lstsq(design, data[metric].to_numpy(dtype=float), rcond=None)
-    curves: dict[str, list[tuple[float, float]]] = {}
-    for p in params:
-        levels = sorted(data[p].unique().tolist(), key=figures._level_key)
-        curves[p] = [(_x(levels[0]), 0.0)]
-    for (p, lv), c in zip(index, coef[1:]):
-        curves[p].append((_x(lv), float(c)))
-    return curves
+
+def coefficient_panels(settings: "pd.DataFrame", params: list[str], metric: str,
+                       points: list[dict[str, Any]]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
+    """The coefficient curves of the sweep's own ANOVA (washout.sweep: treatment coding,
+    lowest level the reference, 2-way interactions, backward elimination; Hui et al. 2024,
+    METHOD-NOTES.md sections 4 and 7), so the sweep's knee and turning points sit on the
+    curves drawn: one panel per main effect left in the model, and one per interaction and
+    varied parameter that has a point (a line per fixed level). Returns the panels and the
+    marks ``(panel, line, x, kind)``."""
+    from washout.sweep.anova import fit_anova
+    from washout.sweep.conclusions import _curves
+    from washout.sweep.space import space_from_frame
+
+    space = space_from_frame(settings[params + [metric]], metric, params, "settings")
+    assert space.y is not None
+    fit = fit_anova(space.codes, space.y, space.n_levels)
+    wanted = {(str(p.get("term")), str(p.get("parameter"))) for p in points
+              if p.get("fixed") not in (None, "", {})}
+    panels: Curves = {}
+    for term in fit.terms:
+        names = ":".join(params[f] for f in term)
+        for (_, varied, fixed), (codes, coefs) in sorted(_curves(fit, term).items(),
+                                                         key=lambda kv: str(kv[0])):
+            x = space.numeric_levels(varied)
+            if fixed is None:
+                title, line = params[varied], "main effect"
+                pts = [(float(x[0]), 0.0)]
+            else:
+                if (names, params[varied]) not in wanted:
+                    continue
+                title = f"{params[varied]} by {params[fixed[0]]} ({names})"
+                line = fixed_text({params[fixed[0]]: space.level(*fixed)})
+                pts = []
+            pts += [(float(x[c]), float(v)) for c, v in zip(codes, coefs)]
+            panels.setdefault(title, {})[line] = sorted(pts)
+    marks = []
+    for p in points:
+        if p.get("fixed") in (None, "", {}):
+            title, line = str(p.get("parameter")), "main effect"
+        else:
+            (name, _), = p["fixed"].items()
+            title = f"{p.get('parameter')} by {name} ({p.get('term')})"
+            line = fixed_text(p["fixed"])
+        try:
+            marks.append((title, line, float(p["value"]), str(p.get("type"))))
+        except (TypeError, ValueError):
+            continue
+    return panels, marks
+
+
+def fixed_text(fixed: object) -> str:
+    """The fixed side of an interaction point (``{"keys": 128}`` -> ``keys = 128``)."""
+    if fixed in (None, "", {}):
+        return "–"
+    if isinstance(fixed, dict):
+        return ", ".join(f"{k} = {v}" for k, v in fixed.items())
+    return str(fixed)
 
 
 def _x(level: Any) -> float:
@@ -355,7 +392,9 @@ def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
     params = [str(c) for c in settings.columns if c != metric]
     shares = {str(t["term"]): float(t["share"]) for t in sweep.get("significant_terms") or []
               if _finite(t.get("share"))}
-    ranked = sorted(params, key=lambda p: (-shares.get(p, 0.0), params.index(p)))
+    # A parameter's weight: the shares of every term it appears in (main and interactions).
+    weight = {p: sum(v for t, v in shares.items() if p in t.split(":")) for p in params}
+    ranked = sorted(params, key=lambda p: (-weight[p], params.index(p)))
     measured, total = sweep.get("settings_measured"), sweep.get("settings_total")
     rate = sweep.get("sampling_rate")
     summary = (f"Measured {measured} of {total} settings"
@@ -371,7 +410,7 @@ def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
              for t in sweep.get("significant_terms") or []])),
         ("Knee and turning points", Table(
             ["term", "parameter", "fixed", "type", "at", "turn ratio"],
-            [[str(p.get("term")), str(p.get("parameter")), str(p.get("fixed") or "–"),
+            [[str(p.get("term")), str(p.get("parameter")), fixed_text(p.get("fixed")),
               str(p.get("type")), fmt(p.get("value")), fmt(p.get("turn_ratio"))]
              for p in sweep.get("important_points") or []])),
     ]
@@ -390,10 +429,13 @@ def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
                                 "minimum reaches the target.", figures.r2_by_rate(history)))
     items.append(FigureItem(
         "sweep-coefficients", "Coefficients per parameter",
-        "How the metric moves with each parameter's level, other parameters held at their "
-        "lowest level; triangles mark knees, diamonds turning points.",
-        figures.coefficient_curves(main_effect_curves(settings, ranked, metric),
-                                   sweep.get("important_points") or [], metric, shares)))
+        "How the metric moves with each parameter's level, the other parameters at their "
+        "lowest level (the sweep's ANOVA, treatment-coded): main effects, and interactions "
+        "with one line per level of the fixed parameter. Triangles mark knees, diamonds "
+        "turning points.",
+        figures.coefficient_curves(
+            *coefficient_panels(settings, params, metric, sweep.get("important_points") or []),
+            metric, shares)))
     items.append(FigureItem(
         "sweep-tiles", "The parameter space as tiles",
         "The two most important parameters within each tile, the next two across tiles.",
@@ -429,3 +471,29 @@ def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
         sections=order_sections(analysis, trials) if analysis is not None else [],
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
     )
+
+
+def meta_from_store(path: str | Path) -> dict[str, Any]:
+    """The ``meta`` a washout store offers: name, seed, design, runs, spec text, workers with
+    their fingerprints (``matched``: same fingerprint as most workers), failed trials."""
+    from collections import Counter
+
+    from washout.store import Store
+
+    store = Store.open(path)
+    try:
+        exp = store.experiment()
+        workers = store.workers()
+        counts = store.counts()
+    finally:
+        store.close()
+    prints = Counter(f for *_, f in workers if f)
+    usual = prints.most_common(1)[0][0] if prints else None
+    return {
+        "name": exp.name, "seed": exp.seed, "design": exp.design, "runs": exp.runs_per_kind,
+        "spec_text": exp.spec_text,
+        "workers": [{"name": name, "host": host, "fingerprint": f,
+                     "matched": None if f is None else f == usual}
+                    for _, name, host, f in workers],
+        "failures": sum(n for status, n in counts.items() if status not in ("ok", "running")),
+    }

@@ -420,57 +420,54 @@ def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> 
 
 
 def coefficient_curves(
-    curves: dict[str, list[tuple[float, float]]],
-    points: Sequence[dict[str, Any]],
+    panels: dict[str, dict[str, list[tuple[float, float]]]],
+    marks: Sequence[tuple[str, str, float, str]],
     metric: str,
     shares: dict[str, float] | None = None,
     ncols: int = 3,
 ) -> Figure:
-    """ANOVA main-effect coefficient against level, one panel per parameter, with the knee
-    and turning points marked (Hui et al. 2024, section 4; points from washout.sweep).
-    Points of a main effect sit on its curve; points found on an interaction (one parameter
-    fixed) are drawn as dashed lines at their level."""
-    params = list(curves)
-    n = len(params)
+    """ANOVA coefficient against level, one panel per main effect or interaction (a line
+    per level of the fixed parameter), with the sweep's knee and turning points marked on
+    their line (Hui et al. 2024, section 4). ``marks`` are ``(panel, line, x, kind)``."""
+    titles = list(panels)
+    n = len(titles)
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig = _figure(1.0 + 2.5 * nrows)
+    fig = _figure(1.2 + 2.7 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    marks = {"knee": ("v", "#D55E00"), "turning": ("D", "#009E73")}
+    shapes = {"knee": "v", "turning": "D"}
+    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+               "#000000"]
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.set_visible(False)
             continue
-        p = params[i]
-        xs = [x for x, _ in curves[p]]
-        ys = [y for _, y in curves[p]]
-        ax.plot(xs, ys, "-o", color="#0072B2", markersize=4, label="coefficient")
-        for pt in points:
-            if str(pt.get("parameter")) != p or not _finite(pt.get("value")):
-                continue
-            marker, colour = marks.get(str(pt.get("type")), ("x", "black"))
-            v = float(pt["value"])
-            if pt.get("fixed") in (None, "") and str(pt.get("term")) == p:
-                y = dict(curves[p]).get(v)
-                if y is not None:
-                    ax.plot([v], [y], marker=marker, color=colour, markersize=10,
-                            linestyle="none", label=f"{pt['type']} point")
-            else:
-                ax.axvline(v, color=colour, ls="--", lw=1,
-                           label=f"{pt['type']} ({short(pt.get('term'), 20)}, "
-                                 f"{short(pt.get('fixed'), 14)})")
-        share = (shares or {}).get(p)
-        ax.set_title(label(p) + (f" ({100 * share:.0f}% of variance)" if share else ""),
-                     fontsize=10)
-        ax.set_xlabel(f"{label(p)} (level)", fontsize=9)
+        title = titles[i]
+        all_x: list[float] = []
+        for k, (line, pts) in enumerate(panels[title].items()):
+            xs, ys = [x for x, _ in pts], [y for _, y in pts]
+            all_x += xs
+            colour = palette[k % len(palette)]
+            ax.plot(xs, ys, "-o", color=colour, markersize=3.5, lw=1.3, label=label(line))
+            for panel, mline, x, kind in marks:
+                if panel == title and mline == line and x in xs:
+                    ax.plot([x], [ys[xs.index(x)]], marker=shapes.get(kind, "x"),
+                            color=colour, markersize=10, markeredgecolor="black",
+                            linestyle="none")
+        main = title.split(" by ")[0] if " by " in title else title
+        share = (shares or {}).get(title.split("(")[-1].rstrip(")") if " by " in title else title)
+        ax.set_title(short(title, 44) + (f"\n{100 * share:.0f}% of variance" if share else ""),
+                     fontsize=9)
+        ax.set_xlabel(f"{label(main)} (level)", fontsize=9)
         ax.set_ylabel(f"coefficient ({label(metric)})", fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-        if len(set(xs)) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 50:
+        if all_x and min(all_x) > 0 and max(all_x) / min(all_x) >= 50:
             ax.set_xscale("log", base=2)
-        handles, names = ax.get_legend_handles_labels()
-        unique = dict(zip(names, handles))
-        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
+        ax.legend(fontsize=6.5, loc="best", ncols=2 if len(panels[title]) > 4 else 1)
+    handles = [Line2D([], [], marker=m, color="grey", markeredgecolor="black", linestyle="none",
+                      markersize=8, label=f"{kind} point") for kind, m in shapes.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     fig.suptitle(f"Effect of each parameter on {label(metric)} (treatment-coded ANOVA "
                  f"coefficients, lowest level = 0)", fontsize=11)
     return fig
@@ -480,13 +477,13 @@ def tile_map(
     settings: "pd.DataFrame", params: Sequence[str], metric: str, cmap: str = "viridis"
 ) -> Figure:
     """The measured parameter space as tiles: the first two parameters within a tile (rows,
-    columns), tiles nested by the next two (rows of tiles, columns of tiles). Parameters
+    columns), tiles nested by the next two (columns of tiles, rows of tiles). Parameters
     beyond four are averaged over; unmeasured cells stay blank."""
     import numpy as np
 
     inner_y, inner_x = params[0], params[1] if len(params) > 1 else None
-    outer_y = params[2] if len(params) > 2 else None
-    outer_x = params[3] if len(params) > 3 else None
+    outer_x = params[2] if len(params) > 2 else None
+    outer_y = params[3] if len(params) > 3 else None
 
     def levels(p: str | None) -> list[Any]:
         return sorted(settings[p].dropna().unique().tolist(), key=_level_key) if p else [None]
