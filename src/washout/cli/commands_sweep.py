@@ -1,5 +1,96 @@
-"""washout sweep commands."""
+"""washout explore and washout sweep: evaluate a parameter space at a fraction of the cost."""
 
 from __future__ import annotations
 
-from washout.cli.app import app  # noqa: F401
+from pathlib import Path
+
+import typer
+
+from washout.cli.app import app
+
+FORMATS = ("table", "json")
+
+
+def _format(value: str) -> str:
+    from washout.errors import WashoutError
+
+    if value not in FORMATS:
+        raise WashoutError(f"--format = {value!r}: unknown format (choose from {', '.join(FORMATS)})")
+    return value
+
+
+def _print_summary(result: dict, fmt: str) -> None:
+    """JSON on stdout, or readable tables (rich)."""
+    if fmt == "json":
+        import json
+
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console(highlight=False)
+    r2 = [v for v in result["r2_validation"] if v is not None]
+    status = "threshold reached" if result["terminated"] else "threshold NOT reached (budget)"
+    out.print(f"Measured {result['settings_measured']} of {result['settings_total']} settings "
+              f"({result['sampling_rate']:.0%}) with {result['sampler']} sampling, "
+              f"model {result['model']}: {status}")
+    if r2:
+        out.print(f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
+                  f"{sorted(r2)[len(r2) // 2]:.3f}")
+    if result.get("r2_holdout") is not None:
+        out.print(f"R^2 on the last batch before it was measured: {result['r2_holdout']:.3f}")
+    if result.get("r2_unmeasured") is not None:
+        out.print(f"R^2 on the unmeasured settings: {result['r2_unmeasured']:.3f}")
+    terms = Table(title="Significant terms (share of variance)")
+    terms.add_column("term")
+    terms.add_column("share", justify="right")
+    for t in result["significant_terms"]:
+        terms.add_row(t["term"], f"{t['share']:.1%}")
+    out.print(terms)
+    points = Table(title="Important points, ranked")
+    for col in ("term", "parameter", "fixed", "type", "value", "turn ratio"):
+        points.add_column(col)
+    for p in result["important_points"]:
+        fixed = "" if p["fixed"] is None else ", ".join(f"{k}={v}" for k, v in p["fixed"].items())
+        ratio = "" if p["turn_ratio"] is None else f"{p['turn_ratio']:.2f}"
+        points.add_row(p["term"], p["parameter"], fixed, p["type"], str(p["value"]), ratio)
+    out.print(points)
+    if result["ranges"]:
+        out.print("A fair comparison must cover, per parameter:")
+        for name, segments in result["ranges"].items():
+            out.print(f"  {name}: " + ", ".join(f"[{lo}, {hi}]" for lo, hi in segments))
+
+
+@app.command()
+def explore(
+    data: Path = typer.Argument(..., help="CSV with one row per measured setting."),
+    metric: str = typer.Option(..., "--metric", help="Column holding the metric."),
+    param: list[str] = typer.Option(None, "--param", help="Parameter column (repeat); default: every other column."),
+    sampler: str = typer.Option("random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."),
+    model: str = typer.Option("anova", "--model", help="anova, anova-main, mlp, smooth (ours)."),
+    rule: str = typer.Option("paper", "--rule", help="Termination: paper (all splits >= threshold) or holdout (ours: also the last batch, predicted before it was measured)."),
+    seed: int = typer.Option(0, "--seed"),
+    start: float = typer.Option(0.05, "--start", help="Fraction measured first."),
+    step: float = typer.Option(0.05, "--step", help="Fraction added per iteration."),
+    threshold: float = typer.Option(0.9, "--threshold", help="R^2 every validation split must reach."),
+    splits: int = typer.Option(10, "--splits", help="80/20 validation splits per iteration."),
+    budget: int = typer.Option(None, "--budget", help="Most settings to measure."),
+    full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Incremental sampling on an already measured space: reading a row measures a setting."""
+    from threadpoolctl import threadpool_limits
+
+    from washout.sweep.explore import explore as run_explore
+    from washout.sweep.incremental import LoopOptions
+    from washout.sweep.space import load_space_csv
+
+    fmt = _format(fmt)
+    options = LoopOptions(start=start, step=step, threshold=threshold, splits=splits,
+                          sampler=sampler, model=model, rule=rule, seed=seed, budget=budget)
+    options.check("explore")
+    space = load_space_csv(data, metric, param or None)
+    with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others
+        result = run_explore(space, options, full=full)
+    _print_summary(result, fmt)

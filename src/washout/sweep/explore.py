@@ -1,0 +1,90 @@
+"""The incremental-sampling loop on an already measured space, and the summary every sweep
+prints: sampling rate, validation R^2, significant terms, ranked points and fair ranges.
+
+Conclusions are always drawn by the paper's ANOVA (main effects + 2-way interactions, or main
+effects only with ``anova-main``) fitted on every measured setting, whichever model decided
+termination, so a sample's conclusions compare directly with ``full`` ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from washout.sweep.anova import fit_anova
+from washout.sweep.conclusions import Conclusions, conclude, fair_ranges, points_json, terms_json
+from washout.sweep.incremental import LoopOptions, LoopResult, Step, r2_score, run_loop, split_r2
+from washout.sweep.models import get_model
+from washout.sweep.space import Space
+
+
+def conclusions_of(space: Space, rows: np.ndarray, y: np.ndarray, model: str) -> Conclusions:
+    """The ANOVA's conclusions on the measured rows."""
+    data = space.subset(rows)
+    data.y = y
+    fit = fit_anova(data.codes, y, space.n_levels, interactions=model != "anova-main")
+    return conclude(fit, data)
+
+
+def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool = False,
+            unmeasured_r2: bool = False) -> dict:
+    """The JSON-ready summary of a finished loop (keys as the issue and the CLI define them)."""
+    c = conclusions_of(space, result.measured, result.y, options.model)
+    data = space.subset(result.measured)
+    last = result.steps[-1] if result.steps else None
+    out: dict = {
+        "sampling_rate": len(result.measured) / len(space),
+        "settings_measured": int(len(result.measured)),
+        "settings_total": int(len(space)),
+        "terminated": bool(result.terminated),
+        "r2_validation": [_num(v) for v in (last.r2_splits if last else [])],
+    }
+    if unmeasured_r2:
+        out["r2_unmeasured"] = _num(unmeasured(space, result, options))
+    if last is not None and last.r2_holdout is not None:
+        out["r2_holdout"] = _num(last.r2_holdout)
+    out.update({
+        "model": options.model,
+        "sampler": "full" if full else options.sampler,
+        "rule": options.rule,
+        "seed": options.seed,
+        "significant_terms": terms_json(c),
+        "important_points": points_json(c, data),
+        "ranges": fair_ranges(data, c),
+        "steps": [
+            {"settings_measured": s.measured, "sampling_rate": s.ratio,
+             "r2_min": _num(np.nanmin(s.r2_splits)) if np.isfinite(s.r2_splits).any() else None,
+             "r2_holdout": _num(s.r2_holdout)}
+            for s in result.steps
+        ],
+    })
+    return out
+
+
+def unmeasured(space: Space, result: LoopResult, options: LoopOptions) -> float:
+    """R^2 on the settings never measured, of the model fitted on all measured ones."""
+    left = np.ones(len(space), dtype=bool)
+    left[result.measured] = False
+    if space.y is None or left.sum() < 2:
+        return np.nan
+    fitted = get_model(options.model)(space, space.codes[result.measured], result.y, options.seed)
+    return r2_score(space.y[left], fitted.predict(space.codes[left]))
+
+
+def explore(space: Space, options: LoopOptions, full: bool = False) -> dict:
+    """Run the loop on a measured space (reading a row = measuring a setting), or with
+    ``full`` analyse every row (validation splits over all of them)."""
+    if space.y is None:
+        raise ValueError("explore needs a measured space")
+    options.check()
+    if full:
+        rows = np.arange(len(space))
+        scores = split_r2(space, rows, space.y, options.model, options.splits, options.seed)
+        passed = bool(np.all(np.asarray(scores) >= options.threshold))
+        result = LoopResult(rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed)
+        return summary(space, result, options, full=True)
+    result = run_loop(space, lambda idx: space.y[idx], options)
+    return summary(space, result, options, unmeasured_r2=True)
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)

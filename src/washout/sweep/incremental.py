@@ -1,0 +1,179 @@
+"""Incremental sampling (Hui et al., SIGMOD 2024, §4; METHOD-NOTES §3 and §10): measure a
+start fraction of the settings, then repeat: split the measured settings 10 times into 80%
+fitting and 20% validation, fit the model on each fitting part, score R^2 on its validation
+part; stop when the threshold is met, else measure another step's worth chosen by the sampler.
+
+Sample sizes follow the paper's code exactly: at ratio r (np.linspace(start, 1, ...)), the
+sample holds n - ceil((1 - r) n) settings, and split i is scikit-learn's
+train_test_split(test_size=0.2, random_state=i) on the measured settings in the order the
+paper's sample file has them (newest batch first), so the random sampler with the ANOVA
+reproduces the paper's R^2 values.
+
+Termination rules:
+- ``paper``: every one of the splits has R^2 >= threshold (the paper's minimum over splits).
+- ``holdout`` (ours): that, and the model fitted on everything measured before the last batch
+  predicts that batch, measured afterwards, with R^2 >= threshold. Each batch is a true
+  holdout: chosen before it was measured and never used to fit the model that predicts it.
+  Small validation splits (a handful of settings at 5% of a small space) make the paper's rule
+  pass by luck; the holdout must agree before we claim termination.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from washout.errors import WashoutError
+from washout.sweep.models import Predictor, get_model
+from washout.sweep.samplers import get_sampler
+from washout.sweep.space import Space
+
+RULES = ("paper", "holdout")
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """The sampling options of a sweep (the paper's defaults)."""
+
+    start: float = 0.05
+    step: float = 0.05
+    threshold: float = 0.9
+    splits: int = 10
+    sampler: str = "random"
+    model: str = "anova"
+    rule: str = "paper"
+    seed: int = 0
+    budget: int | None = None  # most settings to measure; None: all
+
+    def check(self, source: str = "options") -> None:
+        """One-line errors for values the loop cannot use."""
+        get_sampler(self.sampler)
+        get_model(self.model)
+        if self.rule not in RULES:
+            raise WashoutError(f"{source}: rule = {self.rule!r}: unknown rule (choose from {', '.join(RULES)})")
+        for name, value in (("start", self.start), ("step", self.step)):
+            if not 0 < value <= 1:
+                raise WashoutError(f"{source}: {name} = {value}: must be a fraction in (0, 1]")
+        if not 0 < self.threshold <= 1:
+            raise WashoutError(f"{source}: threshold = {self.threshold}: must be in (0, 1]")
+        if self.splits < 1:
+            raise WashoutError(f"{source}: splits = {self.splits}: must be at least 1")
+        if self.budget is not None and self.budget < 1:
+            raise WashoutError(f"{source}: budget = {self.budget}: must be at least 1 setting")
+
+
+@dataclass
+class Step:
+    """One iteration: how many settings were measured, the split R^2 values, the holdout R^2."""
+
+    measured: int
+    ratio: float
+    r2_splits: list[float]
+    r2_holdout: float | None
+    passed: bool
+
+
+@dataclass
+class LoopResult:
+    measured: np.ndarray  # indices into the space, in the paper's sample order
+    y: np.ndarray
+    steps: list[Step] = field(default_factory=list)
+    terminated: bool = False
+
+
+def sample_sizes(n: int, start: float, step: float) -> list[int]:
+    """Settings measured at each ratio, as train_test_split(test_size=1 - r) sizes the sample."""
+    count = int(round((1.0 - start) / step)) + 1
+    ratios = np.linspace(start, start + step * (count - 1), count)
+    sizes = []
+    for r in ratios[ratios <= 1.0 + 1e-12]:
+        size = n - math.ceil((1.0 - float(r)) * n) if r < 1 else n
+        if size > 0 and (not sizes or size > sizes[-1]):
+            sizes.append(size)
+    if not sizes or sizes[-1] < n:
+        sizes.append(n)
+    return sizes
+
+
+def r2_score(y: np.ndarray, pred: np.ndarray) -> float:
+    """Coefficient of determination 1 - SS_res / SS_tot (scikit-learn's r2_score); NaN if
+    fewer than 2 values or y is constant."""
+    if len(y) < 2:
+        return np.nan
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    if ss_tot == 0:
+        return np.nan
+    return 1.0 - float(np.sum((y - pred) ** 2)) / ss_tot
+
+
+def split_r2(space: Space, measured: np.ndarray, y: np.ndarray, model_name: str,
+             splits: int, seed: int = 0) -> list[float]:
+    """R^2 on the 20% validation part of each of ``splits`` 80/20 splits (random_state = i)."""
+    from sklearn.model_selection import train_test_split
+
+    model = get_model(model_name)
+    scores = []
+    positions = np.arange(len(measured))
+    for i in range(splits):
+        if len(positions) < 2:
+            scores.append(np.nan)
+            continue
+        train, test = train_test_split(positions, test_size=0.2, random_state=i)
+        fitted = _fit(model, space, measured[train], y[train], seed * 1000 + i)
+        scores.append(np.nan if fitted is None else r2_score(y[test], fitted.predict(space.codes[measured[test]])))
+    return scores
+
+
+def _fit(model, space: Space, rows: np.ndarray, y: np.ndarray, seed: int) -> Predictor | None:
+    """Fit, or None when the model cannot be fitted on so few rows."""
+    if len(rows) < 2:
+        return None
+    try:
+        return model(space, space.codes[rows], y, seed)
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+
+
+def run_loop(
+    space: Space,
+    measure: Callable[[np.ndarray], np.ndarray],
+    options: LoopOptions,
+    on_step: Callable[[Step], None] | None = None,
+) -> LoopResult:
+    """The incremental-sampling loop; ``measure(indices)`` returns the metric of those settings.
+
+    Deterministic for a seed: resuming re-chooses the same settings, and ``measure`` can
+    answer the ones already recorded from its store.
+    """
+    options.check()
+    sampler = get_sampler(options.sampler)
+    model = get_model(options.model)
+    n = len(space)
+    limit = n if options.budget is None else min(options.budget, n)
+    sizes = [s for s in sample_sizes(n, options.start, options.step) if s <= limit]
+    if not sizes or sizes[-1] < limit:
+        sizes.append(limit)
+    result = LoopResult(np.empty(0, dtype=int), np.empty(0))
+    for batch, size in enumerate(sizes):
+        want = size - len(result.measured)
+        new = np.asarray(sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int)
+        previous = _fit(model, space, result.measured, result.y, options.seed) if batch else None
+        y_new = np.asarray(measure(new), dtype=float)
+        holdout = None if previous is None else r2_score(y_new, previous.predict(space.codes[new]))
+        result.measured = np.concatenate([new, result.measured])
+        result.y = np.concatenate([y_new, result.y])
+        scores = split_r2(space, result.measured, result.y, options.model, options.splits, options.seed)
+        passed = bool(np.all(np.asarray(scores) >= options.threshold))
+        if options.rule == "holdout":
+            passed = passed and holdout is not None and holdout >= options.threshold
+        step = Step(len(result.measured), len(result.measured) / n, scores, holdout, passed)
+        result.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        if passed:
+            result.terminated = True
+            break
+    return result
