@@ -200,7 +200,9 @@ def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
         raw = 12.0 / (n * (n + 1)) * ssbn - 3 * (n + 1)
         correction = 1.0 - ties / (n**3 - n)
         h_all = raw / correction
-    defined = both & (correction > 0)
+    # All values equal (one tie run): 0/0, undefined, even where rounding makes scipy say inf.
+    single_run = np.bincount(g[run_starts], minlength=n_groups) == 1
+    defined = both & ~single_run & (correction > 0)
     h[defined] = h_all[defined]
     p[defined] = chi2.sf(h[defined], 1)
     return h, p
@@ -415,7 +417,7 @@ def _detectable_pct(mean_f: float, std_f: float, n_f: int, std_r: float, n_r: in
     """
     from scipy.stats import norm
 
-    if n_f < 2 or n_r < 2 or mean_f == 0:
+    if n_f < 2 or n_r < 2 or mean_f == 0 or std_f == std_r == 0:
         return None
     var_f = std_f**2 * n_f / (n_f - 1)
     var_r = std_r**2 * n_r / (n_r - 1)
