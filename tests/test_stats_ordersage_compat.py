@@ -1,0 +1,131 @@
+"""--compat ordersage: OrderSage's node_stats.csv reproduced from the artifact's raw trials."""
+
+from __future__ import annotations
+
+import io
+import math
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from washout.sources import load_trials
+from washout.stats.ordersage_compat import ci_case, drop_failures, ordersage_stats, rank_ci
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+ARTIFACT = FIXTURES / "ordersage-artifact"
+SHAPIRO = ("SW_test_stat_fixed", "SW_p-value_fixed", "SW_test_stat_random", "SW_p-value_random")
+
+
+def _decimals(text: str) -> int:
+    """Decimal places a number was written with ("3.16E-06" -> 8, "37" -> 0)."""
+    exponent = Decimal(text).as_tuple().exponent
+    return -int(exponent) if isinstance(exponent, int) else 0
+
+
+def assert_matches_node_stats(csv_text: str, published: Path, full_precision: bool) -> None:
+    """Our CSV equals OrderSage's, column by column, row by row.
+
+    Numbers: to 1e-12 relative where the file has full precision, else our value rounds to
+    the digits the spreadsheet kept. Shapiro-Wilk: 1e-4 relative, because OrderSage's scipy
+    computed it in single precision (its values are exact float32 numbers) and ours in double.
+    """
+    ours = pd.read_csv(io.StringIO(csv_text), dtype=str, keep_default_na=False)
+    theirs = pd.read_csv(published, dtype=str, keep_default_na=False)
+    assert list(ours.columns) == list(theirs.columns)
+    assert len(ours) == len(theirs)
+    for column in theirs.columns:
+        for mine, text in zip(ours[column], theirs[column]):
+            where = f"{column}: ours {mine!r}, published {text!r}"
+            if text.upper() in ("TRUE", "FALSE") or text == "" or not _is_number(text):
+                assert mine.upper() == text.upper(), where
+                continue
+            got, want = float(mine), float(text)
+            rounding = 0.0 if full_precision else 0.5 * 10.0 ** -_decimals(text) * (1 + 1e-9)
+            if column in SHAPIRO:
+                assert abs(got - want) <= max(1e-4 * abs(want), rounding), where
+            elif full_precision:
+                assert math.isclose(got, want, rel_tol=1e-12), where
+            else:
+                assert abs(got - want) <= rounding, where
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_memcached_node_stats_reproduced_with_95_percent_cis() -> None:
+    trials, info = load_trials(ARTIFACT / "memcached" / "all_exp_results.csv")
+    assert (info.test_column, info.generation) == ("exp_command", "exp")
+    frame = ordersage_stats(trials, info.generation, info.test_column, ci_confidence=0.95)
+    assert_matches_node_stats(frame.to_csv(index=False), ARTIFACT / "memcached" / "node_stats.csv",
+                              full_precision=True)
+
+
+def test_npbench_node_stats_reproduced_as_the_spreadsheet_left_them() -> None:
+    trials, info = load_trials(ARTIFACT / "npbench" / "all_test_results.csv")
+    assert (info.test_column, info.generation) == ("test_command", "test")
+    frame = ordersage_stats(trials, info.generation, info.test_column)  # 1 - 0.05/3 by default
+    assert_matches_node_stats(frame.to_csv(index=False), ARTIFACT / "npbench" / "node_stats.csv",
+                              full_precision=False)
+
+
+def test_shapiro_wilk_published_values_are_single_precision() -> None:
+    """Why the Shapiro-Wilk columns get a looser tolerance than the rest."""
+    published = pd.read_csv(ARTIFACT / "memcached" / "node_stats.csv")
+    for column in SHAPIRO:
+        values = published[column].to_numpy()
+        assert (values.astype(np.float32).astype(float) == values).all()
+
+
+def test_default_confidence_is_bonferroni_adjusted_and_changes_memcached_cis() -> None:
+    trials, info = load_trials(ARTIFACT / "memcached" / "all_exp_results.csv")
+    adjusted = ordersage_stats(trials, info.generation, info.test_column)
+    plain = ordersage_stats(trials, info.generation, info.test_column, ci_confidence=0.95)
+    hits = lambda f: f[f.exp_command == "./get_hits_test.sh"].iloc[0]  # noqa: E731
+    assert hits(adjusted).fixed_ci_low < hits(plain).fixed_ci_low
+    # The published Table 3 shows case 3 for get_hits: the paper used the adjusted CIs.
+    assert (hits(plain).ci_case, hits(adjusted).ci_case) == (1, 3)
+
+
+@pytest.mark.parametrize("n", range(1, 40))
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 1 - 0.05 / 3])
+def test_rank_ci_is_the_normal_approximation_ranks(n: int, confidence: float) -> None:
+    x = np.arange(n, dtype=float) * 10  # value = 10 * 0-based rank
+    z = norm.ppf((1 + confidence) / 2)
+    lo = max(math.floor(n / 2 - z * math.sqrt(n / 4)), 0)
+    hi = min(math.ceil(n / 2 + z * math.sqrt(n / 4)) + 1, n - 1)
+    assert rank_ci(x, confidence) == (10.0 * lo, 10.0 * hi)
+
+
+def test_ordersage_ci_case_rules() -> None:
+    assert ci_case(10, 9, 11, 20, 19, 21) == (1, 8)  # random above, gap 19 - 11
+    assert ci_case(20, 19, 21, 10, 9, 11) == (1, 8)  # fixed above, gap 19 - 11
+    assert ci_case(10, 8, 12, 11, 9, 13) == (2, None)
+    # npbench softmax: fixed 1487 [1481, 1495], random 1479.5 [1475, 1485] -> 3
+    assert ci_case(1487, 1481, 1495, 1479.5, 1475, 1485) == (3, None)
+
+
+def test_failure_rule_drops_whole_fixed_runs_but_only_failed_random_trials() -> None:
+    rows = []
+    for run, order in ((0, "fixed"), (1, "random"), (2, "fixed")):
+        for pos, test in enumerate("abc"):
+            status = "failed" if (run, test) in ((0, "b"), (1, "c")) else "ok"
+            rows.append({"run": run, "order": order, "position": pos, "test": test,
+                         "metric": "result", "value": 1.0, "status": status, "worker": "n1"})
+    kept = drop_failures(pd.DataFrame(rows))
+    assert sorted(zip(kept.run, kept.test)) == [(1, "a"), (1, "b"), (2, "a"), (2, "b"), (2, "c")]
+
+
+def test_per_worker_table_has_a_hostname_column_first() -> None:
+    trials, info = load_trials(ARTIFACT / "npbench" / "all_test_results.csv")
+    frame = ordersage_stats(trials, info.generation, info.test_column, by_worker=True)
+    assert list(frame.columns[:2]) == ["hostname", "test_command"]
+    assert set(frame.hostname) == {"c220g2-010627.wisc.cloudlab.us"}
