@@ -158,6 +158,10 @@ class WorkerSpec(_Model):
     key: str | None = None
     known_hosts: str | None = None
     workdir: str | None = None
+    reboot_command: str | None = None
+    """For ``[reset] kind = "reboot"`` (default: ``reboot`` as root, else ``sudo -n reboot``)."""
+    boot_id_command: str | None = None
+    """Prints the boot id that must change across a reboot (default: the kernel's)."""
 
     @property
     def label(self) -> str:
