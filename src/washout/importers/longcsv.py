@@ -51,7 +51,7 @@ def numeric_column(
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     empty = raw.isna().to_numpy()
     if raw.dtype.kind not in "fiub":
-        empty |= (raw.astype(str).str.strip() == "").to_numpy()
+        empty = empty | (raw.astype(str).str.strip() == "").to_numpy()
     allowed = allow_empty.to_numpy() if isinstance(allow_empty, pd.Series) else allow_empty
     bad = ~np.isfinite(values.to_numpy()) & ~(empty & allowed)
     if bad.any():

@@ -17,6 +17,15 @@ if TYPE_CHECKING:
     from washout.stats.order import OrderAnalysis, OrderComparison
 
 
+# Significant comparisons named on the verdict line; the table marks them all.
+_NAMED = 5
+
+
+def _pct(value: float) -> str:
+    """A percentage with two significant digits, without exponents."""
+    return f"{value:.2g}%" if value < 10 else f"{value:.0f}%"
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -30,9 +39,9 @@ def verdict_line(analysis: "OrderAnalysis") -> str:
         level = f"{analysis.correction.capitalize()}, alpha = {analysis.alpha:g}, m = {m}"
     hits = len(analysis.significant)
     if analysis.verdict == "order-matters":
-        names = ", ".join(
-            t.test if t.worker is None else f"{t.test}@{t.worker}" for t in analysis.significant
-        )
+        shown = [t.test if t.worker is None else f"{t.test}@{t.worker}"
+                 for t in analysis.significant[:_NAMED]]
+        names = ", ".join(shown) + (f" and {hits - _NAMED} more" if hits > _NAMED else "")
         return (f"ORDER MATTERS: {hits} of {m} comparisons differ between fixed and random "
                 f"order ({level}): {names}")
     if m == 0:
@@ -40,8 +49,8 @@ def verdict_line(analysis: "OrderAnalysis") -> str:
     line = f"No evidence that order matters: 0 of {m} comparisons significant ({level})"
     shifts = [t.detectable_pct for t in analysis.tests if t.detectable_pct is not None]
     if shifts:
-        lo, hi = min(shifts), max(shifts)
-        span = f"{lo:.2g}%" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.2g}% to {hi:.2g}%"
+        lo, hi = _pct(min(shifts)), _pct(max(shifts))
+        span = lo if lo == hi else f"{lo} to {hi}"
         line += f"; these trials would detect shifts of about {span} with 80% power"
     return line
 

@@ -1,0 +1,154 @@
+"""Sources: OrderSage results files, long-format CSVs and washout stores, told apart by content."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from washout.errors import WashoutError
+from washout.longformat import COLUMNS
+from washout.sources import load_trials
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+ARTIFACT = FIXTURES / "ordersage-artifact"
+WASHOUT = Path(sys.executable).parent / "washout"
+HEADER = ",".join(COLUMNS)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("study,raw,column,generation,runs", [
+    ("memcached", "all_exp_results.csv", "exp_command", "exp", 100),
+    ("npbench", "all_test_results.csv", "test_command", "test", 200),
+])
+def test_ordersage_files_become_long_format(study, raw, column, generation, runs) -> None:
+    frame, info = load_trials(ARTIFACT / study / raw)
+    source = pd.read_csv(ARTIFACT / study / raw)
+    assert (info.kind, info.test_column, info.generation) == ("ordersage", column, generation)
+    assert list(frame.columns) == list(COLUMNS)
+    assert len(frame) == len(source)
+    assert (frame["status"] == "ok").all() and (frame["metric"] == "result").all()
+    assert frame["run"].nunique() == runs == source["run_uuid"].nunique()
+    # every run holds every test once, at positions 0..k-1
+    per_run = frame.groupby("run")["position"].apply(sorted)
+    assert all(p == list(range(source[column].nunique())) for p in per_run)
+    assert np.array_equal(frame["value"].to_numpy(), source["result"].to_numpy())
+    assert list(frame["test"]) == list(source[column])
+    assert list(frame["order"]) == list(source["order_type"])
+
+
+def _ordersage(tmp_path: Path, rows: list[str]) -> Path:
+    head = ("run_uuid,hostname,run_num,total_runs,test_command,test_number,order_number,"
+            "order_type,time_start,time_stop,completion_status,result")
+    return write(tmp_path / "x_test_results.csv", "\n".join([head, *rows]) + "\n")
+
+
+def test_ordersage_failures_become_failed_trials_without_values(tmp_path: Path) -> None:
+    path = _ordersage(tmp_path, ["u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,3.5",
+                                 "u1,h,0,1,./b.sh,1,1,fixed,2,3,Failure,"])
+    frame, _ = load_trials(path)
+    assert list(frame["status"]) == ["ok", "failed"]
+    assert frame["value"].iloc[0] == 3.5 and np.isnan(frame["value"].iloc[1])
+
+
+@pytest.mark.parametrize("row,field,shown", [
+    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,", "result", "''"),
+    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,inf", "result", "inf"),
+    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,12ms", "result", "'12ms'"),
+    ("u1,h,0,1,./a.sh,0,0,sorted,1,2,Success,1", "order_type", "'sorted'"),
+    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Done,1", "completion_status", "'Done'"),
+])
+def test_bad_ordersage_rows_are_one_line_errors_naming_file_line_field_value(
+        tmp_path: Path, row: str, field: str, shown: str) -> None:
+    path = _ordersage(tmp_path, ["u0,h,0,1,./a.sh,0,0,fixed,1,2,Success,1", row])
+    with pytest.raises(WashoutError) as err:
+        load_trials(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: line 3: {field} = {shown}: "), message
+    assert "\n" not in message
+
+
+def test_long_csv_round_trips_what_export_writes(tmp_path: Path) -> None:
+    frame = pd.DataFrame({
+        "run": [0, 0, 1, 1], "order": ["fixed", "fixed", "random", "random"],
+        "position": [0, 1, 0, 1], "test": ["NA", "null", "null", "NA"],
+        "metric": ["wall", "wall", "wall", "wall"], "value": [1.5, np.nan, 2.0, 3.25],
+        "status": ["ok", "failed", "ok", "ok"], "worker": ["local"] * 4,
+        "started": ["2026-01-01T00:00:00+00:00"] * 4, "ended": [np.nan] * 4,
+    })
+    path = tmp_path / "long.csv"
+    frame.to_csv(path, index=False)
+    read, info = load_trials(path)
+    assert info.kind == "long-csv"
+    assert list(read.columns) == list(COLUMNS)
+    assert list(read["test"]) == ["NA", "null", "null", "NA"]  # names kept verbatim
+    assert read["value"].tolist()[0] == 1.5 and np.isnan(read["value"].iloc[1])
+    assert list(read["status"]) == list(frame["status"])
+
+
+def test_long_csv_without_optional_columns_means_the_local_machine(tmp_path: Path) -> None:
+    path = write(tmp_path / "l.csv", "run,order,test,metric,value,status\n0,fixed,a,wall,1,ok\n")
+    read, _ = load_trials(path)
+    assert list(read.columns) == list(COLUMNS) and read["worker"].iloc[0] == "local"
+
+
+@pytest.mark.parametrize("cell,field,shown", [
+    ("0,fixed,0,a,wall,nan,ok,local,,", "value", "'nan'"),
+    ("0,fixed,0,a,wall,-inf,ok,local,,", "value", "-inf"),
+    ("0,fixed,0,a,wall,1.2.3,failed,local,,", "value", "'1.2.3'"),
+    ("0,sorted,0,a,wall,1,ok,local,,", "order", "'sorted'"),
+    ("0,fixed,0,a,wall,1,done,local,,", "status", "'done'"),
+])
+def test_bad_long_csv_cells_are_one_line_errors(tmp_path: Path, cell, field, shown) -> None:
+    path = write(tmp_path / "l.csv", f"{HEADER}\n0,fixed,0,a,wall,1,ok,local,,\n{cell}\n")
+    with pytest.raises(WashoutError) as err:
+        load_trials(path)
+    assert str(err.value).startswith(f"{path}: line 3: {field} = {shown}: "), str(err.value)
+
+
+def test_unknown_csv_and_missing_files_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(WashoutError, match="neither a washout store, a long-format CSV"):
+        load_trials(write(tmp_path / "other.csv", "a,b\n1,2\n"))
+    with pytest.raises(WashoutError, match="no such file"):
+        load_trials(tmp_path / "absent.csv")
+    binary = tmp_path / "blob"
+    binary.write_bytes(b"\xff\xfe\x00\x81" * 10)
+    with pytest.raises(WashoutError, match="not a washout store or a CSV"):
+        load_trials(binary)
+    with pytest.raises(WashoutError, match="column.* missing"):
+        load_trials(write(tmp_path / "half.csv", "exp_command,order_type,result,completion_status\n"))
+
+
+def test_sqlite_file_is_read_as_a_store_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(WashoutError, match="not a washout store"):
+        load_trials(foreign)
+
+
+def test_a_real_store_and_its_export_give_the_same_trials(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    subprocess.run([str(WASHOUT), "run", "true", "sleep 0.01", "--runs", "3", "--seed", "5",
+                    "--db", str(db), "-q"], check=True, capture_output=True, cwd=tmp_path,
+                   timeout=120)
+    exported = tmp_path / "x.csv"
+    subprocess.run([str(WASHOUT), "export", str(db), "-o", str(exported)], check=True,
+                   capture_output=True, timeout=60)
+    from_store, info = load_trials(db)
+    from_csv, info_csv = load_trials(exported)
+    assert (info.kind, info_csv.kind) == ("store", "long-csv")
+    assert len(from_store) == 12 and set(from_store["test"]) == {"true", "sleep 0.01"}
+    pd.testing.assert_frame_equal(
+        from_store[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
+        from_csv[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
+        check_dtype=False)
