@@ -336,7 +336,7 @@ def trials_over_run(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
     if str(x.dtype).startswith("datetime"):
         import matplotlib.dates as mdates
 
-        locator = mdates.AutoDateLocator(maxticks=6)
+        locator = mdates.AutoDateLocator()
         ax_time.xaxis.set_major_locator(locator)
         ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     for ax in (ax_pos, ax_time):
