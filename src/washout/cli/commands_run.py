@@ -20,7 +20,9 @@ def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyp
     """Progress and notes go to stderr; results (the summary) to stdout, unwrapped."""
     from rich.console import Console
 
-    return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr)
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 160  # piped: wide enough for the analysis table
+    return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr, width=width)
 
 
 def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> Outcome:
@@ -70,15 +72,11 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
         return
     if quiet:
         return
-    try:
-        from washout.report.terminal import render_analysis
-        from washout.stats.order import analyze_order
-    except ImportError:  # the analysis module ships separately during development
-        return
-    exp = store.experiment()
+    from washout.report.terminal import render_analysis
     from washout.spec import parse_spec_text
+    from washout.stats.order import analyze_order
 
-    spec = parse_spec_text(exp.spec_text, str(store.path))
+    spec = parse_spec_text(store.experiment().spec_text, str(store.path))
     frame = store.long_frame()
     if frame["order"].nunique() < 2:
         return
