@@ -52,6 +52,7 @@ def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool =
         "ranges": fair_ranges(data, c),
         "steps": [
             {"settings_measured": s.measured, "sampling_rate": s.ratio,
+             "r2_validation": [_num(v) for v in s.r2_splits],
              "r2_min": _num(np.nanmin(s.r2_splits)) if np.isfinite(s.r2_splits).any() else None,
              "r2_holdout": _num(s.r2_holdout)}
             for s in result.steps
