@@ -227,3 +227,18 @@ def test_other_designs_through_the_cli(tmp_path: Path, design: str) -> None:
     assert sorted(orders) == ["fixed"] * 3 + ["random"] * 3
     if design == "blocked":
         assert orders == ["fixed"] * 3 + ["random"] * 3
+
+
+def test_pinning_applies_to_the_trial_and_is_recorded(tmp_path: Path) -> None:
+    spec = tmp_path / "pin.toml"
+    spec.write_text('[experiment]\nruns = 1\norders = ["fixed"]\ncpus = "1"\n'
+                    '[[test]]\nname = "where"\ncommand = "grep Cpus_allowed_list /proc/self/status"\n'
+                    '[test.metrics.cpu]\nstdout = "last-number"\n'
+                    '[[test]]\nname = "nowhere"\ncpus = "4096"\ncommand = "true"\n')
+    db = tmp_path / "pin.db"
+    washout("run", spec, "--db", db, "--quiet")
+    rows = dict((t, (s, r, c)) for t, s, r, c in sqlite3.connect(db).execute(
+        "SELECT test, status, reason, cpus FROM trial"))
+    assert rows["where"] == ("ok", "", "1")
+    assert exported(db).set_index("test").loc["where", "value"] == 1.0
+    assert rows["nowhere"][0] == "failed" and "cannot pin to CPUs 4096" in rows["nowhere"][1]

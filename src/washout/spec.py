@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -130,7 +131,7 @@ class TestSpec(_Model):
     params: dict[str, list[Scalar]] = Field(default_factory=dict)
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    cpus: Annotated[str | None, BeforeValidator(_check_cpus)] = None
+    cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
 
     @field_validator("metrics")
     @classmethod
@@ -194,7 +195,7 @@ class ExperimentSpec(_Model):
     timeout: Duration | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    cpus: Annotated[str | None, BeforeValidator(_check_cpus)] = None
+    cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
     sync: str | None = None
     claims: list[str] = Field(default_factory=list)
 

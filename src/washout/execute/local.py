@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +80,10 @@ class LocalExecutor:
         preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
         started = datetime.now(UTC)
         t0 = time.perf_counter()
+        if cpu_set and not cpu_set <= os.sched_getaffinity(0):
+            return CommandResult("failed", None, b"", b"", started, started, 0.0,
+                                 f"cannot pin to CPUs {cpus}: washout may use "
+                                 f"{sorted(os.sched_getaffinity(0))}", cpus)
         try:
             proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", command,
@@ -87,7 +92,7 @@ class LocalExecutor:
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec,
             )
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:  # e.g. CPUs not on this machine
             now = datetime.now(UTC)
             return CommandResult("failed", None, b"", b"", started, now,
                                  time.perf_counter() - t0, f"could not start: {err}", cpus)

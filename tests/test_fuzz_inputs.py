@@ -1,0 +1,149 @@
+"""Property-based tests: random and mutated specs and CSVs give a clean one-line error or a
+valid result, never any other exception (hypothesis)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES, washout
+from washout.errors import WashoutError
+from washout.sources import load_trials
+from washout.spec import Spec, expand_tests, parse_spec_text
+
+VALID_SPEC = '''[experiment]
+name = "fuzz"
+runs = 3
+design = "alternate"
+seed = 7
+alpha = 0.05
+correction = "holm"
+on_failure = "retry:2"
+timeout = "30s"
+
+[reset]
+command = "sync"
+timeout = "10s"
+
+[[test]]
+name = "io-{rw}-{bs}"
+command = "fio --rw={rw} --bs={bs}"
+params = { rw = ["read", "randread"], bs = ["4k", "1m"] }
+[test.metrics.bw]
+regex = 'bw=(?P<value>[0-9.]+)'
+better = "higher"
+
+[[test]]
+name = "plain"
+command = "echo 1"
+cpus = "0-1"
+[test.metrics.n]
+stdout = "last-number"
+'''
+
+SCALARS = st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True), st.booleans(),
+                    st.text(max_size=12), st.lists(st.integers(), max_size=3))
+
+
+def one_line_or_spec(text: str) -> None:
+    try:
+        spec = parse_spec_text(text, "fuzz.toml")
+    except WashoutError as err:
+        message = str(err)
+        assert message.startswith("fuzz.toml") and "\n" not in message
+        return
+    assert isinstance(spec, Spec)
+    assert expand_tests(spec, "fuzz.toml")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_specs_fail_cleanly(data: st.DataObject) -> None:
+    lines = VALID_SPEC.splitlines()
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["drop", "dup", "value", "key", "garble"]))
+        line = lines[i]
+        if action == "drop":
+            lines.pop(i)
+        elif action == "dup":
+            lines.insert(i, line)
+        elif action == "value" and "=" in line:
+            key = line.split("=", 1)[0]
+            value = data.draw(SCALARS)
+            rendered = repr(value).replace("'", '"') if not isinstance(value, bool) else str(value).lower()
+            lines[i] = f"{key}= {rendered}"
+        elif action == "key" and "=" in line:
+            lines[i] = data.draw(st.sampled_from(["bogus", "runs", "name", "timeout", "metrics"])) \
+                + " =" + line.split("=", 1)[1]
+        else:
+            j = data.draw(st.integers(0, max(0, len(line) - 1)))
+            lines[i] = line[:j] + data.draw(st.text(max_size=3)) + line[j + 1:]
+        if not lines:
+            break
+    one_line_or_spec("\n".join(lines))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text_as_spec_fails_cleanly(text: str) -> None:
+    one_line_or_spec(text)
+
+
+LONG_CSV = (FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv").read_text()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
+    """OrderSage and long-format CSVs with cells, lines or headers mutated."""
+    base = data.draw(st.sampled_from(["ordersage", "long"]))
+    if base == "ordersage":
+        lines = LONG_CSV.splitlines()[:40]
+    else:
+        lines = ["run,order,position,test,metric,value,status,worker,started,ended"] + [
+            f"{r},{'fixed' if r % 2 == 0 else 'random'},{p},t{p},wall,{1 + r * 0.01 + p},ok,local,,"
+            for r in range(8) for p in range(3)]
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        cells = lines[i].split(",")
+        j = data.draw(st.integers(0, len(cells) - 1))
+        cells[j] = data.draw(st.one_of(st.sampled_from(["", "nan", "inf", "-1", "x", "fixed", '"']),
+                                       st.text(max_size=4)))
+        lines[i] = ",".join(cells)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data.csv"
+        path.write_text("\n".join(lines) + "\n")
+        try:
+            frame, _info = load_trials(path)
+        except WashoutError as err:
+            assert "\n" not in str(err) and "data.csv" in str(err)
+            return
+        assert {"run", "order", "test", "metric", "value", "status"} <= set(frame.columns)
+
+
+def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
+    cases = {
+        "syntax.toml": ("[experiment\nruns = 1\n", "line 1"),
+        "runs.toml": ("[experiment]\nruns = -1\n[[test]]\nname='a'\ncommand='x'\n", "experiment.runs = -1"),
+        "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "experiment.test"),
+        "notests.toml": ("test = []\n", "test = []"),
+        "dup.toml": ("[[test]]\nname='a'\ncommand='x'\n[[test]]\nname='a'\ncommand='y'\n", "duplicate test name"),
+        "regex.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregex='(?P<v>1'\n", "test[0].metrics.m.regex"),
+        "placeholder.toml": ("[[test]]\nname='a-{x}'\ncommand='x {y}'\nparams={x=[1]}\n", "unknown placeholder {y}"),
+        "type.toml": ("[experiment]\nalpha = 'high'\n[[test]]\nname='a'\ncommand='x'\n", "experiment.alpha = 'high'"),
+        "cpus.toml": ("[[test]]\nname='a'\ncommand='x'\ncpus='3-1'\n", "test[0].cpus = '3-1'"),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        for command in ("validate", "run"):
+            proc = washout(command, path, "--db", tmp_path / f"{name}.db", check=False) \
+                if command == "run" else washout(command, path, check=False)
+            assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
+            assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+            assert str(path) in proc.stderr and expected in proc.stderr, (name, proc.stderr)
+        assert not (tmp_path / f"{name}.db").exists()
