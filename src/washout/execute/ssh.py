@@ -1,0 +1,491 @@
+"""An SSH worker (asyncssh): one connection per worker, reused for every command of a run.
+
+Connecting follows OpenSSH's conventions: ``host`` may be an alias from ``~/.ssh/config``
+(HostName, Port, User, IdentityFile, ProxyJump all apply), keys come from ``key``, the
+config, ``~/.ssh/id_*`` or ssh-agent, and the host key must already be in ``known_hosts``
+(the worker's file, else ``~/.ssh/known_hosts``): an unknown or changed key is refused with
+the command that would trust it, never accepted. (A ``UserKnownHostsFile none`` that the
+user wrote in ~/.ssh/config is honoured as written.)
+
+Each command is a small POSIX ``sh`` wrapper fed on stdin to ``/bin/sh -s`` on the worker:
+
+- the user's command runs under ``setsid`` (its own session and process group), stdin from
+  /dev/null, pinned with ``taskset -c`` when ``cpus`` is set;
+- the timeout is enforced *on the worker* by a watchdog that SIGTERMs the whole group, then
+  SIGKILLs it after a grace period, so no network delay stretches it; after every command
+  whatever the trial left in its group is killed, so a stray child cannot perturb the next
+  trial (as the local executor does);
+- ``wall`` is the worker's own clock (``date +%s%N`` around the command, a few ms of
+  fork/exec included, as locally), not the controller's, so it contains no network round
+  trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
+  SSH exchange is used instead (one round trip and the channel set-up included).
+- the wrapper reports the group id, a fired timeout and the exit code with its timestamps as
+  marker lines on stderr carrying a per-executor random token; they are stripped before
+  the output is stored.
+
+A connection that drops during a command yields ``CommandResult(status="lost")`` (the
+engine records a failed trial; ``on_failure = "retry:N"`` re-runs it); the next command
+reconnects with bounded exponential backoff, first killing the process group the lost
+command left behind. Reboot resets issue the reboot command, wait for the connection to
+drop, reconnect with backoff within the reset timeout and verify that the boot id changed.
+
+Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``) and GNU or
+busybox ``date``: any mainstream Linux. No agent is installed on a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import shlex
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncssh
+
+from washout.errors import WashoutError
+from washout.execute.base import CommandResult, tail
+from washout.spec import WorkerSpec
+
+KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
+CONNECT_TIMEOUT = 20.0
+"""Seconds for one connection attempt (TCP, key exchange and authentication)."""
+KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 5.0, 3
+"""A silent connection is declared dead after about 15-20 s (detects a vanished worker)."""
+RECONNECT_WINDOW = 20.0
+"""How long a dropped connection is retried (backoff 0.5 s doubling to 5 s) before the
+worker is given up."""
+BACKSTOP_MARGIN = 15.0
+"""Seconds past a command's timeout (and grace) after which the controller stops waiting
+for a worker whose own watchdog did not report back (a stalled network)."""
+DEFAULT_BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
+DEFAULT_REBOOT = 'if [ "$(id -u)" = 0 ]; then reboot; else sudo -n reboot; fi'
+"""Reboot as root directly, otherwise through passwordless sudo (``-n``: fail, never prompt)."""
+
+_TRANSIENT = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, TimeoutError,
+              asyncssh.ChannelOpenError)
+
+
+class _Unreachable(Exception):
+    """A connection attempt failed in a way that retrying may fix (refused, reset, timeout)."""
+
+
+def remote_path(path: str) -> str:
+    """``path`` quoted for the worker's shell, with a leading ``~/`` meaning ``$HOME``."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str | None,
+                   env: dict[str, str] | None, cpus: str | None) -> str:
+    """The ``sh`` script that runs one command on the worker (see the module docstring)."""
+    mark = f"@@washout:{token}:"
+    lines = ["exec </dev/null"]
+    if cwd:
+        lines.append(f"cd -- {remote_path(cwd)} || exit 1")
+    for key, value in (env or {}).items():
+        lines.append(f"export {key}={shlex.quote(value)}")
+    launch = "setsid"
+    if cpus:
+        need = shlex.quote(f"washout: cpus = {cpus!r} needs taskset (util-linux) on the worker")
+        lines.append(f"command -v taskset >/dev/null 2>&1 || {{ echo {need} >&2; exit 127; }}")
+        launch += f" taskset -c {shlex.quote(cpus)}"
+    lines += [
+        "t0=$(date +%s%N)",
+        f"{launch} /bin/sh -c {shlex.quote(command)} &",
+        "g=$!",
+        f"printf '{mark}pgid %s\\n' \"$g\" >&2",
+    ]
+    if timeout is not None:
+        watchdog = (f"sleep {timeout:.3f}; printf '{mark}timeout\\n' >&2; "
+                    f"kill -s TERM -- -\"$1\" 2>/dev/null; sleep {KILL_GRACE:g}; "
+                    "kill -s KILL -- -\"$1\" 2>/dev/null")
+        lines += [f"setsid /bin/sh -c {shlex.quote(watchdog)} watchdog \"$g\" >/dev/null &",
+                  "w=$!"]
+    lines += ['wait "$g"; rc=$?', "t1=$(date +%s%N)"]
+    if timeout is not None:
+        lines.append('kill -s KILL -- -"$w" 2>/dev/null')
+    lines += ['kill -s KILL -- -"$g" 2>/dev/null',
+              f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
+              'exit "$rc"']
+    return "\n".join(lines) + "\n"
+
+
+def _markers(token: str) -> re.Pattern[bytes]:
+    return re.compile(rb"@@washout:" + token.encode() + rb":(pgid|timeout|end)([^\n]*)\n")
+
+
+class SSHExecutor:
+    """Runs commands on one ``[[worker]]`` over SSH."""
+
+    def __init__(self, worker: WorkerSpec) -> None:
+        self.worker = worker
+        self.name = worker.label
+        self.host = f"{worker.host}:{worker.port}" if worker.port else worker.host
+        self.workdir = worker.workdir
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._token = secrets.token_hex(8)
+        self._markers = _markers(self._token)
+        self._lock = asyncio.Lock()
+        self._orphan_group: int | None = None
+        self._workdir_made = False
+        self._given_up: str | None = None
+
+    # -- connections ------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"[[worker]] {self.name}"
+
+    def _options(self) -> dict[str, object]:
+        w = self.worker
+        opts: dict[str, object] = {
+            "connect_timeout": CONNECT_TIMEOUT, "keepalive_interval": KEEPALIVE_INTERVAL,
+            "keepalive_count_max": KEEPALIVE_COUNT}
+        if w.port:
+            opts["port"] = w.port
+        if w.user:
+            opts["username"] = w.user
+        for field, value in (("key", w.key), ("known_hosts", w.known_hosts)):
+            if value is not None and not Path(value).expanduser().is_file():
+                raise WashoutError(f"{self._where()}: {field} = {value!r}: no such file")
+        if w.key:
+            opts["client_keys"] = [str(Path(w.key).expanduser())]
+        if w.known_hosts:
+            opts["known_hosts"] = str(Path(w.known_hosts).expanduser())
+        return opts
+
+    def _host_key_error(self, options: dict[str, object]) -> WashoutError:
+        w = self.worker
+        port = options.get("port")
+        target = f"[{w.host}]:{port}" if port and port != 22 else w.host
+        file = w.known_hosts or "~/.ssh/known_hosts"
+        scan = f"ssh-keyscan {'-p ' + str(port) + ' ' if port and port != 22 else ''}{w.host}"
+        return WashoutError(
+            f"{self._where()}: the host key of {target} is not in {file} (unknown, or changed "
+            f"since it was recorded); washout never accepts an unverified key. If this is the "
+            f"right machine, trust it with: {scan} >> {file} (and compare the fingerprint with "
+            f"the worker's own)")
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        """One connection attempt: the connection, a permanent WashoutError, or _Unreachable."""
+        options = self._options()
+        try:
+            return await asyncssh.connect(self.worker.host, **options)  # type: ignore[arg-type]
+        except asyncssh.HostKeyNotVerifiable:
+            raise self._host_key_error(options) from None
+        except asyncssh.PermissionDenied:
+            user = self.worker.user or "the default user"
+            how = f"key {self.worker.key!r}" if self.worker.key else \
+                "ssh-agent, ~/.ssh/config and ~/.ssh/id_* keys"
+            raise WashoutError(f"{self._where()}: {user}@{self.worker.host} refused the "
+                               f"login with {how} (is the public key in authorized_keys?)"
+                               ) from None
+        except asyncssh.KeyImportError as err:
+            raise WashoutError(f"{self._where()}: key = {self.worker.key!r}: cannot load it: "
+                               f"{err} (an encrypted key goes into ssh-agent: ssh-add it and "
+                               "leave key out)") from None
+        except _TRANSIENT as err:
+            raise _Unreachable(_describe(err)) from None
+        except (asyncssh.Error, ValueError) as err:
+            raise WashoutError(f"{self._where()}: cannot connect to {self.worker.host}: "
+                               f"{_describe(err)}") from None
+
+    def _alive(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def _prepare(self) -> None:
+        """After each (re)connection: kill what a lost command left; make the workdir."""
+        assert self._conn is not None
+        steps = []
+        if self._orphan_group is not None:
+            steps.append(f"kill -s KILL -- -{self._orphan_group} 2>/dev/null")
+            self._orphan_group = None
+        if self.workdir and not self._workdir_made:
+            steps.append(f"mkdir -p -- {remote_path(self.workdir)}")
+        if not steps:
+            return
+        result = await self._conn.run("; ".join(steps) + "; true", encoding=None)
+        if self.workdir and not self._workdir_made:
+            if result.exit_status != 0:
+                raise WashoutError(f"{self._where()}: workdir = {self.workdir!r}: cannot "
+                                   f"create it: {tail(result.stderr or b'', 200).strip()}")
+            self._workdir_made = True
+
+    async def connect(self) -> None:
+        """Open the connection (one attempt; a failure is this worker's one-line error)."""
+        async with self._lock:
+            if self._alive():
+                return
+            try:
+                self._conn = await self._open()
+            except _Unreachable as err:
+                port = f" port {self.worker.port}" if self.worker.port else ""
+                raise WashoutError(f"{self._where()}: cannot connect to "
+                                   f"{self.worker.host}{port}: {err}") from None
+            await self._prepare()
+
+    async def _reconnect(self, window: float, what: str) -> float:
+        """Reconnect with exponential backoff for up to ``window`` seconds; returns the
+        seconds it took. Permanent errors (host key, login) are raised at once."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        delay, last = 0.5, "no attempt"
+        async with self._lock:
+            while not self._alive():
+                try:
+                    self._conn = await asyncio.wait_for(
+                        self._open(), max(0.1, start + window - loop.time()) + 1)
+                    await self._prepare()
+                    break
+                except (_Unreachable, *_TRANSIENT) as err:
+                    last = str(err) or type(err).__name__
+                    self._conn = None
+                remaining = start + window - loop.time()
+                if remaining <= 0:
+                    raise WashoutError(f"{self._where()}: {what} within {window:g} s "
+                                       f"(last attempt: {last})")
+                await asyncio.sleep(min(delay, remaining))
+                delay = min(delay * 2, 5.0)
+        return loop.time() - start
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        """The live connection; after a drop, reconnect (and give the worker up if that
+        fails within RECONNECT_WINDOW: every later command raises at once)."""
+        if not self._alive():
+            try:
+                await self._reconnect(RECONNECT_WINDOW, "the connection dropped and could not "
+                                      "be re-established")
+            except WashoutError as err:
+                self._given_up = str(err)
+                raise
+        assert self._conn is not None
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+            try:
+                await asyncio.wait_for(conn.wait_closed(), 5)
+            except (TimeoutError, *_TRANSIENT):
+                pass
+
+    # -- commands ---------------------------------------------------------------------
+
+    async def run(self, command: str, *, timeout: float | None, cwd: str | None = None,
+                  env: dict[str, str] | None = None, cpus: str | None = None) -> CommandResult:
+        if self._given_up:
+            raise WashoutError(self._given_up)
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        try:
+            conn = await self._connection()
+        except WashoutError as err:
+            if self._given_up is None:
+                raise
+            return self._lost(started, t0, str(err), b"", b"", cpus)
+        script = wrapper_script(command, token=self._token, timeout=timeout, cwd=cwd, env=env,
+                                cpus=cpus)
+        out, err = bytearray(), bytearray()
+        ended = asyncio.Event()
+        proc = None
+
+        async def collect(stream: asyncssh.SSHReader[bytes], buf: bytearray,
+                          watch: bool) -> None:
+            while chunk := await stream.read(65536):
+                buf.extend(chunk)
+                if watch and b":end " in buf and self._end(buf) is not None:
+                    ended.set()
+
+        try:
+            proc = await conn.create_process("/bin/sh -s", encoding=None)
+            proc.stdin.write(script.encode())
+            proc.stdin.write_eof()
+            readers = [asyncio.ensure_future(collect(proc.stdout, out, False)),
+                       asyncio.ensure_future(collect(proc.stderr, err, True))]
+            waiter = asyncio.ensure_future(ended.wait())
+            both = asyncio.gather(*readers)
+            try:
+                backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
+                done, _ = await asyncio.wait({both, waiter}, timeout=backstop,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    self._orphan_group = self._group(err)
+                    self._drop()
+                    return self._lost(started, t0, f"no answer from the worker {backstop:g} s "
+                                      "into the command (its own timeout did not report back)",
+                                      out, err, cpus)
+                if both not in done:
+                    # The wrapper is done; a daemon it spawned may still hold the pipes.
+                    await asyncio.wait({both}, timeout=1.0)
+                for task in readers:
+                    if task.done():
+                        task.result()  # a connection error surfaces here
+            finally:
+                await _cancel(*readers, waiter, both)
+        except asyncio.CancelledError:
+            await self._kill_group(self._group(err))
+            if proc is not None:
+                proc.close()
+            raise
+        except _TRANSIENT as error:
+            self._orphan_group = self._group(err) if self._end(err) is None else None
+            self._drop()
+            return self._lost(started, t0, f"connection lost during the command: "
+                              f"{_describe(error)}", out, err, cpus)
+        duration = time.perf_counter() - t0
+        end = self._end(err)
+        status_code = proc.exit_status if proc is not None else None
+        if proc is not None:
+            proc.close()
+        timed_out = any(m.group(1) == b"timeout" for m in self._markers.finditer(err))
+        stdout, stderr = bytes(out), self._markers.sub(b"", bytes(err))
+        if end is None:
+            if status_code is None or not self._alive():
+                self._orphan_group = self._group(err)
+                self._drop()
+                return self._lost(started, t0, "connection lost during the command", out, err,
+                                  cpus)
+            code = status_code
+        else:
+            code, worker_wall = end
+            if worker_wall is not None:
+                duration = worker_wall
+        finished = datetime.now(UTC)
+        if timed_out:
+            return CommandResult("timeout", code, stdout, stderr, started, finished, duration,
+                                 f"timed out after {timeout:g} s; process group killed on the "
+                                 "worker", cpus)
+        if code != 0:
+            why = f"exit code {code}"
+            if code > 128:
+                why += f" (signal {code - 128} if it was killed)"
+            return CommandResult("failed", code, stdout, stderr, started, finished, duration,
+                                 why, cpus)
+        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus)
+
+    def _end(self, err: bytearray | bytes) -> tuple[int, float | None] | None:
+        """Exit code and worker-side wall seconds from the end marker, if it arrived."""
+        found = None
+        for m in self._markers.finditer(err):
+            if m.group(1) == b"end":
+                found = m.group(2).split()
+        if found is None or len(found) != 3 or not found[0].lstrip(b"-").isdigit():
+            return None
+        t0, t1 = found[1], found[2]
+        wall = (int(t1) - int(t0)) / 1e9 if t0.isdigit() and t1.isdigit() else None
+        return int(found[0]), wall
+
+    def _group(self, err: bytearray | bytes) -> int | None:
+        for m in self._markers.finditer(err):
+            if m.group(1) == b"pgid" and m.group(2).strip().isdigit():
+                return int(m.group(2))
+        return None
+
+    def _lost(self, started: datetime, t0: float, reason: str, out: bytes | bytearray,
+              err: bytes | bytearray, cpus: str | None) -> CommandResult:
+        return CommandResult("lost", None, bytes(out), self._markers.sub(b"", bytes(err)),
+                             started, datetime.now(UTC), time.perf_counter() - t0,
+                             f"{self.name}: {reason}", cpus)
+
+    async def _kill_group(self, group: int | None) -> None:
+        """Kill a command's process group from another channel (on Ctrl-C)."""
+        if group is None or not self._alive():
+            return
+        assert self._conn is not None
+        try:
+            await asyncio.wait_for(self._conn.run(
+                f"kill -s TERM -- -{group} 2>/dev/null; sleep {KILL_GRACE:g}; "
+                f"kill -s KILL -- -{group} 2>/dev/null; true"), KILL_GRACE + 5)
+        except (*_TRANSIENT, asyncssh.Error):
+            pass
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        """A file's bytes (``cat`` on the worker); OSError when it cannot be read."""
+        cd = f"cd -- {remote_path(cwd)} && " if cwd else ""
+        try:
+            conn = await self._connection()
+            result = await conn.run(f"{cd}cat -- {remote_path(path)}", encoding=None)
+        except (*_TRANSIENT, asyncssh.Error, WashoutError) as err:
+            raise OSError(f"{self.name}: cannot read {path}: {err}") from None
+        if result.exit_status != 0:
+            raise OSError(f"{self.name}: cannot read {path}: "
+                          f"{tail(result.stderr or b'', 200).strip()}")
+        return bytes(result.stdout or b"")
+
+    # -- reboot resets ----------------------------------------------------------------
+
+    async def _boot_id(self) -> str:
+        command = self.worker.boot_id_command or DEFAULT_BOOT_ID
+        result = await self.run(command, timeout=30)
+        value = result.stdout.decode("utf-8", errors="replace").strip()
+        if result.status != "ok" or not value:
+            raise WashoutError(f"{self._where()}: boot_id_command = {command!r}: "
+                               f"{result.reason or 'printed nothing'}")
+        return value
+
+    async def reboot(self, timeout: float) -> str:
+        """Reboot the worker and wait until it is back with a new boot id.
+
+        Issue the reboot command, wait until the connection drops (the worker is gone),
+        reconnect with backoff until SSH answers, then compare boot ids. All within
+        ``timeout`` seconds (``[reset] timeout``). Returns what happened, for the store.
+        """
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        before = await self._boot_id()
+        command = self.worker.reboot_command or DEFAULT_REBOOT
+        conn = self._conn
+        result = await self.run(command, timeout=min(30.0, timeout))
+        if result.status in ("failed", "timeout"):
+            err = tail(result.stderr, 300).strip().replace("\n", " | ")
+            raise WashoutError(f"{self._where()}: reboot command {command!r} {result.status}: "
+                               f"{result.reason}{': ' + err if err else ''}")
+        if conn is not None:
+            try:
+                await asyncio.wait_for(conn.wait_closed(),
+                                       max(0.0, start + timeout - loop.time()))
+            except TimeoutError:
+                raise WashoutError(f"{self._where()}: still up {timeout:g} s after the reboot "
+                                   f"command {command!r} (reset.timeout)") from None
+        gone = loop.time() - start
+        self._drop()
+        await self._reconnect(max(0.0, start + timeout - loop.time()),
+                              f"SSH did not answer again after the reboot (reset.timeout = "
+                              f"{timeout:g} s)")
+        back = loop.time() - start
+        after = await self._boot_id()
+        if after == before:
+            raise WashoutError(f"{self._where()}: boot id still {before} after the reboot "
+                               f"command {command!r}: the worker did not reboot")
+        return (f"reboot: {command}; gone after {gone:.1f} s, SSH back after {back:.1f} s; "
+                f"boot id {before} -> {after}")
+
+
+async def _cancel(*tasks: asyncio.Future[object]) -> None:
+    """Cancel what is still pending and consume every outcome (no "never retrieved")."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _describe(err: BaseException) -> str:
+    """A short, one-line description of a connection error."""
+    if isinstance(err, asyncssh.DisconnectError):
+        text = err.reason
+    elif isinstance(err, OSError) and err.strerror:
+        text = err.strerror
+    else:
+        text = str(err)
+    return " ".join((text or type(err).__name__).split())
