@@ -284,3 +284,46 @@ def test_databases_of_another_kind_get_a_clear_message(tmp_path: Path) -> None:
             assert proc.returncode == 2, (command, path, proc.stderr)
             assert message in proc.stderr and proc.stderr.count("\n") == 1
             assert "Traceback" not in proc.stderr
+
+
+PROVENANCE_SPEC = '''
+[experiment]
+runs = 3
+seed = 2
+[provenance]
+files = ["{server}"]
+commands = ["cat {version}"]
+[[test]]
+name = "rebuild-midway"
+command = "if [ $(wc -l < {log}) -ge 3 ]; then echo v2 > {server}; fi; echo x >> {log}"
+[[test]]
+name = "other"
+command = "true"
+'''
+
+
+def test_provenance_change_during_the_experiment_is_refused(tmp_path: Path) -> None:
+    """A rebuilt binary mid-experiment stops it, naming worker, item and both values."""
+    server, version, log = tmp_path / "server", tmp_path / "version", tmp_path / "log"
+    server.write_text("v1\n")
+    version.write_text("1.0\n")
+    log.write_text("")
+    spec = write_spec(tmp_path / "p.toml", PROVENANCE_SPEC.format(server=server, version=version,
+                                                                  log=log))
+    db = tmp_path / "p.db"
+    proc = washout("run", spec, "--db", db, "--quiet", check=False)
+    assert proc.returncode == 3
+    import hashlib
+    old = hashlib.sha256(b"v1\n").hexdigest()
+    new = hashlib.sha256(b"v2\n").hexdigest()
+    assert f"file:{server} differs" in proc.stdout
+    assert f"local at the start has '{old}'" in proc.stdout and f"has '{new}'" in proc.stdout
+    # resuming with the changed binary is refused too, before anything runs
+    again = washout("resume", db, "--quiet", check=False)
+    assert again.returncode == 2 and "since the experiment started" in again.stderr
+    assert old in again.stderr and new in again.stderr
+    # --allow-mismatch records and proceeds
+    washout("resume", db, "--quiet", "--allow-mismatch")
+    events = [m for (m,) in sqlite3.connect(db).execute(
+        "SELECT message FROM event WHERE kind = 'mismatch'")]
+    assert len(events) >= 2

@@ -334,20 +334,21 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     await asyncio.gather(*(ex.connect() for ex in executors))
     if sync is not None:
         await asyncio.gather(*(sync(ex) for ex in executors))  # type: ignore[misc]
-    # Provenance at setup: the first capture of each worker in this store is its baseline.
-    stored = {e["worker"]: e["data"] for e in reversed(store.environments())}
+    # Provenance at setup: all workers must agree now, and each must still match what it
+    # ran when the experiment started (its first capture in the store, if resuming).
+    started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
     current = await asyncio.gather(*(capture(ex, experiment.spec.provenance,
                                              getattr(ex, "workdir", None)) for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
         worker_id = store.worker_id(ex.name, getattr(ex, "host", "localhost"))
         store.record_environment(worker_id, None, facts, fingerprint(facts))
-        baselines[ex.name] = stored.get(ex.name, facts)
-    named = [(ex.name, facts) for ex, facts in zip(executors, current)]
-    checks = named + [(f"{name} (when this experiment started)", facts)
-                      for name, facts in baselines.items() if facts is not dict(named).get(name)]
+        baselines[ex.name] = started_with.get(ex.name, facts)
     try:
-        check_same(checks, "between workers")
+        check_same([(ex.name, facts) for ex, facts in zip(executors, current)], "between workers")
+        for ex, facts in zip(executors, current):
+            check_same([(f"{ex.name} when the experiment started", baselines[ex.name]),
+                        (f"{ex.name} now", facts)], "since the experiment started")
     except WashoutError as err:
         store.event("mismatch", str(err))
         if not allow_mismatch:
