@@ -1,0 +1,138 @@
+"""washout analyze through the real console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_stats_ordersage_compat import assert_matches_node_stats
+from washout.sources import load_trials
+from washout.stats.order import JSON_TEST_KEYS, analyze_order
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+ARTIFACT = FIXTURES / "ordersage-artifact"
+MEMCACHED = ARTIFACT / "memcached" / "all_exp_results.csv"
+NPBENCH = ARTIFACT / "npbench" / "all_test_results.csv"
+WASHOUT = Path(sys.executable).parent / "washout"
+
+
+def analyze(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(WASHOUT), "analyze", *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_table_leads_with_the_verdict_and_marks_the_significant_test() -> None:
+    proc = analyze(MEMCACHED)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("ORDER MATTERS: 1 of 3 comparisons")
+    assert "alpha/3 = 0.0167" in lines[0] and "./get_hits_test.sh" in lines[0]
+    hits = next(line for line in lines if "get_hits" in line and "│" in line)
+    assert hits.lstrip().startswith("*") and "+5.26" in hits and "3 inconclusive" in hits
+    sets = next(line for line in lines if "cmd_set" in line and "│" in line)
+    assert not sets.lstrip().startswith("*") and "2 likely no change" in sets
+
+
+def test_table_for_no_evidence_says_so_with_family_size_and_detectable_shift() -> None:
+    proc = analyze(NPBENCH)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("No evidence that order matters: 0 of 3 comparisons")
+    assert "would detect shifts of about" in proc.stdout
+
+
+@pytest.mark.parametrize("source", [MEMCACHED, NPBENCH])
+@pytest.mark.parametrize("correction", ["bonferroni", "holm"])
+def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
+    proc = analyze(source, "--format", "json", "--correction", correction)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    expected = analyze_order(load_trials(source)[0], correction=correction).to_dict()
+    assert data == json.loads(json.dumps(expected))
+    assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
+    assert data["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
+
+
+def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "l.csv"
+    path.write_text("run,order,position,test,metric,value,status,worker,started,ended\n"
+                    "0,fixed,0,a,wall,0,ok,local,,\n1,random,0,a,wall,0,ok,local,,\n"
+                    "0,fixed,1,b,wall,,failed,local,,\n")
+    proc = analyze(path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "NaN" not in proc.stdout and "Infinity" not in proc.stdout
+    data = json.loads(proc.stdout)
+    assert data["tests"][0]["kw_p"] is None and data["tests"][0]["delta_pct"] is None
+
+
+def test_by_worker_and_csv_format() -> None:
+    proc = analyze(NPBENCH, "--by", "worker", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    head, *rows = proc.stdout.strip().splitlines()
+    assert head.startswith("test,metric,worker,n_fixed,n_random,")
+    assert len(rows) == 3 and all(",c220g2-010627.wisc.cloudlab.us," in r for r in rows)
+
+
+def test_compat_ordersage_csv_reproduces_memcached_node_stats() -> None:
+    proc = analyze(MEMCACHED, "--compat", "ordersage", "--format", "csv", "--ci-confidence", "0.95")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("exp_command,coeff_of_variation,KW_dist_type,")
+    assert_matches_node_stats(proc.stdout, ARTIFACT / "memcached" / "node_stats.csv",
+                              full_precision=True)
+
+
+def test_compat_ordersage_csv_reproduces_npbench_node_stats() -> None:
+    proc = analyze(NPBENCH, "--compat", "ordersage", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("test_command,coeff_of_variation_fixed,")
+    assert_matches_node_stats(proc.stdout, ARTIFACT / "npbench" / "node_stats.csv",
+                              full_precision=False)
+
+
+def test_compat_table_is_readable() -> None:
+    proc = analyze(NPBENCH, "--compat", "ordersage")
+    assert proc.returncode == 0, proc.stderr
+    assert "KW_p-value" in proc.stdout and "./npBench-softmax.sh" in proc.stdout
+
+
+def test_a_store_written_by_washout_run_is_analyzed(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    subprocess.run([str(WASHOUT), "run", "true", "sleep 0.01", "--runs", "6", "--seed", "3",
+                    "--db", str(db), "-q"], check=True, capture_output=True, timeout=120,
+                   cwd=tmp_path)
+    proc = analyze(db, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["family_size"] == 2
+    assert {(t["test"], t["metric"], t["n_fixed"], t["n_random"]) for t in data["tests"]} == {
+        ("true", "wall", 6, 6), ("sleep 0.01", "wall", 6, 6)}
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--format", "xml"], "--format = 'xml': expected one of table, json, csv"),
+    (["--correction", "sidak"], "correction = 'sidak': expected one of bonferroni, holm"),
+    (["--by", "host"], "--by = 'host': expected one of worker"),
+    (["--compat", "rebench"], "--compat = 'rebench': expected one of ordersage"),
+    (["--alpha", "1.5"], "alpha = 1.5: expected a number between 0 and 1"),
+    (["--ci-confidence", "95"], "ci-confidence = 95.0: expected a number between 0 and 1"),
+])
+def test_bad_options_are_one_line_errors(args: list[str], expected: str) -> None:
+    proc = analyze(NPBENCH, *args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"washout: error: {expected}"
+
+
+def test_bad_input_is_one_line_naming_file_line_field_value(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("run,order,position,test,metric,value,status,worker,started,ended\n"
+                    "0,fixed,0,a,wall,1,ok,local,,\n0,fixed,1,b,wall,inf,ok,local,,\n")
+    proc = analyze(path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == f"washout: error: {path}: line 3: value = inf: expected a finite number"
+    missing = analyze(tmp_path / "absent.csv")
+    assert missing.returncode == 2 and "absent.csv: no such file" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
