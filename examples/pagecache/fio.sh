@@ -1,0 +1,8 @@
+#!/bin/sh
+# Run one of the example's fio jobs (write, seqread, randread) with JSON output.
+# The data files live in PAGECACHE_DIR (default /var/tmp/washout-pagecache: on disk, also where
+# /tmp is a tmpfs, which has no O_DIRECT and no separate page cache).
+set -eu
+export PAGECACHE_DIR="${PAGECACHE_DIR:-/var/tmp/washout-pagecache}"
+mkdir -p "$PAGECACHE_DIR"
+exec fio --output-format=json "$(dirname "$0")/$1.fio"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The real software the case studies under examples/ measure, from Debian: redis-server and
+# redis-benchmark, fio, sysbench. tests/test_examples.py runs each example shortly.
+#   bash scripts/services/examples.sh                    # all of them (what scripts/test runs)
+#   bash scripts/services/examples.sh fio:fio ...        # PACKAGE:PROGRAM pairs (install.sh)
+# Idempotent and quiet: does nothing when every program is on PATH; refreshes the package
+# lists only when a package cannot be found without it; prints apt's output only on failure.
+# Waits for another apt/dpkg to finish rather than failing on its lock.
+set -euo pipefail
+[ "$#" -gt 0 ] || set -- redis-server:redis-server redis-tools:redis-benchmark fio:fio sysbench:sysbench
+missing=()
+for pair in "$@"; do
+  command -v "${pair#*:}" >/dev/null 2>&1 || missing+=("${pair%%:*}")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || {
+    echo "examples.sh: ${missing[*]} missing and this user cannot install them (not root, no sudo)" >&2
+    exit 1
+  }
+  SUDO="sudo -n"
+fi
+export DEBIAN_FRONTEND=noninteractive
+APT=(apt-get -o DPkg::Lock::Timeout=600)
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+for package in "${missing[@]}"; do
+  if ! apt-cache show "$package" >/dev/null 2>&1; then
+    $SUDO "${APT[@]}" update -qq >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+    break
+  fi
+done
+# Where systemd runs, Debian's redis-server package also starts a system redis on port 6379;
+# the examples use their own server on a private port and leave that one alone.
+$SUDO "${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1 \
+  || { cat "$log" >&2; exit 1; }
