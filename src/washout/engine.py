@@ -18,7 +18,7 @@ import asyncio
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -327,13 +327,34 @@ def count_done(experiment: Experiment, store: Store) -> int:
     return done
 
 
+async def _each_worker(executors: list[Executor], step: Callable[[Executor], Awaitable[object]],
+                       store: Store, outcome: Outcome) -> list[Executor]:
+    """Run ``step`` on every worker at once. A worker whose step fails with a one-line
+    error (cannot connect, cannot sync) is recorded as that worker's error and left out;
+    the others go on."""
+    results = await asyncio.gather(*(step(ex) for ex in executors), return_exceptions=True)
+    kept = []
+    for ex, result in zip(executors, results):
+        if isinstance(result, WashoutError):
+            outcome.worker_errors[ex.name] = str(result)
+            store.event("error", str(result), ex.name)
+            await ex.close()
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            kept.append(ex)
+    return kept
+
+
 async def _run_all(experiment: Experiment, store: Store, executors: list[Executor],
                    stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
                    allow_mismatch: bool, sync: Callable[[Executor], object] | None) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
-    await asyncio.gather(*(ex.connect() for ex in executors))
+    executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
     if sync is not None:
-        await asyncio.gather(*(sync(ex) for ex in executors))  # type: ignore[misc]
+        executors = await _each_worker(executors, sync, store, outcome)  # type: ignore[arg-type]
+    if not executors:
+        return
     # Provenance at setup: all workers must agree now, and each must still match what it
     # ran when the experiment started (its first capture in the store, if resuming).
     started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
@@ -392,6 +413,10 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
                       planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)))
     outcome.done_before = count_done(experiment, store)
     executors = executors if executors is not None else make_executors(experiment.spec)
+    if sync is None and experiment.spec.experiment.sync:
+        from washout.execute.sync import directory_sync
+
+        sync = directory_sync(experiment.spec.experiment.sync, experiment.source)
     hook = progress or (lambda worker, n: None)
 
     async def main() -> None:

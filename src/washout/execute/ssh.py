@@ -424,6 +424,32 @@ class SSHExecutor:
                           f"{tail(result.stderr or b'', 200).strip()}")
         return bytes(result.stdout or b"")
 
+    # -- copying files (experiment.sync) ---------------------------------------------
+
+    def openssh_command(self) -> list[str]:
+        """An OpenSSH client command line for this worker with the same checks as ours
+        (for rsync's ``-e``): known host keys only, never a prompt."""
+        w = self.worker
+        args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"ConnectTimeout={CONNECT_TIMEOUT:g}"]
+        if w.port:
+            args += ["-p", str(w.port)]
+        if w.key:
+            args += ["-i", str(Path(w.key).expanduser()), "-o", "IdentitiesOnly=yes"]
+        if w.known_hosts:
+            args += ["-o", f"UserKnownHostsFile={Path(w.known_hosts).expanduser()}"]
+        return args
+
+    async def upload(self, local_paths: list[str], remote_dir: str) -> None:
+        """Copy files and directory trees into ``remote_dir`` over SFTP."""
+        conn = await self._connection()
+        try:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.put(local_paths, remote_dir, recurse=True, preserve=True)
+        except (asyncssh.Error, OSError) as err:
+            raise WashoutError(f"{self._where()}: SFTP upload to {remote_dir} failed: "
+                               f"{_describe(err)}") from None
+
     # -- reboot resets ----------------------------------------------------------------
 
     async def _boot_id(self) -> str:
