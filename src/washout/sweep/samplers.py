@@ -58,7 +58,7 @@ def random_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     order = np.random.RandomState(seed).permutation(len(space))[::-1]
     taken = np.zeros(len(space), dtype=bool)
     taken[measured] = True
-    return order[~taken[order]][:k]
+    return order[~taken[order]][:k][::-1]  # in permutation order, as the paper's sample file
 
 
 def balanced_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
