@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run one of the example's fio jobs (write, seqread, randread) with JSON output.
+# Run one of the example's fio jobs (write-a, write-b, seqread, randread) with JSON output.
 # The data files live in PAGECACHE_DIR (default /var/tmp/washout-pagecache: on disk, also where
 # /tmp is a tmpfs, which has no O_DIRECT and no separate page cache).
 set -eu
