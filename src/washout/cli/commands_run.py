@@ -54,6 +54,8 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
 
 def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # type: ignore[no-untyped-def]
     """What ran, failures, where the data is, and the order analysis."""
+    from rich.markup import escape
+
     from washout.status import progress_of
 
     state = progress_of(store)
@@ -64,7 +66,7 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
               f"({outcome.executed} this session); failed {state['failed']}, "
               f"timed out {state['timeout']}, interrupted {state['interrupted']}")
     for worker, error in outcome.worker_errors.items():
-        out.print(f"[red]Worker {worker} stopped: {error}")
+        out.print(f"[red]Worker {worker} stopped:[/red] {escape(error)}")
     if outcome.stopped:
         out.print(f"[yellow]Stopped: {outcome.stopped}")
     if not state["complete"]:
