@@ -36,6 +36,7 @@ busybox ``date``: any mainstream Linux. No agent is installed on a worker.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import secrets
 import shlex
@@ -140,7 +141,7 @@ class SSHExecutor:
     # -- connections ------------------------------------------------------------------
 
     def _where(self) -> str:
-        return f"[[worker]] {self.name}"
+        return f"worker {self.name}"
 
     def _options(self) -> dict[str, object]:
         w = self.worker
@@ -510,6 +511,8 @@ def _describe(err: BaseException) -> str:
     """A short, one-line description of a connection error."""
     if isinstance(err, asyncssh.DisconnectError):
         text = err.reason
+    elif isinstance(err, OSError) and err.errno:
+        text = os.strerror(err.errno)
     elif isinstance(err, OSError) and err.strerror:
         text = err.strerror
     else:

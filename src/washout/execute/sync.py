@@ -39,12 +39,12 @@ def sync_directory(value: str, source: str) -> Path:
 def _check_workdir(executor: SSHExecutor, directory: Path) -> str:
     workdir = executor.workdir
     if not workdir:
-        raise WashoutError(f"[[worker]] {executor.name}: experiment.sync needs a workdir to "
+        raise WashoutError(f"worker {executor.name}: experiment.sync needs a workdir to "
                            f"copy {directory} into")
     parts = [p for p in PurePosixPath(workdir).parts if p not in ("/", ".")]
     if ".." in parts or not parts or parts == ["~"] or (workdir.startswith("/") and len(parts) < 2):
         raise WashoutError(
-            f"[[worker]] {executor.name}: workdir = {workdir!r}: too broad for experiment.sync, "
+            f"worker {executor.name}: workdir = {workdir!r}: too broad for experiment.sync, "
             f"which makes it an exact copy of {directory} (deleting other files); use a "
             "directory of its own, such as /srv/washout/NAME or ~/washout/NAME")
     return workdir.rstrip("/")
@@ -72,11 +72,11 @@ async def _rsync(executor: SSHExecutor, directory: Path, workdir: str) -> None:
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise WashoutError(f"[[worker]] {executor.name}: experiment.sync: rsync did not finish "
+        raise WashoutError(f"worker {executor.name}: experiment.sync: rsync did not finish "
                            f"within {SYNC_TIMEOUT:g} s") from None
     if proc.returncode != 0:
         why = tail(err, 300).strip().replace("\n", " | ")
-        raise WashoutError(f"[[worker]] {executor.name}: experiment.sync: rsync of {directory} "
+        raise WashoutError(f"worker {executor.name}: experiment.sync: rsync of {directory} "
                            f"to {workdir} failed (exit {proc.returncode}): {why}")
 
 
@@ -84,7 +84,7 @@ async def _sftp(executor: SSHExecutor, directory: Path, workdir: str) -> None:
     q = remote_path(workdir)
     emptied = await executor.run(f"rm -rf -- {q} && mkdir -p -- {q}", timeout=SYNC_TIMEOUT)
     if emptied.status != "ok":
-        raise WashoutError(f"[[worker]] {executor.name}: experiment.sync: cannot empty {workdir}: "
+        raise WashoutError(f"worker {executor.name}: experiment.sync: cannot empty {workdir}: "
                            f"{emptied.reason}: {tail(emptied.stderr, 200).strip()}")
     remote = workdir[2:] if workdir.startswith("~/") else workdir
     entries = [str(p) for p in sorted(directory.iterdir())]
