@@ -2,7 +2,7 @@
 
 Playwright (PyPI) talks to the browser over the Chrome DevTools Protocol; it is pointed at
 Debian's ``/usr/bin/chromium`` (installed by scripts/services/chromium.sh), so no browser is
-downloaded. Each :class:`Browser` runs its own Chromium with a fresh profile directory.
+downloaded. A :class:`Chromium` runs with a fresh profile directory; each test gets a new page.
 """
 
 from __future__ import annotations
@@ -49,28 +49,47 @@ class Page:
         return [text for kind, text in self.console if kind == "error"] + self.page_errors
 
 
-@contextmanager
-def open_page(path: Path, width: int = 1366, height: int = 900) -> Iterator[Page]:
-    """Open a local HTML file in a fresh headless Chromium (laptop-sized viewport) and yield
-    it once loaded; console messages, page errors and every request are recorded."""
-    from playwright.sync_api import sync_playwright
+class Chromium:
+    """One headless Chromium with a fresh profile; :meth:`open` loads a file in a new page."""
 
-    profile = tempfile.mkdtemp(prefix="washout-chromium-")
+    def __init__(self, width: int = 1366, height: int = 900) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self.profile = tempfile.mkdtemp(prefix="washout-chromium-")
+        self.playwright = sync_playwright().start()
+        self.context = self.playwright.chromium.launch_persistent_context(
+            self.profile, executable_path=chromium_path(), headless=True, args=FLAGS,
+            viewport={"width": width, "height": height},
+        )
+
+    @contextmanager
+    def open(self, path: Path) -> Iterator[Page]:
+        """Load a local HTML file in a new page (laptop-sized viewport) and yield it once
+        loaded; console messages, page errors and every request are recorded."""
+        page = self.context.new_page()
+        seen = Page(page)
+        page.on("console", lambda m: seen.console.append((m.type, m.text)))
+        page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
+        page.on("request", lambda r: seen.requests.append(r.url))
+        try:
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            yield seen
+        finally:
+            page.close()
+
+    def close(self) -> None:
+        try:
+            self.context.close()
+            self.playwright.stop()
+        finally:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Chromium]:
+    """A Chromium shared by the tests of a module (import this fixture into the module)."""
+    browser = Chromium()
     try:
-        with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                profile, executable_path=chromium_path(), headless=True, args=FLAGS,
-                viewport={"width": width, "height": height},
-            )
-            try:
-                page = context.new_page()
-                seen = Page(page)
-                page.on("console", lambda m: seen.console.append((m.type, m.text)))
-                page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
-                page.on("request", lambda r: seen.requests.append(r.url))
-                page.goto(path.resolve().as_uri(), wait_until="load")
-                yield seen
-            finally:
-                context.close()
+        yield browser
     finally:
-        shutil.rmtree(profile, ignore_errors=True)
+        browser.close()

@@ -13,8 +13,9 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from browser import open_page
+from browser import Chromium, chromium  # noqa: F401 (the fixture)
 from simulate_longformat import simulate
+from test_report_sweep import silo_sweep
 from washout.report.html import render_html
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
@@ -46,10 +47,11 @@ def memcached_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         analysis, trials, {"source": "all_exp_results.csv (OrderSage results CSV)"}))
 
 
-def test_memcached_report_renders_in_chromium(memcached_report: Path, tmp_path: Path) -> None:
+def test_memcached_report_renders_in_chromium(chromium: Chromium, memcached_report: Path,
+                                               tmp_path: Path) -> None:
     path = memcached_report
 
-    with open_page(path) as seen:
+    with chromium.open(path) as seen:
         page = seen.page
         assert seen.errors == []
         # Offline: the page asks for nothing but itself.
@@ -80,8 +82,8 @@ def test_memcached_report_renders_in_chromium(memcached_report: Path, tmp_path: 
         (ROOT / "docs" / "report-memcached.png").write_bytes(shot.read_bytes())
 
 
-def test_report_prints(memcached_report: Path) -> None:
-    with open_page(memcached_report) as seen:
+def test_report_prints(chromium: Chromium, memcached_report: Path) -> None:
+    with chromium.open(memcached_report) as seen:
         page = seen.page
         page.emulate_media(media="print")
         assert page.evaluate("getComputedStyle(document.querySelector('nav')).display") == "none"
@@ -92,7 +94,7 @@ def test_report_prints(memcached_report: Path) -> None:
     assert 3 <= pages <= 12
 
 
-def test_hostile_names_stay_text(tmp_path: Path) -> None:
+def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
     trials = simulate(tests=(HOSTILE, "plain"), runs=8, workers=("w1", "w2"),
                       metrics=(HOSTILE_METRIC,), random_factor={HOSTILE: 1.2}, seed=3)
     analysis = analyze_order(trials).to_dict()
@@ -108,7 +110,7 @@ def test_hostile_names_stay_text(tmp_path: Path) -> None:
     assert "<b>ms</b>" not in html
 
     path = _report(tmp_path, "hostile.html", html)
-    with open_page(path) as seen:
+    with chromium.open(path) as seen:
         page = seen.page
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -130,3 +132,15 @@ def test_hostile_names_stay_text(tmp_path: Path) -> None:
         keys = [k for k, _, _ in page.evaluate(FIGURE_SIZES)]
         assert [k for k in keys if k.startswith("fig-workers")] == ["fig-workers-0",
                                                                     "fig-workers-1"]
+
+
+def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
+    settings, sweep, history = silo_sweep()
+    path = tmp_path / "sweep.html"
+    path.write_text(render_html(None, None, {"name": "silo-ycsb"}, sweep, settings=settings,
+                                r2_history=history), encoding="utf-8")
+    with chromium.open(path) as seen:
+        assert seen.errors == []
+        sizes = seen.page.evaluate("""() => Array.from(document.querySelectorAll('figure svg'))
+            .map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })""")
+        assert len(sizes) == 3 and all(w > 200 and h > 100 for w, h in sizes)

@@ -55,7 +55,7 @@ MAX_TICK_LABEL = 28
 
 def label(text: object) -> str:
     """User text made literal for matplotlib: ``$`` would start mathtext (and may fail)."""
-    return str(text).replace("\\", "\\\\").replace("$", r"\$")
+    return str(text).replace("$", r"\$")
 
 
 def short(text: object, limit: int = MAX_TICK_LABEL) -> str:
@@ -87,16 +87,21 @@ def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
 def svg(fig: Figure, key: str) -> str:
     """The figure as an SVG element to inline in HTML.
 
-    The XML prolog and DOCTYPE are dropped (not allowed mid-document), the date is left out
-    so the output is reproducible, and ``svg.hashsalt`` is set to ``key`` so the element ids
-    matplotlib generates (clip paths, markers) are unique across the figures of one page.
+    The XML prolog and DOCTYPE are dropped (not allowed mid-document), the date is left out,
+    text stays text (``svg.fonttype = none``: searchable, and escaped by matplotlib), and
+    every element id is prefixed with ``key`` so the ids of all figures on one page are
+    unique (matplotlib names groups ``figure_1``, ``axes_1``... in every figure).
     """
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": key, "svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    start = text.find("<svg")
-    return re.sub(r"<svg ", f'<svg role="img" aria-label="{_attr(key)}" ', text[start:], count=1)
+    text = text[text.find("<svg"):]
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key) + "-"
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = re.sub(r'url\(#([^)]+)\)', lambda m: f"url(#{prefix}{m.group(1)})", text)
+    text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', text)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{_attr(key)}" ', 1)
 
 
 def png(fig: Figure, dpi: int = 110) -> bytes:

@@ -1,0 +1,153 @@
+"""The report's figures: titles, axis labels with units, legends; what they plot is the data;
+their SVG inlines safely (no prolog, ids unique per figure, text escaped)."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulate_longformat import simulate
+from washout.report import figures
+from washout.sources import load_trials
+from washout.stats.order import analyze_order
+from washout.stats.trials import usable_trials
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+NPBENCH = FIXTURES / "ordersage-artifact" / "npbench" / "all_test_results.csv"
+
+
+@pytest.fixture(scope="module")
+def npbench() -> tuple[dict, object]:
+    trials, _ = load_trials(NPBENCH)
+    return analyze_order(trials).to_dict(), trials
+
+
+def _has_legend(fig) -> bool:
+    return bool(fig.legends) or any(ax.get_legend() is not None for ax in fig.axes)
+
+
+def _title(fig) -> str:
+    return fig._suptitle.get_text() if fig._suptitle else fig.axes[0].get_title()
+
+
+def test_order_figures_have_titles_labels_units_and_legends(npbench) -> None:
+    analysis, _ = npbench
+    tests = analysis["tests"]
+    for fig in (figures.ci_medians(tests), figures.kw_significance(analysis),
+                figures.delta_pct(analysis), figures.ci_case_counts(analysis)):
+        assert _title(fig)
+        assert _has_legend(fig)
+        for ax in fig.axes:
+            shares_x = len(ax.get_shared_x_axes().get_siblings(ax)) > 1
+            assert ax.get_xlabel() or ax.get_xticklabels() or shares_x
+            assert ax.get_ylabel() or ax.get_yticklabels()
+    assert figures.delta_pct(analysis).axes[0].get_xlabel().endswith("(%)")
+    assert all(ax.get_ylabel() == "result" for ax in figures.ci_medians(tests).axes
+               if ax.get_visible())
+
+
+def test_ci_medians_plot_the_medians_and_cis_coloured_by_case(npbench) -> None:
+    analysis, _ = npbench
+    tests = analysis["tests"]
+    fig = figures.ci_medians(tests)
+    for ax, t in zip(fig.axes, tests):
+        points = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() in "so"]
+        assert points[:2] == pytest.approx([t["median_fixed"], t["median_random"]])
+        # The CI whiskers span exactly the CI.
+        segs = [c.get_segments()[0] for c in ax.collections]
+        assert [v for s in segs for v in (s[0][1], s[1][1])] == pytest.approx(
+            [*t["ci_fixed"], *t["ci_random"]])
+        spine = ax.spines["left"].get_edgecolor()
+        assert np.allclose(spine[:3], _rgb(figures.CASE_COLOURS[t["ci_case"]]))
+
+
+def _rgb(hex_colour: str) -> tuple[float, float, float]:
+    return tuple(int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
+
+
+def test_kw_figure_sorts_by_effect_size_and_draws_the_corrected_threshold(npbench) -> None:
+    analysis, _ = npbench
+    fig = figures.kw_significance(analysis)
+    ax_p, ax_e = fig.axes
+    heights = [bar.get_height() for bar in ax_e.patches]
+    assert heights == sorted(heights, reverse=True)
+    assert sorted(heights) == pytest.approx(sorted(t["eta_squared"] for t in analysis["tests"]))
+    lines = [line.get_ydata()[0] for line in ax_p.get_lines() if line.get_linestyle() == "--"]
+    assert lines == pytest.approx([0.05 / 3])
+    assert ax_p.get_yscale() == "log"
+
+
+def test_delta_pct_bars_are_sorted_and_equal_the_analysis(npbench) -> None:
+    analysis, _ = npbench
+    widths = [bar.get_width() for bar in figures.delta_pct(analysis).axes[0].patches]
+    assert widths == sorted(t["delta_pct"] for t in analysis["tests"])
+
+
+def test_ci_case_counts(npbench) -> None:
+    analysis, _ = npbench
+    ax = figures.ci_case_counts(analysis).axes[0]
+    # Published Table 4: IS case 2, SPMV case 2, softmax case 3.
+    assert [bar.get_height() for bar in ax.patches] == [0, 2, 1, 0]
+
+
+def test_trials_figure_plots_every_ok_trial_by_position_and_time() -> None:
+    trials = simulate(tests=("a", "b", "c"), runs=5, seed=1)
+    trials.loc[3, "status"] = "failed"
+    ok, excluded = usable_trials(trials, "test")
+    assert excluded == 1
+    frame = ok[ok["test"] == "a"].reset_index(drop=True)
+    fig = figures.trials_over_run(frame, "a", "wall")
+    ax_pos, ax_time = fig.axes
+    assert ax_pos.get_xlabel() == "position in the run (0 = first)"
+    assert ax_time.get_xlabel() == "trial start (UTC)"
+    assert ax_pos.get_ylabel() == "wall"
+    plotted = sorted(v for line in ax_pos.get_lines() for v in line.get_ydata())
+    assert plotted == pytest.approx(sorted(frame["value"]))
+    labels = [t.get_text() for t in ax_pos.get_legend().get_texts()]
+    assert labels == ["fixed order", "random order"]
+
+
+def test_time_axis_without_timestamps_says_so() -> None:
+    trials, _ = load_trials(NPBENCH)
+    _, label = figures.time_axis(trials)
+    assert label == "run number (the source has no timestamps)"
+
+
+def test_per_worker_figure_shows_each_worker() -> None:
+    trials = simulate(tests=("a", "b"), runs=4, workers=("n1", "n2", "n3"), seed=2)
+    frame = trials[trials["test"] == "a"]
+    ax = figures.per_worker(frame, "a", "wall").axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["n1", "n2", "n3"]
+    medians = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == "median"
+               or (len(line.get_xdata()) == 2 and line.get_linewidth() == 2)]
+    expected = frame.groupby(["worker", "order"])["value"].median()
+    assert sorted(medians) == pytest.approx(sorted(expected))
+
+
+def test_svg_inlines_safely_and_reproducibly(npbench) -> None:
+    analysis, _ = npbench
+    fig = figures.delta_pct(analysis)
+    a, b = figures.svg(fig, "one"), figures.svg(fig, "two")
+    assert a.startswith("<svg ") and "<?xml" not in a and "<!DOCTYPE" not in a
+    assert "<dc:date>" not in a
+    ids_a = set(re.findall(r'id="([^"]+)"', a))
+    ids_b = set(re.findall(r'id="([^"]+)"', b))
+    assert ids_a and not ids_a & ids_b
+    # Every reference points at an id of the same figure.
+    refs = set(re.findall(r'(?:url\(#|href="#)([^)"]+)', a))
+    assert refs and refs <= ids_a
+    ET.fromstring(a)  # well-formed on its own
+
+
+def test_user_text_is_literal_in_svg() -> None:
+    name = "<b>x</b> & $\\alpha$ \\$ \"q\""
+    analysis = {"alpha": 0.05, "correction": "holm", "family_size": 1, "alpha_per_test": None,
+                "tests": [{"test": name, "metric": "m", "delta_pct": 1.0, "significant": False}]}
+    svg = figures.svg(figures.delta_pct(analysis), "k")
+    texts = ["".join(el.itertext()) for el in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+    assert name in texts
+    assert "<b>" not in svg

@@ -1,0 +1,127 @@
+"""The sweep section of the report on Silo/YCSB (Hui et al., SIGMOD 2024; every setting
+measured): coefficient curves are the ANOVA's (checked against statsmodels), the sweep's
+knee and turning points sit on them, the tile map shows the data (its rendering in Chromium
+is in test_report_browser.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+
+from washout.report import document, figures
+from washout.report.html import render_html, render_sweep_section
+from washout.sweep.anova import fit_anova
+from washout.sweep.conclusions import conclude, fair_ranges, points_json, terms_json
+from washout.sweep.space import space_from_frame
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+SILO = FIXTURES / "configspaces" / "silo_ycsb.csv"
+
+
+def silo_sweep() -> tuple[pd.DataFrame, dict, list[dict]]:
+    """The measured settings, washout.sweep's result dict for them, and an R^2 history."""
+    settings = pd.read_csv(SILO)
+    space = space_from_frame(settings, "tput", None, str(SILO))
+    fit = fit_anova(space.codes, space.y, space.n_levels)
+    found = conclude(fit, space)
+    sweep = {
+        "sampling_rate": 1.0, "settings_measured": len(settings),
+        "settings_total": len(settings), "terminated": "every setting measured",
+        "r2_validation": [fit.r2] * 10,
+        "significant_terms": terms_json(found),
+        "important_points": points_json(found, space),
+        "ranges": fair_ranges(space, found),
+    }
+    history = [{"sampling_rate": r, "r2_validation": [fit.r2 - 0.2 * (1 - r) - 0.01 * k
+                                                      for k in range(10)]}
+               for r in (0.05, 0.10, 0.15, 0.20)]
+    return settings, sweep, history
+
+
+@pytest.fixture(scope="module")
+def silo() -> tuple[pd.DataFrame, dict, list[dict]]:
+    return silo_sweep()
+
+
+def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
+    settings, sweep, _ = silo
+    params = ["threads", "keys", "ReadRatio"]
+    panels, marks = document.coefficient_panels(settings, params, "tput",
+                                                sweep["important_points"])
+    # The same model in statsmodels (treatment coding, the terms the elimination kept).
+    space = space_from_frame(settings, "tput", None, "silo")
+    kept = fit_anova(space.codes, space.y, space.n_levels).terms
+    formula = "tput ~ " + " + ".join(":".join(f"C({params[f]})" for f in t) for t in kept)
+    coef = smf.ols(formula, settings).fit().params
+    threads = panels["threads"]["main effect"]
+    assert threads[0] == (1.0, 0.0)  # the reference level
+    assert [y for _, y in threads[1:]] == pytest.approx(
+        [coef[f"C(threads)[T.{lv}]"] for lv in (2, 4, 8, 16, 28)], rel=1e-6)
+    line = panels["keys by threads (threads:keys)"]["threads = 1"]
+    assert [y for _, y in line] == pytest.approx(
+        [coef[f"C(threads)[1]:C(keys)[T.{lv}]"] for lv in (512, 2048, 8192, 32768, 131072)],
+        rel=1e-6)
+    # Every point the sweep found is drawn on a curve of the figure.
+    assert len(marks) == len(sweep["important_points"]) > 0
+    for panel, name, x, kind in marks:
+        assert x in [px for px, _ in panels[panel][name]]
+        assert kind in ("knee", "turning")
+
+
+def test_coefficient_figure_marks_knee_and_turning_points(silo) -> None:
+    settings, sweep, _ = silo
+    panels, marks = document.coefficient_panels(settings, ["threads", "keys", "ReadRatio"],
+                                                "tput", sweep["important_points"])
+    fig = figures.coefficient_curves(panels, marks, "tput")
+    drawn = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() in "vD"]
+    assert len(drawn) == len(marks)
+    assert all(ax.get_ylabel() == "coefficient (tput)" for ax in fig.axes if ax.get_visible())
+    assert fig.legends
+
+
+def test_tile_map_shows_the_measured_values(silo) -> None:
+    settings, _, _ = silo
+    fig = figures.tile_map(settings, ["threads", "keys", "ReadRatio"], "tput")
+    tiles = [ax for ax in fig.axes if ax.get_images()]
+    assert [ax.get_title() for ax in tiles] == [f"ReadRatio = {r}" for r in (0, 20, 60, 100)]
+    grid = tiles[0].get_images()[0].get_array()
+    assert grid.shape == (6, 6)  # threads x keys
+    assert grid[0, 0] == pytest.approx(1553616.6666666667)  # threads 1, keys 128, ReadRatio 0
+    row = settings[(settings["threads"] == 28) & (settings["keys"] == 131072)
+                   & (settings["ReadRatio"] == 0)]
+    assert grid[5, 5] == pytest.approx(float(row["tput"].iloc[0]))
+    assert fig.axes[-1].get_ylabel() == "tput"  # the colour bar names the metric
+
+
+def test_tile_map_nests_the_next_two_parameters() -> None:
+    herd = pd.read_csv(FIXTURES / "configspaces" / "herd_ycsb.csv")
+    params = [c for c in herd.columns if c != "tput"]
+    fig = figures.tile_map(herd, params, "tput")
+    tiles = [ax for ax in fig.axes if ax.get_images()]
+    n = [herd[p].nunique() for p in params]
+    assert len(tiles) == n[2] * n[3]
+    assert tiles[0].get_images()[0].get_array().shape == (n[0], n[1])
+
+
+def test_sweep_section_html(silo) -> None:
+    settings, sweep, history = silo
+    html = render_sweep_section(sweep, settings, history)
+    assert html.lstrip().startswith('<section id="sweep">')
+    assert re.findall(r'<figure id="fig-(sweep-[a-z0-9]+)"', html) == [
+        "sweep-r2", "sweep-coefficients", "sweep-tiles"]
+    for term in sweep["significant_terms"]:
+        assert f"<th scope=\"row\">{term['term']}</th>" in html
+    assert html.count("threads = ") >= len(sweep["important_points"])
+    assert "Measured 144 of 144 settings" in html
+
+
+def test_sweep_needs_its_settings(silo) -> None:
+    from washout.errors import WashoutError
+
+    _, sweep, _ = silo
+    with pytest.raises(WashoutError, match="settings"):
+        render_html(None, None, None, sweep)
