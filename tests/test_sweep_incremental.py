@@ -1,0 +1,115 @@
+"""The incremental loop: the paper's sample sizes and splits, termination rules, robustness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import r2_score as sk_r2
+from sklearn.model_selection import train_test_split
+
+from washout.errors import WashoutError
+from washout.sweep.anova import fit_anova
+from washout.sweep.incremental import LoopOptions, r2_score, run_loop, sample_sizes
+from washout.sweep.space import Space, load_space_csv
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def silo() -> Space:
+    space = load_space_csv(FIXTURES / "silo_ycsb.csv", "tput")
+    space.y = space.y / space.numeric_levels(0)[space.codes[:, 0]]  # the paper: per thread
+    return space
+
+
+@pytest.mark.parametrize("n", [144, 600, 3840, 5184])
+def test_sample_sizes_are_train_test_split_sizes(n: int) -> None:
+    expected = [len(train_test_split(np.arange(n), test_size=1 - r)[0])
+                for r in np.linspace(0.05, 1, 20)[:19]]
+    assert sample_sizes(n, 0.05, 0.05) == expected + [n]
+
+
+def test_random_anova_loop_reproduces_the_papers_protocol(silo: Space) -> None:
+    """At every ratio: the paper's sample (train_test_split, seed), its 10 splits
+    (random_state = split), the model fitted on 80%, sklearn's r2_score on 20%."""
+    seed = 4
+    options = LoopOptions(seed=seed, threshold=1.0, budget=60)  # never stops early
+    result = run_loop(silo, lambda idx: silo.y[idx], options)
+    for step, r in zip(result.steps[:-1], np.linspace(0.05, 1, 20)):  # last: cut by budget
+        sample, _ = train_test_split(np.arange(len(silo)), test_size=1 - r, random_state=seed)
+        assert step.measured == len(sample)
+        for i, ours in enumerate(step.r2_splits):
+            exp, unexp = train_test_split(sample, test_size=0.2, random_state=i)
+            if len(exp) < 2:
+                continue
+            fit = fit_anova(silo.codes[exp], silo.y[exp], silo.n_levels)
+            assert ours == pytest.approx(sk_r2(silo.y[unexp], fit.predict(silo.codes[unexp])))
+
+
+def test_tiny_samples_with_unseen_levels_do_not_crash(silo: Space) -> None:
+    """5% of silo is 7 settings: splits fit on 5 and validate on levels never seen."""
+    for sampler in ("random", "balanced", "stratified", "dist-aware", "coverage"):
+        for model in ("anova", "smooth", "mlp"):
+            result = run_loop(silo, lambda idx: silo.y[idx],
+                              LoopOptions(sampler=sampler, model=model, budget=7))
+            assert result.steps[0].measured == 7
+            assert len(result.steps[0].r2_splits) == 10
+
+
+def test_holdout_rule_is_never_looser_and_stops_at_the_threshold(silo: Space) -> None:
+    for seed in (0, 5):
+        paper = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(seed=seed))
+        ours = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(seed=seed, rule="holdout"))
+        assert ours.steps[-1].measured >= paper.steps[-1].measured
+        last = ours.steps[-1]
+        if ours.terminated:
+            assert min(last.r2_splits) >= 0.9 and last.r2_holdout >= 0.9
+        assert all(not s.passed for s in ours.steps[:-1])
+
+
+def test_budget_stops_the_loop_unterminated(silo: Space) -> None:
+    result = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(threshold=1.0, budget=30))
+    assert not result.terminated
+    assert result.steps[-1].measured == 30
+    assert len(np.unique(result.measured)) == 30
+
+
+def test_the_loop_is_deterministic_for_a_seed(silo: Space) -> None:
+    calls: list[np.ndarray] = []
+
+    def measure(idx: np.ndarray) -> np.ndarray:
+        calls.append(idx)
+        return silo.y[idx]
+
+    a = run_loop(silo, measure, LoopOptions(sampler="coverage", model="smooth", seed=2, budget=40))
+    b = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(sampler="coverage", model="smooth", seed=2, budget=40))
+    np.testing.assert_array_equal(a.measured, b.measured)
+    assert sum(len(c) for c in calls) == len(a.measured)
+
+
+def test_r2_matches_sklearn() -> None:
+    rng = np.random.default_rng(0)
+    y, p = rng.normal(size=50), rng.normal(size=50)
+    assert r2_score(y, p) == pytest.approx(sk_r2(y, p))
+    assert np.isnan(r2_score(np.ones(3), np.ones(3)))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("rule", "strict", "rule = 'strict': unknown rule"),
+    ("model", "gp", "--model = 'gp': unknown model"),
+    ("start", 0.0, "start = 0.0"),
+    ("budget", 0, "budget = 0"),
+])
+def test_bad_options_are_one_line_errors(field: str, value: object, message: str) -> None:
+    with pytest.raises(WashoutError, match=message):
+        LoopOptions(**{field: value}).check()
