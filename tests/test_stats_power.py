@@ -1,0 +1,156 @@
+"""Planning: simulated Kruskal-Wallis power, runs needed and detectable differences, checked
+against scipy, against the normal-theory sample size, on published data and via the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import kruskal, norm
+
+from conftest import FIXTURES, washout
+from simulate_longformat import simulate
+from washout.errors import WashoutError
+from washout.sources import load_trials
+from washout.stats.power import (detectable_delta_for, detectable_deltas, kruskal_two,
+                                 plan_frame, plan_runs, runs_needed_for, simulated_power)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 12), st.integers(2, 12), st.integers(1, 6), st.integers(0, 10**6))
+def test_kruskal_matches_scipy_with_ties(n1: int, n2: int, levels: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, size=(5, n1)).astype(float)
+    y = rng.integers(0, levels + 1, size=(5, n2)).astype(float)
+    h, p = kruskal_two(x, y)
+    for row in range(5):
+        if np.ptp(np.concatenate([x[row], y[row]])) == 0:
+            assert math.isnan(h[row]) and p[row] == 1.0  # scipy: all values equal, no test
+            continue
+        ref = kruskal(x[row], y[row])
+        assert h[row] == pytest.approx(ref.statistic, rel=1e-10)
+        assert p[row] == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def _normal_pilot(cv: float = 0.05, n: int = 4000) -> np.ndarray:
+    """A large pilot with mean exactly 100 and population CV exactly ``cv``."""
+    z = np.random.default_rng(1).standard_normal(n)
+    return 100.0 + (z - z.mean()) / z.std() * 100.0 * cv
+
+
+def _normal_theory_runs(delta: float, cv: float, alpha: float, power: float) -> float:
+    """n per group for a two-sided two-sample z-test, divided by the Kruskal-Wallis
+    (Wilcoxon) asymptotic relative efficiency 3/pi under normality (Lehmann 1975, ch. 2)."""
+    z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
+    return 2 * z**2 * (cv / delta) ** 2 / (3 / math.pi)
+
+
+def test_size_at_no_difference_is_alpha() -> None:
+    rate = simulated_power(_normal_pilot(), 20, 0.0, 0.05, n_sim=4000, seed=3)
+    assert abs(rate - 0.05) < 3 * math.sqrt(0.05 * 0.95 / 4000) + 0.005
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_runs_needed_agrees_with_normal_theory(alpha: float) -> None:
+    pilot = _normal_pilot(cv=0.05)
+    n, reached = runs_needed_for(pilot, 2.0, power=0.8, alpha_per_test=alpha, n_sim=1000)
+    theory = _normal_theory_runs(0.02, 0.05, alpha, 0.8)
+    assert n == pytest.approx(theory, rel=0.1)
+    assert reached >= 0.8
+    # smallest: one run fewer falls short (with the same simulation)
+    assert simulated_power(pilot, n - 1, 2.0, alpha, n_sim=1000) < 0.8
+
+
+def test_detectable_delta_inverts_runs_needed() -> None:
+    pilot = _normal_pilot(cv=0.05)
+    n = round(_normal_theory_runs(0.02, 0.05, 0.05, 0.8))
+    found = detectable_delta_for(pilot, n, power=0.8, alpha_per_test=0.05, n_sim=1000)
+    assert found == pytest.approx(2.0, rel=0.1)
+    assert detectable_delta_for(pilot, 4 * n, alpha_per_test=0.05, n_sim=1000) == pytest.approx(
+        1.0, rel=0.12)  # sqrt(n) law
+
+
+def test_bigger_effects_and_lower_noise_need_fewer_runs() -> None:
+    pilot = _normal_pilot(cv=0.03)
+    n2, _ = runs_needed_for(pilot, 2.0, alpha_per_test=0.01)
+    n4, _ = runs_needed_for(pilot, 4.0, alpha_per_test=0.01)
+    assert n4 < n2
+    noisy, _ = runs_needed_for(_normal_pilot(cv=0.06), 2.0, alpha_per_test=0.01)
+    assert noisy > n2
+    assert runs_needed_for(pilot, 0.1, alpha_per_test=0.01, max_runs=64)[0] is None
+
+
+def test_plan_on_a_simulated_pilot_uses_the_bonferroni_level_and_is_seeded() -> None:
+    df = simulate(runs=10, cv=0.02, seed=3)
+    rows = plan_runs(df, 2.0)
+    assert [r.test for r in rows] == ["a", "b", "c", "d", "e"]
+    assert all(r.alpha_per_test == pytest.approx(0.05 / 5) for r in rows)
+    assert all(r.source == "fixed" and r.n_pilot == 10 for r in rows)
+    for r in rows:
+        fixed = df[(df["test"] == r.test) & (df["order"] == "fixed")]["value"].to_numpy()
+        assert r.cv == pytest.approx(fixed.std() / fixed.mean())
+        assert r.runs_needed >= 2 and r.power_at >= 0.8
+    assert plan_runs(df, 2.0) == rows
+    assert [r.to_dict() for r in rows] == plan_frame(rows).to_dict("records")
+
+
+def test_plan_on_published_memcached_data() -> None:
+    """The paper's memcached get_hits effect (Delta% 5.3, p = 0.00009 with 50 + 50 runs,
+    Table 3) is detectable with far fewer than 50 runs per order at power 0.8."""
+    df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")
+    rows = {r.test.split("/")[-1]: r for r in plan_runs(df, 5.3)}
+    hits = rows["get_hits_test.sh"]
+    assert hits.n_pilot == 50 and hits.alpha_per_test == pytest.approx(0.05 / 3)
+    assert 10 <= hits.runs_needed < 50
+    assert rows["cmd_get_test.sh"].runs_needed < hits.runs_needed  # CV 1.9% vs 6.6%
+
+
+def test_detectable_deltas_default_to_the_datas_own_run_counts() -> None:
+    df = simulate(runs=12, cv=0.02, seed=4)
+    rows = detectable_deltas(df)
+    assert all(r.n == 12 for r in rows)
+    assert all(0.5 < r.detectable_pct < 10 for r in rows)
+    more = detectable_deltas(df, n=48)
+    assert all(m.detectable_pct < r.detectable_pct for m, r in zip(more, rows))
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"delta_pct": 0}, "detect = 0"),
+    ({"delta_pct": 2, "power": 1.2}, "power = 1.2"),
+    ({"delta_pct": 2, "alpha": 5}, "alpha = 5"),
+    ({"delta_pct": 2, "metric": "watts"}, "metric = 'watts'"),
+])
+def test_bad_planning_arguments_are_one_line_errors(kwargs: dict, needle: str) -> None:
+    with pytest.raises(WashoutError) as err:
+        plan_runs(simulate(runs=3), **kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_plan_json_and_table(tmp_path) -> None:
+    pilot = tmp_path / "pilot.csv"
+    simulate(runs=10, cv=0.02, seed=3).to_csv(pilot, index=False)
+    out = json.loads(washout("plan", "--pilot", pilot, "--detect", "2%", "--format", "json").stdout)
+    expected = plan_runs(load_trials(pilot)[0], 2.0)
+    assert out["tests"] == [r.to_dict() for r in expected]
+    assert out["family_size"] == 5 and out["alpha_per_test"] == pytest.approx(0.01)
+    table = washout("plan", "--pilot", pilot, "--detect", "2", "--power", "0.9").stdout
+    assert "runs per order" in table and "Plan " in table
+    worst = max(r.runs_needed for r in plan_runs(load_trials(pilot)[0], 2.0, power=0.9))
+    assert f"Plan {worst} runs per order" in table
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--detect", "two%"], "--detect = 'two%'"),
+    (["--detect", "-1%"], "--detect = '-1%'"),
+    (["--detect", "2%", "--format", "xml"], "--format = 'xml'"),
+])
+def test_cli_plan_bad_input_is_one_line(tmp_path, args: list[str], needle: str) -> None:
+    pilot = tmp_path / "pilot.csv"
+    simulate(runs=3).to_csv(pilot, index=False)
+    proc = washout("plan", "--pilot", pilot, *args, check=False)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
