@@ -38,7 +38,8 @@ def explain(
 ) -> dict[str, list[dict[str, Any]]]:
     """``{"carryover": [...], "drift": [...], "claims": [...]}``, keys only for what was
     asked: carryover pairs (largest |Delta%| first), drift correlations (strongest first) and
-    claim evaluations, each a plain dict; each analysis corrected over its own family."""
+    claim evaluations, each a plain dict; each analysis corrected over its own family.
+    Undefined numbers (NaN) are None, so the result is strict JSON."""
     out: dict[str, list[dict[str, Any]]] = {}
     if carryover:
         result = carryover_stats.carryover(df, alpha=alpha, correction=correction,
@@ -52,10 +53,21 @@ def explain(
         evaluated = claims_stats.evaluate_claims(df, list(claims), metric=metric, alpha=alpha,
                                                  correction=correction)
         out["claims"] = [c.to_dict() for c in evaluated]
-    return out
+    return _without_nan(out)
 
 
-def _p(p: float) -> str:
+def _without_nan(value: Any) -> Any:
+    """``value`` with every float NaN replaced by None, recursively."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nan(v) for v in value]
+    return value
+
+
+def _p(p: float | None) -> str:
     return "p=n/a" if p is None or math.isnan(p) else f"p={p:.2g}"
 
 
@@ -73,11 +85,12 @@ def _carryover_words(pairs: list[dict[str, Any]]) -> list[str]:
                 "is significant after correction."]
     lines = []
     for p in found:
-        direction = "higher" if p["delta_pct"] > 0 else "lower"
-        what = (f"right after the reset is {abs(p['delta_pct']):.1f}% {direction} than at later "
-                "positions" if p["predecessor"] == carryover_stats.RESET else
-                f"after {p['predecessor']} is {abs(p['delta_pct']):.1f}% {direction} than after "
-                "other tests")
+        delta = p["delta_pct"]
+        change = ("differs from" if delta is None else
+                  f"is {abs(delta):.1f}% {'higher' if delta > 0 else 'lower'} than")
+        what = (f"right after the reset {change} at later positions"
+                if p["predecessor"] == carryover_stats.RESET else
+                f"after {p['predecessor']} {change} after other tests")
         lines.append(f"{p['test']} ({p['metric']}){_where(p)} {what} (mean {p['mean_after']:.4g} "
                      f"vs {p['mean_other']:.4g}, {p['n_after']} vs {p['n_other']} trials, "
                      f"{_p(p['p'])}).")
@@ -85,7 +98,7 @@ def _carryover_words(pairs: list[dict[str, Any]]) -> list[str]:
 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
-    tested = [r for r in rows if not math.isnan(r["p"])]
+    tested = [r for r in rows if r["p"] is not None and not math.isnan(r["p"])]
     found = [r for r in rows if r["significant"]]
     if not found:
         return [f"No evidence of drift: none of the {len(tested)} correlations with position, "
