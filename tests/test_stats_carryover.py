@@ -148,3 +148,12 @@ def test_metric_filter_and_missing_columns() -> None:
     assert "position" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(WashoutError, match="correction = 'fdr'"):
         carryover(df, correction="fdr")
+
+
+def test_constant_values_count_in_the_family_with_p_one() -> None:
+    df = simulate(runs=6, seed=71)
+    df.loc[df["test"] == "a", "value"] = 5.0
+    result = carryover(df)
+    flat = [p for p in result.pairs if p.test == "a"]
+    assert flat and all(p.p == 1.0 and p.delta_pct == 0.0 and not p.significant for p in flat)
+    assert result.family_size == len(result.pairs)

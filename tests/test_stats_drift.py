@@ -118,3 +118,10 @@ def test_outputs_and_errors() -> None:
     with pytest.raises(WashoutError) as err:
         drift(simulate(runs=2).drop(columns=["started"]))
     assert "started" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_constant_metric_counts_with_p_one() -> None:
+    df = simulate(runs=6, seed=16)
+    df.loc[df["test"] == "b", "value"] = 3.0
+    rows = [r for r in drift(df).rows if r.test == "b"]
+    assert all(math.isnan(r.spearman) and r.p == 1.0 and not r.significant for r in rows)

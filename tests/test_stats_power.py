@@ -16,7 +16,7 @@ from conftest import FIXTURES, washout
 from simulate_longformat import simulate
 from washout.errors import WashoutError
 from washout.sources import load_trials
-from washout.stats.power import (detectable_delta_for, detectable_deltas, kruskal_two,
+from washout.stats.power import (detectable_delta_for, detectable_deltas, kruskal_rows,
                                  plan_frame, plan_runs, runs_needed_for, simulated_power)
 
 
@@ -26,7 +26,7 @@ def test_kruskal_matches_scipy_with_ties(n1: int, n2: int, levels: int, seed: in
     rng = np.random.default_rng(seed)
     x = rng.integers(0, levels, size=(5, n1)).astype(float)
     y = rng.integers(0, levels + 1, size=(5, n2)).astype(float)
-    h, p = kruskal_two(x, y)
+    h, p = kruskal_rows(x, y)
     for row in range(5):
         if np.ptp(np.concatenate([x[row], y[row]])) == 0:
             assert math.isnan(h[row]) and p[row] == 1.0  # scipy: all values equal, no test

@@ -17,7 +17,9 @@ Statistics, per pair:
   Math. Statist. 18(1)), as ``scipy.stats.mannwhitneyu`` computes it (exact for small samples
   without ties, otherwise the tie-corrected normal approximation).
 - significance: family-wise over every pair analysed in one call (all tests, predecessors,
-  metrics and workers), by Bonferroni (default) or Holm (``washout.stats.family``).
+  metrics and workers), by Bonferroni (default) or Holm (``washout.stats.family``). The
+  family is every pair with both samples non-empty, as in the order analysis; a pair whose
+  values are all equal has p = 1 (the exact permutation p-value).
 
 This is the carryover question of Duplyakin et al. (USENIX ATC 2023, "Avoiding the Ordering
 Trap"): an order effect is usually one test leaving state (caches, page cache, allocator,
@@ -116,7 +118,8 @@ def _compare(after: "np.ndarray", other: "np.ndarray") -> tuple[float, float, fl
     mean_after, mean_other = float(np.mean(after)), float(np.mean(other))
     delta = (mean_after - mean_other) / mean_other * 100.0 if mean_other != 0 else float("nan")
     if np.ptp(np.concatenate([after, other])) == 0:
-        return mean_after, mean_other, 0.0, float("nan"), float("nan")
+        # All values equal: every relabelling gives the same data, the exact p is 1.
+        return mean_after, mean_other, 0.0, len(after) * len(other) / 2.0, 1.0
     res = mannwhitneyu(after, other, alternative="two-sided")
     return mean_after, mean_other, delta, float(res.statistic), float(res.pvalue)
 

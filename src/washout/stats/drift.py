@@ -12,8 +12,9 @@ things", Am. J. Psychol. 15(1)), and its p-value as ``scipy.stats.spearmanr`` co
 - ``run``: the run index, across runs (ageing, thermal state, a filling disk).
 
 All order kinds are used: the question is about the clock, not the order. A comparison
-whose clock or metric does not vary (a test always at one position in fixed-only data)
-has no correlation (NaN) and is left out of the family. Significance is family-wise over
+whose clock does not vary (a test always at one position in fixed-only data) or with fewer
+than 3 trials is not made (NaN) and is left out of the family; a metric that does not vary
+has no correlation (rho NaN) and p = 1, and counts. Significance is family-wise over
 every (test, metric, clock[, worker]) with a p-value, by Bonferroni or Holm
 (``washout.stats.family``).
 """
@@ -88,7 +89,8 @@ def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def _spearman(x: Any, y: Any) -> tuple[int, float, float]:
-    """(n, rho, p) over the finite pairs; NaN when fewer than 3 or either side constant."""
+    """(n, rho, p) over the finite pairs. No comparison (NaN, NaN) with fewer than 3 pairs or
+    a constant clock; a constant metric has no correlation (rho NaN) and p = 1."""
     import numpy as np
     from scipy.stats import spearmanr
 
@@ -96,8 +98,10 @@ def _spearman(x: Any, y: Any) -> tuple[int, float, float]:
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     n = int(len(x))
-    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    if n < 3 or np.ptp(x) == 0:
         return n, float("nan"), float("nan")
+    if np.ptp(y) == 0:
+        return n, float("nan"), 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = spearmanr(x, y)

@@ -41,7 +41,7 @@ MAX_RUNS = 4096
 MAX_DELTA_PCT = 1000.0
 
 
-def kruskal_two(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+def kruskal_rows(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
     """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2).
 
     Rows whose values are all equal have no test: H NaN, p 1.
@@ -80,7 +80,7 @@ def simulated_power(
     rng = np.random.default_rng([seed, n])
     x = rng.choice(v, size=(n_sim, n))
     y = rng.choice(v, size=(n_sim, n)) + delta_pct / 100.0 * abs(float(v.mean()))
-    _, p = kruskal_two(x, y)
+    _, p = kruskal_rows(x, y)
     return float(np.mean(p < alpha_per_test))
 
 
