@@ -139,8 +139,17 @@ class Sshd:
         so the reboot command returns before the connection drops, as a real one does."""
         script = self.dir / "reboot.sh"
         config, log = shlex.quote(str(self.config)), shlex.quote(str(self.dir / "sshd.log"))
+        flag = shlex.quote(str(self.dir / "rebooting"))
+        # Returns once the detached copy runs in its own session (out of the command's
+        # process group, which washout kills when the command ends).
         script.write_text(f"""#!/bin/sh
-if [ "$1" != detached ]; then setsid "$0" detached </dev/null >/dev/null 2>&1 & exit 0; fi
+if [ "$1" != detached ]; then
+  rm -f {flag}
+  setsid "$0" detached </dev/null >/dev/null 2>&1 &
+  while [ ! -e {flag} ]; do sleep 0.05; done
+  exit 0
+fi
+touch {flag}
 sleep 0.2
 listener=$(cat {shlex.quote(str(self.pid_file))})
 pkill -KILL -P "$listener"

@@ -1,0 +1,219 @@
+"""What goes wrong with real workers, against real sshd servers: a connection dropped in
+the middle of a trial, reboot resets (simulated by killing and restarting a worker's sshd
+with a new boot id), provenance that differs between workers, timeouts and stray children
+on the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import washout
+from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
+from washout.errors import WashoutError
+from washout.execute.ssh import SSHExecutor
+from washout.spec import WorkerSpec
+
+pytestmark = pytest.mark.ssh
+
+
+def query(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(predicate, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+def test_connection_dropped_mid_trial_is_retried_and_the_orphan_killed(
+        sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    server, = sshd_farm.start(1)
+    first = tmp_path / "first"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+[experiment]
+name = "drop"
+runs = 1
+seed = 5
+on_failure = "retry:1"
+
+[[test]]
+name = "slow"
+command = "if mkdir {first} 2>/dev/null; then echo $$ > {first}/pid; sleep 60; fi; echo done"
+
+[[test]]
+name = "fast"
+command = "echo fast"
+""" + server.worker_toml("w", sshd_farm.known_hosts))
+    db = tmp_path / "drop.db"
+    proc = subprocess.Popen([sys.executable, "-m", "washout", "run", str(spec), "--db", str(db),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for(lambda: (first / "pid").exists() and (first / "pid").read_text().strip(), 60)
+        orphan = int((first / "pid").read_text())
+        for pid in server.session_pids():  # the sshd process serving washout's connection
+            os.kill(pid, 9)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out + err
+    attempts = query(db, "SELECT test, attempt, status, reason FROM trial ORDER BY id")
+    slow = [a for a in attempts if a[0] == "slow"]
+    assert slow[0][1:3] == (0, "failed") and "connection lost" in slow[0][3]
+    assert [a[2] for a in slow[1:]] == ["ok", "ok"]  # its retry, then the other run
+    assert all(a[2] == "ok" for a in attempts if a[0] == "fast")
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    assert (frame.groupby(["run", "test"])["status"].apply(lambda s: "ok" in set(s))).all()
+    assert not alive(orphan)  # killed on reconnect, not left to run its 60 s
+
+
+def test_reboot_reset_waits_reconnects_and_checks_the_boot_id(sshd_farm: SshdFarm,
+                                                             tmp_path: Path) -> None:
+    server, = sshd_farm.start(1)
+    script = server.reboot_script(down=0.5)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+[experiment]
+name = "reboots"
+runs = 1
+seed = 2
+
+[reset]
+kind = "reboot"
+timeout = "30s"
+
+[[test]]
+name = "t"
+command = "cat {server.boot_id_file}"
+""" + server.worker_toml("w", sshd_farm.known_hosts, extra=(
+        f'reboot_command = "{script}"\nboot_id_command = "cat {server.boot_id_file}"')))
+    initial = server.boot_id_file.read_text().strip()
+    db = tmp_path / "r.db"
+    washout("run", spec, "--db", db, "--quiet")
+    infos = [i for (i,) in query(db, "SELECT reset_info FROM run ORDER BY idx")]
+    assert len(infos) == 2
+    ids = [initial]
+    for info in infos:
+        assert info.startswith(f"reboot: {script}; gone after ")
+        before, after = info.split("boot id ")[1].split(" -> ")
+        assert before == ids[-1] and after != before
+        ids.append(after)
+    # Each trial ran after its run's reboot: it saw that run's new boot id.
+    seen = [s.strip() for (s,) in query(
+        db, "SELECT t.stdout_tail FROM trial t JOIN run r ON t.run_id = r.id ORDER BY r.idx")]
+    assert seen == ids[1:]
+    times = query(db, "SELECT reset_started, reset_ended FROM run")
+    assert all(start < end for start, end in times)
+
+
+def test_reboot_without_a_new_boot_id_is_an_error(sshd_farm: SshdFarm) -> None:
+    server, = sshd_farm.start(1)
+    worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
+                        known_hosts=str(sshd_farm.known_hosts), name="w",
+                        reboot_command=str(server.reboot_script(down=0.2)),
+                        boot_id_command="echo always-the-same")
+
+    async def go() -> None:
+        executor = SSHExecutor(worker)
+        await executor.connect()
+        try:
+            await executor.reboot(30)
+        finally:
+            await executor.close()
+
+    with pytest.raises(WashoutError, match="boot id still always-the-same after the reboot "
+                       "command .*: the worker did not reboot"):
+        asyncio.run(go())
+
+
+def test_provenance_mismatch_between_workers(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    a, b = sshd_farm.start(2)
+    wa, wb = tmp_path / "wa", tmp_path / "wb"
+    for workdir, content in ((wa, b"build 1\n"), (wb, b"build 2 (stale)\n")):
+        workdir.mkdir()
+        (workdir / "app.bin").write_bytes(content)
+    spec = tmp_path / "spec.toml"
+    spec.write_text("""
+[experiment]
+name = "prov"
+runs = 1
+seed = 1
+
+[provenance]
+files = ["app.bin"]
+
+[[test]]
+name = "t"
+command = "true"
+""" + a.worker_toml("wa", sshd_farm.known_hosts, wa)
+        + b.worker_toml("wb", sshd_farm.known_hosts, wb))
+    ha = hashlib.sha256(b"build 1\n").hexdigest()
+    hb = hashlib.sha256(b"build 2 (stale)\n").hexdigest()
+    proc = washout("run", spec, "--db", tmp_path / "refused.db", "--quiet", check=False)
+    assert proc.returncode == 2
+    line, = proc.stderr.strip().splitlines()
+    assert line == (f"washout: error: provenance mismatch between workers: file:app.bin "
+                    f"differs: wa has '{ha}', wb has '{hb}' (use --allow-mismatch to record "
+                    "and proceed)")
+    db = tmp_path / "allowed.db"
+    washout("run", spec, "--db", db, "--quiet", "--allow-mismatch")
+    events = [m for (m,) in query(db, "SELECT message FROM event WHERE kind = 'mismatch'")]
+    assert any(ha in m and hb in m and "wa" in m and "wb" in m for m in events)
+    assert query(db, "SELECT count(*) FROM trial WHERE status = 'ok'") == [(4,)]
+
+
+def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
+                                                         tmp_path: Path) -> None:
+    server, = sshd_farm.start(1)
+    worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
+                        known_hosts=str(sshd_farm.known_hosts), workdir=str(tmp_path / "w"))
+
+    async def go():
+        executor = SSHExecutor(worker)
+        await executor.connect()
+        try:
+            slow = await executor.run("sleep 60 & echo $! > bg; echo out; echo err >&2; "
+                                      "sleep 60", timeout=0.5, cwd=worker.workdir)
+            stray = await executor.run("sleep 60 & echo $! > bg2; echo quick", timeout=None,
+                                       cwd=worker.workdir)
+            failing = await executor.run("echo oops >&2; exit 7", timeout=10)
+            return slow, stray, failing
+        finally:
+            await executor.close()
+
+    started = time.monotonic()
+    slow, stray, failing = asyncio.run(go())
+    assert slow.status == "timeout" and "timed out after 0.5 s" in slow.reason
+    assert slow.stdout == b"out\n" and slow.stderr.startswith(b"err\n")
+    assert b"@@washout" not in slow.stderr
+    assert 0.5 <= slow.duration < 3
+    assert stray.status == "ok" and stray.stdout == b"quick\n" and stray.stderr == b""
+    assert 0 < stray.duration < 2
+    assert failing.status == "failed" and failing.exit_code == 7
+    assert failing.reason == "exit code 7" and failing.stderr == b"oops\n"
+    for name in ("bg", "bg2"):
+        assert not alive(int((tmp_path / "w" / name).read_text()))
+    assert time.monotonic() - started < 30
