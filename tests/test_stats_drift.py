@@ -125,3 +125,17 @@ def test_a_constant_metric_counts_with_p_one() -> None:
     df.loc[df["test"] == "b", "value"] = 3.0
     rows = [r for r in drift(df).rows if r.test == "b"]
     assert all(math.isnan(r.spearman) and r.p == 1.0 and not r.significant for r in rows)
+
+
+def test_published_memcached_get_hits_drifts_with_position() -> None:
+    """The same effect seen as drift: get_hits' throughput rises with its position."""
+    from conftest import FIXTURES
+    from washout.sources import load_trials
+
+    df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")
+    result = drift(df)
+    position = [r for r in result.significant() if r.against == "position"]
+    assert [r.test.split("/")[-1] for r in position] == ["get_hits_test.sh"]
+    assert position[0].spearman > 0.3 and position[0].n == 100
+    # OrderSage files carry no start times: that clock is not compared, not invented
+    assert all(r.n == 0 for r in result.rows if r.against == "time_since_reset")
