@@ -70,6 +70,7 @@ class Report:
     spec_text: str | None
     workers: Table | None
     tests: Table | None
+    warnings: list[tuple[str, str]]
     sections: list[Section]
     sweep: SweepPart | None = None
 
@@ -140,14 +141,15 @@ def verdict_sentence(analysis: dict[str, Any]) -> str:
 
 
 def tests_table(analysis: dict[str, Any]) -> Table:
-    """The per-test table: samples, medians with CIs, CI case, Delta%, p, eta^2, warnings."""
+    """The per-test table: samples, medians with CIs, CI case, Delta%, p, eta^2 (warnings are
+    listed under it, see :func:`test_warnings`)."""
     tests = analysis.get("tests") or []
     metrics = {t.get("metric") for t in tests}
     with_worker = any(t.get("worker") not in (None, "") for t in tests)
     columns = ["test"] + (["metric"] if len(metrics) > 1 else []) + (
         ["worker"] if with_worker else []) + [
-        "n fixed / random", "excluded", "median fixed [CI]", "median random [CI]",
-        "CI case", "Δ%", "p (KW)", "eta²", "significant", "warnings",
+        "n fixed / random", "median fixed [CI]", "median random [CI]",
+        "CI case", "Δ%", "p (KW)", "eta²", "significant",
     ]
     rows, highlight = [], []
     for t in tests:
@@ -159,20 +161,32 @@ def tests_table(analysis: dict[str, Any]) -> Table:
         excluded = int(t.get("excluded_fixed") or 0) + int(t.get("excluded_random") or 0)
         delta = t.get("delta_pct")
         row += [
-            f"{t.get('n_fixed', 0)} / {t.get('n_random', 0)}",
-            str(excluded) if excluded else "0",
-            f"{fmt(t.get('median_fixed'))} {fmt_ci(t.get('ci_fixed'))}",
-            f"{fmt(t.get('median_random'))} {fmt_ci(t.get('ci_random'))}",
+            f"{t.get('n_fixed', 0)} / {t.get('n_random', 0)}"
+            + (f" ({excluded} excluded)" if excluded else ""),
+            _median_ci(t, "fixed"),
+            _median_ci(t, "random"),
             str(t["ci_case"]) if t.get("ci_case") is not None else "–",
             f"{float(delta):+.2f}" if _finite(delta) else "–",
             fmt_p(t.get("kw_p")),
             f"{float(t['eta_squared']):.3f}" if _finite(t.get("eta_squared")) else "–",
             "yes" if t.get("significant") else "no",
-            "; ".join(str(w) for w in t.get("warnings") or []),
         ]
         rows.append(row)
         highlight.append(bool(t.get("significant")))
     return Table(columns, rows, highlight)
+
+
+def _median_ci(t: dict[str, Any], side: str) -> str:
+    median = t.get(f"median_{side}")
+    return f"{fmt(median)} {fmt_ci(t.get(f'ci_{side}'))}" if _finite(median) else "–"
+
+
+def test_warnings(analysis: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every warning of the analysis as (test, warning), in table order."""
+    tests = analysis.get("tests") or []
+    several = figures.several_metrics(tests)
+    return [(figures.test_label(t, several), str(w)) for t in tests
+            for w in t.get("warnings") or []]
 
 
 def _usable(trials: "pd.DataFrame") -> "pd.DataFrame":
@@ -267,15 +281,15 @@ def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
         facts.append(("trials", str(len(trials.drop_duplicates(keys)))))
         if "worker" in trials.columns:
             facts.append(("workers", str(trials["worker"].nunique())))
-        status = trials["status"].astype(str).value_counts()
+        status = trials.drop_duplicates(keys)["status"].astype(str).value_counts()
         bad = {k: int(v) for k, v in status.items() if k != "ok"}
-        facts.append(("failed trials", ", ".join(f"{v} {k}" for k, v in bad.items())
+        facts.append(("unsuccessful trials", ", ".join(f"{v} {k}" for k, v in bad.items())
                       if bad else "none"))
         span = _time_span(trials)
         if span:
             facts.append(("time", span))
     if meta.get("failures") is not None:
-        facts.append(("failures recorded by the store", str(meta["failures"])))
+        facts.append(("unsuccessful trials in the store", str(meta["failures"])))
     workers = None
     if meta.get("workers"):
         rows, flags = [], []
@@ -304,7 +318,20 @@ def _time_span(trials: "pd.DataFrame") -> str | None:
         ended = pd.to_datetime(trials["ended"], errors="coerce", utc=True, format="ISO8601")
         if ended.notna().any():
             end = max(end, ended.max())
-    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC ({end - start})"
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC ({_duration(end - start)})"
+
+
+def _duration(span: Any) -> str:
+    """A time span as a person says it: 0.8 s, 12 min 5 s, 3 h 12 min, 2 d 4 h."""
+    seconds = span.total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {sec} s"
 
 
 # ---------------------------------------------------------------------------------------
@@ -468,6 +495,7 @@ def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
         spec_text=meta.get("spec_text") or None,
         workers=workers,
         tests=tests_table(analysis) if analysis is not None else None,
+        warnings=test_warnings(analysis) if analysis is not None else [],
         sections=order_sections(analysis, trials) if analysis is not None else [],
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
     )

@@ -155,6 +155,10 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             else:
                 ax.plot([x], [med], marker=marker, color=colour, linestyle="none", markersize=7,
                         markerfacecolor="white")
+        if not (_finite(t.get("median_fixed")) or _finite(t.get("median_random"))):
+            ax.text(0.5, 0.5, "no successful trials", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=9, color=CASE_COLOURS[None])
+            ax.set_yticks([])
         ax.set_xlim(-0.6, 1.6)
         ax.set_xticks([0, 1], ["fixed", "random"])
         ax.set_title(short(test_label(t, several_metrics(tests)), 34), fontsize=10, color="black")

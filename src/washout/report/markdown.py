@@ -72,6 +72,9 @@ def markdown_text(report: document.Report, folder: Path, md_dir: Path) -> str:
     if report.tests is not None:
         lines += ["## Per-test results", ""]
         lines += (md_table(report.tests) if report.tests.rows else ["No test to show."]) + [""]
+        if report.warnings:
+            lines += ["### Warnings", ""]
+            lines += [f"- **{md_text(t)}**: {md_text(w)}" for t, w in report.warnings] + [""]
     for section in report.sections:
         lines += [f"## {md_text(section.title)}", ""]
         if section.intro:

@@ -1,0 +1,96 @@
+"""The Markdown report and the ``washout report`` command, on published data and on a real
+experiment's store."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import washout
+from simulate_longformat import simulate
+from washout.report.markdown import md_text, write_markdown
+from washout.sources import load_trials
+from washout.stats.order import analyze_order
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+NPBENCH = FIXTURES / "ordersage-artifact" / "npbench" / "all_test_results.csv"
+MEMCACHED = FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _linked_images(md: Path) -> list[Path]:
+    return [md.parent / link for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md.read_text())]
+
+
+def test_markdown_report_of_npbench(tmp_path: Path) -> None:
+    trials, _ = load_trials(NPBENCH)
+    out = write_markdown(tmp_path / "npbench.md", analyze_order(trials).to_dict(), trials)
+    text = out.read_text()
+    assert text.startswith("# washout report\n")
+    # Published Table 4: nothing significant after Bonferroni (softmax p = 0.03 > 0.05/3).
+    assert "**No evidence that order matters" in text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 3
+    softmax = next(line for line in table if "softmax" in line)
+    assert "| 3 |" in softmax and "+0.46" in softmax
+    images = _linked_images(out)
+    assert [p.name for p in images] == ["ci-medians.png", "kw-significance.png",
+                                        "delta-pct.png", "ci-cases.png", "trials-0.png",
+                                        "trials-1.png", "trials-2.png"]
+    for image in images:
+        assert image.parent == tmp_path / "npbench-figures"
+        assert image.read_bytes().startswith(PNG_MAGIC) and image.stat().st_size > 5000
+
+
+def test_markdown_escapes_names(tmp_path: Path) -> None:
+    hostile = "<img src=x onerror=alert(1)> | *bold* [link](http://x)"
+    trials = simulate(tests=(hostile, "b"), runs=6, seed=4)
+    out = write_markdown(tmp_path / "r.md", analyze_order(trials).to_dict(), trials,
+                         {"spec_text": "name = \"```\"\n"})
+    text = out.read_text()
+    assert "<img" not in text
+    assert md_text(hostile) in text
+    # The escaped pipe keeps the table to its columns.
+    row = next(line for line in text.splitlines() if line.startswith("| &lt;img"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == len(re.findall(r"(?<!\\)\|",
+                                                                  text.splitlines()[
+                                                                      text.splitlines().index(row) - 2]))
+    assert "````toml" in text  # the fence outgrows the backticks in the spec
+    assert md_text("# x") == "\\# x" and md_text("1. x") == "1\\. x"
+
+
+def test_cli_writes_html_and_markdown(tmp_path: Path) -> None:
+    proc = washout("report", MEMCACHED, "-o", tmp_path / "m.html")
+    assert proc.stdout.strip() == f"{tmp_path / 'm.html'}: order-matters"
+    html = (tmp_path / "m.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg ") == 7
+    assert "all_exp_results.csv (OrderSage results CSV)" in html
+    washout("report", NPBENCH, "--format", "md", "-o", tmp_path / "n.md")
+    assert all(p.is_file() for p in _linked_images(tmp_path / "n.md"))
+
+
+def test_cli_bad_source_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    proc = washout("report", bad, "-o", tmp_path / "x.html", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "bad.csv" in proc.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_cli_report_of_a_store_shows_what_ran(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    washout("run", "true", "false", "--runs", "6", "--seed", "5", "--db", db, "--quiet",
+            check=False)
+    washout("report", db, "-o", tmp_path / "s.html")
+    html = (tmp_path / "s.html").read_text()
+    facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))
+    assert facts["seed"] == "5"
+    assert facts["runs per order kind"] == "6"
+    assert facts["runs"] == "6 fixed, 6 random"
+    assert facts["unsuccessful trials"] == "12 failed"
+    assert facts["unsuccessful trials in the store"] == "12"
+    assert '<pre class="spec">' in html  # the stored spec
+    assert "<h3>Workers and provenance</h3>" in html
+    assert re.search(r"<th scope=\"row\">local</th>.*?<td>yes</td>", html, re.S)
+    assert "no successful fixed and random-order trials" in html  # `false` never succeeds
