@@ -172,3 +172,14 @@ def test_published_memcached_get_hits_is_slow_right_after_the_reset() -> None:
     assert flagged == [("get_hits_test.sh", RESET)]
     top = result.significant()[0]
     assert -6 < top.delta_pct < -3 and top.n_after + top.n_other == 50
+
+
+def test_a_csv_without_positions_is_a_one_line_error(tmp_path) -> None:
+    from washout.sources import load_trials
+
+    path = tmp_path / "nopos.csv"
+    simulate(runs=3).drop(columns=["position"]).to_csv(path, index=False)
+    df, _ = load_trials(path)
+    with pytest.raises(WashoutError) as err:
+        carryover(df)
+    assert "position" in str(err.value) and "\n" not in str(err.value)

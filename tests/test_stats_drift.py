@@ -139,3 +139,14 @@ def test_published_memcached_get_hits_drifts_with_position() -> None:
     assert position[0].spearman > 0.3 and position[0].n == 100
     # OrderSage files carry no start times: that clock is not compared, not invented
     assert all(r.n == 0 for r in result.rows if r.against == "time_since_reset")
+
+
+def test_a_csv_without_positions_or_times_still_has_the_run_clock(tmp_path) -> None:
+    from washout.sources import load_trials
+
+    path = tmp_path / "bare.csv"
+    simulate(runs=4, seed=17).drop(columns=["position", "started"]).to_csv(path, index=False)
+    df, _ = load_trials(path)
+    result = drift(df)
+    assert result.family_size == 5
+    assert {r.against for r in result.rows if r.n > 0} == {"run"}

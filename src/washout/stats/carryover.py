@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.trials import usable_trials
 
@@ -90,23 +91,26 @@ class CarryoverResult:
 def with_predecessors(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     """``ok`` with a ``predecessor`` column: the test one position earlier in the same run
     and worker (looked up among all recorded trials), ``(reset)`` at position 0, NaN when the
-    previous position was not recorded."""
-    import numpy as np
+    previous position was not recorded (or the trial's own position is unknown)."""
+    import pandas as pd
 
+    if pd.to_numeric(df["position"], errors="coerce").isna().all():
+        raise WashoutError("long format: column position has no values: the carryover "
+                           "analysis needs each trial's position in its run")
     everything = df.copy()
     if "worker" not in everything.columns:
         everything["worker"] = "local"
+    everything["position"] = pd.to_numeric(everything["position"], errors="coerce") + 1
     slots = (
-        everything[["worker", "run", "position", "test"]]
+        everything.loc[everything["position"].notna(), ["worker", "run", "position", "test"]]
         .drop_duplicates(["worker", "run", "position"])
         .rename(columns={"test": "predecessor"})
     )
-    slots["position"] = slots["position"].astype(int) + 1
     out = ok.copy()
-    out["position"] = out["position"].astype(int)
+    out["position"] = pd.to_numeric(out["position"], errors="coerce")
     out = out.merge(slots, on=["worker", "run", "position"], how="left")
     out["predecessor"] = out["predecessor"].astype(object)
-    out.loc[out["position"].to_numpy() == 0, "predecessor"] = RESET
+    out.loc[(out["position"] == 0).to_numpy(dtype=bool), "predecessor"] = RESET
     return out
 
 

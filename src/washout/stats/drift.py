@@ -73,7 +73,8 @@ class DriftResult:
 
 def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     """``ok`` with a ``time_since_reset`` column in seconds (NaN where ``started`` is missing
-    or unreadable); the run's earliest start is taken over all its recorded trials."""
+    or unreadable; the run's earliest start is taken over all its recorded trials), and
+    numeric ``position`` and ``run`` (NaN where unknown)."""
     import pandas as pd
 
     everything = df.copy()
@@ -85,6 +86,8 @@ def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     out["_t"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
     out = out.merge(first, on=["worker", "run"], how="left")
     out["time_since_reset"] = (out["_t"] - out["_first"]).dt.total_seconds()
+    for clock in ("position", "run"):  # numbers, NaN where unknown
+        out[clock] = pd.to_numeric(out[clock], errors="coerce").astype(float)
     return out.drop(columns=["_t", "_first"])
 
 
