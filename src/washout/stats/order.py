@@ -136,8 +136,8 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
     keys = [(str(t), str(m), None if w is None else str(w))
             for t, m, w in zip(parts[0], parts[1], workers)]
 
-    o = (frame["order"].to_numpy() == "random").astype(np.int64)
-    status_ok = (frame["status"] == "ok").to_numpy()
+    o = (frame["order"] == "random").to_numpy(dtype=bool).astype(np.int64)
+    status_ok = (frame["status"] == "ok").to_numpy(dtype=bool)
     all_values = _values(frame, source)
     missing = status_ok & np.isnan(all_values)
     ok = status_ok & ~missing
@@ -147,7 +147,7 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
     values = all_values[ok]
     slot_ok = slot[ok]
     ranks = dense_ranks(values)
-    idx = np.argsort(slot_ok * (int(ranks.max(initial=0)) + 1) + ranks, kind="stable")
+    idx = np.argsort(slot_ok * (int(ranks.max(initial=0)) + 1) + ranks)
     counts = np.bincount(slot_ok, minlength=2 * n_groups)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     return Samples(
@@ -194,7 +194,7 @@ def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
     oflat = np.repeat(np.tile(np.array([0, 1]), n_groups), counts.ravel())
     span = int(samples.ranks.max(initial=0)) + 1
     key = gflat * span + samples.ranks  # sorted within each sample; merge the two per group
-    merged = np.argsort(key, kind="stable")
+    merged = np.argsort(key)
     k = key[merged]
     g = gflat[merged]
     o = oflat[merged]
