@@ -1,0 +1,91 @@
+"""washout explore as a user runs it: a real process, real files, JSON and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "configspaces"
+WASHOUT = [sys.executable, "-c", "from washout.cli import main; main()"]
+KEYS = {"sampling_rate", "settings_measured", "settings_total", "terminated", "r2_validation",
+        "model", "sampler", "significant_terms", "important_points", "ranges"}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    """A real washout process (stdout, stderr, exit code as a user sees them)."""
+    return subprocess.run([*WASHOUT, *args], capture_output=True, text=True, timeout=300)
+
+
+def _call(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str
+          ) -> subprocess.CompletedProcess:
+    """The console entry point in this process (same code path, no interpreter start-up)."""
+    from washout.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["washout", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out, err = capsys.readouterr()
+    code = exit_.value.code or 0
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_explore_json_on_herd() -> None:
+    proc = _run("explore", str(FIXTURES / "herd_ycsb.csv"), "--metric", "tput", "--sampler",
+                "coverage", "--model", "smooth", "--rule", "holdout", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert KEYS | {"r2_unmeasured"} <= set(out)
+    assert out["settings_total"] == 600
+    assert out["sampling_rate"] == pytest.approx(out["settings_measured"] / 600)
+    assert out["terminated"] is True
+    assert len(out["r2_validation"]) == 10 and min(out["r2_validation"]) >= 0.9
+    assert out["r2_unmeasured"] > 0.8
+    shares = [t["share"] for t in out["significant_terms"]]
+    assert shares == sorted(shares, reverse=True) and out["significant_terms"][0]["term"] == "value_size"
+    for point in out["important_points"]:
+        assert set(point) >= {"term", "parameter", "fixed", "type", "value", "turn_ratio"}
+        assert point["type"] in ("knee", "turning")
+        assert point["parameter"] in point["term"].split(":")
+        assert point["parameter"] in out["ranges"]
+
+
+def test_explore_full_and_table(capsys, monkeypatch) -> None:
+    proc = _call(capsys, monkeypatch, "explore", str(FIXTURES / "silo_ycsb.csv"), "--metric", "tput", "--full",
+                "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["settings_measured"] == out["settings_total"] == 144
+    assert out["sampling_rate"] == 1.0 and "r2_unmeasured" not in out
+    table = _call(capsys, monkeypatch, "explore", str(FIXTURES / "silo_ycsb.csv"), "--metric", "tput", "--param",
+                 "threads", "--param", "keys", "--param", "ReadRatio", "--full")
+    assert table.returncode == 0, table.stderr
+    assert "Significant terms" in table.stdout and "Measured 144 of 144" in table.stdout
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--metric", "tputs"], "herd_ycsb.csv: --metric = 'tputs': no such column"),
+    (["--metric", "tput", "--param", "zipff"], "herd_ycsb.csv: --param = 'zipff': no such column"),
+    (["--metric", "tput", "--sampler", "sobol"], "--sampler = 'sobol': unknown sampler"),
+    (["--metric", "tput", "--model", "gp"], "--model = 'gp': unknown model"),
+    (["--metric", "tput", "--format", "yaml"], "--format = 'yaml': unknown format"),
+])
+def test_bad_input_is_one_line(capsys, monkeypatch, args: list[str], expected: str) -> None:
+    proc = _call(capsys, monkeypatch, "explore", str(FIXTURES / "herd_ycsb.csv"), *args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and expected in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_non_numeric_metric_names_row_and_value(tmp_path: Path, capsys, monkeypatch) -> None:
+    data = tmp_path / "space.csv"
+    data.write_text("a,b,y\n1,1,3.5\n1,2,oops\n2,1,4\n2,2,5\n")
+    proc = _run("explore", str(data), "--metric", "y")  # a real process: exit code and stderr
+    assert proc.returncode == 2
+    assert f"{data}: column y, row 3 = 'oops': metric is not a finite number" in proc.stderr
+    missing = _call(capsys, monkeypatch, "explore", str(tmp_path / "nope.csv"), "--metric", "y")
+    assert missing.returncode == 2 and "nope.csv: no such file" in missing.stderr
