@@ -28,6 +28,20 @@ def start(*args: str | Path, **kwargs) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+def wait_for_trials(db: Path, where: str, timeout: float = 60) -> None:
+    """Block until the store has a trial matching ``where`` (state, not the clock)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                if sqlite3.connect(db).execute(f"SELECT 1 FROM trial WHERE {where}").fetchone():
+                    return
+            except sqlite3.OperationalError:
+                pass  # schema not created yet
+        time.sleep(0.05)
+    raise AssertionError(f"no trial with {where} within {timeout} s")
+
+
 def check_store_against_plan(db: Path, n_tests: int, runs: int, seed: int) -> Counter[str]:
     """Every planned slot exactly once with status ok, in the planned order; returns status counts."""
     conn = sqlite3.connect(db)
@@ -144,7 +158,7 @@ def test_ctrl_c_stops_at_the_next_trial_boundary_and_says_how_to_resume(tmp_path
     spec = write_spec(tmp_path / "s.toml", SLOW_SPEC)
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
-    time.sleep(2.0)
+    wait_for_trials(db, "status = 'ok'")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
@@ -161,7 +175,7 @@ def test_second_ctrl_c_stops_at_once_keeping_the_trial_as_interrupted(tmp_path: 
     spec = write_spec(tmp_path / "s.toml", SLOW_SPEC.replace("sleep 0.4", "sleep 5"))
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
-    time.sleep(2.0)
+    wait_for_trials(db, "status = 'running'")
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
@@ -177,7 +191,7 @@ def test_status_while_running_then_complete(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.toml", SLOW_SPEC)
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
-    time.sleep(2.5)
+    wait_for_trials(db, "status = 'ok'")
     during = washout("status", db).stdout
     assert "running:" in during and "of 12 trials done" in during and "ETA" in during
     proc.communicate(timeout=60)

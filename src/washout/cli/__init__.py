@@ -27,3 +27,6 @@ def main() -> None:
     except WashoutError as err:
         print(f"washout: error: {err}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C before an experiment's own handler is installed
+        print("washout: interrupted", file=sys.stderr)
+        sys.exit(130)
