@@ -80,6 +80,10 @@ class Sshd:
             "MaxStartups 200",
             "MaxSessions 200",
             "LogLevel ERROR",
+            # bash sources ~/.bashrc in a top-level shell started by sshd, SHLVL=1 makes it
+            # a nested one: the machine's own rc files (pyenv init on a developer's box: half
+            # a second per command) stay out of the tests and benchmarks.
+            "SetEnv SHLVL=1",
             f"Subsystem sftp {_sftp_server()}",
         ]) + "\n")
 

@@ -33,7 +33,7 @@ def query(db: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
-def test_two_workers_synced_pinned_with_per_worker_results(sshd_farm: SshdFarm,
+def test_two_workers_concurrent_synced_pinned_with_per_worker_results(sshd_farm: SshdFarm,
                                                             tmp_path: Path) -> None:
     a, b = sshd_farm.start(2)
     src = tmp_path / "src"
@@ -54,6 +54,9 @@ cpus = "0"
 
 [provenance]
 files = ["build.txt"]
+
+[setup]      # slow on wa only: wb must not wait for it
+command = 'case "$PWD" in */wa) sleep 3;; esac'
 
 [[test]]
 name = "pinned"
@@ -80,6 +83,10 @@ command = "cat sub/data.txt build.txt"
     assert outputs == {"payload\nbuild 42\n"}
     assert not (wa / "stale.txt").exists()  # the workdir is an exact copy of src
     assert (wb / "sub" / "data.txt").read_text() == "payload\n"
+    (wa_ready,), = query(db, "SELECT time FROM event WHERE kind = 'setup' AND worker = 'wa'")
+    (wb_done,), = query(db, "SELECT max(t.ended) FROM trial t JOIN run r ON t.run_id = r.id "
+                            "JOIN worker w ON r.worker_id = w.id WHERE w.name = 'wb'")
+    assert wb_done < wa_ready  # the workers ran concurrently
     hosts = dict(query(db, "SELECT name, host FROM worker"))
     assert hosts == {"wa": f"127.0.0.1:{a.port}", "wb": f"127.0.0.1:{b.port}"}
 
