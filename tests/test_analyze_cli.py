@@ -136,3 +136,41 @@ def test_bad_input_is_one_line_naming_file_line_field_value(tmp_path: Path) -> N
     missing = analyze(tmp_path / "absent.csv")
     assert missing.returncode == 2 and "absent.csv: no such file" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+# -- the renderer the post-run summary reuses, called from Python -----------------------------
+
+def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
+    import pandas as pd
+
+    from washout.report.terminal import render_analysis, to_text
+
+    rows = []
+    for worker in ("n1", "n2"):
+        for i in range(8):
+            for order, shift in (("fixed", 0.0), ("random", 100.0 if worker == "n1" else 0.0)):
+                rows.append({"run": i, "order": order, "test": "get", "metric": "p99",
+                             "value": 10.0 + i + shift, "status": "ok", "worker": worker})
+    rows.append({"run": 9, "order": "fixed", "test": "get", "metric": "p99", "value": None,
+                 "status": "timeout", "worker": "n2"})
+    analysis = analyze_order(pd.DataFrame(rows), by_worker=True)
+    text = to_text(render_analysis(analysis), width=140)
+    first, *rest = text.splitlines()
+    assert first.startswith("ORDER MATTERS: 1 of 2 comparisons") and "get@n1" in first
+    n1 = next(line for line in rest if " n1 " in line)
+    n2 = next(line for line in rest if " n2 " in line)
+    assert n1.lstrip().startswith("*") and "1 red flag" in n1 and "-740.74" in n1  # (13.5 - 113.5) / 13.5
+    assert not n2.lstrip().startswith("*") and "2 likely no change" in n2
+    assert "get/p99@n2: 1 unsuccessful trial(s) excluded (fixed 1, random 0)" in text
+
+
+def test_render_with_nothing_to_compare_says_so() -> None:
+    import pandas as pd
+
+    from washout.report.terminal import render_analysis, to_text
+
+    frame = pd.DataFrame({"run": [0], "order": ["fixed"], "test": ["a"], "metric": ["wall"],
+                          "value": [1.0], "status": ["ok"]})
+    analysis = analyze_order(frame)
+    assert analysis.family_size == 0 and analysis.verdict == "no-evidence"
+    assert to_text(render_analysis(analysis)).startswith("No comparison possible")

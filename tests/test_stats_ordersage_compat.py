@@ -129,3 +129,18 @@ def test_per_worker_table_has_a_hostname_column_first() -> None:
     frame = ordersage_stats(trials, info.generation, info.test_column, by_worker=True)
     assert list(frame.columns[:2]) == ["hostname", "test_command"]
     assert set(frame.hostname) == {"c220g2-010627.wisc.cloudlab.us"}
+
+
+def test_long_format_with_several_metrics_gets_a_metric_column() -> None:
+    rng = np.random.default_rng(0)
+    rows = [{"run": i, "order": order, "position": 0, "test": "a", "metric": metric,
+             "value": float(rng.normal(10, 1)), "status": "ok", "worker": "local"}
+            for i in range(10) for order in ("fixed", "random") for metric in ("p50", "p99")]
+    frame = ordersage_stats(pd.DataFrame(rows))
+    assert list(frame.columns[:3]) == ["test_command", "metric", "coeff_of_variation_fixed"]
+    assert sorted(frame.metric) == ["p50", "p99"]
+    p50 = pd.DataFrame(rows).query("metric == 'p50'")
+    from scipy.stats import kruskal
+
+    h, p = kruskal(p50[p50.order == "fixed"].value, p50[p50.order == "random"].value)
+    assert frame.set_index("metric").loc["p50", "KW_test_stat"] == pytest.approx(h, rel=1e-12)
