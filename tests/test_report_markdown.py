@@ -65,8 +65,13 @@ def test_cli_writes_html_and_markdown(tmp_path: Path) -> None:
     html = (tmp_path / "m.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and html.count("<svg ") == 7
     assert "all_exp_results.csv (OrderSage results CSV)" in html
-    washout("report", NPBENCH, "--format", "md", "-o", tmp_path / "n.md")
-    assert all(p.is_file() for p in _linked_images(tmp_path / "n.md"))
+    # Markdown from a long-format CSV (one test: a quick render).
+    simulate(tests=("only",), runs=6, seed=5).to_csv(tmp_path / "long.csv", index=False)
+    washout("report", tmp_path / "long.csv", "--format", "md", "-o", tmp_path / "n.md")
+    text = (tmp_path / "n.md").read_text()
+    assert "- source: long.csv (long-format CSV)" in text
+    images = _linked_images(tmp_path / "n.md")
+    assert len(images) == 5 and all(p.is_file() for p in images)
 
 
 def test_cli_bad_source_is_one_line(tmp_path: Path) -> None:
