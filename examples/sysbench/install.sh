@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # What examples/sysbench needs: sysbench (Debian package sysbench), and washout itself in
 # .venv. Idempotent: installs only what is missing.
+# --check: only check, install nothing.
 set -euo pipefail
+check=""
+[ "${1:-}" = --check ] && check=--check
 cd "$(dirname "$0")/../.."
-bash scripts/services/examples.sh sysbench:sysbench
-[ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e .; }
+bash scripts/services/examples.sh $check sysbench:sysbench
+[ -n "$check" ] || [ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e .; }

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The real software the case studies under examples/ measure, from Debian: redis-server and
-# redis-benchmark, fio, sysbench. tests/test_examples.py runs each example shortly.
+# redis-benchmark, fio, sysbench; and fincore (util-linux-extra), with which
+# tests/test_examples.py checks what the page cache holds. That test runs each example shortly.
 #   bash scripts/services/examples.sh                    # all of them (what scripts/test runs)
 #   bash scripts/services/examples.sh fio:fio ...        # PACKAGE:PROGRAM pairs (install.sh)
+#   bash scripts/services/examples.sh --check fio:fio    # only say what is missing (exit 1)
 # Idempotent and quiet: does nothing when every program is on PATH; refreshes the package
 # lists only when a package cannot be found without it; prints apt's output only on failure.
 # Waits for another apt/dpkg to finish rather than failing on its lock.
 set -euo pipefail
-[ "$#" -gt 0 ] || set -- redis-server:redis-server redis-tools:redis-benchmark fio:fio sysbench:sysbench
+check=""
+[ "${1:-}" = --check ] && { check=1; shift; }
+[ "$#" -gt 0 ] || set -- redis-server:redis-server redis-tools:redis-benchmark fio:fio sysbench:sysbench \
+  util-linux-extra:fincore
 missing=()
 for pair in "$@"; do
   command -v "${pair#*:}" >/dev/null 2>&1 || missing+=("${pair%%:*}")
 done
 [ "${#missing[@]}" -eq 0 ] && exit 0
+if [ -n "$check" ]; then
+  echo "missing Debian packages: ${missing[*]} (install: bash scripts/services/examples.sh)" >&2
+  exit 1
+fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || {
