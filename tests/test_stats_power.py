@@ -65,6 +65,17 @@ def test_runs_needed_agrees_with_normal_theory(alpha: float) -> None:
     assert simulated_power(pilot, n - 1, 2.0, alpha, n_sim=1000) < 0.8
 
 
+@pytest.mark.parametrize("cv", [0.05, 0.1])
+def test_a_small_pilot_does_not_fake_power_through_ties(cv: float) -> None:
+    """Ten pilot values: resampled as they are, a 2% shift would break every tie between the
+    groups the same way and need a fraction of the runs (half or less at CV 10%); the
+    smoothed bootstrap stays near normal theory."""
+    z = np.random.default_rng(10).standard_normal(10)
+    pilot = 100.0 + (z - z.mean()) / z.std() * 100.0 * cv
+    n, _ = runs_needed_for(pilot, 2.0, alpha_per_test=0.01)
+    assert 0.85 < n / _normal_theory_runs(0.02, cv, 0.01, 0.8) < 1.2
+
+
 def test_detectable_delta_inverts_runs_needed() -> None:
     pilot = _normal_pilot(cv=0.05)
     n = round(_normal_theory_runs(0.02, 0.05, 0.05, 0.8))
