@@ -125,3 +125,17 @@ def test_sweep_needs_its_settings(silo) -> None:
     _, sweep, _ = silo
     with pytest.raises(WashoutError, match="settings"):
         render_html(None, None, None, sweep)
+
+
+def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
+    from washout.report.markdown import write_markdown
+
+    settings, sweep, history = silo
+    out = write_markdown(tmp_path / "sweep.md", None, None, {"name": "silo"}, sweep,
+                         settings=settings, r2_history=history)
+    text = out.read_text()
+    assert "## Parameter space" in text and "### Knee and turning points" in text
+    assert "| threads:keys |" in text
+    pngs = sorted(p.name for p in (tmp_path / "sweep-figures").iterdir())
+    assert pngs == ["sweep-coefficients.png", "sweep-r2.png", "sweep-tiles.png"]
+    assert f"({'sweep-figures/sweep-tiles.png'})" in text
