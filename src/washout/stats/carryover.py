@@ -28,7 +28,7 @@ thermal) that the next one inherits.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 RESET = "(reset)"
 VARYING_ORDERS: tuple[str, ...] = ("random", "reverse", "williams")
-POOLED = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class CarryoverResult:
     alpha_per_test: float | None
     runs_used: int
     excluded_trials: int
-    orders_used: tuple[str, ...] = field(default=VARYING_ORDERS)
+    orders_used: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -156,7 +155,7 @@ def carryover(
 
     rows: list[dict[str, Any]] = []
     for key, group in ok.groupby(group_keys, sort=True):
-        worker = key[0] if split else POOLED
+        worker = str(key[0]) if split else None
         test, met = (key[1], key[2]) if split else (key[0], key[1])
         values = group["value"].to_numpy(dtype=float)
         preds = group["predecessor"].to_numpy(dtype=object)
@@ -185,6 +184,7 @@ def carryover(
         alpha_per_test=per_test,
         runs_used=int(ok[["worker", "run"]].drop_duplicates().shape[0]),
         excluded_trials=excluded,
+        orders_used=VARYING_ORDERS,
     )
 
 
