@@ -11,15 +11,16 @@ Each command is a small POSIX ``sh`` wrapper fed on stdin to ``/bin/sh -s`` on t
 
 - the user's command runs under ``setsid`` (its own session and process group), stdin from
   /dev/null, pinned with ``taskset -c`` when ``cpus`` is set;
-- the timeout is enforced *on the worker* by a watchdog that SIGTERMs the whole group, then
-  SIGKILLs it after a grace period, so no network delay stretches it; after every command
+- the timeout is enforced *on the worker* by coreutils ``timeout``, which SIGTERMs the whole
+  group, then SIGKILLs it after a grace period, so no network delay stretches it (exit 124
+  or 137 after at least the timeout counts as timed out); after every command
   whatever the trial left in its group is killed, so a stray child cannot perturb the next
   trial (as the local executor does);
 - ``wall`` is the worker's own clock (``date +%s%N`` around the command, a few ms of
   fork/exec included, as locally), not the controller's, so it contains no network round
   trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
   SSH exchange is used instead (one round trip and the channel set-up included).
-- the wrapper reports the group id, a fired timeout and the exit code with its timestamps as
+- the wrapper reports the group id and the exit code with its timestamps as
   marker lines on stderr carrying a per-executor random token; they are stripped before
   the output is stored.
 
@@ -29,8 +30,8 @@ reconnects with bounded exponential backoff, first killing the process group the
 command left behind. Reboot resets issue the reboot command, wait for the connection to
 drop, reconnect with backoff within the reset timeout and verify that the boot id changed.
 
-Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``) and GNU or
-busybox ``date``: any mainstream Linux. No agent is installed on a worker.
+Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``), coreutils
+``timeout`` and ``date``: any mainstream Linux. No agent is installed on a worker.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ RECONNECT_WINDOW = 20.0
 worker is given up."""
 BACKSTOP_MARGIN = 15.0
 """Seconds past a command's timeout (and grace) after which the controller stops waiting
-for a worker whose own watchdog did not report back (a stalled network)."""
+for a worker whose own timeout did not report back (a stalled network)."""
 DEFAULT_BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 DEFAULT_REBOOT = 'if [ "$(id -u)" = 0 ]; then reboot; else sudo -n reboot; fi'
 """Reboot as root directly, otherwise through passwordless sudo (``-n``: fail, never prompt)."""
@@ -85,41 +86,44 @@ def remote_path(path: str) -> str:
 
 def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str | None,
                    env: dict[str, str] | None, cpus: str | None) -> str:
-    """The ``sh`` script that runs one command on the worker (see the module docstring)."""
+    """The ``sh`` script that runs one command on the worker (see the module docstring).
+
+    Nothing but the command runs between the two clock readings: ``setsid`` and ``taskset``
+    exec in place and ``timeout`` only waits, so no helper competes with the trial for CPU.
+    """
     mark = f"@@washout:{token}:"
-    lines = ["exec </dev/null"]
+    lines = []
     if cwd:
         lines.append(f"cd -- {remote_path(cwd)} || exit 1")
     for key, value in (env or {}).items():
         lines.append(f"export {key}={shlex.quote(value)}")
     launch = "setsid"
+    needs = []
     if cpus:
-        need = shlex.quote(f"washout: cpus = {cpus!r} needs taskset (util-linux) on the worker")
-        lines.append(f"command -v taskset >/dev/null 2>&1 || {{ echo {need} >&2; exit 127; }}")
+        needs.append(("taskset", f"cpus = {cpus!r} needs taskset (util-linux)"))
         launch += f" taskset -c {shlex.quote(cpus)}"
+    if timeout is not None:
+        needs.append(("timeout", "a timeout needs timeout (coreutils)"))
+        launch += f" timeout -k {KILL_GRACE:g} {timeout:.3f}"
+    for tool, why in needs:
+        message = shlex.quote(f"washout: {why} on the worker")
+        lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
     lines += [
         "t0=$(date +%s%N)",
-        f"{launch} /bin/sh -c {shlex.quote(command)} &",
+        f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null &",
         "g=$!",
         f"printf '{mark}pgid %s\\n' \"$g\" >&2",
+        'wait "$g"; rc=$?',
+        "t1=$(date +%s%N)",
+        'kill -s KILL -- -"$g" 2>/dev/null',
+        f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
+        'exit "$rc"',
     ]
-    if timeout is not None:
-        watchdog = (f"sleep {timeout:.3f}; printf '{mark}timeout\\n' >&2; "
-                    f"kill -s TERM -- -\"$1\" 2>/dev/null; sleep {KILL_GRACE:g}; "
-                    "kill -s KILL -- -\"$1\" 2>/dev/null")
-        lines += [f"setsid /bin/sh -c {shlex.quote(watchdog)} watchdog \"$g\" >/dev/null &",
-                  "w=$!"]
-    lines += ['wait "$g"; rc=$?', "t1=$(date +%s%N)"]
-    if timeout is not None:
-        lines.append('kill -s KILL -- -"$w" 2>/dev/null')
-    lines += ['kill -s KILL -- -"$g" 2>/dev/null',
-              f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
-              'exit "$rc"']
     return "\n".join(lines) + "\n"
 
 
 def _markers(token: str) -> re.Pattern[bytes]:
-    return re.compile(rb"@@washout:" + token.encode() + rb":(pgid|timeout|end)([^\n]*)\n")
+    return re.compile(rb"@@washout:" + token.encode() + rb":(pgid|end)([^\n]*)\n")
 
 
 class SSHExecutor:
@@ -350,7 +354,6 @@ class SSHExecutor:
         status_code = proc.exit_status if proc is not None else None
         if proc is not None:
             proc.close()
-        timed_out = any(m.group(1) == b"timeout" for m in self._markers.finditer(err))
         stdout, stderr = bytes(out), self._markers.sub(b"", bytes(err))
         if end is None:
             if status_code is None or not self._alive():
@@ -364,7 +367,8 @@ class SSHExecutor:
             if worker_wall is not None:
                 duration = worker_wall
         finished = datetime.now(UTC)
-        if timed_out:
+        # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
+        if timeout is not None and code in (124, 137) and duration >= timeout:
             return CommandResult("timeout", code, stdout, stderr, started, finished, duration,
                                  f"timed out after {timeout:g} s; process group killed on the "
                                  "worker", cpus)
