@@ -253,3 +253,16 @@ def test_npbench_table_4_no_evidence_at_alpha_over_3_although_softmax_was_marked
     # Published Table 4: IS Delta% 0.00 (their rounding of 0.29 is not ours to copy), SPMV -0.60.
     assert round(by["./npBench-spmv.sh"].delta_pct, 2) == -0.60
     assert [by[t].ci_case for t in ("./is.D.sh", "./npBench-spmv.sh")] == [2, 2]
+
+
+def test_no_trials_or_only_other_orders_give_an_empty_family() -> None:
+    from washout.longformat import empty_frame
+
+    other = pd.DataFrame({"run": [0, 1], "order": ["reverse", "williams"], "test": ["a", "a"],
+                          "metric": ["w", "w"], "value": [1.0, 2.0], "status": ["ok", "ok"]})
+    for frame in (empty_frame(), other):
+        analysis = analyze_order(frame, by_worker=True)
+        assert analysis.to_dict() == {"alpha": 0.05, "correction": "bonferroni", "family_size": 0,
+                                      "alpha_per_test": None, "verdict": "no-evidence",
+                                      "tests": []}
+        assert len(analysis.to_frame()) == 0

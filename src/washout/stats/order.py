@@ -149,7 +149,7 @@ def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "
     ranks = dense_ranks(values)
     idx = np.argsort(slot_ok * (int(ranks.max(initial=0)) + 1) + ranks)
     counts = np.bincount(slot_ok, minlength=2 * n_groups)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    starts = np.cumsum(counts) - counts
     return Samples(
         keys=keys,
         values=values[idx],
