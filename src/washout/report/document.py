@@ -267,9 +267,11 @@ def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
             facts.append((name, str(meta[key])))
     missing = [k for k in ("spec_text", "seed", "workers") if not meta.get(k)]
     if missing:
-        notes.append("The source holds no " + ", ".join(
-            {"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
-            for k in missing) + " (a CSV has none; a washout store records them).")
+        what = [{"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
+                for k in missing]
+        listed = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " or " + what[-1]
+        notes.append(f"The source holds no {listed} (a CSV has none; a washout store "
+                     "records them).")
     if trials is not None and len(trials):
         runs = trials.drop_duplicates(["worker", "run"]) if "worker" in trials.columns \
             else trials.drop_duplicates(["run"])

@@ -24,11 +24,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 if TYPE_CHECKING:
     import pandas as pd
