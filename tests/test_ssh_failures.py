@@ -217,3 +217,58 @@ def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
     for name in ("bg", "bg2"):
         assert not alive(int((tmp_path / "w" / name).read_text()))
     assert time.monotonic() - started < 30
+
+
+def test_cancelled_trial_kills_its_remote_group(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    """A second Ctrl-C cancels the trial in flight: its group on the worker dies with it."""
+    server, = sshd_farm.start(1)
+    worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
+                        known_hosts=str(sshd_farm.known_hosts))
+    pid_file = tmp_path / "pid"
+
+    async def go() -> None:
+        executor = SSHExecutor(worker)
+        await executor.connect()
+        try:
+            task = asyncio.ensure_future(executor.run(f"echo $$ > {pid_file}; sleep 60",
+                                                      timeout=None))
+            while not (pid_file.exists() and pid_file.read_text().strip()):
+                await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await executor.close()
+
+    asyncio.run(go())
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_worker_that_stays_down_is_given_up_after_bounded_retries(
+        sshd_farm: SshdFarm, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("washout.execute.ssh.RECONNECT_WINDOW", 2.0)
+    server, = sshd_farm.start(1)
+    worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
+                        known_hosts=str(sshd_farm.known_hosts), name="w")
+
+    async def go():
+        executor = SSHExecutor(worker)
+        await executor.connect()
+        try:
+            task = asyncio.ensure_future(executor.run("sleep 60", timeout=None))
+            await asyncio.sleep(0.5)
+            server.stop()  # the worker vanishes for good
+            lost = await task
+            t0 = time.monotonic()
+            gave_up = await executor.run("true", timeout=None)
+            waited = time.monotonic() - t0
+            with pytest.raises(WashoutError, match="could not be re-established within 2 s"):
+                await executor.run("true", timeout=None)
+            return lost, gave_up, waited
+        finally:
+            await executor.close()
+
+    lost, gave_up, waited = asyncio.run(go())
+    assert lost.status == "lost" and lost.reason.startswith("w: connection lost")
+    assert gave_up.status == "lost" and "could not be re-established" in gave_up.reason
+    assert 2.0 <= waited < 5  # retried with backoff for the window, not forever

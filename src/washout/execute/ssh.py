@@ -410,9 +410,12 @@ class SSHExecutor:
             return
         assert self._conn is not None
         try:
-            await asyncio.wait_for(self._conn.run(
-                f"kill -s TERM -- -{group} 2>/dev/null; sleep {KILL_GRACE:g}; "
-                f"kill -s KILL -- -{group} 2>/dev/null; true"), KILL_GRACE + 5)
+            polls = int(KILL_GRACE / 0.1)
+            script = (f"kill -s TERM -- -{group} 2>/dev/null || exit 0\n"
+                      f"i=0; while [ $i -lt {polls} ] && kill -s 0 -- -{group} 2>/dev/null; "
+                      "do sleep 0.1; i=$((i + 1)); done\n"
+                      f"kill -s KILL -- -{group} 2>/dev/null; exit 0\n")
+            await asyncio.wait_for(self._conn.run("/bin/sh -s", input=script), KILL_GRACE + 5)
         except (*_TRANSIENT, asyncssh.Error):
             pass
 
