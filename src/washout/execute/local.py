@@ -12,7 +12,11 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +25,36 @@ from washout.pinning import parse_cpus
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group."""
+
+
+@contextmanager
+def pidfd_child_watcher(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Wait for children through pidfds in the event loop itself, on Python 3.11.
+
+    Python 3.11's default watcher starts a thread per child to block in waitpid (about a
+    quarter of washout's own cost per trial of a no-op command: bench/engine_overhead.py);
+    Python 3.12+ uses pidfds by default, so this only applies to 3.11 on Linux >= 5.3, and
+    only in the main thread (the watcher is process-wide). The previous watcher is
+    restored afterwards.
+    """
+    if (sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # kernel without pidfds
+        yield
+        return
+    policy = asyncio.get_event_loop_policy()
+    previous = policy.get_child_watcher()  # type: ignore[attr-defined]
+    watcher = asyncio.PidfdChildWatcher()  # type: ignore[attr-defined]
+    watcher.attach_loop(loop)
+    policy.set_child_watcher(watcher)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        policy.set_child_watcher(previous)  # type: ignore[attr-defined]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
