@@ -153,3 +153,18 @@ def test_failed_trials_are_not_evaluated() -> None:
     assert result.fixed.holds and result.random.holds
     frame = claims_frame([result])
     assert list(frame["order"]) == ["fixed", "random"] and frame["holds"].all()
+
+
+def test_a_false_claim_holds_at_most_at_rate_alpha() -> None:
+    """A and B identical: "A < B" must not hold in more than alpha of experiments (+3
+    Monte-Carlo standard errors), in either order; it must hold sometimes (the test can)."""
+    n_exp, alpha = 200, 0.05
+    held = {"fixed": 0, "random": 0}
+    for seed in range(n_exp):
+        df = simulate(tests=("A", "B"), means={"A": 100.0, "B": 100.0}, runs=10, seed=seed)
+        [result] = evaluate_claims(df, ["A < B"], alpha=alpha)
+        held["fixed"] += result.fixed.holds
+        held["random"] += result.random.holds
+    bound = alpha + 3 * (alpha * (1 - alpha) / n_exp) ** 0.5
+    assert all(count / n_exp <= bound for count in held.values())
+    assert sum(held.values()) > 0
