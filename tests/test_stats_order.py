@@ -30,7 +30,8 @@ def long_frame(samples: dict[str, tuple[list[float], list[float]]], worker: str 
                 rows.append({"run": 2 * i + (order == "random"), "order": order, "position": 0,
                              "test": test, "metric": metric, "value": v, "status": "ok",
                              "worker": worker, "started": None, "ended": None})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["run", "order", "position", "test", "metric", "value",
+                                       "status", "worker", "started", "ended"])
 
 
 def random_samples(rng: np.random.Generator, count: int) -> dict[str, tuple[list[float], list[float]]]:
@@ -266,3 +267,32 @@ def test_no_trials_or_only_other_orders_give_an_empty_family() -> None:
                                       "alpha_per_test": None, "verdict": "no-evidence",
                                       "tests": []}
         assert len(analysis.to_frame()) == 0
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as hs  # noqa: E402
+
+_sample = hs.lists(hs.sampled_from([0.0, 1.0, 1.5, 2.0, 1e6, -3.25]) | hs.floats(-1e3, 1e3),
+                   min_size=0, max_size=9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=hs.lists(hs.tuples(_sample, _sample), min_size=1, max_size=6),
+       seed=hs.integers(0, 2**32 - 1))
+def test_results_do_not_depend_on_row_order_and_match_scipy(groups, seed) -> None:
+    samples = {f"t{i}": g for i, g in enumerate(groups)}
+    frame = long_frame(samples).sample(frac=1.0, random_state=seed % 2**31)
+    by = {t.test: t for t in analyze_order(frame).tests}
+    for name, (f, r) in samples.items():
+        if not f and not r:
+            assert name not in by
+            continue
+        t = by[name]
+        assert (t.n_fixed, t.n_random) == (len(f), len(r))
+        if f and r and np.ptp(f + r) > 0:
+            h, p = st.kruskal(f, r)
+            assert t.kw_h == pytest.approx(h, rel=1e-9, abs=1e-12)
+            assert t.kw_p == pytest.approx(p, rel=1e-9, abs=1e-300)
+        else:
+            assert t.kw_h is None and t.kw_p is None
+        assert t.median_fixed == (float(np.median(f)) if f else None)
