@@ -152,3 +152,15 @@ def test_a_real_store_and_its_export_give_the_same_trials(tmp_path: Path) -> Non
         from_store[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
         from_csv[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
         check_dtype=False)
+
+
+def test_spreadsheet_saved_csv_with_bom_and_crlf_is_read(tmp_path: Path) -> None:
+    text = "run,order,test,metric,value,status\r\n0,fixed,a,wall,1,ok\r\n1,random,a,wall,2,ok\r\n"
+    path = tmp_path / "excel.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    frame, info = load_trials(path)
+    assert info.kind == "long-csv" and list(frame["value"]) == [1.0, 2.0]
+    raw = (ARTIFACT / "npbench" / "all_test_results.csv").read_bytes()
+    bom = tmp_path / "x_test_results.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + raw)
+    assert len(load_trials(bom)[0]) == 600
