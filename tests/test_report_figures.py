@@ -151,3 +151,16 @@ def test_user_text_is_literal_in_svg() -> None:
     texts = ["".join(el.itertext()) for el in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
     assert name in texts
     assert "<b>" not in svg
+
+
+def test_kw_figure_draws_holm_thresholds_by_rank() -> None:
+    trials = simulate(tests=("a", "b", "c", "d"), runs=10, random_factor={"a": 1.05, "b": 1.02},
+                      seed=6)
+    analysis = analyze_order(trials, correction="holm").to_dict()
+    ax_p, ax_e = figures.kw_significance(analysis).axes
+    holm = next(line for line in ax_p.get_lines() if line.get_marker() == "_")
+    p = {t["test"]: t["kw_p"] for t in analysis["tests"]}
+    names = [t.get_text() for t in ax_e.get_xticklabels()]  # the figure's x order
+    thresholds = dict(zip(holm.get_xdata(), holm.get_ydata()))
+    ranked = sorted(range(4), key=lambda i: p[names[i]])
+    assert [thresholds[i] for i in ranked] == pytest.approx([0.05 / 4, 0.05 / 3, 0.05 / 2, 0.05])

@@ -223,6 +223,13 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
         ax_p.axhline(float(per_test), color=SIGNIFICANT, ls="--", lw=1.2,
                      label=f"corrected threshold ({label(correction)}, m = "
                            f"{analysis.get('family_size')}): {float(per_test):.3g}")
+    elif correction == "holm" and _finite(alpha) and n:
+        # Holm's step-down compares the r-th smallest p with alpha / (m - r + 1) (Holm 1979).
+        m = int(analysis.get("family_size") or n)
+        by_p = sorted(xs, key=lambda i: ps[i])
+        levels = {i: float(alpha) / (m - r) for r, i in enumerate(by_p) if m - r > 0}
+        ax_p.plot(list(levels), list(levels.values()), "_", color=SIGNIFICANT, markersize=16,
+                  mew=2, label="Holm threshold for the p-value's rank")
     if _finite(alpha) and alpha != per_test:
         ax_p.axhline(float(alpha), color="#555555", ls=":", lw=1.2,
                      label=f"uncorrected alpha: {float(alpha):.3g}")
