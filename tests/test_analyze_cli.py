@@ -132,7 +132,8 @@ def test_bad_input_is_one_line_naming_file_line_field_value(tmp_path: Path) -> N
                     "0,fixed,0,a,wall,1,ok,local,,\n0,fixed,1,b,wall,inf,ok,local,,\n")
     proc = analyze(path)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == f"washout: error: {path}: line 3: value = inf: expected a finite number"
+    assert proc.stderr.strip() == (f"washout: error: {path}: line 3: value = inf: "
+                                   "expected a finite number")
     missing = analyze(tmp_path / "absent.csv")
     assert missing.returncode == 2 and "absent.csv: no such file" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
@@ -159,7 +160,8 @@ def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
     assert first.startswith("ORDER MATTERS: 1 of 2 comparisons") and "get@n1" in first
     n1 = next(line for line in rest if " n1 " in line)
     n2 = next(line for line in rest if " n2 " in line)
-    assert n1.lstrip().startswith("*") and "1 red flag" in n1 and "-740.74" in n1  # (13.5 - 113.5) / 13.5
+    # Delta% = (13.5 - 113.5) / 13.5 * 100
+    assert n1.lstrip().startswith("*") and "1 red flag" in n1 and "-740.74" in n1
     assert not n2.lstrip().startswith("*") and "2 likely no change" in n2
     assert "get/p99@n2: 1 unsuccessful trial(s) excluded (fixed 1, random 0)" in text
 

@@ -125,7 +125,8 @@ def test_unknown_csv_and_missing_files_are_one_line_errors(tmp_path: Path) -> No
     with pytest.raises(WashoutError, match="not a washout store or a CSV"):
         load_trials(binary)
     with pytest.raises(WashoutError, match="column.* missing"):
-        load_trials(write(tmp_path / "half.csv", "exp_command,order_type,result,completion_status\n"))
+        load_trials(write(tmp_path / "half.csv",
+                          "exp_command,order_type,result,completion_status\n"))
 
 
 def test_sqlite_file_is_read_as_a_store_and_a_foreign_one_is_refused(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ def long_frame(samples: dict[str, tuple[list[float], list[float]]], worker: str 
                                        "status", "worker", "started", "ended"])
 
 
-def random_samples(rng: np.random.Generator, count: int) -> dict[str, tuple[list[float], list[float]]]:
+def random_samples(
+    rng: np.random.Generator, count: int
+) -> dict[str, tuple[list[float], list[float]]]:
     """Many comparisons of sizes 1..8 (and some larger), continuous, heavily tied, constant."""
     out = {}
     for k in range(count):
@@ -123,7 +125,7 @@ def test_family_wise_correction_matches_statsmodels(method: str, sm: str) -> Non
     assert analysis.verdict == "order-matters"
 
 
-def test_family_counts_comparisons_with_both_samples_and_constant_ones_are_never_significant() -> None:
+def test_family_counts_both_sample_comparisons_and_constant_ones_are_never_significant() -> None:
     samples = {"both": ([1.0, 2, 3, 4, 5, 6], [7.0, 8, 9, 10, 11, 12]),
                "constant": ([5.0] * 6, [5.0] * 6),
                "only_fixed": ([1.0, 2, 3], [])}
@@ -220,7 +222,8 @@ def test_to_frame_has_one_row_per_comparison_with_split_cis() -> None:
     ("memcached", "all_exp_results.csv", "exp_command"),
     ("npbench", "all_test_results.csv", "test_command"),
 ])
-def test_kruskal_wallis_and_delta_equal_published_node_stats(study: str, raw: str, column: str) -> None:
+def test_kruskal_wallis_and_delta_equal_published_node_stats(
+        study: str, raw: str, column: str) -> None:
     trials, _ = load_trials(ARTIFACT / study / raw)
     analysis = analyze_order(trials)
     published = pd.read_csv(ARTIFACT / study / "node_stats.csv").set_index(column)

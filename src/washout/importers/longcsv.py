@@ -68,7 +68,8 @@ def read_long_csv(path: Path | str) -> "pd.DataFrame":
 
     path = Path(path)
     try:
-        frame = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False, na_values={"value": [""]},
+        frame = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False,
+                            na_values={"value": [""]},
                             dtype={c: str for c in _TEXT}, low_memory=False)
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise WashoutError(f"{path}: cannot read as CSV: {err}") from None

@@ -57,7 +57,8 @@ def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
 
     path = Path(path)
     try:
-        raw = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False, na_values={"result": [""]},
+        raw = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False,
+                          na_values={"result": [""]},
                           dtype={"hostname": str, "order_type": str, "completion_status": str,
                                  "exp_command": str, "test_command": str, "run_uuid": str},
                           low_memory=False)

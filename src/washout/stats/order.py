@@ -87,7 +87,9 @@ def _values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
     return values
 
 
-def collect_samples(df: "pd.DataFrame", by_worker: bool = False, source: str = "long format") -> Samples:
+def collect_samples(
+    df: "pd.DataFrame", by_worker: bool = False, source: str = "long format"
+) -> Samples:
     """Group long-format rows into comparisons (test x metric [x worker]) of sorted samples.
 
     Only ``fixed`` and ``random`` rows take part; rows with status other than ``ok`` are

@@ -192,7 +192,8 @@ def ordersage_stats(
                 "ci_case": case, "inner_diff": inner,
             })
         rows.append(row)
-    head = (["hostname"] if by_worker else []) + [test_column] + (["metric"] if several_metrics else [])
+    head = ((["hostname"] if by_worker else []) + [test_column]
+            + (["metric"] if several_metrics else []))
     frame = pd.DataFrame(rows, columns=head + list(COLUMNS[generation]))
     frame["ci_case"] = frame["ci_case"].astype("Int64")
     frame["inner_diff"] = frame["inner_diff"].astype(float)
