@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-KINDS: tuple[str, ...] = ("store", "long-csv", "ordersage")
 
 
 @dataclass(frozen=True)

@@ -121,12 +121,10 @@ def frame_table(frame: "pd.DataFrame", keys: int = 1) -> "RenderableType":
     return table
 
 
-def to_text(renderable: "RenderableType", width: int = 120, color: bool = False) -> str:
-    """A renderable as a string, for logs, tests and non-terminal output."""
+def to_text(renderable: "RenderableType", width: int = 120) -> str:
+    """A renderable as plain text (no colour codes), for logs, files and tests."""
     from rich.console import Console
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=color, color_system=None
-                      if not color else "auto", highlight=False)
-    console.print(renderable)
+    Console(file=buffer, width=width, color_system=None, highlight=False).print(renderable)
     return buffer.getvalue()
