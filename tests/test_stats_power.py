@@ -165,3 +165,16 @@ def test_cli_plan_bad_input_is_one_line(tmp_path, args: list[str], needle: str) 
     proc = washout("plan", "--pilot", pilot, *args, check=False)
     assert proc.returncode == 2
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
+    """A real pilot: washout runs two commands (SQLite store), then plans from that store."""
+    db = tmp_path / "pilot.db"
+    washout("run", "python3 -c pass", "sleep 0.01", "--runs", "3", "--seed", "1",
+            "--db", db, "-q", cwd=tmp_path)
+    out = json.loads(washout("plan", "--pilot", db, "--detect", "20%", "--format", "json").stdout)
+    assert [t["test"] for t in out["tests"]] == ["python3 -c pass", "sleep 0.01"]
+    assert all(t["n_pilot"] == 3 and t["source"] == "fixed" for t in out["tests"])
+    assert all(t["runs_needed"] and t["power_at"] >= 0.8 for t in out["tests"])
+    table = washout("plan", "--pilot", db, "--detect", "20%").stdout
+    assert "fewer than 10 pilot trials" in table

@@ -12,6 +12,7 @@ from washout.cli.app import app
 from washout.errors import WashoutError
 
 FORMATS: tuple[str, ...] = ("table", "json")
+FEW_PILOT_TRIALS = 10
 
 
 def parse_percent(text: str, option: str = "--detect") -> float:
@@ -69,6 +70,10 @@ def plan_command(
                       f"{r.power_at:.2f}" if r.power_at is not None else "-")
     console = Console(highlight=False)
     console.print(table)
+    few = [r.test for r in rows if r.n_pilot < FEW_PILOT_TRIALS]
+    if few:
+        console.print(f"Note: fewer than {FEW_PILOT_TRIALS} pilot trials for {', '.join(few)}: "
+                      "the spread, and so the plan, is only a rough estimate.")
     needed = [r.runs_needed for r in rows]
     if all(needed):
         worst = max(n for n in needed if n)
