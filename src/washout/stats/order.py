@@ -111,8 +111,7 @@ def collect_samples(
             f"{source}: column(s) {', '.join(absent)} missing "
             f"(columns present: {', '.join(map(str, df.columns))})"
         )
-    order = df["order"]
-    compared = order.isin(ORDERS).to_numpy()
+    compared = _is_in(df["order"], ORDERS)
     frame = df if compared.all() else df.loc[compared]
     key_cols = ["test", "metric"] + (["worker"] if by_worker else [])
     if by_worker and "worker" not in frame.columns:
@@ -138,8 +137,8 @@ def collect_samples(
     keys = [(str(t), str(m), None if w is None else str(w))
             for t, m, w in zip(parts[0], parts[1], workers)]
 
-    o = (frame["order"] == "random").to_numpy(dtype=bool).astype(np.int64)
-    status_ok = (frame["status"] == "ok").to_numpy(dtype=bool)
+    o = _is_in(frame["order"], ("random",)).astype(np.int64)
+    status_ok = _is_in(frame["status"], ("ok",))
     all_values = _values(frame, source)
     missing = status_ok & np.isnan(all_values)
     ok = status_ok & ~missing
@@ -161,6 +160,17 @@ def collect_samples(
         excluded=excluded,
         missing=no_value,
     )
+
+
+def _is_in(column: "pd.Series", wanted: tuple[str, ...]) -> "np.ndarray":
+    """Boolean mask of ``column`` in ``wanted``, through its few distinct values (hashing the
+    column once is much cheaper than comparing millions of strings)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, levels = pd.factorize(column)
+    hit = np.array([level in wanted for level in levels] + [False])  # code -1: missing
+    return hit[codes]
 
 
 def dense_ranks(values: "np.ndarray") -> "np.ndarray":
