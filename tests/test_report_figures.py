@@ -164,3 +164,18 @@ def test_kw_figure_draws_holm_thresholds_by_rank() -> None:
     thresholds = dict(zip(holm.get_xdata(), holm.get_ydata()))
     ranked = sorted(range(4), key=lambda i: p[names[i]])
     assert [thresholds[i] for i in ranked] == pytest.approx([0.05 / 4, 0.05 / 3, 0.05 / 2, 0.05])
+
+
+def test_many_tests_share_one_axis_relative_to_the_fixed_median() -> None:
+    names = tuple(f"t{i:02d}" for i in range(figures.PANELS_MAX + 4))
+    trials = simulate(tests=names, runs=6, seed=8)
+    tests = analyze_order(trials).to_dict()["tests"]
+    fig = figures.ci_medians(tests)
+    (ax,) = fig.axes
+    assert ax.get_xlabel().endswith("(%)")
+    assert len(ax.get_yticklabels()) == len(names)
+    # Every test's random median sits at its relative difference from the fixed median.
+    expected = sorted((t["median_random"] / t["median_fixed"] - 1) * 100 for t in tests)
+    random = sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o")
+    assert random == pytest.approx(expected)
+    assert fig.legends

@@ -123,11 +123,30 @@ def _finite(x: object) -> bool:
 # ---------------------------------------------------------------------------------------
 
 
+PANELS_MAX = 16  # beyond this many tests, one compact axis reads better than panels
+
+
+def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
+    handles = [
+        Line2D([], [], color=CASE_COLOURS[c], lw=2.5, label=CASE_NAMES[c])
+        for c in (1, 2, 3, None)
+        if any(t.get("ci_case") == c for t in tests)
+    ]
+    handles += [
+        Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
+        Line2D([], [], marker="o", color="black", linestyle="none", label="random-order median"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+
+
 def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
     """Per test, the fixed and random medians with their distribution-free CIs, coloured by
-    CI case (Duplyakin et al. 2023, Fig. 5 and Algorithm 2). One panel per test, its own
-    y axis in the metric's unit: tests of different scale stay readable side by side."""
+    CI case (Duplyakin et al. 2023, Fig. 5 and Algorithm 2). Up to :data:`PANELS_MAX` tests,
+    one panel per test with its own y axis in the metric's unit; more tests share one axis,
+    relative to each test's fixed-order median (:func:`ci_medians_relative`)."""
     n = len(tests)
+    if n > PANELS_MAX:
+        return ci_medians_relative(tests)
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
     fig = _figure(1.0 + 2.3 * nrows)
@@ -158,7 +177,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             ax.set_yticks([])
         ax.set_xlim(-0.6, 1.6)
         ax.set_xticks([0, 1], ["fixed", "random"])
-        ax.set_title(short(test_label(t, several_metrics(tests)), 34), fontsize=10, color="black")
+        ax.set_title(short(test_label(t, several_metrics(tests)), 30), fontsize=9, color="black")
         ax.set_ylabel(label(t.get("metric") or "value"), fontsize=9)
         ax.tick_params(labelsize=8)
         ax.ticklabel_format(axis="y", useOffset=False, style="plain")
@@ -166,17 +185,51 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             spine.set_edgecolor(colour)
             spine.set_linewidth(1.6)
         ax.grid(axis="y", alpha=0.3)
-    handles = [
-        Line2D([], [], color=CASE_COLOURS[c], lw=2.5, label=CASE_NAMES[c])
-        for c in (1, 2, 3, None)
-        if any(t.get("ci_case") == c for t in tests)
-    ]
-    handles += [
-        Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
-        Line2D([], [], marker="o", color="black", linestyle="none", label="random-order median"),
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    _case_legend(fig, tests)
     fig.suptitle("Fixed vs random medians with their CIs, coloured by CI case", fontsize=12)
+    return fig
+
+
+def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
+    """Many tests on one axis: each test's fixed and random medians and CIs as a percentage
+    difference from its own fixed-order median (so tests of any scale and unit compare),
+    sorted by the random median's difference, coloured by CI case. Tests without a
+    fixed-order median cannot be placed and are left out."""
+    several = several_metrics(tests)
+    rows = []
+    for t in tests:
+        ref = t.get("median_fixed")
+        if not _finite(ref) or float(ref) == 0:
+            continue
+        ref = float(ref)
+
+        def rel(v: object, ref: float = ref) -> float:
+            return (float(v) / ref - 1.0) * 100.0  # type: ignore[arg-type]
+
+        random = rel(t["median_random"]) if _finite(t.get("median_random")) else math.nan
+        rows.append((random, test_label(t, several), t, rel))
+    rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
+    n = len(rows)
+    fig = _figure(1.6 + 0.2 * n)
+    ax = fig.subplots()
+    for y, (random, _, t, rel) in enumerate(rows):
+        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        for dy, side, marker, centre in ((0.18, "fixed", "s", 0.0), (-0.18, "random", "o", random)):
+            ci = t.get(f"ci_{side}")
+            if ci:
+                ax.plot([rel(ci[0]), rel(ci[1])], [y + dy, y + dy], color=colour, lw=2)
+            if math.isfinite(centre):
+                ax.plot([centre], [y + dy], marker=marker, color=colour, markersize=4.5,
+                        linestyle="none")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(n), [short(r[1]) for r in rows], fontsize=7)
+    ax.set_ylim(-0.8, n - 0.2)
+    ax.set_xlabel("difference from the test's fixed-order median (%)")
+    ax.set_ylabel("test, sorted by the random median's difference")
+    ax.grid(axis="x", alpha=0.3)
+    _case_legend(fig, tests)
+    fig.suptitle("Fixed vs random medians with their CIs, relative to the fixed median",
+                 fontsize=12)
     return fig
 
 
@@ -213,7 +266,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     for flag, colour, name in ((True, SIGNIFICANT, "significant"),
                                (False, NOT_SIGNIFICANT, "not significant")):
         sel = [i for i in xs if sig[i] == flag]
-        ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
+        if sel:
+            ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
     if n > 1:
         ax_p.plot(xs, ps, "-", color="#777777", lw=0.8, zorder=0)
     alpha = analysis.get("alpha")
