@@ -228,3 +228,16 @@ def test_sync_refuses_a_broad_workdir(sshd_farm: SshdFarm, tmp_path: Path) -> No
     assert proc.returncode == 3
     assert "workdir = '/tmp': too broad for experiment.sync" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_untrusted_alias_gets_the_keyscan_line_for_its_real_address(sshd_farm: SshdFarm) -> None:
+    server, = sshd_farm.start(1, trust=False)
+    home = Path(os.environ["HOME"])
+    (home / ".ssh" / "config").write_text(
+        f"Host lab-node\n  HostName 127.0.0.1\n  Port {server.port}\n"
+        f"  IdentityFile {sshd_farm.client_key}\n")
+    with pytest.raises(WashoutError) as err:
+        asyncio.run(SSHExecutor(WorkerSpec(host="lab-node")).connect())
+    assert str(err.value).startswith(f"worker lab-node: the host key of [127.0.0.1]:{server.port}"
+                                     " is not in ~/.ssh/known_hosts")
+    assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in str(err.value)

@@ -165,12 +165,20 @@ class SSHExecutor:
             opts["known_hosts"] = str(Path(w.known_hosts).expanduser())
         return opts
 
-    def _host_key_error(self, options: dict[str, object]) -> WashoutError:
+    async def _host_key_error(self, options: dict[str, object]) -> WashoutError:
+        """The refusal, with the ssh-keyscan line for the real address (an alias's
+        HostName and Port from ~/.ssh/config, which ssh-keyscan does not read)."""
         w = self.worker
-        port = options.get("port")
-        target = f"[{w.host}]:{port}" if port and port != 22 else w.host
+        host, port = w.host, options.get("port")
+        try:
+            resolved = await asyncssh.SSHClientConnectionOptions.construct(
+                config=(), host=w.host, **options)
+            host, port = resolved.host or host, resolved.port or port
+        except (asyncssh.Error, OSError, ValueError, TypeError):
+            pass
+        target = f"[{host}]:{port}" if port and port != 22 else host
         file = w.known_hosts or "~/.ssh/known_hosts"
-        scan = f"ssh-keyscan {'-p ' + str(port) + ' ' if port and port != 22 else ''}{w.host}"
+        scan = f"ssh-keyscan {'-p ' + str(port) + ' ' if port and port != 22 else ''}{host}"
         return WashoutError(
             f"{self._where()}: the host key of {target} is not in {file} (unknown, or changed "
             f"since it was recorded); washout never accepts an unverified key. If this is the "
@@ -183,12 +191,12 @@ class SSHExecutor:
         try:
             return await asyncssh.connect(self.worker.host, **options)  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable:
-            raise self._host_key_error(options) from None
+            raise await self._host_key_error(options) from None
         except asyncssh.PermissionDenied:
-            user = self.worker.user or "the default user"
+            user = f"{self.worker.user}@" if self.worker.user else ""
             how = f"key {self.worker.key!r}" if self.worker.key else \
                 "ssh-agent, ~/.ssh/config and ~/.ssh/id_* keys"
-            raise WashoutError(f"{self._where()}: {user}@{self.worker.host} refused the "
+            raise WashoutError(f"{self._where()}: {user}{self.worker.host} refused the "
                                f"login with {how} (is the public key in authorized_keys?)"
                                ) from None
         except asyncssh.KeyImportError as err:
@@ -229,11 +237,12 @@ class SSHExecutor:
                 return
             try:
                 self._conn = await self._open()
-            except _Unreachable as err:
+                await self._prepare()
+            except (_Unreachable, *_TRANSIENT) as err:
+                self._conn = None
                 port = f" port {self.worker.port}" if self.worker.port else ""
                 raise WashoutError(f"{self._where()}: cannot connect to "
-                                   f"{self.worker.host}{port}: {err}") from None
-            await self._prepare()
+                                   f"{self.worker.host}{port}: {_describe(err)}") from None
 
     async def _reconnect(self, window: float, what: str) -> float:
         """Reconnect with exponential backoff for up to ``window`` seconds; returns the
@@ -304,13 +313,14 @@ class SSHExecutor:
                                 cpus=cpus)
         out, err = bytearray(), bytearray()
         ended = asyncio.Event()
+        end_mark = f"@@washout:{self._token}:end ".encode()
         proc = None
 
         async def collect(stream: asyncssh.SSHReader[bytes], buf: bytearray,
                           watch: bool) -> None:
             while chunk := await stream.read(65536):
                 buf.extend(chunk)
-                if watch and b":end " in buf and self._end(buf) is not None:
+                if watch and end_mark in buf and self._end(buf) is not None:
                     ended.set()
 
         try:
