@@ -178,3 +178,18 @@ def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
     assert all(t["runs_needed"] and t["power_at"] >= 0.8 for t in out["tests"])
     table = washout("plan", "--pilot", db, "--detect", "20%").stdout
     assert "fewer than 10 pilot trials" in table
+
+
+def test_degenerate_pilots() -> None:
+    # No spread: a shift separates the groups completely; 4 + 4 runs give scipy's p < 0.01.
+    n, reached = runs_needed_for([5.0, 5.0, 5.0], 2.0, alpha_per_test=0.01)
+    assert (n, reached) == (4, 1.0)
+    assert kruskal([5.0] * 4, [5.1] * 4).pvalue < 0.01 < kruskal([5.0] * 3, [5.1] * 3).pvalue
+    assert detectable_delta_for([5.0, 5.0, 5.0], 10, alpha_per_test=0.01) < 1e-5
+    assert detectable_delta_for([5.0, 5.0, 5.0], 2, alpha_per_test=0.01) is None  # 2 + 2: never
+    # One successful pilot trial: no plan, said so rather than guessed.
+    df = simulate(tests=("a", "b"), runs=1, seed=1)
+    df.loc[(df["test"] == "b") & (df["order"] == "random"), "status"] = "failed"
+    by_test = {r.test: r for r in plan_runs(df, 2.0)}
+    assert by_test["a"].source == "all" and by_test["a"].runs_needed
+    assert by_test["b"].n_pilot == 1 and by_test["b"].runs_needed is None
