@@ -185,6 +185,11 @@ command = "true"
     assert query(db, "SELECT count(*) FROM trial WHERE status = 'ok'") == [(4,)]
 
 
+QUOTING = """printf '%s\\n' "it's" 'a "b"' '$HOME' 'back\\slash'
+echo line two
+printf '%s\\n' "$V" é"""
+
+
 def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
                                                          tmp_path: Path) -> None:
     server, = sshd_farm.start(1)
@@ -200,12 +205,13 @@ def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
             stray = await executor.run("sleep 60 & echo $! > bg2; echo quick", timeout=None,
                                        cwd=worker.workdir)
             failing = await executor.run("echo oops >&2; exit 7", timeout=10)
-            return slow, stray, failing
+            quoting = await executor.run(QUOTING, timeout=10, env={"V": "it's $HOME \\ \"x\""})
+            return slow, stray, failing, quoting
         finally:
             await executor.close()
 
     started = time.monotonic()
-    slow, stray, failing = asyncio.run(go())
+    slow, stray, failing, quoting = asyncio.run(go())
     assert slow.status == "timeout" and "timed out after 0.5 s" in slow.reason
     assert slow.stdout == b"out\n" and slow.stderr.startswith(b"err\n")
     assert b"@@washout" not in slow.stderr
@@ -214,6 +220,8 @@ def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
     assert 0 < stray.duration < 2
     assert failing.status == "failed" and failing.exit_code == 7
     assert failing.reason == "exit code 7" and failing.stderr == b"oops\n"
+    assert quoting.stdout == ("it's\na \"b\"\n$HOME\nback\\slash\nline two\n"
+                              "it's $HOME \\ \"x\"\n\u00e9\n").encode()
     for name in ("bg", "bg2"):
         assert not alive(int((tmp_path / "w" / name).read_text()))
     assert time.monotonic() - started < 30

@@ -66,7 +66,9 @@ stdout = "last-number"
 
 [[test]]
 name = "synced"
-command = "cat sub/data.txt build.txt"
+command = "cat sub/data.txt build.txt; echo 7 > result.txt"
+[test.metrics.result]
+file = "result.txt"
 """ + a.worker_toml("wa", sshd_farm.known_hosts, wa) + b.worker_toml("wb", sshd_farm.known_hosts, wb))
     db = tmp_path / "two.db"
     washout("run", spec, "--db", db, "--quiet")
@@ -77,7 +79,7 @@ command = "cat sub/data.txt build.txt"
     for worker, rows in frame.groupby("worker"):
         assert len(rows) == 2 * 2  # 2 tests x (1 fixed + 1 random run), one metric each
         assert (rows[rows["metric"] == "cpu"]["value"] == 0).all()  # taskset -c 0 applied
-        assert (rows[rows["metric"] == "wall"]["value"] > 0).all()
+        assert (rows[rows["metric"] == "result"]["value"] == 7).all()  # read on the worker
     assert {c for (c,) in query(db, "SELECT DISTINCT cpus FROM trial")} == {"0"}
     outputs = {o for (o,) in query(db, "SELECT stdout_tail FROM trial WHERE test = 'synced'")}
     assert outputs == {"payload\nbuild 42\n"}
