@@ -99,3 +99,16 @@ def test_cli_report_of_a_store_shows_what_ran(tmp_path: Path) -> None:
     assert "<h3>Workers and provenance</h3>" in html
     assert re.search(r"<th scope=\"row\">local</th>.*?<td>yes</td>", html, re.S)
     assert "no successful fixed and random-order trials" in html  # `false` never succeeds
+
+
+def test_progress_hears_every_figure(tmp_path: Path) -> None:
+    from washout.report.html import write_html
+
+    trials = simulate(tests=("a", "b"), runs=6, seed=9)
+    analysis = analyze_order(trials).to_dict()
+    seen: list[tuple[int, int]] = []
+    write_html(tmp_path / "r.html", analysis, trials, progress=lambda d, n: seen.append((d, n)))
+    assert seen == [(i, 6) for i in range(1, 7)]  # figures 1-4 and one per test
+    seen.clear()
+    write_markdown(tmp_path / "r.md", analysis, trials, progress=lambda d, n: seen.append((d, n)))
+    assert seen == [(i, 6) for i in range(1, 7)]

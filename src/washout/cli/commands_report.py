@@ -3,6 +3,8 @@ a long-format CSV or an OrderSage results file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
@@ -44,12 +46,31 @@ def report(
         kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
         meta = {"source": f"{source.name} ({kind})"}
     out = output or Path(f"report.{fmt.value}")
-    if fmt is ReportFormat.md:
-        from washout.report.markdown import write_markdown
+    with _figure_progress() as progress:
+        if fmt is ReportFormat.md:
+            from washout.report.markdown import write_markdown
 
-        write_markdown(out, analysis, trials, meta)
-    else:
-        from washout.report.html import write_html
+            write_markdown(out, analysis, trials, meta, progress=progress)
+        else:
+            from washout.report.html import write_html
 
-        write_html(out, analysis, trials, meta)
+            write_html(out, analysis, trials, meta, progress=progress)
     typer.echo(f"{out}: {analysis['verdict']}")
+
+
+@contextmanager
+def _figure_progress() -> Iterator[Callable[[int, int], None]]:
+    """A progress bar with an ETA on stderr while the figures are drawn (rich hides it when
+    stderr is not a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    bar = Progress("drawing figures", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task("figures", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update

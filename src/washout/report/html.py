@@ -7,6 +7,7 @@ output, which escapes its own text (tests/test_report_html.py checks both in a b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,18 @@ def _environment() -> "jinja2.Environment":
     )
 
 
-def _svgs(items: list[document.FigureItem]) -> dict[str, Markup]:
-    return {item.key: Markup(figures.svg(item.figure, item.key)) for item in items}
+Progress = Callable[[int, int], None]
+"""Called with (figures done, figures in all) as figures are drawn: they take the time."""
+
+
+def _svgs(items: list[document.FigureItem], progress: Progress | None = None
+          ) -> dict[str, Markup]:
+    out = {}
+    for done, item in enumerate(items, start=1):
+        out[item.key] = Markup(figures.svg(item.figure, item.key))
+        if progress:
+            progress(done, len(items))
+    return out
 
 
 def render_sweep_section(
@@ -48,12 +59,13 @@ def render_sweep_section(
     summary, significant terms, knee and turning points, ranges, and the R^2, coefficient
     and tile-map figures. ``sweep`` is washout.sweep's result dict; ``settings`` the measured
     settings (parameter columns, then the metric unless ``metric`` names it)."""
-    return _sweep_html(document.sweep_part(sweep, settings, r2_history, metric))
+    part = document.sweep_part(sweep, settings, r2_history, metric)
+    return _sweep_html(part, _svgs(part.figures))
 
 
-def _sweep_html(part: document.SweepPart) -> str:
+def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
     template = _environment().get_template("sweep.j2")
-    return template.render(sweep=part, svgs=_svgs(part.figures))
+    return template.render(sweep=part, svgs=svgs)
 
 
 def render_html(
@@ -64,21 +76,24 @@ def render_html(
     *,
     settings: "pd.DataFrame | None" = None,
     r2_history: list[dict[str, Any]] | None = None,
+    progress: Progress | None = None,
 ) -> str:
     """The whole report as one HTML document.
 
     ``analysis`` is ``OrderAnalysis.to_dict()``, ``trials`` the long-format frame it came
     from, ``meta`` what the store knows about the experiment (name, seed, design, runs,
     spec_text, workers with provenance, failures; any subset). ``sweep`` adds the sweep
-    section and then needs ``settings`` (and takes ``r2_history``).
+    section and then needs ``settings`` (and takes ``r2_history``). ``progress`` hears of
+    every figure drawn.
     """
     report = document.build_report(analysis, trials, meta, sweep, settings, r2_history)
     items = [item for section in report.sections for item in section.figures]
-    sweep_html = Markup(_sweep_html(report.sweep)) if report.sweep else Markup("")
+    svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress)
+    sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
     template = _environment().get_template("report.html.j2")
     return template.render(
         r=report,
-        svgs=_svgs(items),
+        svgs=svgs,
         sweep_html=sweep_html,
         matters=bool(analysis and analysis.get("verdict") == "order-matters"),
         version=__version__,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ from washout.report import document, figures
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from washout.report.html import Progress
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
 _MD_LINE_START = re.compile(r"^(?:\d+[.)]|[#+=-])")
@@ -49,16 +52,29 @@ def _code_block(text: str) -> list[str]:
     return [fence + "toml", text.rstrip("\n"), fence]
 
 
-def _figure_lines(item: document.FigureItem, folder: Path, md_dir: Path) -> list[str]:
+def _figure_lines(item: document.FigureItem, folder: Path, md_dir: Path,
+                  progress: Callable[[], None]) -> list[str]:
     file = folder / f"{item.key}.png"
     file.write_bytes(figures.png(item.figure))
+    progress()
     rel = file.relative_to(md_dir).as_posix()
     return [f"![{md_text(item.title)}]({rel})", "",
             f"*{md_text(item.title)}.* {md_text(item.caption)}", ""]
 
 
-def markdown_text(report: document.Report, folder: Path, md_dir: Path) -> str:
+def markdown_text(report: document.Report, folder: Path, md_dir: Path,
+                  progress: "Progress | None" = None) -> str:
     """The Markdown of ``report``; writes its figures as PNGs into ``folder``."""
+    total = sum(len(s.figures) for s in report.sections) + (
+        len(report.sweep.figures) if report.sweep else 0)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total)
+
     lines = [f"# {md_text(report.title)}", ""]
     if report.verdict:
         lines += [f"**{md_text(report.verdict)}**", ""]
@@ -80,14 +96,14 @@ def markdown_text(report: document.Report, folder: Path, md_dir: Path) -> str:
         if section.intro:
             lines += [md_text(section.intro), ""]
         for item in section.figures:
-            lines += _figure_lines(item, folder, md_dir)
+            lines += _figure_lines(item, folder, md_dir, tick)
     if report.sweep:
         lines += ["## Parameter space", "", md_text(report.sweep.summary), ""]
         for title, table in report.sweep.tables:
             lines += [f"### {md_text(title)}", ""]
             lines += (md_table(table) if table.rows else ["None."]) + [""]
         for item in report.sweep.figures:
-            lines += _figure_lines(item, folder, md_dir)
+            lines += _figure_lines(item, folder, md_dir, tick)
     lines += [f"<sub>Made by washout {__version__}.</sub>", ""]
     return "\n".join(lines)
 
@@ -101,6 +117,7 @@ def write_markdown(
     *,
     settings: "pd.DataFrame | None" = None,
     r2_history: list[dict[str, Any]] | None = None,
+    progress: "Progress | None" = None,
 ) -> Path:
     """Write the report as Markdown to ``path`` and its figures as PNGs into the folder
     ``<stem>-figures`` beside it (linked relatively, so the pair can be moved together).
@@ -111,5 +128,5 @@ def write_markdown(
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.png"):
         stale.unlink()
-    out.write_text(markdown_text(report, folder, out.parent), encoding="utf-8")
+    out.write_text(markdown_text(report, folder, out.parent, progress), encoding="utf-8")
     return out
