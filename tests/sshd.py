@@ -23,10 +23,6 @@ import pytest
 
 SSHD = "/usr/sbin/sshd"
 
-requires_sshd = pytest.mark.skipif(
-    not os.access(SSHD, os.X_OK), reason="sshd missing: run scripts/services/sshd.sh")
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -355,10 +355,12 @@ class SSHExecutor:
                 proc.close()
             raise
         except _TRANSIENT as error:
-            self._orphan_group = self._group(err) if self._end(err) is None else None
             self._drop()
-            return self._lost(started, t0, f"connection lost during the command: "
-                              f"{_describe(error)}", out, err, cpus)
+            if self._end(err) is None:
+                self._orphan_group = self._group(err)
+                return self._lost(started, t0, f"connection lost during the command: "
+                                  f"{_describe(error)}", out, err, cpus)
+            # The command finished (its end marker arrived); only the connection did not.
         duration = time.perf_counter() - t0
         end = self._end(err)
         status_code = proc.exit_status if proc is not None else None
