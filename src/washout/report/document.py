@@ -134,7 +134,8 @@ def verdict_sentence(analysis: dict[str, Any]) -> str:
     if analysis.get("verdict") == "order-matters" or significant:
         names = [figures.test_label(t, figures.several_metrics(tests)) for t in significant]
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        return (f"Order matters: {len(significant)} of {len(compared)} comparisons differ "
+        verb = "differs" if len(significant) == 1 else "differ"
+        return (f"Order matters: {len(significant)} of {len(compared)} comparisons {verb} "
                 f"between fixed and random order ({shown}); {how}.")
     return (f"No evidence that order matters: none of the {len(compared)} comparisons differs "
             f"between fixed and random order; {how}.")
