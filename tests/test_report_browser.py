@@ -144,3 +144,11 @@ def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
         sizes = seen.page.evaluate("""() => Array.from(document.querySelectorAll('figure svg'))
             .map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })""")
         assert len(sizes) == 3 and all(w > 200 and h > 100 for w, h in sizes)
+
+
+def test_chromium_install_script_is_idempotent_and_quiet() -> None:
+    import subprocess
+
+    script = ROOT / "scripts" / "services" / "chromium.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == ""
