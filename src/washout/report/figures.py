@@ -12,7 +12,8 @@ tile map of the parameter space.
 Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot state), so drawing is
 free of global side effects. Every text that comes from the user's data goes through
 :func:`label`, which stops matplotlib from reading ``$...$`` as mathtext; matplotlib escapes
-the XML itself (checked in tests/test_report_html.py).
+the XML itself (checked in tests/test_report_figures.py, and in Chromium in
+tests/test_report_browser.py).
 """
 
 from __future__ import annotations

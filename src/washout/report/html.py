@@ -2,7 +2,7 @@
 external fonts or styles) that opens offline, reads on a laptop screen and prints.
 
 Every text from the data goes through jinja2 autoescaping; the SVG figures are matplotlib's
-output, which escapes its own text (tests/test_report_html.py checks both in a browser).
+output, which escapes its own text (tests/test_report_browser.py checks both in Chromium).
 """
 
 from __future__ import annotations
