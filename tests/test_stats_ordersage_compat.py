@@ -144,3 +144,25 @@ def test_long_format_with_several_metrics_gets_a_metric_column() -> None:
 
     h, p = kruskal(p50[p50.order == "fixed"].value, p50[p50.order == "random"].value)
     assert frame.set_index("metric").loc["p50", "KW_test_stat"] == pytest.approx(h, rel=1e-12)
+
+
+def test_shapiro_columns_follow_scipy_for_small_and_constant_samples() -> None:
+    import warnings
+
+    from scipy.stats import shapiro
+
+    rows = [{"run": i, "order": order, "test": "a", "metric": "result", "value": value,
+             "status": "ok"}
+            for order, values in (("fixed", [5.0] * 4), ("random", [1.0, 2.5, 2.0, 7.0]))
+            for i, value in enumerate(values)]
+    rows += [{"run": 0, "order": o, "test": "b", "metric": "result", "value": 1.0 + k,
+              "status": "ok"} for k, o in enumerate(("fixed", "fixed", "random"))]
+    frame = ordersage_stats(pd.DataFrame(rows)).set_index("test_command")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        constant = shapiro([5.0] * 4)
+    random = shapiro([1.0, 2.5, 2.0, 7.0])
+    a = frame.loc["a"]
+    assert (a["SW_test_stat_fixed"], a["SW_p-value_fixed"]) == (constant.statistic, constant.pvalue)
+    assert a["SW_p-value_random"] == pytest.approx(random.pvalue, rel=1e-12)
+    assert np.isnan(frame.loc["b", "SW_p-value_fixed"])  # n = 2: no test (OrderSage would stop)

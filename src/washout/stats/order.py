@@ -424,8 +424,12 @@ def summarize(samples: Samples) -> SampleSummary:
                          constant.reshape(shape))
 
 
-def _shapiro_all(samples: Samples, summary: SampleSummary) -> "np.ndarray":
-    """Shapiro-Wilk p of every sample, (G, 2); NaN below n = 3 or for a constant sample.
+def shapiro_all(
+    samples: Samples, summary: SampleSummary, constant: float = float("nan")
+) -> tuple["np.ndarray", "np.ndarray"]:
+    """Shapiro-Wilk W and p of every sample, each (G, 2) (Shapiro & Wilk 1965, as
+    scipy.stats.shapiro); NaN below n = 3, ``constant`` for a constant sample (W undefined;
+    scipy itself then returns 1).
 
     Samples of equal size go to scipy.stats.shapiro together (axis=1): one call per size
     instead of one per sample, whose fixed overhead would dominate thousands of comparisons.
@@ -435,16 +439,21 @@ def _shapiro_all(samples: Samples, summary: SampleSummary) -> "np.ndarray":
     import numpy as np
     from scipy.stats import shapiro
 
-    out = np.full(samples.counts.shape, np.nan)
-    testable = (samples.counts >= 3) & ~summary.constant
+    stat = np.full(samples.counts.shape, np.nan)
+    p = np.full(samples.counts.shape, np.nan)
+    big_enough = samples.counts >= 3
+    stat[big_enough & summary.constant] = p[big_enough & summary.constant] = constant
+    testable = big_enough & ~summary.constant
     for n in np.unique(samples.counts[testable]):
         where = np.argwhere(testable & (samples.counts == n))
         starts = samples.starts[where[:, 0], where[:, 1]]
         block = samples.values[starts[:, None] + np.arange(n)[None, :]]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # n > 5000: scipy warns that p may be inaccurate
-            out[where[:, 0], where[:, 1]] = shapiro(block, axis=1).pvalue
-    return out
+            result = shapiro(block, axis=1)
+        stat[where[:, 0], where[:, 1]] = result.statistic
+        p[where[:, 0], where[:, 1]] = result.pvalue
+    return stat, p
 
 
 def _min_n_for_ci(confidence: float) -> int:
@@ -501,7 +510,7 @@ def analyze_order(
     level = alpha / family_size if family_size else alpha
     min_n = _min_n_for_ci(ci_confidence)
     pct = f"{ci_confidence * 100:g}%"
-    shapiro_p = _shapiro_all(samples, summary)
+    _, shapiro_p = shapiro_all(samples, summary)
     floor_p = _min_p(counts[:, 0], counts[:, 1])
     detectable = _detectable_pct(summary, counts, level)
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from washout.errors import WashoutError
 from washout.stats.median_ci import check_confidence
-from washout.stats.order import collect_samples, kruskal_two
+from washout.stats.order import collect_samples, kruskal_two, shapiro_all, summarize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,19 +102,6 @@ def drop_failures(df: "pd.DataFrame") -> "pd.DataFrame":
     return frame.loc[~bad & ~(in_failed_run & (frame["order"] == "fixed"))]
 
 
-def _shapiro(sample: "np.ndarray") -> tuple[float, float]:
-    import warnings
-
-    from scipy.stats import shapiro
-
-    if sample.size < 3:
-        return math.nan, math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = shapiro(sample)
-    return float(result.statistic), float(result.pvalue)
-
-
 def _variation(sample: "np.ndarray") -> float:
     """scipy.stats.variation (population std / mean), rounded to 3 decimals as OrderSage."""
     import numpy as np
@@ -152,6 +139,7 @@ def ordersage_stats(
         ci_confidence = 1 - P_SAME / max(len(tests), 1)
     confidence = check_confidence(ci_confidence)
     h, p = kruskal_two(samples)
+    sw_stat, sw_p = shapiro_all(samples, summarize(samples), constant=1.0)
     several_metrics = len({m for _, m, _ in samples.keys}) > 1
 
     rows = []
@@ -168,15 +156,15 @@ def ordersage_stats(
         else:
             row["coeff_of_variation_fixed"] = _variation(fixed)
             row["coeff_of_variation_random"] = _variation(random)
-        sw_f, sw_r = _shapiro(fixed), _shapiro(random)
+        sw_f, sw_r = (sw_stat[g, 0], sw_p[g, 0]), (sw_stat[g, 1], sw_p[g, 1])
         kw_p = float(p[g])
         diff = (float((fixed.mean() - random.mean()) / fixed.mean() * 100)
                 if fixed.size and random.size and fixed.mean() != 0 else math.nan)
         row.update({
             "KW_dist_type": "same" if kw_p > P_SAME else "different",
             "Normal_fixed": bool(sw_f[1] > P_SAME), "Normal_random": bool(sw_r[1] > P_SAME),
-            "SW_test_stat_fixed": sw_f[0], "SW_p-value_fixed": sw_f[1],
-            "SW_test_stat_random": sw_r[0], "SW_p-value_random": sw_r[1],
+            "SW_test_stat_fixed": float(sw_f[0]), "SW_p-value_fixed": float(sw_f[1]),
+            "SW_test_stat_random": float(sw_r[0]), "SW_p-value_random": float(sw_r[1]),
             "KW_test_stat": float(h[g]), "KW_p-value": kw_p, "percent_diff": diff,
             "KW_effect_size": float(h[g]) / (fixed.size + random.size - 1),
         })
