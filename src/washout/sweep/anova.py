@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy import linalg
-from scipy.stats import f as f_dist
+from scipy import linalg, special
 
 Term = tuple[int, ...]
 """A model term: the indices of its factors (one for a main effect, two for an interaction)."""
@@ -63,18 +62,31 @@ def candidate_terms(n_factors: int, interactions: bool) -> list[Term]:
     return terms
 
 
+def _codings(terms: list[Term]) -> dict[Term, tuple[bool, bool]]:
+    """How patsy codes each term: for a:b, whether a's and b's main effects are already spanned
+    (by the main effect itself or an earlier interaction); main effects are always reduced."""
+    ordered = sorted(terms, key=len)
+    spanned = {t[0] for t in ordered if len(t) == 1}
+    codings: dict[Term, tuple[bool, bool]] = {}
+    for term in ordered:
+        if len(term) == 1:
+            codings[term] = (True, True)
+            continue
+        a, b = term
+        codings[term] = (a in spanned, b in spanned)
+        spanned |= {a, b}
+    return codings
+
+
 def design_columns(terms: list[Term], n_levels: list[int]) -> list[Column]:
     """Columns of patsy's treatment coding for ``terms`` (intercept always present)."""
-    ordered = sorted(terms, key=len)
-    spanned: set[tuple[int, ...]] = {(f,) for f in (t[0] for t in ordered if len(t) == 1)}
     columns: list[Column] = []
-    for term in ordered:
+    for term, (has_a, has_b) in _codings(terms).items():
         if len(term) == 1:
             (f,) = term
             columns += [Column(term, ((f, lv),)) for lv in range(1, n_levels[f])]
             continue
         a, b = term
-        has_a, has_b = (a,) in spanned, (b,) in spanned
         if not has_a and not has_b:
             columns += [Column(term, ((b, lv),), curve=False) for lv in range(1, n_levels[b])]
         a_first = 0 if has_a and not has_b else 1
@@ -84,7 +96,6 @@ def design_columns(terms: list[Term], n_levels: list[int]) -> list[Column]:
             for lb in range(b_first, n_levels[b])
             for la in range(a_first, n_levels[a])
         ]
-        spanned |= {(a,), (b,)}
     return columns
 
 
@@ -110,22 +121,27 @@ def design_matrix(codes: np.ndarray, columns: list[Column], n_levels: list[int])
 
 
 def independent_columns(gram: np.ndarray) -> np.ndarray:
-    """Mask of the columns not linearly dependent on earlier ones (pivot-free Cholesky).
+    """Mask of the columns not linearly dependent on earlier ones (unpivoted Cholesky).
 
-    The same rule as R's ``lm`` (aliased coefficients): columns are taken in order and one whose
-    residual, after projecting out the kept earlier columns, is negligible is dropped.
+    The same rule as R's ``lm`` (aliased coefficients): columns are taken in order, and one
+    whose squared residual after projecting out the kept earlier columns (its Cholesky pivot
+    r_jj^2) is negligible is dropped. LAPACK factors the kept set; on the first negligible or
+    failed pivot that column is dropped and the factorization redone, so a full-rank design
+    costs one call.
     """
-    a = gram.astype(float, copy=True)
-    scale = np.diag(gram).copy()
-    keep = np.zeros(len(a), dtype=bool)
-    for j in range(len(a)):
-        d = a[j, j]
-        if d <= ALIAS_TOLERANCE * scale[j] or d <= 0.0:
+    scale = np.diag(gram)
+    keep = scale > 0
+    while True:
+        idx = np.flatnonzero(keep)
+        sub = gram[np.ix_(idx, idx)]
+        factor, info = linalg.lapack.dpotrf(sub, lower=0, clean=1)
+        if info > 0:
+            keep[idx[info - 1]] = False
             continue
-        keep[j] = True
-        col = a[j + 1 :, j] / np.sqrt(d)
-        a[j + 1 :, j + 1 :] -= np.outer(col, col)
-    return keep
+        bad = np.flatnonzero(np.diag(factor) ** 2 <= ALIAS_TOLERANCE * scale[idx])
+        if len(bad) == 0:
+            return keep
+        keep[idx[bad[0]]] = False
 
 
 @dataclass(frozen=True)
@@ -170,50 +186,74 @@ class AnovaFit:
         return {t.term: t.ss / total for t in self.table if t.term is not None}
 
 
-def _type3(
-    gram: np.ndarray, xty: np.ndarray, yty: float, n: int, y_mean: float,
-    columns: list[Column], keep: np.ndarray,
-) -> tuple[np.ndarray, list[TermTest], float, int]:
-    """Solve the kept columns and Wald-test each term (statsmodels' anova_lm typ=3).
+@dataclass
+class _Solution:
+    """OLS on the kept columns ``idx``: (X_k'X_k)^-1, coefficients for centred y, RSS."""
 
-    Works on the Gram matrix X'X, X'y and y'y of centred y only, so an elimination step costs
-    O(p^3) whatever the number of rows. For a term T with coefficients b_T and covariance block
-    V_TT = s^2 [(X'X)^-1]_TT: SS_T = b_T' [(X'X)^-1]_TT^-1 b_T, F = SS_T / (q s^2), q = |T|.
+    idx: np.ndarray
+    cov: np.ndarray
+    beta: np.ndarray
+    rss: float
+
+    @classmethod
+    def solve(cls, gram: np.ndarray, xty: np.ndarray, yty: float, keep: np.ndarray) -> "_Solution":
+        idx = np.flatnonzero(keep)
+        factor, info = linalg.lapack.dpotrf(gram[np.ix_(idx, idx)], lower=0, clean=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("design not of full rank after aliasing")
+        inv, _ = linalg.lapack.dpotri(factor, lower=0)
+        cov = np.triu(inv) + np.triu(inv, 1).T
+        beta = cov @ xty[idx]
+        return cls(idx, cov, beta, max(float(yty - beta @ xty[idx]), 0.0))
+
+    def without(self, drop: np.ndarray) -> "_Solution":
+        """The solution with the columns at positions ``drop`` removed, by the Schur complement:
+        V' = V_rr - V_rt V_tt^-1 V_tr, b' = b_r - V_rt V_tt^-1 b_t, RSS' = RSS + b_t' V_tt^-1 b_t
+        (the term's extra sum of squares). O(p^2 q) instead of a new O(p^3) factorization."""
+        rest = np.setdiff1d(np.arange(len(self.idx)), drop)
+        v_tt = self.cov[np.ix_(drop, drop)]
+        v_rt = self.cov[np.ix_(rest, drop)]
+        solved = np.linalg.solve(v_tt, np.column_stack([v_rt.T, self.beta[drop]]))
+        cov = self.cov[np.ix_(rest, rest)] - v_rt @ solved[:, :-1]
+        beta = self.beta[rest] - v_rt @ solved[:, -1]
+        return _Solution(self.idx[rest], cov, beta, self.rss + float(self.beta[drop] @ solved[:, -1]))
+
+
+def _type3(
+    sol: _Solution, y_mean: float, col_term: np.ndarray, n_terms: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wald-test each term (statsmodels' anova_lm typ=3) from an OLS solution.
+
+    For a term T with coefficients b_T and covariance block V_TT = s^2 [(X'X)^-1]_TT:
+    SS_T = b_T' [(X'X)^-1]_TT^-1 b_T, F = SS_T / (q s^2), q = |T| (estimable columns).
+    ``col_term`` gives each kept column's term id (-1: the intercept). Returns per term id + 1
+    (slot 0: the intercept, tested with the uncentred intercept) the Type-III SS and df.
     """
-    idx = np.flatnonzero(keep)
-    factor = linalg.cho_factor(gram[np.ix_(idx, idx)], check_finite=False)
-    beta_k = linalg.cho_solve(factor, xty[idx], check_finite=False)
-    cov = linalg.cho_solve(factor, np.eye(len(idx)), check_finite=False)
-    rss = max(float(yty - beta_k @ xty[idx]), 0.0)
-    df_resid = n - len(idx)
-    beta_k[0] += y_mean
-    coef = np.zeros(len(keep))
-    coef[idx] = beta_k
-    scale = rss / df_resid if df_resid > 0 else np.nan
-    position = np.cumsum(keep) - 1
-    groups: dict[Term | None, list[int]] = {None: [0]}
-    for j, col in enumerate(columns, start=1):
-        members = groups.setdefault(col.term, [])
-        if keep[j]:
-            members.append(int(position[j]))
-    terms, ss, df = [], [], []
-    for term, pos in groups.items():
-        terms.append(term)
-        df.append(len(pos))
-        if not pos:
-            ss.append(0.0)
-            continue
-        b = beta_k[pos]
-        ss.append(float(b @ np.linalg.solve(cov[np.ix_(pos, pos)], b)))
-    ss_a, df_a = np.asarray(ss), np.asarray(df, dtype=float)
+    beta = sol.beta.copy()
+    beta[0] += y_mean
+    slot = col_term + 1
+    df = np.bincount(slot, minlength=n_terms + 1)
+    order = np.argsort(slot, kind="stable")
+    starts = np.cumsum(df) - df
+    ss = np.zeros(n_terms + 1)
+    for q in np.unique(df[df > 0]):  # one batched solve per block size
+        members = np.flatnonzero(df == q)
+        pos = order[starts[members][:, None] + np.arange(q)]
+        b = beta[pos]
+        blocks = sol.cov[pos[:, :, None], pos[:, None, :]]
+        ss[members] = np.einsum("ij,ij->i", b, np.linalg.solve(blocks, b[:, :, None])[:, :, 0])
+    return ss, df
+
+
+def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int) -> tuple[np.ndarray, np.ndarray]:
+    """F = (SS / q) / (RSS / df_resid) and its upper-tail p (scipy.special.fdtrc); NaN if q = 0."""
+    if df_resid <= 0:
+        nan = np.full(len(ss), np.nan)
+        return nan, nan
     with np.errstate(divide="ignore", invalid="ignore"):
-        fval = ss_a / df_a / scale
-        p = f_dist.sf(fval, df_a, df_resid) if df_resid > 0 else np.full(len(ss), np.nan)
-    table = [
-        TermTest(t, s_, int(d), float(fv) if d else np.nan, float(pv) if d else np.nan)
-        for t, s_, d, fv, pv in zip(terms, ss, df, fval, p)
-    ]
-    return coef, table, rss, df_resid
+        fval = np.where(df > 0, ss / df / (rss / df_resid), np.nan)
+        p = np.where(df > 0, special.fdtrc(np.maximum(df, 1), df_resid, fval), np.nan)
+    return fval, p
 
 
 def fit_anova(
@@ -226,54 +266,77 @@ def fit_anova(
 ) -> AnovaFit:
     """Fit the paper's model with backward elimination (METHOD-NOTES §5).
 
-    While any term's Type-III p exceeds ``alpha``, drop the one with the largest p and refit
-    (no hierarchy enforced; terms with no estimable column go first, they change nothing). If
-    every term would go, the full initial model is returned with ``elimination_failed``.
+    While any term's Type-III p exceeds ``alpha``, drop the one with the largest p (the first
+    in the table on ties) and refit (no hierarchy enforced; terms with no estimable column go
+    first, they change nothing). If every term would go, the full initial model is returned
+    with ``elimination_failed``.
     """
     codes = np.asarray(codes, dtype=int)
     y = np.asarray(y, dtype=float)
     y_mean = float(y.mean())
     yc = y - y_mean
     initial = candidate_terms(len(n_levels), interactions)
-    terms = list(initial)
+    term_id = {t: i for i, t in enumerate(initial)}
+    active = np.ones(len(initial), dtype=bool)
     removed: list[Term] = []
-    columns = design_columns(terms, n_levels)
+    columns = design_columns(initial, n_levels)
+    codings = _codings(initial)
     x = design_matrix(codes, columns, n_levels)
     gram, xty, yty, n = x.T @ x, x.T @ yc, float(yc @ yc), len(yc)
     keep = independent_columns(gram)
+    col_term = np.array([-1] + [term_id[c.term] for c in columns])
+    sol = _Solution.solve(gram, xty, yty, keep)
     while True:
-        coef, table, rss, df_resid = _type3(gram, xty, yty, n, y_mean, columns, keep)
-        tests = [t for t in table if t.term is not None]
-        if not eliminate or not tests:
+        ss, df = _type3(sol, y_mean, col_term[sol.idx], len(initial))
+        df_resid = n - len(sol.idx)
+        if not eliminate:
             break
-        empty = [t.term for t in tests if t.df == 0]
-        if empty:
-            drop = empty[0]
+        live = np.flatnonzero(active)
+        empty = live[df[live + 1] == 0]
+        if len(empty):
+            drop = int(empty[0])
         else:
-            pvalues = np.array([t.p for t in tests])
-            if df_resid <= 0 or not np.any(pvalues > alpha):
+            _, p = _f_test(ss[live + 1], df[live + 1], sol.rss, df_resid)
+            if df_resid <= 0 or not np.any(p > alpha):
                 break
-            drop = tests[int(np.nanargmax(pvalues))].term
-        terms.remove(drop)
-        removed.append(drop)
-        if not terms:
+            drop = int(live[np.nanargmax(p)])
+        active[drop] = False
+        removed.append(initial[drop])
+        if not active.any():
             fit = fit_anova(codes, y, n_levels, interactions, alpha, eliminate=False)
             fit.elimination_failed = True
             return fit
-        new_columns = design_columns(terms, n_levels)
-        old_index = {c: j for j, c in enumerate(columns, start=1)}
-        if all(c in old_index for c in new_columns):
-            sel = np.array([0] + [old_index[c] for c in new_columns])
-            x, gram, xty, keep = x[:, sel], gram[np.ix_(sel, sel)], xty[sel], keep[sel]
-            if not keep.all():  # a column aliased only through a dropped one comes back
-                keep = independent_columns(gram)
+        terms = [initial[i] for i in np.flatnonzero(active)]
+        new_codings = _codings(terms)
+        if all(new_codings[t] == codings[t] for t in terms):  # the others' columns stay
+            stay = col_term != drop
+            if keep.all():
+                sol = sol.without(np.flatnonzero(col_term[sol.idx] == drop))
+                sol.idx = np.arange(int(stay.sum()))
+            x, gram, xty, keep = x[:, stay], gram[np.ix_(stay, stay)], xty[stay], keep[stay]
+            columns = [c for c, s_ in zip(columns, stay[1:]) if s_]
+            col_term = col_term[stay]
+            if len(sol.idx) != int(keep.sum()) or not keep.all():
+                keep = independent_columns(gram)  # a column aliased only through a dropped one
+                sol = _Solution.solve(gram, xty, yty, keep)
         else:
-            x = design_matrix(codes, new_columns, n_levels)
+            columns = design_columns(terms, n_levels)
+            x = design_matrix(codes, columns, n_levels)
             gram, xty = x.T @ x, x.T @ yc
             keep = independent_columns(gram)
-        columns = new_columns
+            col_term = np.array([-1] + [term_id[c.term] for c in columns])
+            sol = _Solution.solve(gram, xty, yty, keep)
+        codings = new_codings
+    fval, p = _f_test(ss, df, sol.rss, df_resid)
+    kept = [None] + [initial[i] for i in np.flatnonzero(active)]
+    slots = [0] + [i + 1 for i in np.flatnonzero(active)]
+    table = [TermTest(t, float(ss[k]), int(df[k]), float(fval[k]), float(p[k]))
+             for t, k in zip(kept, slots)]
+    coef = np.zeros(len(keep))
+    coef[sol.idx] = sol.beta
+    coef[0] += y_mean
     return AnovaFit(
-        n_levels=list(n_levels), terms=terms, columns=columns, coef=coef, aliased=~keep,
-        table=table, rss=rss, df_resid=df_resid, r2=1.0 - rss / yty if yty > 0 else np.nan,
-        removed=removed,
+        n_levels=list(n_levels), terms=kept[1:], columns=columns, coef=coef, aliased=~keep,
+        table=table, rss=sol.rss, df_resid=df_resid,
+        r2=1.0 - sol.rss / yty if yty > 0 else np.nan, removed=removed,
     )

@@ -11,8 +11,8 @@ it) and ours:
 - ``stratified``: each batch keeps the measured share of every level of one parameter as close
   as possible to its share in the space; the parameter rotates per batch.
 - ``dist-aware``: settings drawn with probability proportional to the "neighbour variability"
-  of their k nearest measured settings (k = 2^parameters, capped at 64 here so large spaces
-  stay tractable): mean over neighbours of the column sums of |dz(y)| / distance over
+  of their k nearest measured settings (k = 2^parameters, capped at 32 here so large spaces
+  stay tractable: exact for up to 5 parameters): mean over neighbours of the column sums of |dz(y)| / distance over
   neighbour pairs, halved, on z-scored level values.
 - ``coverage`` (ours): greedy pairwise coverage, the idea of covering arrays: each pick is the
   setting whose level pairs are the least measured so far (weight 1/(1 + count) per pair and
@@ -39,7 +39,8 @@ Sampler = Callable[[Space, np.ndarray, np.ndarray, int, int, int], np.ndarray]
 A sampler is a pure function of its arguments (its random draws come from (seed, batch)), so a
 resumed sweep chooses the same settings."""
 
-DIST_AWARE_MAX_NEIGHBOURS = 64
+DIST_AWARE_MAX_NEIGHBOURS = 32
+DIST_AWARE_CHUNK = 512
 
 
 def _unmeasured(space: Space, measured: np.ndarray) -> np.ndarray:
@@ -128,12 +129,15 @@ def dist_aware_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     n_nb = int(min(2 ** z.shape[1], DIST_AWARE_MAX_NEIGHBOURS, len(measured)))
     _, nb = cKDTree(z[measured]).query(z[pool], k=n_nb)
     nb = nb.reshape(len(pool), n_nb)
-    pts = z[measured][nb]  # pool x k x dims
-    dist = np.linalg.norm(pts[:, :, None, :] - pts[:, None, :, :], axis=-1)
-    dy = np.abs(zy[nb][:, :, None] - zy[nb][:, None, :])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(dist > 0, dy / dist, 0.0)
-    score = ratio.sum(axis=1).mean(axis=1) / 2
+    score = np.empty(len(pool))
+    for lo in range(0, len(pool), DIST_AWARE_CHUNK):  # pool x k x k at a time, bounded memory
+        part = nb[lo:lo + DIST_AWARE_CHUNK]
+        pts = z[measured][part]
+        dist = np.linalg.norm(pts[:, :, None, :] - pts[:, None, :, :], axis=-1)
+        dy = np.abs(zy[part][:, :, None] - zy[part][:, None, :])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(dist > 0, dy / dist, 0.0)
+        score[lo:lo + DIST_AWARE_CHUNK] = ratio.sum(axis=1).mean(axis=1) / 2
     rng = np.random.default_rng([seed, batch])
     size = min(k, len(pool))
     if not np.isfinite(score).all() or np.count_nonzero(score) < size:
@@ -143,33 +147,36 @@ def dist_aware_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
 
 def coverage_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
                    seed: int, batch: int) -> np.ndarray:
-    """k settings, greedily, each covering the least-measured levels and level pairs (ours)."""
+    """k settings, greedily, each covering the least-measured levels and level pairs (ours).
+
+    gain(s) = sum over parameters of 1/(1 + count of s's level) + sum over parameter pairs of
+    1/(1 + count of s's level pair), counts over the measured and already chosen settings.
+    After each pick only the settings sharing one of its levels or pairs change; their gains
+    are updated in place.
+    """
     codes = space.codes
     n_params = codes.shape[1]
-    pairs = list(combinations(range(n_params), 2))
-    level_counts = [np.bincount(codes[measured, f], minlength=n).astype(float)
-                    for f, n in enumerate(space.n_levels)]
-    pair_cells = [codes[:, a] * space.n_levels[b] + codes[:, b] for a, b in pairs]
-    pair_counts = [np.bincount(cell[measured], minlength=space.n_levels[a] * space.n_levels[b]).astype(float)
-                   for cell, (a, b) in zip(pair_cells, pairs)]
-    available = np.ones(len(space), dtype=bool)
-    available[measured] = False
-    jitter = np.random.default_rng([seed, batch]).random(len(space)) * 1e-6
+    groups = [codes[:, f] for f in range(n_params)]
+    sizes = list(space.n_levels)
+    for a, b in combinations(range(n_params), 2):
+        groups.append(codes[:, a] * space.n_levels[b] + codes[:, b])
+        sizes.append(space.n_levels[a] * space.n_levels[b])
+    counts = [np.bincount(g[measured], minlength=m).astype(float) for g, m in zip(groups, sizes)]
+    members = [np.split(np.argsort(g, kind="stable"), np.cumsum(np.bincount(g, minlength=m))[:-1])
+               for g, m in zip(groups, sizes)]
+    gain = np.random.default_rng([seed, batch]).random(len(space)) * 1e-6
+    for g, c in zip(groups, counts):
+        gain += 1.0 / (1.0 + c[g])
+    gain[measured] = -np.inf
     chosen: list[int] = []
-    for _ in range(min(k, int(available.sum()))):
-        pool = np.flatnonzero(available)
-        gain = jitter[pool].copy()
-        for f in range(n_params):
-            gain += 1.0 / (1.0 + level_counts[f][codes[pool, f]])
-        for cell, counts in zip(pair_cells, pair_counts):
-            gain += 1.0 / (1.0 + counts[cell[pool]])
-        i = int(pool[np.argmax(gain)])
+    for _ in range(min(k, len(space) - len(measured))):
+        i = int(np.argmax(gain))
         chosen.append(i)
-        available[i] = False
-        for f in range(n_params):
-            level_counts[f][codes[i, f]] += 1
-        for cell, counts in zip(pair_cells, pair_counts):
-            counts[cell[i]] += 1
+        for g, c, mem in zip(groups, counts, members):
+            cell = g[i]
+            gain[mem[cell]] += 1.0 / (2.0 + c[cell]) - 1.0 / (1.0 + c[cell])
+            c[cell] += 1
+        gain[i] = -np.inf
     return np.asarray(chosen, dtype=int)
 
 
