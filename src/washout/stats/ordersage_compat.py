@@ -92,14 +92,13 @@ def drop_failures(df: "pd.DataFrame") -> "pd.DataFrame":
     import pandas as pd
 
     frame = df.loc[df["order"].isin(("fixed", "random"))]
-    worker = frame["worker"] if "worker" in frame.columns else pd.Series("local", frame.index)
-    bad = frame["status"] != "ok"
-    bad_fixed = bad & (frame["order"] == "fixed")
-    failed_runs = set(zip(worker[bad_fixed], frame.loc[bad_fixed, "run"]))
-    in_failed_run = pd.Series(
-        [key in failed_runs for key in zip(worker, frame["run"])], index=frame.index, dtype=bool
-    ) if failed_runs else pd.Series(False, index=frame.index)
-    return frame.loc[~bad & ~(in_failed_run & (frame["order"] == "fixed"))]
+    if "worker" not in frame.columns:
+        frame = frame.assign(worker="local")
+    bad = (frame["status"] != "ok").to_numpy()
+    fixed = (frame["order"] == "fixed").to_numpy()
+    runs = pd.MultiIndex.from_frame(frame[["worker", "run"]])
+    in_failed_run = runs.isin(runs[bad & fixed])
+    return frame.loc[~bad & ~(in_failed_run & fixed)]
 
 
 def _variation(sample: "np.ndarray") -> float:
