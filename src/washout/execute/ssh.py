@@ -472,9 +472,12 @@ class SSHExecutor:
 
     # -- reboot resets ----------------------------------------------------------------
 
-    async def _boot_id(self) -> str:
+    async def _boot_id(self) -> str | None:
+        """The worker's boot id now; None if the connection dropped while reading it."""
         command = self.worker.boot_id_command or DEFAULT_BOOT_ID
         result = await self.run(command, timeout=30)
+        if result.status == "lost":
+            return None
         value = result.stdout.decode("utf-8", errors="replace").strip()
         if result.status != "ok" or not value:
             raise WashoutError(f"{self._where()}: boot_id_command = {command!r}: "
@@ -484,13 +487,18 @@ class SSHExecutor:
     async def reboot(self, timeout: float) -> str:
         """Reboot the worker and wait until it is back with a new boot id.
 
-        Issue the reboot command, wait until the connection drops (the worker is gone),
-        reconnect with backoff until SSH answers, then compare boot ids. All within
-        ``timeout`` seconds (``[reset] timeout``). Returns what happened, for the store.
+        Issue the reboot command, wait until the connection drops (the worker is going
+        down), then reconnect with backoff until SSH answers with a new boot id: a machine
+        shutting down may still accept a connection for a moment, so an unchanged boot id
+        means "look again later" until ``timeout`` seconds (``[reset] timeout``) have passed
+        since the command. Returns what happened, for the store.
         """
         loop = asyncio.get_running_loop()
         start = loop.time()
+        deadline = start + timeout
         before = await self._boot_id()
+        if before is None:
+            raise WashoutError(f"{self._where()}: the connection dropped before the reboot")
         command = self.worker.reboot_command or DEFAULT_REBOOT
         conn = self._conn
         result = await self.run(command, timeout=min(30.0, timeout))
@@ -500,21 +508,27 @@ class SSHExecutor:
                                f"{result.reason}{': ' + err if err else ''}")
         if conn is not None:
             try:
-                await asyncio.wait_for(conn.wait_closed(),
-                                       max(0.0, start + timeout - loop.time()))
+                await asyncio.wait_for(conn.wait_closed(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 raise WashoutError(f"{self._where()}: still up {timeout:g} s after the reboot "
                                    f"command {command!r} (reset.timeout)") from None
         gone = loop.time() - start
-        self._drop()
-        await self._reconnect(max(0.0, start + timeout - loop.time()),
-                              f"SSH did not answer again after the reboot (reset.timeout = "
-                              f"{timeout:g} s)")
+        delay = 0.5
+        while True:
+            self._drop()
+            await self._reconnect(max(0.0, deadline - loop.time()),
+                                  f"SSH did not answer again after the reboot (reset.timeout = "
+                                  f"{timeout:g} s)")
+            after = await self._boot_id()
+            if after is not None and after != before:
+                break
+            if loop.time() + delay >= deadline:
+                raise WashoutError(f"{self._where()}: boot id still {before} {timeout:g} s "
+                                   f"after the reboot command {command!r} (reset.timeout): "
+                                   "the worker did not reboot")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
         back = loop.time() - start
-        after = await self._boot_id()
-        if after == before:
-            raise WashoutError(f"{self._where()}: boot id still {before} after the reboot "
-                               f"command {command!r}: the worker did not reboot")
         return (f"reboot: {command}; gone after {gone:.1f} s, SSH back after {back:.1f} s; "
                 f"boot id {before} -> {after}")
 
