@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy.stats import mannwhitneyu
 
 from simulate_longformat import simulate
@@ -49,6 +51,26 @@ def test_unparsable_claims_are_one_line_errors_naming_the_claim(text: str, needl
     message = str(err.value)
     assert needle in message and "\n" not in message
     assert message.startswith(f"claim {text.strip()!r}") or message.startswith(f"claim {text!r}")
+
+
+NAME = st.text("abcXYZ019 -._{}=/", min_size=1, max_size=20).filter(lambda t: t.strip() != "")
+
+
+@settings(max_examples=300, deadline=None)
+@given(NAME, st.sampled_from(["<", "<=", ">", ">="]), st.one_of(st.none(), st.sampled_from(
+    ["1.1", "0.9", "2", ".5", "1e-1"])), NAME, st.booleans())
+def test_any_test_name_round_trips(a: str, op: str, factor: str | None, b: str,
+                                   quoted: bool) -> None:
+    """Names from the allowed alphabet (spaces, dashes, dots, braces, '=', '/') parse back,
+    bare or quoted."""
+    show = (lambda n: f"'{n}'") if quoted else (lambda n: n)
+    text = f"{show(a)} {op} {factor + ' * ' if factor else ''}{show(b)}"
+    expect_a, expect_b = (a, b) if quoted else (a.strip(), b.strip())
+    # "x= < y" reads as operator "=<", "x < =y" as "<=": such names need quotes
+    assume(quoted or not (expect_a.endswith("=") or expect_b.startswith("=")))
+    claim = parse_claim(text)
+    assert (claim.a, claim.op, claim.b) == (expect_a, op, expect_b)
+    assert claim.factor == (float(factor) if factor else 1.0)
 
 
 def test_comparison_semantics_with_factor_and_ties() -> None:
