@@ -116,8 +116,10 @@ def test_outputs_and_errors() -> None:
     assert keys <= set(drift_frame(result).columns)
     assert {r.against for r in result.rows} == {"position", "time_since_reset", "run"}
     with pytest.raises(WashoutError) as err:
-        drift(simulate(runs=2).drop(columns=["started"]))
-    assert "started" in str(err.value) and "\n" not in str(err.value)
+        drift(simulate(runs=2).drop(columns=["run"]))
+    assert "run" in str(err.value) and "\n" not in str(err.value)
+    no_times = drift(simulate(runs=4, seed=18).drop(columns=["started"]))
+    assert all(r.n == 0 for r in no_times.rows if r.against == "time_since_reset")
 
 
 def test_a_constant_metric_counts_with_p_one() -> None:

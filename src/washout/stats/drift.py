@@ -72,7 +72,7 @@ class DriftResult:
 
 
 def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
-    """``ok`` with a ``time_since_reset`` column in seconds (NaN where ``started`` is missing
+    """``ok`` with a ``time_since_reset`` column in seconds (NaN where ``started`` is absent
     or unreadable; the run's earliest start is taken over all its recorded trials), and
     numeric ``position`` and ``run`` (NaN where unknown)."""
     import pandas as pd
@@ -80,9 +80,13 @@ def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     everything = df.copy()
     if "worker" not in everything.columns:
         everything["worker"] = "local"
+    if "started" not in everything.columns:
+        everything["started"] = None
     everything["_t"] = pd.to_datetime(everything["started"], utc=True, errors="coerce")
     first = everything.groupby(["worker", "run"])["_t"].min().rename("_first").reset_index()
     out = ok.copy()
+    if "started" not in out.columns:
+        out["started"] = None
     out["_t"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
     out = out.merge(first, on=["worker", "run"], how="left")
     out["time_since_reset"] = (out["_t"] - out["_first"]).dt.total_seconds()
@@ -127,7 +131,7 @@ def drift(
     import numpy as np
 
     level, method = check_alpha(alpha), check_method(correction)
-    ok, excluded = usable_trials(df, "drift analysis", extra=("started",))
+    ok, excluded = usable_trials(df, "drift analysis")
     if metric is not None:
         ok = ok[ok["metric"] == metric]
     ok = with_clocks(df, ok)
