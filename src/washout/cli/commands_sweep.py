@@ -94,3 +94,38 @@ def explore(
     with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others
         result = run_explore(space, options, full=full)
     _print_summary(result, fmt)
+
+
+@app.command()
+def sweep(
+    spec: Path = typer.Argument(..., help="Spec with a [sweep] table (and [experiment], [reset] ...)."),
+    directory: Path = typer.Option(None, "--dir", help="Where the batch stores go (default: washout-results/NAME-sweep); run again to resume."),
+    seed: int = typer.Option(None, "--seed", help="Override [experiment].seed."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
+) -> None:
+    """Evaluate a parameter space incrementally: run sampled settings (randomized order, resets),
+    fit, validate, add settings until the model predicts well or the budget is spent."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from threadpoolctl import threadpool_limits
+
+    from washout.sweep.runner import run_sweep
+
+    fmt = _format(fmt)
+    console = Console(stderr=True, quiet=quiet, highlight=False)
+    bar = Progress(TextColumn("batch trials"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
+                   TimeRemainingColumn(), console=console, disable=quiet, transient=True)
+    task = bar.add_task("trials", total=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    def notify(message: str) -> None:
+        bar.reset(task, total=None)
+        console.print(message)
+
+    with bar, threadpool_limits(1):
+        result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
+    console.print(f"Data: {result['directory']} (settings.csv, sweep.json, batch-*.db)")
+    _print_summary(result, fmt)

@@ -76,12 +76,17 @@ class Step:
     passed: bool
 
 
+class StopSampling(Exception):
+    """Raised by ``measure`` to end the loop early (budget spent, a batch stopped)."""
+
+
 @dataclass
 class LoopResult:
     measured: np.ndarray  # indices into the space, in the paper's sample order
     y: np.ndarray
     steps: list[Step] = field(default_factory=list)
     terminated: bool = False
+    stopped: str | None = None  # why ``measure`` ended the loop early
 
 
 def sample_sizes(n: int, start: float, step: float) -> list[int]:
@@ -143,7 +148,8 @@ def run_loop(
     options: LoopOptions,
     on_step: Callable[[Step], None] | None = None,
 ) -> LoopResult:
-    """The incremental-sampling loop; ``measure(indices)`` returns the metric of those settings.
+    """The incremental-sampling loop; ``measure(indices)`` returns the metric of those settings
+    (or raises StopSampling to end the loop with what has been measured).
 
     Deterministic for a seed: resuming re-chooses the same settings, and ``measure`` can
     answer the ones already recorded from its store.
@@ -161,7 +167,11 @@ def run_loop(
         want = size - len(result.measured)
         new = np.asarray(sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int)
         previous = _fit(model, space, result.measured, result.y, options.seed) if batch else None
-        y_new = np.asarray(measure(new), dtype=float)
+        try:
+            y_new = np.asarray(measure(new), dtype=float)
+        except StopSampling as stop:
+            result.stopped = str(stop)
+            break
         holdout = None if previous is None else r2_score(y_new, previous.predict(space.codes[new]))
         result.measured = np.concatenate([new, result.measured])
         result.y = np.concatenate([y_new, result.y])

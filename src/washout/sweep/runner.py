@@ -1,0 +1,140 @@
+"""Run a sweep: the incremental-sampling loop, each batch of settings measured by the engine.
+
+Each batch is one washout experiment in its own store (``DIR/batch-NNN.db``): one test per
+setting, ``repeats`` runs in fresh random orders, a reset before every run, every trial
+recorded as it finishes. A setting's value is the mean of its metric over its successful
+trials. Resume is what the engine's resume is, batch by batch: the loop is a pure function
+of the seed and the measured values, so re-running the sweep re-chooses the same batches,
+reads the finished ones from their stores and resumes the unfinished one.
+
+Outputs beside the stores: ``settings.csv`` (parameters and metric of every measured
+setting, for ``washout explore --full`` and reports) and ``sweep.json`` (the summary).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from washout.errors import WashoutError
+from washout.sweep.explore import summary
+from washout.sweep.incremental import LoopOptions, LoopResult, StopSampling, Step, run_loop
+from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
+from washout.sweep.space import Space
+
+Notify = Callable[[str], None]
+
+
+def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str, space: Space,
+                   rows: np.ndarray, batch: int, seed: int, directory: Path,
+                   progress: Callable[[int, int], None] | None) -> np.ndarray:
+    """Run (or resume) one batch; the mean metric of each setting over its successful trials."""
+    from washout.engine import Experiment, execute
+    from washout.spec import spec_from_data
+    from washout.store import Store
+
+    data = batch_spec_data(section, rest, space, [int(r) for r in rows], batch, seed)
+    spec = spec_from_data(data, f"{text_source} (batch {batch})")
+    text = json.dumps(data, sort_keys=True)
+    experiment = Experiment.prepare(spec, text, text_source, seed=seed + batch)
+    path = directory / f"batch-{batch:03d}.db"
+    store = Store.open(path) if path.exists() else experiment.create_store(path)
+    try:
+        total = experiment.plan.total_trials
+        done = [0]
+
+        def hook(worker: str, n: int) -> None:
+            done[0] += n
+            if progress is not None:
+                progress(done[0], total)
+
+        outcome = execute(experiment, store, progress=hook)
+        if not outcome.complete:
+            reason = outcome.stopped or "; ".join(outcome.worker_errors.values())
+            raise StopSampling(f"batch {batch} stopped: {reason}")
+        frame = store.long_frame()
+    finally:
+        store.close()
+    frame = frame[(frame["metric"] == section.metric) & (frame["status"] == "ok")]
+    means = frame.groupby("test")["value"].mean()
+    values = []
+    for test in experiment.tests:
+        if test.name not in means.index or not np.isfinite(means[test.name]):
+            raise WashoutError(f"{path}: test {test.name!r}: no successful trial with metric "
+                               f"{section.metric!r} (see `washout status {path}`); fix the "
+                               "command and run the sweep again to resume")
+        values.append(float(means[test.name]))
+    return np.asarray(values)
+
+
+def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
+              seed: int | None = None, notify: Notify | None = None,
+              progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run the sweep a spec describes; returns the summary (also written to sweep.json)."""
+    section, rest, _ = load_sweep(spec_path)
+    source = str(spec_path)
+    space = sweep_space(section, source)
+    exp = rest.get("experiment", {})
+    seed = seed if seed is not None else int(exp.get("seed", 0))
+    name = str(exp.get("name", Path(spec_path).stem))
+    out = Path(directory) if directory is not None else Path("washout-results") / f"{name}-sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    options = loop_options(section, seed)
+    say = notify or (lambda message: None)
+    started = time.monotonic()
+    batch_counter = [0]
+    per_setting: list[float] = []
+
+    def measure(rows: np.ndarray) -> np.ndarray:
+        batch = batch_counter[0]
+        batch_counter[0] += 1
+        if section.budget_hours is not None and per_setting:
+            spent = time.monotonic() - started
+            expected = float(np.mean(per_setting)) * len(rows)
+            if spent + expected > section.budget_hours * 3600:
+                raise StopSampling(f"the next batch ({len(rows)} settings, about {expected:.0f} s) "
+                                   f"would pass budget_hours = {section.budget_hours}")
+        say(f"batch {batch}: measuring {len(rows)} settings x {section.repeats} repeats")
+        t0 = time.monotonic()
+        values = _measure_batch(section, rest, source, space, rows, batch, seed, out, progress)
+        per_setting.append((time.monotonic() - t0) / max(len(rows), 1))
+        return values
+
+    def on_step(step: Step) -> None:
+        finite = [v for v in step.r2_splits if np.isfinite(v)]
+        worst = f"{min(finite):.3f}" if finite else "n/a"
+        left = len(space) - step.measured
+        eta = float(np.mean(per_setting)) * left if per_setting else float("nan")
+        say(f"{step.measured}/{len(space)} settings measured: worst split R^2 {worst}"
+            + (f", holdout R^2 {step.r2_holdout:.3f}" if step.r2_holdout is not None else "")
+            + ("; threshold reached" if step.passed else
+               f"; at most {eta / 60:.1f} min more if every setting is needed"))
+
+    result = run_loop(space, measure, options, on_step=on_step)
+    if result.stopped:
+        say(f"stopped: {result.stopped}")
+    return _finish(space, result, options, out, section)
+
+
+def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
+            section: SweepSection) -> dict:
+    """Write settings.csv and sweep.json; return the summary."""
+    import pandas as pd
+
+    rows = {p: [space.level(f, int(c)) for c in space.codes[result.measured, f]]
+            for f, p in enumerate(space.parameters)}
+    rows[section.metric] = list(result.y)
+    pd.DataFrame(rows).to_csv(out / "settings.csv", index=False)
+    if len(result.measured) < 2:
+        raise WashoutError(f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse")
+    result_summary = summary(space, result, options)
+    result_summary["directory"] = str(out)
+    if result.stopped:
+        result_summary["stopped"] = result.stopped
+    (out / "sweep.json").write_text(json.dumps(result_summary, indent=2))
+    return result_summary

@@ -1,0 +1,251 @@
+"""The ``[sweep]`` section of a spec: the parameter space, the command template, the metric,
+repeats, budget and sampling options; and the experiment spec that measures one batch.
+
+```toml
+[experiment]                # as for washout run: name, seed, timeout, env, cwd, cpus ...
+name = "sort-sweep"
+seed = 7
+[reset]                     # before every run (each run measures every setting of a batch once)
+command = "sync"
+
+[sweep]
+command = "python3 bench.py --n {n} --kind {kind}"   # {param} placeholders, shell-quoted
+metric = "seconds"          # a key of [sweep.metrics] (absent: "wall")
+repeats = 3                 # runs per batch: each setting measured 3 times, random orders
+budget_settings = 40        # stop after this many settings ...
+budget_hours = 0.5          # ... or before the next batch would pass this much time
+constraints = ["not (kind == 'heapsort' and n > 1000000)"]
+start = 0.05
+step = 0.05
+threshold = 0.9
+splits = 10
+sampler = "coverage"
+model = "smooth"
+rule = "holdout"
+[sweep.params]              # ordered levels
+n = [10000, 100000, 1000000]
+kind = ["quicksort", "mergesort", "heapsort"]
+[sweep.metrics.seconds]     # metric sources as for [[test]]: wall, stdout, json, regex, file
+json = "median_s"
+```
+
+A constraint is a Python-like boolean expression over the parameter names with numbers,
+strings, comparisons, ``and``/``or``/``not``, + - * / % and parentheses (nothing else is
+evaluated); a setting is valid when every constraint holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from washout.errors import WashoutError, located
+from washout.sweep.incremental import LoopOptions
+from washout.sweep.space import Space
+
+Scalar = str | int | float | bool
+
+
+class SweepSection(BaseModel):
+    """The ``[sweep]`` table."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str = Field(min_length=1)
+    params: dict[str, list[Scalar]] = Field(min_length=1)
+    metrics: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"wall": {"wall": True}})
+    metric: str = "wall"
+    repeats: int = Field(default=3, gt=0)
+    budget_settings: int | None = Field(default=None, gt=0)
+    budget_hours: float | None = Field(default=None, gt=0)
+    constraints: list[str] = Field(default_factory=list)
+    start: float = Field(default=0.05, gt=0, le=1)
+    step: float = Field(default=0.05, gt=0, le=1)
+    threshold: float = Field(default=0.9, gt=0, le=1)
+    splits: int = Field(default=10, gt=0)
+    sampler: str = "random"
+    model: str = "anova"
+    rule: str = "paper"
+    timeout: str | float | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cpus: str | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _levels(cls, value: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for key, levels in value.items():
+            if not levels:
+                raise ValueError(f"parameter {key!r} has no levels")
+            if len(set(map(str, levels))) != len(levels):
+                raise ValueError(f"parameter {key!r} lists a level twice")
+        return value
+
+
+_OPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Eq: operator.eq,
+    ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+    ast.GtE: operator.ge, ast.USub: operator.neg, ast.Not: operator.not_,
+}
+
+
+def _evaluate(node: ast.AST, values: dict[str, Scalar]) -> Any:
+    """Evaluate the small expression language of constraints (see the module docstring)."""
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body, values)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in values:
+            raise KeyError(node.id)
+        return values[node.id]
+    if isinstance(node, ast.BoolOp):
+        results = [_evaluate(v, values) for v in node.values]
+        return all(results) if isinstance(node.op, ast.And) else any(results)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.operand, values))
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.left, values), _evaluate(node.right, values))
+    if isinstance(node, ast.Compare) and all(type(op) in _OPS for op in node.ops):
+        left = _evaluate(node.left, values)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _evaluate(comparator, values)
+            if not _OPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise ValueError(f"{type(node).__name__} is not allowed in a constraint")
+
+
+def compile_constraints(constraints: list[str], params: list[str], source: str) -> list[ast.Expression]:
+    """Parse each constraint once; unknown names and forbidden syntax are one-line errors."""
+    compiled = []
+    probe = {p: 1 for p in params}
+    for i, text in enumerate(constraints):
+        try:
+            tree = ast.parse(text, mode="eval")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id not in probe:
+                    raise KeyError(node.id)
+            _check_syntax(tree)
+        except SyntaxError:
+            raise located(source, f"sweep.constraints[{i}]", text, "not a valid expression") from None
+        except KeyError as err:
+            raise located(source, f"sweep.constraints[{i}]", text,
+                          f"unknown name {err.args[0]!r} (parameters: {', '.join(params)})") from None
+        except ValueError as err:
+            raise located(source, f"sweep.constraints[{i}]", text, str(err)) from None
+        compiled.append(tree)
+    return compiled
+
+
+def _check_syntax(tree: ast.AST) -> None:
+    allowed = (ast.Expression, ast.Constant, ast.Name, ast.Load, ast.BoolOp, ast.And, ast.Or,
+               ast.UnaryOp, ast.BinOp, ast.Compare, *_OPS)
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed):
+            raise ValueError(f"{type(node).__name__} is not allowed in a constraint")
+
+
+def sweep_space(section: SweepSection, source: str) -> Space:
+    """Every valid combination of levels (first parameter slowest), levels in spec order.
+
+    Levels keep the order written: that order is the one the ANOVA's reference level and the
+    knee/turning search use, so write numeric levels ascending.
+    """
+    import numpy as np
+
+    names = list(section.params)
+    levels = [list(section.params[n]) for n in names]
+    grids = np.meshgrid(*[np.arange(len(lv)) for lv in levels], indexing="ij")
+    codes = np.column_stack([g.ravel() for g in grids]).astype(int)
+    rules = compile_constraints(section.constraints, names, source)
+    if rules:
+        keep = []
+        for row in codes:
+            values = {n: levels[f][c] for f, (n, c) in enumerate(zip(names, row))}
+            try:
+                keep.append(all(_evaluate(rule, values) for rule in rules))
+            except (TypeError, ZeroDivisionError) as err:
+                raise located(source, "sweep.constraints", values, f"cannot evaluate: {err}") from None
+        codes = codes[np.asarray(keep, dtype=bool)]
+    if len(codes) == 0:
+        raise located(source, "sweep.constraints", section.constraints, "no setting satisfies them")
+    typed = [[float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+              for v in lv] for lv in levels]
+    return Space(names, typed, codes, source=source)
+
+
+def loop_options(section: SweepSection, seed: int) -> LoopOptions:
+    """The incremental-sampling options of a sweep section."""
+    return LoopOptions(start=section.start, step=section.step, threshold=section.threshold,
+                       splits=section.splits, sampler=section.sampler, model=section.model,
+                       rule=section.rule, seed=seed, budget=section.budget_settings)
+
+
+def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
+    """Read a sweep spec: its ``[sweep]`` section, the rest of the spec (for the engine) and
+    the text. Errors name the file, the field and the value."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise WashoutError(f"{source}: cannot read spec: {err.strerror or err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise WashoutError(f"{source}: invalid TOML: {err}") from None
+    if "sweep" not in data:
+        raise WashoutError(f"{source}: sweep: required but missing (a [sweep] table)")
+    if "test" in data:
+        raise located(source, "test", "[[test]]", "a sweep spec has no [[test]]: its settings are the tests")
+    raw = data.pop("sweep")
+    try:
+        section = SweepSection.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = "sweep." + ".".join(str(p) for p in first["loc"])
+        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+        raise located(source, field, first.get("input"), problem) from None
+    if section.metric not in section.metrics:
+        raise located(source, "sweep.metric", section.metric,
+                      f"not among sweep.metrics ({', '.join(section.metrics)})")
+    try:
+        loop_options(section, 0).check("sweep")
+    except WashoutError as err:  # name the spec field, not the command-line option
+        field = str(err).replace("--", "sweep.").replace("sweep: ", "sweep.")
+        raise WashoutError(f"{source}: {field}") from None
+    return section, data, text
+
+
+def batch_spec_data(section: SweepSection, rest: dict[str, Any], space: Space,
+                    rows: list[int], batch: int, seed: int) -> dict[str, Any]:
+    """The experiment spec (as data) measuring the settings ``rows``: one test per setting
+    (its command the template filled and shell-quoted by the engine's grid expansion),
+    ``repeats`` runs in random orders, a reset before every run."""
+    experiment = dict(rest.get("experiment", {}))
+    name = experiment.get("name", "sweep")
+    experiment.update(name=f"{name}-batch{batch:03d}", runs=section.repeats, orders=["random"],
+                      seed=seed + batch)
+    tests = []
+    for row in rows:
+        values = {p: space.level(f, int(space.codes[row, f])) for f, p in enumerate(space.parameters)}
+        test: dict[str, Any] = {
+            "name": "setting-" + "-".join(f"{{{p}}}" for p in space.parameters),
+            "command": section.command,
+            "params": {p: [v] for p, v in values.items()},
+            "metrics": section.metrics,
+        }
+        for key in ("timeout", "cwd", "cpus"):
+            if getattr(section, key) is not None:
+                test[key] = getattr(section, key)
+        if section.env:
+            test["env"] = section.env
+        tests.append(test)
+    return {**rest, "experiment": experiment, "test": tests}
