@@ -37,6 +37,15 @@ def analyze_command(
     ci_confidence: float | None = typer.Option(
         None, "--ci-confidence",
         help="Confidence of the median CIs (default 0.95; with --compat ordersage, 1 - 0.05/m)."),
+    carryover: bool = typer.Option(False, "--carryover",
+                                   help="Which preceding test shifts which test (random-order runs)."),
+    drift: bool = typer.Option(False, "--drift",
+                               help="Drift with position, time since the reset, and run index."),
+    claim: list[str] = typer.Option([], "--claim",
+                                    help='A claim to check under both orders, e.g. "A < B" or '
+                                         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).'),
+    metric: str | None = typer.Option(None, "--metric",
+                                      help="Restrict carryover, drift and claims to one metric."),
 ) -> None:
     """Compare fixed- and random-order trials per test and metric (Kruskal-Wallis,
     family-wise corrected), with Delta%, effect size and median CIs."""
@@ -56,6 +65,11 @@ def analyze_command(
     if ci_confidence is not None:
         ci_confidence = check_confidence(ci_confidence)
     trials, info = load_trials(source)
+    claims = [*claim, *_stored_claims(source, info.kind)]
+    why = carryover or drift or bool(claims)
+    if why and (compat or fmt == "csv"):
+        raise WashoutError("--carryover, --drift and --claim (or claims in the spec) go with "
+                           "--format table or json, without --compat")
 
     if compat == "ordersage":
         from washout.stats.ordersage_compat import ordersage_stats
@@ -76,12 +90,50 @@ def analyze_command(
 
     analysis = analyze_order(trials, alpha=alpha, correction=correction, by_worker=by_worker,
                              ci_confidence=0.95 if ci_confidence is None else ci_confidence)
+    found: dict = {}
+    if why:
+        from washout.stats.why import explain
+
+        found = explain(trials, carryover=carryover, drift=drift, claims=claims, alpha=alpha,
+                        correction=correction, by_worker=by_worker, metric=metric)
     if fmt == "json":
-        typer.echo(json.dumps(analysis.to_dict(), allow_nan=False, indent=2))
+        typer.echo(_json_document({**analysis.to_dict(), **found}))
     elif fmt == "csv":
         analysis.to_frame().to_csv(sys.stdout, index=False)
     else:
         _print_table(render_analysis(analysis))
+        if found:
+            from washout.stats.why import render_words
+
+            _print_table("\n".join(render_words(found)))
+
+
+def _stored_claims(source: Path, kind: str) -> list[str]:
+    """The ``claims`` of a store's own spec (none for CSV sources)."""
+    if kind != "store":
+        return []
+    from washout.spec import parse_spec_text
+    from washout.store import Store
+
+    store = Store.open(source)
+    try:
+        return list(parse_spec_text(store.experiment().spec_text, str(source)).experiment.claims)
+    finally:
+        store.close()
+
+
+def _json_document(document: dict) -> str:
+    """The analysis as JSON, one comparison per line under ``tests``.
+
+    Readable, and written by json's C encoder: ``indent=2`` takes the pure-Python encoder,
+    which spent more time on 1,880 comparisons than the analysis itself
+    (bench/analysis_scale.py).
+    """
+    import json
+
+    head = json.dumps({k: v for k, v in document.items() if k != "tests"}, allow_nan=False)
+    tests = ",\n".join("  " + json.dumps(t, allow_nan=False) for t in document["tests"])
+    return f'{head[:-1]}, "tests": [{chr(10) + tests + chr(10) if tests else ""}]}}'
 
 
 def _print_table(renderable: object) -> None:
