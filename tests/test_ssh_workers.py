@@ -56,7 +56,7 @@ cpus = "0"
 files = ["build.txt"]
 
 [setup]      # slow on wa only: wb must not wait for it
-command = 'case "$PWD" in */wa) sleep 3;; esac'
+command = 'case "$PWD" in */wa) sleep 4;; esac'
 
 [[test]]
 name = "pinned"
