@@ -103,13 +103,14 @@ seed = 2
 
 [reset]
 kind = "reboot"
+command = "{script}"
 timeout = "30s"
 
 [[test]]
 name = "t"
 command = "cat {server.boot_id_file}"
-""" + server.worker_toml("w", sshd_farm.known_hosts, extra=(
-        f'reboot_command = "{script}"\nboot_id_command = "cat {server.boot_id_file}"')))
+""" + server.worker_toml("w", sshd_farm.known_hosts,
+                         extra=f'boot_id_command = "cat {server.boot_id_file}"'))
     initial = server.boot_id_file.read_text().strip()
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")

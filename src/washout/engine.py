@@ -229,7 +229,7 @@ class _Worker:
         if r is None or r.kind == "none":
             info = "no reset configured"
         elif r.kind == "reboot":
-            info = await self.ex.reboot(r.timeout)  # type: ignore[attr-defined]
+            info = await self.ex.reboot(r.timeout, r.command)  # type: ignore[attr-defined]
         else:
             await self._command("reset", r.command or "", r.timeout, None,
                                 on_controller=r.kind == "local")

@@ -160,7 +160,8 @@ class WorkerSpec(_Model):
     known_hosts: str | None = None
     workdir: str | None = None
     reboot_command: str | None = None
-    """For ``[reset] kind = "reboot"`` (default: ``reboot`` as root, else ``sudo -n reboot``)."""
+    """For ``[reset] kind = "reboot"``: this worker's reboot command (else the reset's
+    ``command``, else ``reboot`` as root and ``sudo -n reboot`` otherwise)."""
     boot_id_command: str | None = None
     """Prints the boot id that must change across a reboot (default: the kernel's)."""
 

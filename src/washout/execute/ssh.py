@@ -484,14 +484,15 @@ class SSHExecutor:
                                f"{result.reason or 'printed nothing'}")
         return value
 
-    async def reboot(self, timeout: float) -> str:
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
         """Reboot the worker and wait until it is back with a new boot id.
 
         Issue the reboot command, wait until the connection drops (the worker is going
         down), then reconnect with backoff until SSH answers with a new boot id: a machine
         shutting down may still accept a connection for a moment, so an unchanged boot id
         means "look again later" until ``timeout`` seconds (``[reset] timeout``) have passed
-        since the command. Returns what happened, for the store.
+        since the command. The command is the worker's ``reboot_command``, else ``command``
+        (the reset's), else DEFAULT_REBOOT. Returns what happened, for the store.
         """
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -499,7 +500,7 @@ class SSHExecutor:
         before = await self._boot_id()
         if before is None:
             raise WashoutError(f"{self._where()}: the connection dropped before the reboot")
-        command = self.worker.reboot_command or DEFAULT_REBOOT
+        command = self.worker.reboot_command or command or DEFAULT_REBOOT
         conn = self._conn
         result = await self.run(command, timeout=min(30.0, timeout))
         if result.status in ("failed", "timeout"):
