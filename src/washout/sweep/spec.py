@@ -130,10 +130,10 @@ def compile_constraints(constraints: list[str], params: list[str], source: str) 
     for i, text in enumerate(constraints):
         try:
             tree = ast.parse(text, mode="eval")
+            _check_syntax(tree)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and node.id not in probe:
                     raise KeyError(node.id)
-            _check_syntax(tree)
         except SyntaxError:
             raise located(source, f"sweep.constraints[{i}]", text, "not a valid expression") from None
         except KeyError as err:

@@ -1,0 +1,83 @@
+"""washout sweep for real: processes run by the engine, stores on disk, resume, budget."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from washout.sweep.runner import run_sweep
+
+SPEC = """
+[experiment]
+name = "arith"
+seed = 11
+timeout = "20s"
+[reset]
+command = "true"
+[sweep]
+command = "expr {a} '*' 7 + {b} '*' {b} + {a} '*' {b}"
+metric = "value"
+repeats = 2
+start = 0.25
+step = 0.25
+budget_settings = 6
+sampler = "coverage"
+[sweep.params]
+a = [1, 2, 3, 4]
+b = [0, 5, 10]
+[sweep.metrics.value]
+stdout = "last-number"
+"""
+
+
+def _trials(directory: Path) -> int:
+    total = 0
+    for db in sorted(directory.glob("batch-*.db")):
+        with sqlite3.connect(db) as conn:
+            total += conn.execute("SELECT COUNT(*) FROM trial").fetchone()[0]
+    return total
+
+
+def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
+    spec = tmp_path / "arith.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "results"
+    notes: list[str] = []
+    result = run_sweep(spec, out, notify=notes.append)
+    assert result["settings_total"] == 12
+    assert result["settings_measured"] == 6 and result["terminated"] is False
+    assert sorted(p.name for p in out.glob("batch-*.db")) == ["batch-000.db", "batch-001.db"]
+    assert _trials(out) == 6 * 2  # every setting twice (repeats), nothing more
+    settings = pd.read_csv(out / "settings.csv")
+    expected = settings["a"] * 7 + settings["b"] ** 2 + settings["a"] * settings["b"]
+    assert list(settings["value"]) == list(expected)  # each setting's real output
+    assert len(settings.drop_duplicates(["a", "b"])) == 6
+    # coverage sampling: 3 settings first, and all 4 levels of a within 6
+    assert settings["a"].nunique() == 4
+    assert json.loads((out / "sweep.json").read_text())["settings_measured"] == 6
+    assert any("batch 1" in n for n in notes)
+
+    again = run_sweep(spec, out)  # resume: the same batches, read from their stores
+    assert _trials(out) == 12
+    assert again["significant_terms"] == result["significant_terms"]
+    assert again["r2_validation"] == result["r2_validation"]
+
+
+def test_sweep_cli_reports_a_failing_setting_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    from washout.cli import main
+
+    spec = tmp_path / "broken.toml"
+    spec.write_text(SPEC.replace("expr {a}", "expr {a} / 0 +").replace("budget_settings = 6", "budget_settings = 3"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["washout", "sweep", str(spec), "-q"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2
+    assert "batch-000.db: test 'setting-" in err and "no successful trial with metric 'value'" in err
+    assert err.count("\n") == 0
