@@ -32,7 +32,8 @@ def test_words_name_the_carryover_drift_and_flipped_claim() -> None:
     d = explain(df, carryover=True, drift=True, claims=["cmd_get < cmd_set", "get_hits > cmd_set"],
                 correction="holm")
     words = "\n".join(render_words(d))
-    assert "cmd_get (wall) after cmd_set is " in words and "% higher than after other tests" in words
+    assert "cmd_get (wall) after cmd_set is " in words
+    assert "% higher than after other tests" in words
     assert "get_hits (wall) drifts with its position in the run" in words
     assert ("Claim 'cmd_get < cmd_set' (wall) holds in fixed order but not in random order"
             in words)

@@ -29,11 +29,15 @@ def parse_percent(text: str, option: str = "--detect") -> float:
 
 @app.command("plan")
 def plan_command(
-    pilot: Path = typer.Option(..., "--pilot", help="A pilot's store, long-format CSV or OrderSage file."),
-    detect: str = typer.Option(..., "--detect", help="The order effect to detect, as Delta% of the mean, e.g. 2%."),
+    pilot: Path = typer.Option(..., "--pilot",
+                               help="A pilot's store, long-format CSV or OrderSage file."),
+    detect: str = typer.Option(..., "--detect",
+                               help="The order effect to detect, as Delta% of the mean, e.g. 2%."),
     power: float = typer.Option(0.8, "--power", help="Probability of detecting it."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Family-wise level (Bonferroni over tests x metrics)."),
-    metric: str | None = typer.Option(None, "--metric", help="Only this metric (default: every metric)."),
+    alpha: float = typer.Option(0.05, "--alpha",
+                                help="Family-wise level (Bonferroni over tests x metrics)."),
+    metric: str | None = typer.Option(None, "--metric",
+                                      help="Only this metric (default: every metric)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the simulation."),
     output: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
@@ -58,7 +62,8 @@ def plan_command(
     from rich.table import Table
 
     table = Table(title=f"Runs per order to detect a {delta:g}% order effect with power "
-                        f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = {per_test:.3g})")
+                        f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = "
+                        f"{per_test:.3g})")
     for name in ("test", "metric", "CV", "pilot trials", "runs per order", "power"):
         table.add_column(name, justify="left" if name in ("test", "metric") else "right")
     for r in rows:
@@ -77,4 +82,5 @@ def plan_command(
     needed = [r.runs_needed for r in rows]
     if all(needed):
         worst = max(n for n in needed if n)
-        console.print(f"Plan {worst} runs per order ({2 * worst} runs in all): enough for every test.")
+        console.print(f"Plan {worst} runs per order ({2 * worst} runs in all): "
+                      "enough for every test.")

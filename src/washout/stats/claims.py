@@ -100,9 +100,11 @@ def parse_claim(text: str) -> Claim:
     op = s[i:i + 2] if s[i + 1:i + 2] == "=" else s[i]
     left, right = s[:i], s[i + len(op):]
     if left.rstrip().endswith(("=", "!")):
-        raise _bad(text, f"operator {left.rstrip()[-1] + op!r} is not one of {', '.join(OPERATORS)}")
+        shown = left.rstrip()[-1] + op
+        raise _bad(text, f"operator {shown!r} is not one of {', '.join(OPERATORS)}")
     if right.lstrip()[:1] in ("<", ">", "="):
-        raise _bad(text, f"operator {op + right.lstrip()[:1]!r} is not one of {', '.join(OPERATORS)}")
+        shown = op + right.lstrip()[:1]
+        raise _bad(text, f"operator {shown!r} is not one of {', '.join(OPERATORS)}")
     factor = 1.0
     m = _FACTOR.match(right)
     if m:

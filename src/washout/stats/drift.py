@@ -168,4 +168,5 @@ def drift_frame(result: DriftResult) -> "pd.DataFrame":
     """The correlations as a DataFrame, one row per (test, metric, clock[, worker])."""
     import pandas as pd
 
-    return pd.DataFrame([r.to_dict() for r in result.rows], columns=list(DriftRow.__dataclass_fields__))
+    columns = list(DriftRow.__dataclass_fields__)
+    return pd.DataFrame([r.to_dict() for r in result.rows], columns=columns)

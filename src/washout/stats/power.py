@@ -70,7 +70,9 @@ def kruskal_rows(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.nd
     return h, p
 
 
-def smoothed_resample(v: "np.ndarray", size: tuple[int, int], rng: "np.random.Generator") -> "np.ndarray":
+def smoothed_resample(
+    v: "np.ndarray", size: tuple[int, int], rng: "np.random.Generator"
+) -> "np.ndarray":
     """Draws from the pilot by the shrunk smoothed bootstrap (Silverman 1986, "Density
     Estimation", sec. 6.4.1): a value drawn with replacement plus Gaussian kernel noise of
     Silverman's bandwidth h = 0.9 min(s, IQR / 1.34) n^(-1/5) (eq. 3.31), rescaled about the
