@@ -7,7 +7,8 @@ config, ``~/.ssh/id_*`` or ssh-agent, and the host key must already be in ``know
 the command that would trust it, never accepted. (A ``UserKnownHostsFile none`` that the
 user wrote in ~/.ssh/config is honoured as written.)
 
-Each command is a small POSIX ``sh`` wrapper fed on stdin to ``/bin/sh -s`` on the worker:
+Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``/bin/sh
+-s``) on the worker:
 
 - the user's command runs under ``setsid`` (its own session and process group), stdin from
   /dev/null, pinned with ``taskset -c`` when ``cpus`` is set;
@@ -16,9 +17,9 @@ Each command is a small POSIX ``sh`` wrapper fed on stdin to ``/bin/sh -s`` on t
   or 137 after at least the timeout counts as timed out); after every command
   whatever the trial left in its group is killed, so a stray child cannot perturb the next
   trial (as the local executor does);
-- ``wall`` is the worker's own clock (``date +%s%N`` around the command, a few ms of
-  fork/exec included, as locally), not the controller's, so it contains no network round
-  trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
+- ``wall`` is the worker's own clock around the command (bash's ``$EPOCHREALTIME``, a
+  builtin, or ``date +%s.%N`` where there is no bash; the fork/exec of the command is
+  included, as locally), not the controller's, so it contains no network round trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
   SSH exchange is used instead (one round trip and the channel set-up included).
 - the wrapper reports the group id and the exit code with its timestamps as
   marker lines on stderr carrying a per-executor random token; they are stripped before
@@ -63,6 +64,9 @@ worker is given up."""
 BACKSTOP_MARGIN = 15.0
 """Seconds past a command's timeout (and grace) after which the controller stops waiting
 for a worker whose own timeout did not report back (a stalled network)."""
+SHELL = "command -v bash >/dev/null 2>&1 && exec bash -s || exec /bin/sh -s"
+"""What the login shell starts to read the wrapper from stdin: bash when the worker has it
+(its $EPOCHREALTIME reads the clock without a fork), else POSIX sh (``date``)."""
 DEFAULT_BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 DEFAULT_REBOOT = 'if [ "$(id -u)" = 0 ]; then reboot; else sudo -n reboot; fi'
 """Reboot as root directly, otherwise through passwordless sudo (``-n``: fail, never prompt)."""
@@ -109,12 +113,12 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
         message = shlex.quote(f"washout: {why} on the worker")
         lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
     lines += [
-        "t0=$(date +%s%N)",
+        "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
         f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null &",
         "g=$!",
         f"printf '{mark}pgid %s\\n' \"$g\" >&2",
         'wait "$g"; rc=$?',
-        "t1=$(date +%s%N)",
+        "t1=${EPOCHREALTIME:-$(date +%s.%N)}",
         'kill -s KILL -- -"$g" 2>/dev/null',
         f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
         'exit "$rc"',
@@ -324,7 +328,7 @@ class SSHExecutor:
                     ended.set()
 
         try:
-            proc = await conn.create_process("/bin/sh -s", encoding=None)
+            proc = await conn.create_process(SHELL, encoding=None)
             proc.stdin.write(script.encode())
             proc.stdin.write_eof()
             readers = [asyncio.ensure_future(collect(proc.stdout, out, False)),
@@ -400,8 +404,8 @@ class SSHExecutor:
                 found = m.group(2).split()
         if found is None or len(found) != 3 or not found[0].lstrip(b"-").isdigit():
             return None
-        t0, t1 = found[1], found[2]
-        wall = (int(t1) - int(t0)) / 1e9 if t0.isdigit() and t1.isdigit() else None
+        t0, t1 = _nanoseconds(found[1]), _nanoseconds(found[2])
+        wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
         return int(found[0]), wall
 
     def _group(self, err: bytearray | bytes) -> int | None:
@@ -532,6 +536,15 @@ class SSHExecutor:
         back = loop.time() - start
         return (f"reboot: {command}; gone after {gone:.1f} s, SSH back after {back:.1f} s; "
                 f"boot id {before} -> {after}")
+
+
+def _nanoseconds(stamp: bytes) -> int | None:
+    """``SECONDS.FRACTION`` (bash's $EPOCHREALTIME, whose radix follows the locale, or
+    ``date +%s.%N``) as integer nanoseconds; None when the worker's date has no %N."""
+    whole, _, fraction = stamp.replace(b",", b".").partition(b".")
+    if not whole.isdigit() or not fraction.isdigit():
+        return None
+    return int(whole) * 10**9 + int(fraction[:9].ljust(9, b"0"))
 
 
 async def _cancel(*tasks: asyncio.Future[object]) -> None:
