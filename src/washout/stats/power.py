@@ -174,17 +174,37 @@ def detectable_delta_for(
     values: Any, n: int, *, power: float = 0.8, alpha_per_test: float = 0.05,
     n_sim: int = N_SIM, seed: int = 0,
 ) -> float | None:
-    """The smallest Delta% (of the mean) detected with ``power`` at n runs per order;
-    None when even ``MAX_DELTA_PCT`` is not (n too small for the level)."""
+    """The smallest Delta% (of the mean) detected with ``power`` at n runs per order, to 1%
+    of itself; None when even ``MAX_DELTA_PCT`` is not (n too small for the level).
+
+    The search starts where :func:`normal_theory_runs` would put it, steps by x1.5 until
+    the target is bracketed, then bisects.
+    """
+    import numpy as np
+
     def at(delta: float) -> float:
         return simulated_power(values, n, delta, alpha_per_test, n_sim=n_sim, seed=seed)
 
-    lo, hi = 0.0, 1.0
-    while at(hi) < power:
-        if hi >= MAX_DELTA_PCT:
-            return None
-        lo, hi = hi, hi * 2
-    while hi - lo > 0.01 * hi and hi > 1e-6:  # no spread: any shift is seen
+    cv = _cv(np.asarray(values, dtype=float))
+    if cv > 0:  # invert n = normal_theory_runs(cv, delta): delta scales as 1 / sqrt(n)
+        start = 100.0 * math.sqrt(normal_theory_runs(cv, 100.0, power, alpha_per_test) / n)
+    else:
+        start = 1.0
+    hi = min(start, MAX_DELTA_PCT)
+    if at(hi) < power:
+        while True:
+            if hi >= MAX_DELTA_PCT:
+                return None
+            lo, hi = hi, min(1.5 * hi, MAX_DELTA_PCT)
+            if at(hi) >= power:
+                break
+    else:
+        lo = hi / 1.5
+        while at(lo) >= power:
+            if lo < 1e-6:  # no spread: any shift is seen
+                return lo
+            hi, lo = lo, lo / 1.5
+    while hi - lo > 0.01 * hi:
         mid = (lo + hi) / 2
         if at(mid) >= power:
             hi = mid
