@@ -27,9 +27,7 @@ def require_columns(df: "pd.DataFrame", columns: Iterable[str], what: str) -> No
         )
 
 
-def usable_trials(
-    df: "pd.DataFrame", what: str, extra: Iterable[str] = ()
-) -> tuple["pd.DataFrame", int]:
+def usable_trials(df: "pd.DataFrame", what: str) -> tuple["pd.DataFrame", int]:
     """``(ok, excluded)``: rows with status ``ok`` and a finite numeric value, and the count of
     the other rows (failed, timed-out, interrupted trials and missing values).
 
@@ -38,7 +36,7 @@ def usable_trials(
     import numpy as np
     import pandas as pd
 
-    require_columns(df, (*BASE_COLUMNS, *extra), what)
+    require_columns(df, BASE_COLUMNS, what)
     frame = df.copy()
     if "worker" not in frame.columns:
         frame["worker"] = "local"
