@@ -65,7 +65,7 @@ def analyze_command(
     if ci_confidence is not None:
         ci_confidence = check_confidence(ci_confidence)
     trials, info = load_trials(source)
-    claims = [*claim, *_stored_claims(source, info.kind)]
+    claims = [*claim, *stored_claims(source, info.kind)]
     why = carryover or drift or bool(claims)
     if why and (compat or fmt == "csv"):
         raise WashoutError("--carryover, --drift and --claim (or claims in the spec) go with "
@@ -108,7 +108,7 @@ def analyze_command(
             _print_table("\n".join(render_words(found)))
 
 
-def _stored_claims(source: Path, kind: str) -> list[str]:
+def stored_claims(source: Path, kind: str) -> list[str]:
     """The ``claims`` of a store's own spec (none for CSV sources)."""
     if kind != "store":
         return []

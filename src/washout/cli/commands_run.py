@@ -82,9 +82,13 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
     frame = store.long_frame()
     if frame["order"].nunique() < 2:
         return
-    analysis = analyze_order(frame, alpha=spec.experiment.alpha,
-                             correction=spec.experiment.correction)
-    out.print(render_analysis(analysis))
+    exp = spec.experiment
+    out.print(render_analysis(analyze_order(frame, alpha=exp.alpha, correction=exp.correction)))
+    if exp.claims:
+        from washout.stats.why import explain, render_words
+
+        found = explain(frame, claims=exp.claims, alpha=exp.alpha, correction=exp.correction)
+        out.print("\n".join(render_words(found)), markup=False)
 
 
 @app.command("run")

@@ -73,6 +73,8 @@ class Report:
     warnings: list[tuple[str, str]]
     sections: list[Section]
     sweep: SweepPart | None = None
+    findings: list[str] = field(default_factory=list)
+    """Carryover, drift and claims in words (washout.stats.why.render_words)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -479,9 +481,12 @@ def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
 def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
                  meta: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None,
                  settings: "pd.DataFrame | None" = None,
-                 r2_history: list[dict[str, Any]] | None = None) -> Report:
+                 r2_history: list[dict[str, Any]] | None = None,
+                 why: dict[str, Any] | None = None) -> Report:
     """Everything the report shows. ``analysis`` and ``trials`` may be None for a sweep-only
-    report; ``sweep`` needs ``settings``."""
+    report; ``sweep`` needs ``settings``; ``why`` is washout.stats.why.explain's result."""
+    from washout.stats.why import render_words
+
     from washout.errors import WashoutError
 
     if sweep is not None and settings is None:
@@ -501,6 +506,7 @@ def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
         warnings=test_warnings(analysis) if analysis is not None else [],
         sections=order_sections(analysis, trials) if analysis is not None else [],
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
+        findings=render_words(why) if why else [],
     )
 
 

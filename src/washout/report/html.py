@@ -77,6 +77,7 @@ def render_html(
     settings: "pd.DataFrame | None" = None,
     r2_history: list[dict[str, Any]] | None = None,
     progress: Progress | None = None,
+    why: dict[str, Any] | None = None,
 ) -> str:
     """The whole report as one HTML document.
 
@@ -84,9 +85,10 @@ def render_html(
     from, ``meta`` what the store knows about the experiment (name, seed, design, runs,
     spec_text, workers with provenance, failures; any subset). ``sweep`` adds the sweep
     section and then needs ``settings`` (and takes ``r2_history``). ``progress`` hears of
-    every figure drawn.
+    every figure drawn. ``why`` (washout.stats.why.explain's result) adds carryover, drift
+    and claims in words.
     """
-    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history)
+    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history, why)
     items = [item for section in report.sections for item in section.figures]
     svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")

@@ -91,6 +91,9 @@ def markdown_text(report: document.Report, folder: Path, md_dir: Path,
         if report.warnings:
             lines += ["### Warnings", ""]
             lines += [f"- **{md_text(t)}**: {md_text(w)}" for t, w in report.warnings] + [""]
+    if report.findings:
+        lines += ["## Why: carryover, drift and claims", ""]
+        lines += [f"- {md_text(f)}" for f in report.findings] + [""]
     for section in report.sections:
         lines += [f"## {md_text(section.title)}", ""]
         if section.intro:
@@ -118,12 +121,13 @@ def write_markdown(
     settings: "pd.DataFrame | None" = None,
     r2_history: list[dict[str, Any]] | None = None,
     progress: "Progress | None" = None,
+    why: dict[str, Any] | None = None,
 ) -> Path:
     """Write the report as Markdown to ``path`` and its figures as PNGs into the folder
     ``<stem>-figures`` beside it (linked relatively, so the pair can be moved together).
     Arguments as for :func:`washout.report.html.render_html`. Returns ``path``."""
     out = Path(path)
-    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history)
+    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history, why)
     folder = out.parent / f"{out.stem}-figures"
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.png"):

@@ -1,0 +1,82 @@
+"""Carryover, drift and claims through the real CLI: analyze, report and the run summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, washout
+
+MEMCACHED = FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv"
+
+SPEC = '''
+[experiment]
+name = "claims"
+runs = 8
+seed = 4
+claims = ["fast < slow", "slow > 100 * fast"]
+[[test]]
+name = "fast"
+command = "sleep 0.01"
+[[test]]
+name = "slow"
+command = "sleep 0.05"
+'''
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    tmp = tmp_path_factory.mktemp("why")
+    spec = tmp / "c.toml"
+    spec.write_text(SPEC)
+    db = tmp / "c.db"
+    out = washout("run", spec, "--db", db)
+    return db, out.stdout
+
+
+def test_run_summary_evaluates_the_specs_claims(store: tuple[Path, str]) -> None:
+    _, summary = store
+    assert "Claim 'fast < slow' (wall) holds in both fixed and random order" in summary
+    assert "Claim 'slow > 100 * fast' (wall) holds in neither" in summary
+
+
+def test_analyze_json_has_carryover_drift_and_claims(store: tuple[Path, str]) -> None:
+    db, _ = store
+    doc = json.loads(washout("analyze", db, "--carryover", "--drift", "--claim",
+                             "slow > fast", "--format", "json").stdout)
+    assert {"carryover", "drift", "claims", "tests", "verdict"} <= set(doc)
+    pairs = {(p["test"], p["predecessor"]) for p in doc["carryover"]}
+    assert ("fast", "slow") in pairs and ("slow", "(reset)") in pairs
+    for p in doc["carryover"]:
+        assert set(p) >= {"test", "predecessor", "metric", "n_after", "n_other", "delta_pct",
+                          "p", "significant"}
+    deltas = [abs(p["delta_pct"]) for p in doc["carryover"] if p["delta_pct"] is not None]
+    assert deltas == sorted(deltas, reverse=True)
+    assert {d["against"] for d in doc["drift"]} == {"position", "time_since_reset", "run"}
+    claims = {c["claim"]: c for c in doc["claims"]}
+    assert set(claims) == {"slow > fast", "fast < slow", "slow > 100 * fast"}  # CLI + spec
+    assert claims["slow > fast"]["fixed"]["holds"] and claims["slow > fast"]["random"]["holds"]
+    assert claims["slow > fast"]["order_changes_conclusion"] is False
+
+
+def test_bad_claim_is_one_line(store: tuple[Path, str]) -> None:
+    db, _ = store
+    proc = washout("analyze", db, "--claim", "fast <", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "fast <" in proc.stderr
+    proc = washout("analyze", db, "--claim", "nope < fast", check=False)
+    assert proc.returncode == 2 and "nope" in proc.stderr
+
+
+def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) -> None:
+    """On the published data the order effect of get_hits shows up as a reset effect."""
+    doc = json.loads(washout("analyze", MEMCACHED, "--carryover", "--format", "json").stdout)
+    significant = [p for p in doc["carryover"] if p["significant"]]
+    assert [(p["test"], p["predecessor"]) for p in significant] == [("./get_hits_test.sh", "(reset)")]
+    assert significant[0]["delta_pct"] < -4
+    assert {p["test"] for p in doc["carryover"][:2]} == {"./get_hits_test.sh"}  # largest first
+    out = tmp_path / "m.html"
+    washout("report", MEMCACHED, "-o", out)
+    html = out.read_text()
+    assert '<section id="why">' in html and "right after the reset is 4.3% lower" in html
