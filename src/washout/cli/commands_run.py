@@ -25,8 +25,10 @@ def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyp
     return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr, width=width)
 
 
-def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> Outcome:
-    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize."""
+def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> None:
+    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize.
+
+    Exits 3 if a worker failed, 130 if the user stopped the experiment (resumable)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
@@ -49,7 +51,8 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
                           progress=lambda worker, n: progress.advance(task, n),
                           on_stop_request=on_stop)
     _summary(console, store, outcome, quiet)
-    return outcome
+    if not outcome.complete:
+        raise typer.Exit(3 if outcome.worker_errors else 130)
 
 
 def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # type: ignore[no-untyped-def]
@@ -127,11 +130,9 @@ def run_command(
                   f"({', '.join(experiment.spec.experiment.orders)}, design "
                   f"{experiment.spec.experiment.design}), seed {experiment.plan.seed}, data in {path}")
     try:
-        outcome = _execute(experiment, store, quiet, allow_mismatch)
+        _execute(experiment, store, quiet, allow_mismatch)
     finally:
         store.close()
-    if not outcome.complete:
-        raise typer.Exit(3 if outcome.worker_errors else 130)
 
 
 @app.command("resume")
@@ -152,11 +153,9 @@ def resume_command(
         if progress_of(store)["complete"]:
             typer.echo(f"{db}: complete; nothing to resume")
             return
-        outcome = _execute(experiment, store, quiet, allow_mismatch)
+        _execute(experiment, store, quiet, allow_mismatch)
     finally:
         store.close()
-    if not outcome.complete:
-        raise typer.Exit(3 if outcome.worker_errors else 130)
 
 
 @app.command("validate")
