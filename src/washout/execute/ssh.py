@@ -14,7 +14,8 @@ Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``
   /dev/null, pinned with ``taskset -c`` when ``cpus`` is set;
 - the timeout is enforced *on the worker* by coreutils ``timeout``, which SIGTERMs the whole
   group, then SIGKILLs it after a grace period, so no network delay stretches it (exit 124
-  or 137 after at least the timeout counts as timed out); after every command
+  or 137 after at least the timeout counts as timed out); every command runs under it,
+  with or without a timeout, so all trials pay the same; after every command
   whatever the trial left in its group is killed, so a stray child cannot perturb the next
   trial (as the local executor does);
 - ``wall`` is the worker's own clock around the command (bash's ``$EPOCHREALTIME``, a
@@ -93,7 +94,8 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
     """The ``sh`` script that runs one command on the worker (see the module docstring).
 
     Nothing but the command runs between the two clock readings: ``setsid`` and ``taskset``
-    exec in place and ``timeout`` only waits, so no helper competes with the trial for CPU.
+    exec in place and ``timeout`` forks the command and then only waits, so no helper
+    competes with the trial for CPU.
     """
     mark = f"@@washout:{token}:"
     lines = []
@@ -106,11 +108,12 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
     if cpus:
         needs.append(("taskset", f"cpus = {cpus!r} needs taskset (util-linux)"))
         launch += f" taskset -c {shlex.quote(cpus)}"
-    if timeout is not None:
-        needs.append(("timeout", "a timeout needs timeout (coreutils)"))
-        launch += f" timeout -k {KILL_GRACE:g} {timeout:.3f}"
+    # Always under timeout(1) (0 disables it), so a test with a timeout and one without
+    # carry the same process structure, and the same fork, in their wall.
+    needs.append(("timeout", "commands run under timeout (coreutils)"))
+    launch += f" timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
     for tool, why in needs:
-        message = shlex.quote(f"washout: {why} on the worker")
+        message = shlex.quote(f"washout: {why}, which is missing on the worker")
         lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
     lines += [
         "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
