@@ -30,7 +30,7 @@ from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from washout.sweep.conclusions import compare
-from washout.sweep.explore import conclusions_of, unmeasured
+from washout.sweep.explore import conclusions_of, loop_conclusions, unmeasured
 from washout.sweep.incremental import LoopOptions, r2_score, run_loop
 from washout.sweep.models import get_model
 from washout.sweep.space import Space, load_space_csv
@@ -109,7 +109,8 @@ CONFIGS = {
     "paper: stratified + ANOVA": dict(sampler="stratified", model=None, rule="paper"),
     "paper: dist-aware + ANOVA": dict(sampler="dist-aware", model=None, rule="paper"),
     "paper: random + MLP": dict(sampler="random", model="mlp", rule="paper"),
-    "ours: coverage + smooth, holdout rule": dict(sampler="coverage", model="smooth", rule="holdout"),
+    "ours: coverage + smooth, holdout rule, predicted-space conclusions": dict(
+        sampler="coverage", model="smooth", rule="holdout", conclude="predicted"),
 }
 
 
@@ -119,12 +120,12 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
     runs = []
     for seed in seeds:
         model = config["model"] or paper_model
-        options = LoopOptions(sampler=config["sampler"], model=model, rule=config["rule"], seed=seed)
+        options = LoopOptions(sampler=config["sampler"], model=model, rule=config["rule"], seed=seed,
+                              conclude=config.get("conclude", "measured"))
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
         elapsed = time.perf_counter() - start
-        sample = conclusions_of(space, result.measured, result.y,
-                                "anova-main" if paper_model == "anova-main" else model)
+        sample, _ = loop_conclusions(space, result, options, analysis=paper_model)
         runs.append({
             "seed": seed, "rate": len(result.measured) / len(space), "terminated": result.terminated,
             "r2_unmeasured": unmeasured(space, result, options), **compare(sample, full),

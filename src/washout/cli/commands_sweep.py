@@ -70,6 +70,7 @@ def explore(
     sampler: str = typer.Option("random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."),
     model: str = typer.Option("anova", "--model", help="anova, anova-main, mlp, smooth (ours)."),
     rule: str = typer.Option("paper", "--rule", help="Termination: paper (all splits >= threshold) or holdout (ours: also the last batch, predicted before it was measured)."),
+    conclude: str = typer.Option("measured", "--conclude", help="Draw the ANOVA's conclusions from the measured settings (the paper) or the predicted full space (ours: measured values + the model's predictions)."),
     seed: int = typer.Option(0, "--seed"),
     start: float = typer.Option(0.05, "--start", help="Fraction measured first."),
     step: float = typer.Option(0.05, "--step", help="Fraction added per iteration."),
@@ -88,7 +89,8 @@ def explore(
 
     fmt = _format(fmt)
     options = LoopOptions(start=start, step=step, threshold=threshold, splits=splits,
-                          sampler=sampler, model=model, rule=rule, seed=seed, budget=budget)
+                          sampler=sampler, model=model, rule=rule, seed=seed, budget=budget,
+                          conclude=conclude)
     options.check("explore")
     space = load_space_csv(data, metric, param or None)
     with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others

@@ -83,6 +83,8 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
             continue
         weights[term] = sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
         for key, (codes, coefs) in _curves(fit, term).items():
+            if not all(isinstance(v, (int, float)) for v in data.levels[key[1]]):
+                continue  # no knee or turn along unordered (text) levels
             x = data.numeric_levels(key[1])[np.asarray(codes)]
             point = curve_point(x, np.asarray(coefs))
             if point is not None and not _more_than_one_group(data, key[1], key[2]):

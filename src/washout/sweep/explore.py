@@ -2,8 +2,16 @@
 prints: sampling rate, validation R^2, significant terms, ranked points and fair ranges.
 
 Conclusions are always drawn by the paper's ANOVA (main effects + 2-way interactions, or main
-effects only with ``anova-main``) fitted on every measured setting, whichever model decided
-termination, so a sample's conclusions compare directly with ``full`` ones.
+effects only with ``anova-main``), whichever model decided termination, so a sample's
+conclusions compare directly with ``full`` ones. It is fitted on:
+
+- ``measured`` (the paper): the measured settings only;
+- ``predicted`` (ours): every setting of the space, the measured ones with their values and
+  the others with the terminating model's predictions. Termination certified that the model
+  predicts unmeasured settings well; the ANOVA then sees the balanced full grid that the
+  ``full`` analysis sees, instead of an unbalanced sample whose Type-III tests (conditional on
+  reference levels under treatment coding) and shares swing with the few settings at the
+  reference levels.
 """
 
 from __future__ import annotations
@@ -18,18 +26,34 @@ from washout.sweep.space import Space
 
 
 def conclusions_of(space: Space, rows: np.ndarray, y: np.ndarray, model: str) -> Conclusions:
-    """The ANOVA's conclusions on the measured rows."""
+    """The ANOVA's conclusions on some rows (main effects only if ``model`` is anova-main)."""
     data = space.subset(rows)
     data.y = y
     fit = fit_anova(data.codes, y, space.n_levels, interactions=model != "anova-main")
     return conclude(fit, data)
 
 
+def loop_conclusions(space: Space, result: LoopResult, options: LoopOptions,
+                     analysis: str | None = None) -> tuple[Conclusions, Space]:
+    """The ANOVA's conclusions after a loop, on the measured or the predicted space (see above),
+    and the settings they were drawn from. ``analysis`` (anova or anova-main) overrides the
+    ANOVA's terms, which otherwise follow ``options.model``."""
+    if options.conclude == "predicted" and len(result.measured) < len(space):
+        fitted = get_model(options.model)(space, space.codes[result.measured], result.y, options.seed)
+        values = fitted.predict(space.codes)
+        values[result.measured] = result.y
+        rows = np.arange(len(space))
+    else:
+        rows, values = result.measured, result.y
+    data = space.subset(rows)
+    data.y = values
+    return conclusions_of(space, rows, values, analysis or options.model), data
+
+
 def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool = False,
             unmeasured_r2: bool = False) -> dict:
     """The JSON-ready summary of a finished loop (keys as the issue and the CLI define them)."""
-    c = conclusions_of(space, result.measured, result.y, options.model)
-    data = space.subset(result.measured)
+    c, data = loop_conclusions(space, result, options)
     last = result.steps[-1] if result.steps else None
     out: dict = {
         "sampling_rate": len(result.measured) / len(space),
@@ -46,6 +70,7 @@ def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool =
         "model": options.model,
         "sampler": "full" if full else options.sampler,
         "rule": options.rule,
+        "conclusions_from": "all rows" if full else options.conclude,
         "seed": options.seed,
         "significant_terms": terms_json(c),
         "important_points": points_json(c, data),

@@ -32,6 +32,7 @@ from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
 
 RULES = ("paper", "holdout")
+CONCLUDE = ("measured", "predicted")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class LoopOptions:
     rule: str = "paper"
     seed: int = 0
     budget: int | None = None  # most settings to measure; None: all
+    conclude: str = "measured"  # ANOVA conclusions on: measured settings | predicted space
 
     def check(self, source: str = "options") -> None:
         """One-line errors for values the loop cannot use."""
@@ -54,6 +56,9 @@ class LoopOptions:
         get_model(self.model)
         if self.rule not in RULES:
             raise WashoutError(f"{source}: rule = {self.rule!r}: unknown rule (choose from {', '.join(RULES)})")
+        if self.conclude not in CONCLUDE:
+            raise WashoutError(f"{source}: conclude = {self.conclude!r}: unknown (choose from "
+                               f"{', '.join(CONCLUDE)})")
         for name, value in (("start", self.start), ("step", self.step)):
             if not 0 < value <= 1:
                 raise WashoutError(f"{source}: {name} = {value}: must be a fraction in (0, 1]")

@@ -22,6 +22,7 @@ splits = 10
 sampler = "coverage"
 model = "smooth"
 rule = "holdout"
+conclude = "predicted"      # ANOVA on measured values + predictions for the rest
 [sweep.params]              # ordered levels
 n = [10000, 100000, 1000000]
 kind = ["quicksort", "mergesort", "heapsort"]
@@ -71,6 +72,7 @@ class SweepSection(BaseModel):
     sampler: str = "random"
     model: str = "anova"
     rule: str = "paper"
+    conclude: str = "measured"
     timeout: str | float | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -186,7 +188,8 @@ def loop_options(section: SweepSection, seed: int) -> LoopOptions:
     """The incremental-sampling options of a sweep section."""
     return LoopOptions(start=section.start, step=section.step, threshold=section.threshold,
                        splits=section.splits, sampler=section.sampler, model=section.model,
-                       rule=section.rule, seed=seed, budget=section.budget_settings)
+                       rule=section.rule, seed=seed, budget=section.budget_settings,
+                       conclude=section.conclude)
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
