@@ -44,7 +44,7 @@ class Example:
 
 
 REDIS = Example("redis", "examples/redis/spec.toml", {
-    t: ("rps", "p50_ms", "p99_ms")
+    t: ("rps", "p50_ms", "p99_ms", "server_cpu_ms")
     for t in ("set", "get", "incr", "lpush", "lpop", "sadd", "hset", "mset")})
 SYSBENCH = Example("sysbench", "examples/sysbench/spec.toml", {
     "cpu": ("events_per_s", "p99_ms"), "memory": ("MiB_per_s", "p99_ms"),
