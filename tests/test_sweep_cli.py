@@ -34,9 +34,10 @@ def _call(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args:
     return subprocess.CompletedProcess(args, code, out, err)
 
 
-def test_explore_json_on_herd() -> None:
+def test_explore_json_on_herd(capsys, monkeypatch) -> None:
     proc = _run("explore", str(FIXTURES / "herd_ycsb.csv"), "--metric", "tput", "--sampler",
-                "coverage", "--model", "smooth", "--rule", "holdout", "--format", "json")
+                "coverage", "--model", "smooth", "--rule", "holdout", "--conclude", "predicted",
+                "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert KEYS | {"r2_unmeasured"} <= set(out)
@@ -52,6 +53,14 @@ def test_explore_json_on_herd() -> None:
         assert point["type"] in ("knee", "turning")
         assert point["parameter"] in point["term"].split(":")
         assert point["parameter"] in out["ranges"]
+    # conclusions drawn at 10% agree with the analysis of all 600 settings
+    full = json.loads(_call(capsys, monkeypatch, "explore", str(FIXTURES / "herd_ycsb.csv"),
+                            "--metric", "tput", "--full", "--format", "json").stdout)
+    assert out["settings_measured"] <= 90
+    important = [{t["term"] for t in r["significant_terms"] if t["share"] >= 0.1} for r in (out, full)]
+    assert important[0] == important[1] == {"value_size"}
+    assert [(p["term"], p["type"], p["value"]) for p in out["important_points"]] == \
+        [(p["term"], p["type"], p["value"]) for p in full["important_points"]]
 
 
 def test_explore_full_and_table(capsys, monkeypatch) -> None:
