@@ -306,28 +306,126 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------
     def long_frame(self) -> pd.DataFrame:
-        """The long format (see :mod:`washout.longformat`): one row per trial and metric.
+        """The long format (see :mod:`washout.longformat`): one row per trial and metric,
+        ordered by worker, run, position and attempt; text columns as Python strings.
+
+        The cyclic garbage collector is paused meanwhile: the millions of row tuples are
+        acyclic, and its repeated passes over them took most of the time.
+        """
+        import gc
+
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._long_frame()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _long_frame(self) -> pd.DataFrame:
+        """:meth:`long_frame`, with the garbage collector as the caller left it.
 
         A trial without a value for one of its test's metrics (failed, timed out,
-        interrupted, or unparsable output) still has its row, with value NaN.
+        interrupted, or unparsable output) still has its row, with value NaN; a test
+        without metrics gets one row with metric NaN. Statuses and metric names travel as
+        small integer codes and rows are put together with numpy rather than pandas merges:
+        at the ordering-trap paper's scale (2.3M rows, bench/analysis_scale.py) the merges
+        and string conversions cost more than reading the rows.
         """
+        import numpy as np
         import pandas as pd
 
         from washout.longformat import COLUMNS
 
-        trials = pd.read_sql_query(
-            "SELECT t.id AS trial_id, r.idx AS run, r.order_kind AS \"order\","
-            " t.position, t.test, t.status, w.name AS worker, t.started, t.ended"
-            " FROM trial t JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
-            " WHERE t.status != 'running' ORDER BY w.id, r.idx, t.position, t.id", self.conn)
-        metrics = pd.read_sql_query("SELECT trial_id, name AS metric, value FROM metric", self.conn)
-        expected = pd.DataFrame(
-            [(name, m) for name, names in self.tests() for m in names],
-            columns=["test", "metric"])
-        frame = trials.merge(expected, on="test", how="left")
-        frame = frame.merge(metrics, on=["trial_id", "metric"], how="left")
-        frame["value"] = frame["value"].astype(float)
-        return frame.loc[:, list(COLUMNS)].reset_index(drop=True)
+        metrics_of = dict(self.tests())
+        statuses = [*FINISHED, "interrupted"]
+        case = " ".join(f"WHEN ? THEN {i}" for i in range(len(statuses)))
+        rows = self.conn.execute(
+            f"SELECT id, run_id, position, test, CASE status {case} ELSE -1 END, started,"
+            " ended FROM trial WHERE status != 'running' ORDER BY id", statuses).fetchall()
+        if not rows:
+            return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object)
+                                 for c in COLUMNS})
+        trial_id, run_id, position, test, status, started, ended = zip(*rows)
+        del rows
+        status = np.array(status, dtype=np.int64)
+        if (status < 0).any():  # a status this version does not write: keep its text
+            known = ", ".join("?" * len(statuses))
+            other = dict(self.conn.execute(
+                f"SELECT id, status FROM trial WHERE status NOT IN ({known})"
+                " AND status != 'running'", statuses).fetchall())
+            extra, codes = np.unique([other[i] for i in np.array(trial_id)[status < 0]],
+                                     return_inverse=True)
+            status[status < 0] = len(statuses) + codes
+            statuses += extra.tolist()
+        trial_id = np.array(trial_id, dtype=np.int64)
+        run_id = np.array(run_id, dtype=np.int64)
+        position = np.array(position, dtype=np.int64)
+        test_code, test_names = pd.factorize(np.array(test, dtype=object))
+        runs = self.conn.execute(
+            "SELECT r.id, r.idx, r.order_kind, w.id, w.name FROM run r"
+            " JOIN worker w ON w.id = r.worker_id ORDER BY r.id").fetchall()
+        r_id = np.array([r[0] for r in runs], dtype=np.int64)
+        r_at = np.searchsorted(r_id, run_id)
+        r_idx = np.array([r[1] for r in runs], dtype=np.int64)[r_at]
+        r_worker = np.array([r[3] for r in runs], dtype=np.int64)[r_at]
+        order = np.lexsort((trial_id, position, r_idx, r_worker))
+
+        # One row per trial and expected metric of its test (one, metric NaN, if none).
+        names = sorted({m for ms in metrics_of.values() for m in ms})
+        code_of = {m: i for i, m in enumerate(names)}
+        per_test = [[code_of[m] for m in metrics_of.get(t, [])] or [-1] for t in test_names]
+        flat = np.array([c for codes in per_test for c in codes], dtype=np.int64)
+        first = np.cumsum([0] + [len(codes) for codes in per_test])[:-1]
+        k = np.array([len(codes) for codes in per_test], dtype=np.int64)[test_code[order]]
+        trial_of_row = np.repeat(order, k)
+        within = np.arange(trial_of_row.size) - np.repeat(np.cumsum(k) - k, k)
+        metric_of_row = flat[first[test_code[trial_of_row]] + within]
+
+        value = np.full(trial_of_row.size, np.nan)
+        if names:
+            mcase = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
+            recorded = self.conn.execute(
+                f"SELECT trial_id, CASE name {mcase} ELSE -1 END, value FROM metric",
+                names).fetchall()
+            if recorded:
+                m_trial, m_code, m_value = (np.array(c) for c in zip(*recorded))
+                del recorded
+                m_at = np.minimum(np.searchsorted(trial_id, m_trial), trial_id.size - 1)
+                ok = (m_code >= 0) & (trial_id[m_at] == m_trial)  # running trials: none
+                keys = m_at[ok] * len(names) + m_code[ok]
+                m_value = m_value[ok].astype(float)
+                if keys.size:
+                    sort = np.argsort(keys)
+                    keys, m_value = keys[sort], m_value[sort]
+                    want = trial_of_row * len(names) + metric_of_row
+                    at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+                    hit = (metric_of_row >= 0) & (keys[at] == want)
+                    value[hit] = m_value[at[hit]]
+
+        def text(labels: list[object], codes: np.ndarray) -> np.ndarray:
+            return np.array(labels + [np.nan], dtype=object)[codes]
+
+        def times(stamps: tuple[str | None, ...]) -> np.ndarray:
+            out = np.array(stamps, dtype=object)
+            out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like every missing value
+            return out[trial_of_row]
+
+        run_order = np.array([r[2] for r in runs], dtype=object)[r_at]
+        run_wname = np.array([r[4] for r in runs], dtype=object)[r_at]
+        columns = {
+            "run": r_idx[trial_of_row],
+            "order": run_order[trial_of_row],
+            "position": position[trial_of_row],
+            "test": np.asarray(test_names, dtype=object)[test_code[trial_of_row]],
+            "metric": text(names, metric_of_row),
+            "value": value,
+            "status": np.array(statuses, dtype=object)[status[trial_of_row]],
+            "worker": run_wname[trial_of_row],
+            "started": times(started),
+            "ended": times(ended),
+        }
+        return pd.DataFrame({c: pd.Series(columns[c], dtype=columns[c].dtype) for c in COLUMNS})
 
 
 def read_long(path: str | Path) -> pd.DataFrame:
