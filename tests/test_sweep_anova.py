@@ -140,3 +140,16 @@ def test_unseen_levels_predict_without_error() -> None:
     frame, names = _frame(space, np.flatnonzero(keep))
     model = smf.ols(_formula("y", names, fit.terms), frame).fit()
     np.testing.assert_allclose(fit.predict(space.codes[keep]), model.fittedvalues, rtol=1e-7)
+
+
+def test_lrzip_full_space_with_aliased_columns_matches_statsmodels() -> None:
+    """Lrzip's binary options are partly exclusive, so some interaction columns are aliased
+    and whole terms go with no estimable column; the fit still equals statsmodels'."""
+    space = load_space_csv(FIXTURES / "Lrzip.csv", "<$performance")
+    assert fit_anova(space.codes, space.y, space.n_levels, eliminate=False).aliased.any()
+    fit = fit_anova(space.codes, space.y, space.n_levels)
+    assert len(fit.removed) > 40
+    frame, names = _frame(space)
+    model = smf.ols(_formula("y", names, fit.terms), frame).fit()
+    np.testing.assert_allclose(fit.predict(space.codes), model.fittedvalues, rtol=1e-6)
+    assert fit.r2 == pytest.approx(model.rsquared, rel=1e-9)

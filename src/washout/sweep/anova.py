@@ -310,13 +310,14 @@ def fit_anova(
         new_codings = _codings(terms)
         if all(new_codings[t] == codings[t] for t in terms):  # the others' columns stay
             stay = col_term != drop
-            if keep.all():
+            downdate = bool(keep.all())
+            if downdate:
                 sol = sol.without(np.flatnonzero(col_term[sol.idx] == drop))
                 sol.idx = np.arange(int(stay.sum()))
             x, gram, xty, keep = x[:, stay], gram[np.ix_(stay, stay)], xty[stay], keep[stay]
             columns = [c for c, s_ in zip(columns, stay[1:]) if s_]
             col_term = col_term[stay]
-            if len(sol.idx) != int(keep.sum()) or not keep.all():
+            if not downdate:
                 keep = independent_columns(gram)  # a column aliased only through a dropped one
                 sol = _Solution.solve(gram, xty, yty, keep)
         else:
