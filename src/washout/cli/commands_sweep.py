@@ -93,8 +93,22 @@ def explore(
                           conclude=conclude)
     options.check("explore")
     space = load_space_csv(data, metric, param or None)
+    import time
+
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+
+    def on_step(step) -> None:  # type: ignore[no-untyped-def]
+        """Progress on stderr: settings read so far, worst split R^2, time per iteration."""
+        finite = [v for v in step.r2_splits if v == v]
+        worst = f"{min(finite):.3f}" if finite else "n/a"
+        console.print(f"{step.measured}/{len(space)} settings: worst split R^2 {worst} "
+                      f"({time.monotonic() - started:.1f} s)")
+
     with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others
-        result = run_explore(space, options, full=full)
+        result = run_explore(space, options, full=full, on_step=None if full else on_step)
     _print_summary(result, fmt)
 
 

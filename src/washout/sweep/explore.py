@@ -16,6 +16,8 @@ conclusions compare directly with ``full`` ones. It is fitted on:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from washout.sweep.anova import fit_anova
@@ -96,7 +98,8 @@ def unmeasured(space: Space, result: LoopResult, options: LoopOptions) -> float:
     return r2_score(space.y[left], fitted.predict(space.codes[left]))
 
 
-def explore(space: Space, options: LoopOptions, full: bool = False) -> dict:
+def explore(space: Space, options: LoopOptions, full: bool = False,
+            on_step: Callable[[Step], None] | None = None) -> dict:
     """Run the loop on a measured space (reading a row = measuring a setting), or with
     ``full`` analyse every row (validation splits over all of them)."""
     if space.y is None:
@@ -108,7 +111,7 @@ def explore(space: Space, options: LoopOptions, full: bool = False) -> dict:
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
         result = LoopResult(rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed)
         return summary(space, result, options, full=True)
-    result = run_loop(space, lambda idx: space.y[idx], options)
+    result = run_loop(space, lambda idx: space.y[idx], options, on_step=on_step)
     return summary(space, result, options, unmeasured_r2=True)
 
 
