@@ -1,0 +1,123 @@
+"""The engine's cost per trial and per run, side by side with hyperfine.
+
+Goal (issue 9): the marginal wall time per trial of `washout run` on a no-op command
+(`true`) at most 1.5x hyperfine's mean time per run of `true` with `-N` (no shell).
+
+Per trial: `washout run SPEC --quiet` with K tests of `true` and a fixed number of runs,
+for two values of K; the slope (wall difference / trial difference) is the marginal cost
+of one trial: start-up, environment capture (once per run) and the analysis at the end
+cancel out. Per run: the same with a fixed K and two numbers of runs; the slope per run
+minus K x the per-trial cost is the cost of a run (environment capture, reset bookkeeping).
+
+The engine runs each command as `/bin/sh -c COMMAND` (so pipes and variables work), and
+commits two SQLite transactions per trial. hyperfine is shown three ways: `-N true`
+(exec, no shell: the goal's yardstick), `-N '/bin/sh -c true'` (exactly the processes washout
+starts) and with its default shell (which subtracts the shell's own start-up).
+
+Needs hyperfine: `apt-get install -y hyperfine` (Debian/Ubuntu) or `cargo install hyperfine`.
+
+Run: .venv/bin/python bench/engine_overhead.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WASHOUT, header, load, median, run_child, verdict  # noqa: E402
+
+
+def spec_text(tests: int, runs: int, command: str = "true") -> str:
+    lines = ["[experiment]", 'name = "overhead"', f"runs = {runs}", "seed = 1", ""]
+    for i in range(tests):
+        lines += ["[[test]]", f'name = "t{i}"', f"command = {json.dumps(command)}", ""]
+    return "\n".join(lines)
+
+
+def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True) -> float:
+    """Wall time of one `washout run` of ``tests`` x 2 x ``runs`` trials into a fresh DB."""
+    spec = work / f"k{tests}-r{runs}.toml"
+    spec.write_text(spec_text(tests, runs))
+    db = work / f"k{tests}-r{runs}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    argv = [WASHOUT, "run", str(spec), "--db", str(db)] + (["--quiet"] if quiet else [])
+    return run_child(argv, cwd=work).wall
+
+
+def hyperfine_mean(args: list[str], runs: int, work: Path) -> float:
+    out = work / "hf.json"
+    subprocess.run(["hyperfine", "--runs", str(runs), "--warmup", "100", "--style", "none",
+                    "--export-json", str(out), *args], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return json.loads(out.read_text())["results"][0]["mean"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="runs per order for the trial slope")
+    parser.add_argument("--k", type=int, nargs=2, default=(10, 110), help="two test counts")
+    args = parser.parse_args()
+    if shutil.which("hyperfine") is None:
+        sys.exit("hyperfine not found: install it with `apt-get install -y hyperfine` "
+                 "(Debian/Ubuntu) or `cargo install hyperfine`, then re-run")
+    header("Engine overhead per trial and per run (bench/engine_overhead.py)")
+    k1, k2 = args.k
+    r = args.runs
+    trials = (2 * r * k1, 2 * r * k2)
+    with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
+        work = Path(tmp)
+        washout_wall(work, 2, 1)  # warm caches (imports, page cache)
+        slopes, run_costs, loud_slopes = [], [], []
+        hf_n, hf_sh, hf_shell = [], [], []
+        r1, r2 = 5, 55
+        for _ in range(args.repeat):
+            t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
+            slope = (t2 - t1) / (trials[1] - trials[0])
+            slopes.append(slope)
+            l1, l2 = washout_wall(work, k1, r, quiet=False), washout_wall(work, k2, r, quiet=False)
+            loud_slopes.append((l2 - l1) / (trials[1] - trials[0]))
+            u1, u2 = washout_wall(work, k1, r1), washout_wall(work, k1, r2)
+            per_run = (u2 - u1) / (2 * (r2 - r1)) - k1 * slope
+            run_costs.append(per_run)
+            hf_n.append(hyperfine_mean(["-N", "true"], 2000, work))
+            hf_sh.append(hyperfine_mean(["-N", "/bin/sh -c true"], 2000, work))
+            hf_shell.append(hyperfine_mean(["true"], 1000, work))
+            print(f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
+                  f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
+                  f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
+                  f"shell {hf_shell[-1] * 1e3:.3f} ms; load {load()}", flush=True)
+    per_trial = median(slopes)
+    print()
+    print(f"| what | time per trial (median of {args.repeat}) | ratio to hyperfine -N true |")
+    print("|---|---|---|")
+    rows = [
+        (f"`washout run` marginal per trial (slope {trials[0]} -> {trials[1]} trials, --quiet)",
+         per_trial),
+        ("`washout run` marginal per trial, progress bar on (stderr not a TTY)",
+         median(loud_slopes)),
+        ("`hyperfine -N true`", median(hf_n)),
+        ("`hyperfine -N '/bin/sh -c true'` (the processes washout starts)", median(hf_sh)),
+        ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
+    ]
+    for name, t in rows:
+        print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
+    print()
+    print(f"per run (environment capture + run bookkeeping, slope {2 * r1} -> {2 * r2} runs "
+          f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms")
+    ratio = per_trial / median(hf_n)
+    print(f"goal per trial <= 1.5x hyperfine -N true: {ratio:.2f}x  {verdict(ratio <= 1.5)}")
+    print(f"  against the same processes (-N '/bin/sh -c true'): "
+          f"{per_trial / median(hf_sh):.2f}x")
+    print(f"load average: {load()} (at end)")
+
+
+if __name__ == "__main__":
+    main()

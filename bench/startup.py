@@ -1,0 +1,83 @@
+"""Start-up: `washout --version` and `washout --help` in at most 0.3 s.
+
+Each command is run N times as a fresh process (wall from fork to exit, median); a bare
+`python -c pass` from the same interpreter is shown beside it, and the heaviest imports of
+`washout --help` (python -X importtime) say where the time goes. Heavy libraries (pandas,
+scipy, matplotlib, asyncssh) must not be among them: commands import those inside.
+
+Run: .venv/bin/python bench/startup.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PYTHON, WASHOUT, fmt_runs, header, load, median, run_child, verdict  # noqa: E402
+
+HEAVY = ("pandas", "numpy", "scipy", "matplotlib", "asyncssh", "sklearn", "statsmodels",
+         "pydantic", "jinja2", "sqlite3")
+
+
+def import_profile(args: list[str], top: int = 8) -> tuple[list[tuple[int, str]], list[str]]:
+    """(the ``top`` slowest top-level imports in microseconds, heavy packages imported)."""
+    code = ("import sys; sys.argv = ['washout', *sys.argv[1:]]\n"
+            "from washout.cli import main\nmain()")
+    out = subprocess.run([PYTHON, "-X", "importtime", "-c", code, *args],
+                         capture_output=True, text=True)
+    rows = []
+    heavy = set()
+    for line in out.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = (p.strip() for p in line[len("import time:"):].split("|"))
+        if not cumulative.isdigit():
+            continue
+        base = name.strip().split(".")[0]
+        if base in HEAVY:
+            heavy.add(base)
+        if not name.startswith(" "):  # top-level import (not nested)
+            rows.append((int(cumulative), name.strip()))
+    rows.sort(reverse=True)
+    return rows[:top], sorted(heavy)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    header("Start-up (bench/startup.py)")
+    cases = [("python -c pass", [PYTHON, "-c", "pass"]),
+             ("washout --version", [WASHOUT, "--version"]),
+             ("washout --help", [WASHOUT, "--help"]),
+             ("washout analyze --help", [WASHOUT, "analyze", "--help"])]
+    for _, argv in cases:  # warm the page cache
+        run_child(argv)
+    results: dict[str, list[float]] = {name: [] for name, _ in cases}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(args.runs):
+        for name, argv in cases:  # interleaved, so load changes hit every case alike
+            child = run_child(argv)
+            results[name].append(child.wall)
+            cpu[name].append(child.cpu)
+    print()
+    print(f"| command | wall (median of {args.runs}) | CPU user+sys (median) | goal wall <= 0.3 s |")
+    print("|---|---|---|---|")
+    for name, _ in cases:
+        goal = "" if name.startswith("python") else verdict(median(results[name]) <= 0.3)
+        print(f"| `{name}` | {fmt_runs(results[name])} | {median(cpu[name]):.3f} s | {goal} |")
+    print()
+    for what in (["--help"], ["--version"]):
+        rows, heavy = import_profile(what)
+        print(f"slowest top-level imports of `washout {' '.join(what)}` (cumulative):")
+        for us, name in rows:
+            print(f"  {us / 1000:7.1f} ms  {name}")
+        print(f"  heavy libraries imported: {', '.join(heavy) if heavy else 'none'}")
+    print(f"load average: {load()} (at end)")
+
+
+if __name__ == "__main__":
+    main()
