@@ -47,8 +47,7 @@ def analyze_command(
     metric: str | None = typer.Option(None, "--metric",
                                       help="Restrict carryover, drift and claims to one metric."),
 ) -> None:
-    """Compare fixed- and random-order trials per test and metric (Kruskal-Wallis,
-    family-wise corrected), with Delta%, effect size and median CIs."""
+    """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import json
     import sys
 
