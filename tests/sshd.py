@@ -8,6 +8,7 @@ the user's ~/.ssh is read or changed. ``scripts/services/sshd.sh`` installs the 
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import shlex
@@ -17,11 +18,22 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 SSHD = "/usr/sbin/sshd"
+T = TypeVar("T")
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` in a thread of its own: other tests in the session (Playwright's sync
+    API) may leave an event loop running in the main thread."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from conftest import washout
-from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
+from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 from washout.errors import WashoutError
 from washout.execute.ssh import SSHExecutor
 from washout.spec import WorkerSpec
@@ -147,7 +147,7 @@ def test_reboot_without_a_new_boot_id_is_an_error(sshd_farm: SshdFarm) -> None:
 
     with pytest.raises(WashoutError, match="boot id still always-the-same 4 s after the "
                        r"reboot command .* \(reset.timeout\): the worker did not reboot"):
-        asyncio.run(go())
+        run_async(go())
 
 
 def test_provenance_mismatch_between_workers(sshd_farm: SshdFarm, tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_timeout_and_stray_children_die_with_their_group(sshd_farm: SshdFarm,
             await executor.close()
 
     started = time.monotonic()
-    slow, stray, failing, quoting = asyncio.run(go())
+    slow, stray, failing, quoting = run_async(go())
     assert slow.status == "timeout" and "timed out after 0.5 s" in slow.reason
     assert slow.stdout == b"out\n" and slow.stderr.startswith(b"err\n")
     assert b"@@washout" not in slow.stderr
@@ -249,7 +249,7 @@ def test_cancelled_trial_kills_its_remote_group(sshd_farm: SshdFarm, tmp_path: P
         finally:
             await executor.close()
 
-    asyncio.run(go())
+    run_async(go())
     assert not alive(int(pid_file.read_text()))
 
 
@@ -277,7 +277,7 @@ def test_a_worker_that_stays_down_is_given_up_after_bounded_retries(
         finally:
             await executor.close()
 
-    lost, gave_up, waited = asyncio.run(go())
+    lost, gave_up, waited = run_async(go())
     assert lost.status == "lost" and lost.reason.startswith("w: connection lost")
     assert gave_up.status == "lost" and "could not be re-established" in gave_up.reason
     assert 2.0 <= waited < 5  # retried with backoff for the window, not forever

@@ -4,7 +4,6 @@ several workers at once, sync, pinning, one worker that cannot connect, host key
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 import sqlite3
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 
 from conftest import washout
-from sshd import Sshd, SshdFarm, free_port, sshd_farm  # noqa: F401 (fixture)
+from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 from washout.errors import WashoutError
 from washout.execute.ssh import SSHExecutor
 from washout.execute.sync import _sftp
@@ -146,7 +145,7 @@ def test_changed_host_key_is_refused(sshd_farm: SshdFarm, tmp_path: Path) -> Non
     worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
                         known_hosts=str(sshd_farm.known_hosts), name="w")
     with pytest.raises(WashoutError) as err:
-        asyncio.run(SSHExecutor(worker).connect())
+        run_async(SSHExecutor(worker).connect())
     assert "unknown, or changed since it was recorded" in str(err.value)
 
 
@@ -185,7 +184,7 @@ Host bench-target
                 await executor.close()
 
         assert jump.session_pids() == []
-        out, via_jump = asyncio.run(go())
+        out, via_jump = run_async(go())
         assert out.split()[2:] == ["127.0.0.1", str(target.port)]
         assert via_jump, "the connection did not go through the jump host"
     finally:
@@ -214,7 +213,7 @@ def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> 
         finally:
             await executor.close()
 
-    assert asyncio.run(go()) == b"ran\n"
+    assert run_async(go()) == b"ran\n"
     assert (workdir / "d" / "f.bin").read_bytes() == bytes(range(256)) * 100
     assert not (workdir / "old").exists()
 
@@ -239,7 +238,7 @@ def test_untrusted_alias_gets_the_keyscan_line_for_its_real_address(sshd_farm: S
         f"Host lab-node\n  HostName 127.0.0.1\n  Port {server.port}\n"
         f"  IdentityFile {sshd_farm.client_key}\n")
     with pytest.raises(WashoutError) as err:
-        asyncio.run(SSHExecutor(WorkerSpec(host="lab-node")).connect())
+        run_async(SSHExecutor(WorkerSpec(host="lab-node")).connect())
     assert str(err.value).startswith(f"worker lab-node: the host key of [127.0.0.1]:{server.port}"
                                      " is not in ~/.ssh/known_hosts")
     assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in str(err.value)
