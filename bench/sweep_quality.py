@@ -111,6 +111,8 @@ CONFIGS = {
     "paper: random + MLP": dict(sampler="random", model="mlp", rule="paper"),
     "ours: coverage + smooth, holdout rule, predicted-space conclusions": dict(
         sampler="coverage", model="smooth", rule="holdout", conclude="predicted"),
+    "ours, 2.5% steps": dict(sampler="coverage", model="smooth", rule="holdout",
+                             conclude="predicted", start=0.025, step=0.025),
 }
 
 
@@ -121,7 +123,8 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
     for seed in seeds:
         model = config["model"] or paper_model
         options = LoopOptions(sampler=config["sampler"], model=model, rule=config["rule"], seed=seed,
-                              conclude=config.get("conclude", "measured"))
+                              conclude=config.get("conclude", "measured"),
+                              start=config.get("start", 0.05), step=config.get("step", 0.05))
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
         elapsed = time.perf_counter() - start
