@@ -256,6 +256,31 @@ def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int) -> tuple[
     return fval, p
 
 
+def _recode(
+    codes: np.ndarray, yc: np.ndarray, n_levels: list[int], terms: list[Term],
+    columns: list[Column], x: np.ndarray, gram: np.ndarray, xty: np.ndarray,
+) -> tuple[list[Column], np.ndarray, np.ndarray, np.ndarray]:
+    """The design after patsy recodes some terms: columns that stay are reused with their
+    Gram entries; only the new ones are built, costing O(n p q) instead of O(n p^2)."""
+    new_columns = design_columns(terms, n_levels)
+    old_index = {c: j for j, c in enumerate(columns, start=1)}
+    source = np.array([0] + [old_index.get(c, -1) for c in new_columns])
+    fresh = np.flatnonzero(source < 0)
+    reused = np.flatnonzero(source >= 0)
+    new_x = np.empty((x.shape[0], len(source)))
+    new_x[:, reused] = x[:, source[reused]]
+    new_x[:, fresh] = design_matrix(codes, [new_columns[j - 1] for j in fresh], n_levels)[:, 1:]
+    new_gram = np.empty((len(source), len(source)))
+    new_gram[np.ix_(reused, reused)] = gram[np.ix_(source[reused], source[reused])]
+    cross = new_x.T @ new_x[:, fresh]
+    new_gram[:, fresh] = cross
+    new_gram[fresh, :] = cross.T
+    new_xty = np.empty(len(source))
+    new_xty[reused] = xty[source[reused]]
+    new_xty[fresh] = new_x[:, fresh].T @ yc
+    return new_columns, new_x, new_gram, new_xty
+
+
 def fit_anova(
     codes: np.ndarray,
     y: np.ndarray,
@@ -321,9 +346,7 @@ def fit_anova(
                 keep = independent_columns(gram)  # a column aliased only through a dropped one
                 sol = _Solution.solve(gram, xty, yty, keep)
         else:
-            columns = design_columns(terms, n_levels)
-            x = design_matrix(codes, columns, n_levels)
-            gram, xty = x.T @ x, x.T @ yc
+            columns, x, gram, xty = _recode(codes, yc, n_levels, terms, columns, x, gram, xty)
             keep = independent_columns(gram)
             col_term = np.array([-1] + [term_id[c.term] for c in columns])
             sol = _Solution.solve(gram, xty, yty, keep)
