@@ -113,6 +113,8 @@ CONFIGS = {
         sampler="coverage", model="smooth", rule="holdout", conclude="predicted"),
     "ours, 2.5% steps": dict(sampler="coverage", model="smooth", rule="holdout",
                              conclude="predicted", start=0.025, step=0.025),
+    "ours, 2.5% steps, stable rule": dict(sampler="coverage", model="smooth", rule="stable",
+                                          conclude="predicted", start=0.025, step=0.025),
 }
 
 
@@ -124,11 +126,12 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
         model = config["model"] or paper_model
         options = LoopOptions(sampler=config["sampler"], model=model, rule=config["rule"], seed=seed,
                               conclude=config.get("conclude", "measured"),
-                              start=config.get("start", 0.05), step=config.get("step", 0.05))
+                              start=config.get("start", 0.05), step=config.get("step", 0.05),
+                              analysis=paper_model)
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
         elapsed = time.perf_counter() - start
-        sample, _ = loop_conclusions(space, result, options, analysis=paper_model)
+        sample, _ = loop_conclusions(space, result, options)
         runs.append({
             "seed": seed, "rate": len(result.measured) / len(space), "terminated": result.terminated,
             "r2_unmeasured": unmeasured(space, result, options), **compare(sample, full),

@@ -69,7 +69,7 @@ def explore(
     param: list[str] = typer.Option(None, "--param", help="Parameter column (repeat); default: every other column."),
     sampler: str = typer.Option("random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."),
     model: str = typer.Option("anova", "--model", help="anova, anova-main, mlp, smooth (ours)."),
-    rule: str = typer.Option("paper", "--rule", help="Termination: paper (all splits >= threshold) or holdout (ours: also the last batch, predicted before it was measured)."),
+    rule: str = typer.Option("paper", "--rule", help="Termination: paper (all splits >= threshold); holdout (ours: also the last batch, predicted before it was measured); stable (ours: holdout, and conclusions unchanged since the previous batch)."),
     conclude: str = typer.Option("measured", "--conclude", help="Draw the ANOVA's conclusions from the measured settings (the paper) or the predicted full space (ours: measured values + the model's predictions)."),
     seed: int = typer.Option(0, "--seed"),
     start: float = typer.Option(0.05, "--start", help="Fraction measured first."),

@@ -49,7 +49,15 @@ def loop_conclusions(space: Space, result: LoopResult, options: LoopOptions,
         rows, values = result.measured, result.y
     data = space.subset(rows)
     data.y = values
-    return conclusions_of(space, rows, values, analysis or options.model), data
+    return conclusions_of(space, rows, values, analysis or options.analysis or options.model), data
+
+
+def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions) -> tuple:
+    """What must not change between batches for the ``stable`` rule: the important terms and
+    every point's term, parameter, fixed level, type and level."""
+    c, _ = loop_conclusions(space, result, options)
+    points = sorted((k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None)
+    return (tuple(sorted(c.important)), tuple(points))
 
 
 def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool = False,

@@ -16,6 +16,9 @@ Termination rules:
   holdout: chosen before it was measured and never used to fit the model that predicts it.
   Small validation splits (a handful of settings at 5% of a small space) make the paper's rule
   pass by luck; the holdout must agree before we claim termination.
+- ``stable`` (ours): ``holdout``, and the conclusions (important terms, points with their
+  type and level) are the same as after the previous batch: we do not stop while the answer
+  is still moving.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from washout.sweep.models import Predictor, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
 
-RULES = ("paper", "holdout")
+RULES = ("paper", "holdout", "stable")
 CONCLUDE = ("measured", "predicted")
 
 
@@ -49,6 +52,7 @@ class LoopOptions:
     seed: int = 0
     budget: int | None = None  # most settings to measure; None: all
     conclude: str = "measured"  # ANOVA conclusions on: measured settings | predicted space
+    analysis: str | None = None  # the conclusions' ANOVA: anova | anova-main; None: by model
 
     def check(self, source: str = "options") -> None:
         """One-line errors for values the loop cannot use."""
@@ -56,6 +60,9 @@ class LoopOptions:
         get_model(self.model)
         if self.rule not in RULES:
             raise WashoutError(f"{source}: rule = {self.rule!r}: unknown rule (choose from {', '.join(RULES)})")
+        if self.analysis not in (None, "anova", "anova-main"):
+            raise WashoutError(f"{source}: analysis = {self.analysis!r}: unknown (choose from "
+                               "anova, anova-main)")
         if self.conclude not in CONCLUDE:
             raise WashoutError(f"{source}: conclude = {self.conclude!r}: unknown (choose from "
                                f"{', '.join(CONCLUDE)})")
@@ -168,6 +175,7 @@ def run_loop(
     if not sizes or sizes[-1] < limit:
         sizes.append(limit)
     result = LoopResult(np.empty(0, dtype=int), np.empty(0))
+    last_signature: object = None
     for batch, size in enumerate(sizes):
         want = size - len(result.measured)
         new = np.asarray(sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int)
@@ -182,8 +190,14 @@ def run_loop(
         result.y = np.concatenate([y_new, result.y])
         scores = split_r2(space, result.measured, result.y, options.model, options.splits, options.seed)
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
-        if options.rule == "holdout":
+        if options.rule in ("holdout", "stable"):
             passed = passed and holdout is not None and holdout >= options.threshold
+        if options.rule == "stable":
+            from washout.sweep.explore import conclusion_signature
+
+            signature = conclusion_signature(space, result, options)
+            passed = passed and signature == last_signature
+            last_signature = signature
         step = Step(len(result.measured), len(result.measured) / n, scores, holdout, passed)
         result.steps.append(step)
         if on_step is not None:
