@@ -113,3 +113,20 @@ def test_r2_matches_sklearn() -> None:
 def test_bad_options_are_one_line_errors(field: str, value: object, message: str) -> None:
     with pytest.raises(WashoutError, match=message):
         LoopOptions(**{field: value}).check()
+
+
+def test_stable_rule_waits_for_unchanged_conclusions() -> None:
+    from washout.sweep.explore import conclusion_signature
+
+    herd = load_space_csv(FIXTURES / "herd_ycsb.csv", "tput")  # stops within 10-15%
+    base = dict(sampler="coverage", model="smooth", conclude="predicted", seed=1,
+                analysis="anova-main")
+    holdout = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="holdout", **base))
+    stable = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="stable", **base))
+    assert stable.steps[-1].measured >= holdout.steps[-1].measured
+    assert stable.terminated
+    # the conclusions one batch earlier were the same
+    options = LoopOptions(rule="stable", **base)
+    before = type(stable)(stable.measured[stable.steps[-1].measured - stable.steps[-2].measured:],
+                          stable.y[stable.steps[-1].measured - stable.steps[-2].measured:])
+    assert conclusion_signature(herd, before, options) == conclusion_signature(herd, stable, options)
