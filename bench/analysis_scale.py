@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -199,6 +200,22 @@ def write_store(frame, tests: list[str], path: Path) -> None:
     store.close()
 
 
+def generate_into(work: Path, with_db: bool) -> None:
+    """Write longterm.csv (and longterm.db) into ``work`` unless already there."""
+    csv_path, db_path = work / "longterm.csv", work / "longterm.db"
+    t0 = time.perf_counter()
+    frame, tests = generate()
+    n_conf = frame.groupby(["test", "metric"], observed=True).ngroups
+    print(f"generated {len(frame):,} rows, {n_conf:,} configurations in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    if not csv_path.exists():
+        write_csv(frame, csv_path)
+    if with_db and not db_path.exists():
+        t0 = time.perf_counter()
+        write_store(frame, tests, db_path)
+        print(f"wrote the database in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 # -- the comparisons, each run in its own process ------------------------------------------
 def pandas_read(path: str) -> None:
     """Time pandas.read_csv alone (default engine), inside the process."""
@@ -227,8 +244,10 @@ def baseline_loop(path: str, out: str | None) -> None:
         f = ok.loc[ok["order"] == "fixed", "value"].to_numpy()
         r = ok.loc[ok["order"] == "random", "value"].to_numpy()
         h, p = stats.kruskal(f, r)
+        if np.all(f == f[0]) and np.all(r == f[0]):  # all equal: H is 0/0 (DESIGN.md)
+            h = p = None
         row = {"test": test, "metric": metric, "n_fixed": len(f), "n_random": len(r),
-               "kw_h": float(h), "kw_p": float(p)}
+               "kw_h": None if h is None else float(h), "kw_p": None if p is None else float(p)}
         for side, x in (("fixed", f), ("random", r)):
             n = len(x)
             xs = np.sort(x)
@@ -242,11 +261,12 @@ def baseline_loop(path: str, out: str | None) -> None:
             j = int(np.nonzero(achieved >= 0.95)[0][-1]) + 1
             row[f"ci_{side}"] = [float(xs[j - 1]), float(xs[n - j])]
         row["delta_pct"] = (row["mean_fixed"] - row["mean_random"]) / row["mean_fixed"] * 100
-        row["eta_squared"] = max(0.0, (row["kw_h"] - 1) / (len(f) + len(r) - 2))
+        row["eta_squared"] = (None if h is None
+                              else max(0.0, (row["kw_h"] - 1) / (len(f) + len(r) - 2)))
         rows.append(row)
     m = len(rows)
     for row in rows:
-        row["significant"] = row["kw_p"] < 0.05 / m
+        row["significant"] = row["kw_p"] is not None and row["kw_p"] < 0.05 / m
     text = json.dumps({"tests": rows})
     if out:
         Path(out).write_text(text)
@@ -287,11 +307,14 @@ def main() -> None:
     parser.add_argument("--_pandas-read", dest="pandas_read", help=argparse.SUPPRESS)
     parser.add_argument("--_baseline", dest="baseline", help=argparse.SUPPRESS)
     parser.add_argument("--_out", dest="out", help=argparse.SUPPRESS)
+    parser.add_argument("--_generate", dest="generate", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pandas_read:
         return pandas_read(args.pandas_read)
     if args.baseline:
         return baseline_loop(args.baseline, args.out)
+    if args.generate:
+        return generate_into(Path(args.generate), not args.no_db)
 
     header("Analysis at paper scale (bench/analysis_scale.py)")
     tmp = None
@@ -304,18 +327,10 @@ def main() -> None:
     csv_path, db_path = work / "longterm.csv", work / "longterm.db"
     try:
         if not csv_path.exists() or (not args.no_db and not db_path.exists()):
-            t0 = time.perf_counter()
-            frame, tests = generate()
-            n_conf = frame.groupby(["test", "metric"], observed=True).ngroups
-            print(f"generated {len(frame):,} rows, {n_conf:,} configurations in "
-                  f"{time.perf_counter() - t0:.1f} s")
-            if not csv_path.exists():
-                write_csv(frame, csv_path)
-            if not args.no_db and not db_path.exists():
-                t0 = time.perf_counter()
-                write_store(frame, tests, db_path)
-                print(f"wrote the database in {time.perf_counter() - t0:.1f} s")
-            del frame
+            # In a child: this process stays small, so the children timed below do not
+            # inherit a large RSS at fork (ru_maxrss counts the pre-exec image too).
+            argv = [PYTHON, __file__, "--_generate", str(work)] + (["--no-db"] if args.no_db else [])
+            subprocess.run(argv, check=True)
         print(f"dataset:      {csv_path} ({csv_path.stat().st_size / 1e6:.0f} MB CSV)"
               + ("" if args.no_db else f", {db_path.stat().st_size / 1e6:.0f} MB database"))
         sys.stdout.flush()

@@ -40,23 +40,26 @@ def spec_text(tests: int, runs: int, command: str = "true") -> str:
     return "\n".join(lines)
 
 
-def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True) -> float:
-    """Wall time of one `washout run` of ``tests`` x 2 x ``runs`` trials into a fresh DB."""
+def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True):  # -> ChildRun
+    """Wall and CPU time of one `washout run` of ``tests`` x 2 x ``runs`` trials into a
+    fresh DB (CPU: the controller and every process it started)."""
     spec = work / f"k{tests}-r{runs}.toml"
     spec.write_text(spec_text(tests, runs))
     db = work / f"k{tests}-r{runs}.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     argv = [WASHOUT, "run", str(spec), "--db", str(db)] + (["--quiet"] if quiet else [])
-    return run_child(argv, cwd=work).wall
+    return run_child(argv, cwd=work)
 
 
-def hyperfine_mean(args: list[str], runs: int, work: Path) -> float:
+def hyperfine_mean(args: list[str], runs: int, work: Path) -> tuple[float, float]:
+    """hyperfine's mean wall time per run and mean user + system CPU of the command."""
     out = work / "hf.json"
     subprocess.run(["hyperfine", "--runs", str(runs), "--warmup", "100", "--style", "none",
                     "--export-json", str(out), *args], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return json.loads(out.read_text())["results"][0]["mean"]
+    result = json.loads(out.read_text())["results"][0]
+    return result["mean"], result["user"] + result["system"]
 
 
 def main() -> None:
@@ -75,21 +78,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
         work = Path(tmp)
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
-        slopes, run_costs, loud_slopes = [], [], []
-        hf_n, hf_sh, hf_shell = [], [], []
+        slopes, cpu_slopes, run_costs, loud_slopes = [], [], [], []
+        hf_n, hf_sh, hf_shell, hf_n_cpu, hf_sh_cpu = [], [], [], [], []
         r1, r2 = 5, 55
         for _ in range(args.repeat):
             t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
-            slope = (t2 - t1) / (trials[1] - trials[0])
+            slope = (t2.wall - t1.wall) / (trials[1] - trials[0])
             slopes.append(slope)
+            cpu_slopes.append((t2.cpu - t1.cpu) / (trials[1] - trials[0]))
             l1, l2 = washout_wall(work, k1, r, quiet=False), washout_wall(work, k2, r, quiet=False)
-            loud_slopes.append((l2 - l1) / (trials[1] - trials[0]))
+            loud_slopes.append((l2.wall - l1.wall) / (trials[1] - trials[0]))
             u1, u2 = washout_wall(work, k1, r1), washout_wall(work, k1, r2)
-            per_run = (u2 - u1) / (2 * (r2 - r1)) - k1 * slope
+            per_run = (u2.wall - u1.wall) / (2 * (r2 - r1)) - k1 * slope
             run_costs.append(per_run)
-            hf_n.append(hyperfine_mean(["-N", "true"], 2000, work))
-            hf_sh.append(hyperfine_mean(["-N", "/bin/sh -c true"], 2000, work))
-            hf_shell.append(hyperfine_mean(["true"], 1000, work))
+            for sink, cpu_sink, argv, n in ((hf_n, hf_n_cpu, ["-N", "true"], 2000),
+                                           (hf_sh, hf_sh_cpu, ["-N", "/bin/sh -c true"], 2000),
+                                           (hf_shell, [], ["true"], 1000)):
+                mean, cpu = hyperfine_mean(argv, n, work)
+                sink.append(mean)
+                cpu_sink.append(cpu)
             print(f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
                   f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
                   f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
@@ -110,6 +117,11 @@ def main() -> None:
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
     print()
+    print(f"CPU per trial (user + system, less sensitive to the machine's other load): "
+          f"washout (controller + its children) {median(cpu_slopes) * 1e3:.3f} ms; the child "
+          f"alone under hyperfine: `true` {median(hf_n_cpu) * 1e3:.3f} ms, `/bin/sh -c true` "
+          f"{median(hf_sh_cpu) * 1e3:.3f} ms; so washout's own CPU per trial is about "
+          f"{(median(cpu_slopes) - median(hf_sh_cpu)) * 1e3:.3f} ms")
     print(f"per run (environment capture + run bookkeeping, slope {2 * r1} -> {2 * r2} runs "
           f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms")
     ratio = per_trial / median(hf_n)
