@@ -32,8 +32,10 @@ def main() -> None:
               "| points moved (strict) |")
         print("|---|---|---|---|---|---|---|---|---|")
         for space, rows in part_b.items():
-            for config, q in rows.items():
-                print(f"| {space} | {config} | {q['median_rate']:.2f} | {q['terminated']} | "
+            order = sorted(rows, key=lambda c: (c.startswith("ours"), "MLP" in c))
+            for config in order:
+                q = rows[config]
+                print(f"| {space} | {config} | {q['median_rate']:.3f} | {q['terminated']} | "
                       f"{q['r2_unmeasured_min']:.3f} / {q['r2_unmeasured_median']:.3f} | "
                       f"{q['false_terminations']} | {q['terms_changed_median']:.2f} | "
                       f"{q['points_mismatch_median']:.2f} | {q['points_moved_median']:.2f} |")
