@@ -91,3 +91,25 @@ def test_comparison_counts_as_the_paper_does() -> None:
     # kind differs: 1; new term with point: 1; dropped term with point: 1; lost point: 1/4
     assert result["points_mismatch"] == pytest.approx((1 + 1 + 1 + 0.25) / 3)
     assert result["points_moved"] == pytest.approx(1.0)
+
+
+def test_joint_ranges_cover_both_systems_points() -> None:
+    """System A saturates at x = 3, system B at x = 6: a fair comparison must cover both
+    sides of both knees."""
+    from washout.sweep.conclusions import joint_ranges
+    from washout.sweep.explore import explore
+    from washout.sweep.incremental import LoopOptions
+    from washout.sweep.space import full_grid
+
+    results, spaces = [], []
+    for cap in (3.0, 6.0):
+        space = full_grid(["x", "z"], [[1.0, 2, 3, 4, 5, 6, 7, 8], [0.0, 1.0, 2.0]])
+        x = space.numeric_levels(0)[space.codes[:, 0]]
+        z = space.codes[:, 1]
+        space.y = 100 * np.minimum(x, cap) + 4 * x + 5 * z + np.random.default_rng(0).normal(0, 1, len(space))
+        results.append(explore(space, LoopOptions(), full=True))
+        spaces.append(space)
+    knees = [{p["value"] for p in r["important_points"] if p["parameter"] == "x"} for r in results]
+    assert knees == [{3}, {6}]
+    assert results[0]["ranges"]["x"] == [[1, 3], [3, 8]]
+    assert joint_ranges(results, spaces) == {"x": [[1, 3], [3, 6], [6, 8]]}

@@ -78,6 +78,7 @@ def explore(
     splits: int = typer.Option(10, "--splits", help="80/20 validation splits per iteration."),
     budget: int = typer.Option(None, "--budget", help="Most settings to measure."),
     full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
+    versus: Path = typer.Option(None, "--versus", help="A second system's CSV (same parameters): analysed the same way; ranges then cover both sides of every important point of either system."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
     """Incremental sampling on an already measured space: reading a row measures a setting."""
@@ -109,6 +110,20 @@ def explore(
 
     with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others
         result = run_explore(space, options, full=full, on_step=None if full else on_step)
+        if versus is not None:
+            from washout.errors import located
+            from washout.sweep.conclusions import joint_ranges
+
+            other = load_space_csv(versus, metric, space.parameters)
+            other_result = run_explore(other, options, full=full)
+            if sorted(other.parameters) != sorted(space.parameters):
+                raise located(str(versus), "--param", ",".join(other.parameters),
+                              "not the first system's parameters")
+            result["versus"] = {"data": str(versus), "significant_terms":
+                                other_result["significant_terms"],
+                                "important_points": other_result["important_points"],
+                                "ranges": other_result["ranges"]}
+            result["ranges"] = joint_ranges([result, other_result], [space, other])
     _print_summary(result, fmt)
 
 

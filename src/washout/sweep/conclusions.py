@@ -149,20 +149,42 @@ def fair_ranges(data: Space, *conclusions: Conclusions) -> dict[str, list[list[o
     """
     ranges: dict[str, list[list[object]]] = {}
     for f, name in enumerate(data.parameters):
-        cuts = sorted({p.value for c in conclusions for (_, varied, _), p, _ in c.ranked if varied == f})
+        cuts = {p.value for c in conclusions for (_, varied, _), p, _ in c.ranked if varied == f}
+        if cuts:
+            x = data.numeric_levels(f)
+            ranges[name] = [[_shown(data, f, lo), _shown(data, f, hi)]
+                            for lo, hi in segments(float(x.min()), float(x.max()), cuts)]
+    return ranges
+
+
+def segments(low: float, high: float, cuts: set[float]) -> list[tuple[float, float]]:
+    """[low, c1], [c1, c2], ..., [ck, high] for the distinct cut points (one segment if none
+    lies strictly inside)."""
+    edges = sorted({low, high, *cuts})
+    return list(zip(edges, edges[1:])) or [(low, high)]
+
+
+def joint_ranges(results: list[dict], spaces: list[Space]) -> dict[str, list[list[object]]]:
+    """Fair ranges for comparing systems from their summaries (``important_points`` of each):
+    every system's points cut every shared numeric parameter's range (union of the levels)."""
+    ranges: dict[str, list[list[object]]] = {}
+    for name in spaces[0].parameters:
+        cuts = {float(p["value"]) for r in results for p in r["important_points"]
+                if p["parameter"] == name}
         if not cuts:
             continue
-        x = data.numeric_levels(f)
-        edges = [float(x.min()), *cuts, float(x.max())]
-        edges = [e for i, e in enumerate(edges) if i == 0 or e != edges[i - 1]]
-        shown = [_shown(data, f, e) for e in edges]
-        ranges[name] = [[lo, hi] for lo, hi in zip(shown, shown[1:])] or [[shown[0], shown[0]]]
+        values = [float(v) for s in spaces for v in s.levels[s.parameters.index(name)]]
+        ranges[name] = [[_plain(lo), _plain(hi)] for lo, hi in segments(min(values), max(values), cuts)]
     return ranges
+
+
+def _plain(x: float) -> object:
+    return int(x) if float(x).is_integer() else x
 
 
 def _shown(data: Space, f: int, x: float) -> object:
     if all(isinstance(v, (int, float)) for v in data.levels[f]):
-        return int(x) if float(x).is_integer() else x
+        return _plain(x)
     return data.levels[f][int(round(x))]
 
 
