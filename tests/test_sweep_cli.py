@@ -98,3 +98,27 @@ def test_non_numeric_metric_names_row_and_value(tmp_path: Path, capsys, monkeypa
     assert f"{data}: column y, row 3 = 'oops': metric is not a finite number" in proc.stderr
     missing = _call(capsys, monkeypatch, "explore", str(tmp_path / "nope.csv"), "--metric", "y")
     assert missing.returncode == 2 and "nope.csv: no such file" in missing.stderr
+
+
+def test_explore_versus_a_second_system(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Two systems saturating at x = 3 and x = 6: the ranges cover both knees."""
+    import numpy as np
+
+    paths = []
+    for name, cap in (("a", 3), ("b", 6)):
+        rng = np.random.default_rng(1)
+        rows = ["x,z,y"] + [f"{x},{z},{100 * min(x, cap) + 4 * x + 5 * z + rng.normal(0, 1):.3f}"
+                            for x in range(1, 9) for z in range(3)]
+        path = tmp_path / f"{name}.csv"
+        path.write_text("\n".join(rows) + "\n")
+        paths.append(path)
+    proc = _call(capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--full",
+                 "--versus", str(paths[1]), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["versus"]["data"] == str(paths[1])
+    assert out["ranges"] == {"x": [[1, 3], [3, 6], [6, 8]]}
+    other = tmp_path / "other.csv"
+    other.write_text("x,w,y\n1,1,2\n2,1,3\n")
+    bad = _call(capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--versus", str(other))
+    assert bad.returncode == 2 and "other.csv: --param = 'z': no such column" in bad.stderr
