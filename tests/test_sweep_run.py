@@ -7,6 +7,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -61,11 +62,24 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     assert settings["a"].nunique() == 4
     assert json.loads((out / "sweep.json").read_text())["settings_measured"] == 6
     assert any("batch 1" in n for n in notes)
+    assert result["r2_noise_ceiling"] == 1.0  # expr prints the same number every time
 
     again = run_sweep(spec, out)  # resume: the same batches, read from their stores
     assert _trials(out) == 12
     assert again["significant_terms"] == result["significant_terms"]
     assert again["r2_validation"] == result["r2_validation"]
+
+
+def test_noise_ceiling_is_the_reliability_of_the_means() -> None:
+    from washout.sweep.runner import noise_ceiling
+
+    rng = np.random.default_rng(0)
+    truth = rng.normal(0, 1, 400)
+    trials = truth[:, None] + rng.normal(0, 1, (400, 3))  # noise variance 1, 3 repeats
+    means = trials.mean(axis=1)
+    ceiling = noise_ceiling(means, trials.var(axis=1, ddof=1) / 3)
+    assert ceiling == pytest.approx(1 - (1 / 3) / (1 + 1 / 3), abs=0.05)  # = 0.75
+    assert noise_ceiling(means, np.full(400, np.nan)) is None
 
 
 def test_sweep_cli_reports_a_failing_setting_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -32,8 +32,9 @@ Notify = Callable[[str], None]
 
 def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str, space: Space,
                    rows: np.ndarray, batch: int, seed: int, directory: Path,
-                   progress: Callable[[int, int], None] | None) -> np.ndarray:
-    """Run (or resume) one batch; the mean metric of each setting over its successful trials."""
+                   progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Run (or resume) one batch: the mean metric of each setting over its successful trials,
+    and the variance of that mean (sample variance / count; NaN with a single trial)."""
     from washout.engine import Experiment, execute
     from washout.spec import spec_from_data
     from washout.store import Store
@@ -61,7 +62,8 @@ def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str
     finally:
         store.close()
     frame = frame[(frame["metric"] == section.metric) & (frame["status"] == "ok")]
-    means = frame.groupby("test")["value"].mean()
+    groups = frame.groupby("test")["value"]
+    means, mean_var = groups.mean(), groups.var(ddof=1) / groups.count()
     values = []
     for test in experiment.tests:
         if test.name not in means.index or not np.isfinite(means[test.name]):
@@ -69,7 +71,7 @@ def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str
                                f"{section.metric!r} (see `washout status {path}`); fix the "
                                "command and run the sweep again to resume")
         values.append(float(means[test.name]))
-    return np.asarray(values)
+    return np.asarray(values), np.asarray([float(mean_var.get(t.name, np.nan)) for t in experiment.tests])
 
 
 def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
@@ -89,6 +91,7 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
     started = time.monotonic()
     batch_counter = [0]
     per_setting: list[float] = []
+    noise: list[np.ndarray] = []
 
     def measure(rows: np.ndarray) -> np.ndarray:
         batch = batch_counter[0]
@@ -101,7 +104,9 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
                                    f"would pass budget_hours = {section.budget_hours}")
         say(f"batch {batch}: measuring {len(rows)} settings x {section.repeats} repeats")
         t0 = time.monotonic()
-        values = _measure_batch(section, rest, source, space, rows, batch, seed, out, progress)
+        values, mean_var = _measure_batch(section, rest, source, space, rows, batch, seed, out,
+                                          progress)
+        noise.append(mean_var)
         per_setting.append((time.monotonic() - t0) / max(len(rows), 1))
         return values
 
@@ -118,11 +123,26 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
     result = run_loop(space, measure, options, on_step=on_step)
     if result.stopped:
         say(f"stopped: {result.stopped}")
-    return _finish(space, result, options, out, section)
+    summary_ = _finish(space, result, options, out, section, noise)
+    ceiling = summary_.get("r2_noise_ceiling")
+    if ceiling is not None and ceiling < options.threshold:
+        say(f"note: repeat noise alone caps R^2 near {ceiling:.2f}, below the threshold "
+            f"{options.threshold}: more repeats (or a quieter machine) are needed to reach it")
+    return summary_
+
+
+def noise_ceiling(y: np.ndarray, mean_var: np.ndarray) -> float | None:
+    """The R^2 a perfect model could reach given repeat noise: 1 - mean Var(setting mean) /
+    Var(setting means), the reliability of the setting means (the idea of ICC(1,k), Shrout &
+    Fleiss, Psychological Bulletin 1979). None when no setting has two successful trials."""
+    finite = np.isfinite(mean_var)
+    if finite.sum() == 0 or len(y) < 2 or np.var(y, ddof=1) == 0:
+        return None
+    return float(1.0 - np.mean(mean_var[finite]) / np.var(y, ddof=1))
 
 
 def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
-            section: SweepSection) -> dict:
+            section: SweepSection, noise: list[np.ndarray]) -> dict:
     """Write settings.csv and sweep.json; return the summary."""
     import pandas as pd
 
@@ -134,6 +154,8 @@ def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
         raise WashoutError(f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse")
     result_summary = summary(space, result, options)
     result_summary["directory"] = str(out)
+    result_summary["r2_noise_ceiling"] = noise_ceiling(
+        result.y, np.concatenate(noise[::-1]) if noise else np.empty(0))
     if result.stopped:
         result_summary["stopped"] = result.stopped
     (out / "sweep.json").write_text(json.dumps(result_summary, indent=2))
