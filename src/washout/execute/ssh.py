@@ -33,7 +33,8 @@ command left behind. Reboot resets issue the reboot command, wait for the connec
 drop, reconnect with backoff within the reset timeout and verify that the boot id changed.
 
 Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``), coreutils
-``timeout`` and ``date``: any mainstream Linux. No agent is installed on a worker.
+``timeout`` and ``date``, and a login shell that runs ``a && b || c`` (sh, bash, zsh, ksh,
+fish; not csh): any mainstream Linux. No agent is installed on a worker.
 """
 
 from __future__ import annotations
