@@ -242,3 +242,24 @@ def test_pinning_applies_to_the_trial_and_is_recorded(tmp_path: Path) -> None:
     assert rows["where"] == ("ok", "", "1")
     assert exported(db).set_index("test").loc["where", "value"] == 1.0
     assert rows["nowhere"][0] == "failed" and "cannot pin to CPUs 4096" in rows["nowhere"][1]
+
+
+def test_engine_runs_from_inside_a_running_event_loop(tmp_path: Path) -> None:
+    """Jupyter and sync wrappers call the library with a loop already running."""
+    import asyncio
+
+    from washout.engine import Experiment, execute
+    from washout.spec import load_spec
+
+    spec_path = logging_spec(tmp_path, runs=1)
+    spec, text = load_spec(spec_path)
+    experiment = Experiment.prepare(spec, text, str(spec_path))
+
+    async def inside() -> int:
+        store = experiment.create_store(tmp_path / "loop.db")
+        try:
+            return execute(experiment, store).executed
+        finally:
+            store.close()
+
+    assert asyncio.run(inside()) == 8

@@ -18,6 +18,7 @@ import asyncio
 import os
 import re
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -452,5 +453,11 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
             for sig in installed:
                 loop.remove_signal_handler(sig)
 
-    asyncio.run(main())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no event loop in this thread
+        asyncio.run(main())
+    else:  # called from inside a running loop (Jupyter, a sync wrapper): use a thread
+        with ThreadPoolExecutor(1, thread_name_prefix="washout-engine") as pool:
+            pool.submit(asyncio.run, main()).result()
     return outcome

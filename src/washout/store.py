@@ -112,7 +112,9 @@ class Store:
     # -- opening -----------------------------------------------------------------------
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        # check_same_thread=False: the engine may run in a helper thread when its caller is
+        # inside an event loop; one thread at a time uses the connection (the caller waits).
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
