@@ -155,7 +155,8 @@ command = "sleep 0.4"
 
 
 def test_ctrl_c_stops_at_the_next_trial_boundary_and_says_how_to_resume(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.toml", SLOW_SPEC)
+    torn_down = tmp_path / "torn-down"
+    spec = write_spec(tmp_path / "s.toml", SLOW_SPEC + f'[teardown]\ncommand = "touch {torn_down}"\n')
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
     wait_for_trials(db, "status = 'ok'")
@@ -167,6 +168,7 @@ def test_ctrl_c_stops_at_the_next_trial_boundary_and_says_how_to_resume(tmp_path
     statuses = [s for (s,) in conn.execute("SELECT status FROM trial")]
     assert statuses and set(statuses) == {"ok"}  # the trial in flight was allowed to finish
     assert len(statuses) < 12
+    assert torn_down.exists()  # what setup started does not outlive a stopped session
     washout("resume", db, "--quiet")
     check_store_against_plan(db, 2, 3, 1)
 

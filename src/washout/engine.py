@@ -42,7 +42,12 @@ ProgressHook = Callable[[str, int], None]
 
 
 class StopRequested(Exception):
-    """Ctrl-C (or --abort on failure) stopped the experiment at a trial boundary."""
+    """Ctrl-C, or a failure under ``on_failure = "abort"``, stopped the experiment at a
+    trial boundary. An abort on one worker stops every worker."""
+
+    def __init__(self, message: str, *, abort: bool = False) -> None:
+        super().__init__(message)
+        self.abort = abort
 
 
 @dataclass
@@ -308,7 +313,7 @@ class _Worker:
                             self.store.set_run_status(run_id, "aborted")
                             raise StopRequested(
                                 f"{self.ex.name}: test {test.name!r} {status} in run "
-                                f"{run.index} and on_failure = 'abort'")
+                                f"{run.index} and on_failure = 'abort'", abort=True)
                     if slot_done(statuses, exp.on_failure, exp.retries):
                         break
                 self.outcome.executed += 1
@@ -379,19 +384,28 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     async def one(ex: Executor) -> None:
         worker = _Worker(experiment, store, ex, stop, progress, outcome, allow_mismatch,
                          baselines[ex.name])
+        set_up = False
         try:
             await worker.setup()
+            set_up = True
             await worker.execute()
-            await worker.teardown()
         except StopRequested as err:
             outcome.stopped = str(err)
             store.event("stopped", str(err), ex.name)
-            if "abort" in str(err):
+            if err.abort:
                 stop.set()
         except WashoutError as err:
             outcome.worker_errors[ex.name] = str(err)
             store.event("error", str(err), ex.name)
         finally:
+            # Teardown whenever setup ran, even after Ctrl-C or an error: what setup
+            # started (a server) must not outlive the session.
+            if set_up:
+                try:
+                    await worker.teardown()
+                except WashoutError as err:
+                    store.event("error", str(err), ex.name)
+                    outcome.worker_errors.setdefault(ex.name, str(err))
             await ex.close()
 
     await asyncio.gather(*(one(ex) for ex in executors))

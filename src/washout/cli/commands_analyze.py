@@ -141,4 +141,5 @@ def _print_table(renderable: object) -> None:
 
     from rich.console import Console
 
-    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(renderable)
+    piped = not sys.stdout.isatty()
+    Console(highlight=False, width=160 if piped else None, soft_wrap=piped).print(renderable)
