@@ -95,3 +95,13 @@ def test_sweep_cli_reports_a_failing_setting_in_one_line(tmp_path: Path, capsys,
     assert exit_.value.code == 2
     assert "batch-000.db: test 'setting-" in err and "no successful trial with metric 'value'" in err
     assert err.count("\n") == 0
+
+
+def test_budget_hours_stops_before_a_batch_that_would_pass_it(tmp_path: Path) -> None:
+    spec = tmp_path / "arith.toml"
+    spec.write_text(SPEC.replace("budget_settings = 6", "budget_hours = 0.000001"))
+    result = run_sweep(spec, tmp_path / "out")
+    assert result["settings_measured"] == 3  # the first batch, then the estimate says no
+    assert result["terminated"] is False
+    assert "would pass budget_hours = 1e-06" in result["stopped"]
+    assert _trials(tmp_path / "out") == 3 * 2
