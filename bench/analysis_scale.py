@@ -274,6 +274,32 @@ def baseline_loop(path: str, out: str | None) -> None:
                       "configurations": m}))
 
 
+def stages(path: str) -> None:
+    """Where washout's time goes: the analyze pipeline in-process, CPU and wall per stage."""
+    marks = [("interpreter start-up", time.process_time(), time.perf_counter())]
+
+    def mark(name: str) -> None:
+        marks.append((name, time.process_time(), time.perf_counter()))
+
+    import pandas  # noqa: F401
+    mark("import pandas (+numpy)")
+    import scipy.stats  # noqa: F401
+    mark("import scipy.stats")
+    from washout.cli.commands_analyze import _json_document
+    from washout.sources import load_trials
+    from washout.stats.order import analyze_order
+    mark("import washout")
+    frame, _ = load_trials(path)
+    mark("load_trials (read + validate the CSV)")
+    analysis = analyze_order(frame)
+    mark("analyze_order (1,880 comparisons)")
+    _json_document(analysis.to_dict())
+    mark("JSON")
+    rows = [("interpreter start-up", marks[0][1], 0.0)]
+    rows += [(name, c1 - c0, w1 - w0) for (_, c0, w0), (name, c1, w1) in zip(marks, marks[1:])]
+    print(json.dumps(rows))
+
+
 def check_agreement(washout_json: Path, baseline_json: Path) -> str:
     """Do washout and the loop agree on every configuration (H, p, medians, CIs, Shapiro)?"""
     ours = {(t["test"], t["metric"]): t for t in json.loads(washout_json.read_text())["tests"]}
@@ -308,6 +334,7 @@ def main() -> None:
     parser.add_argument("--_baseline", dest="baseline", help=argparse.SUPPRESS)
     parser.add_argument("--_out", dest="out", help=argparse.SUPPRESS)
     parser.add_argument("--_generate", dest="generate", help=argparse.SUPPRESS)
+    parser.add_argument("--_stages", dest="stages", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pandas_read:
         return pandas_read(args.pandas_read)
@@ -315,6 +342,8 @@ def main() -> None:
         return baseline_loop(args.baseline, args.out)
     if args.generate:
         return generate_into(Path(args.generate), not args.no_db)
+    if args.stages:
+        return stages(args.stages)
 
     header("Analysis at paper scale (bench/analysis_scale.py)")
     tmp = None
@@ -391,6 +420,15 @@ def main() -> None:
               f"{w_cpu / median(r_incpu):.2f}x the read call, "
               f"{w_cpu / median([x.cpu for x in r_runs]):.2f}x the read process")
 
+        _, stage_rows = _json_child([PYTHON, __file__, "--_stages", str(csv_path)])
+        print()
+        print("where washout's time goes (in-process, one run; CPU is the stable figure):")
+        print("| stage | CPU | wall |")
+        print("|---|---|---|")
+        for name, cpu, wall in stage_rows:
+            print(f"| {name} | {cpu:.2f} s | {wall:.2f} s |" if wall else
+                  f"| {name} | {cpu:.2f} s | |")
+        print()
         if not args.no_db:
             db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json"]
             run_child(db_cmd)  # warm
