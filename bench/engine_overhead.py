@@ -111,7 +111,7 @@ def main() -> None:
         ("`washout run` marginal per trial, progress bar on (stderr not a TTY)",
          median(loud_slopes)),
         ("`hyperfine -N true`", median(hf_n)),
-        ("`hyperfine -N '/bin/sh -c true'` (the processes washout starts)", median(hf_sh)),
+        ("`hyperfine -N '/bin/sh -c true'` (what washout starts for commands with shell syntax)", median(hf_sh)),
         ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
     ]
     for name, t in rows:

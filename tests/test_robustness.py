@@ -73,7 +73,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
     writes, and kills land there.
     """
     slow = phase == "trials-and-resets"
-    runs, n_tests, seed = (6, 4, 5) if slow else (40, 5, 9)
+    runs, n_tests, seed = (6, 4, 5) if slow else (200, 5, 9)
     lines = ["[experiment]", 'name = "killme"', f"runs = {runs}", f"seed = {seed}"]
     if slow:
         lines += ["[reset]", 'command = "sleep 0.15"']
@@ -86,6 +86,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
     kills = 0
     proc = start("run", spec, "--db", db, "--quiet")
     for _ in range(25):
+        if kills >= 8:
+            break
         try:
             proc.wait(timeout=rng.uniform(0.45, 1.4))
         except subprocess.TimeoutExpired:
@@ -98,8 +100,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
             proc = start("run", spec, "--db", db, "--quiet")
             continue
         proc = start("resume", db, "--quiet")
-    else:
-        proc.wait(timeout=120)
+    proc.wait(timeout=300)
     if proc.returncode != 0:
         washout("resume", db, "--quiet")
     assert kills >= 3, "the experiment finished before it could be killed enough"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -263,3 +265,27 @@ def test_engine_runs_from_inside_a_running_event_loop(tmp_path: Path) -> None:
             store.close()
 
     assert asyncio.run(inside()) == 8
+
+
+def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(tmp_path: Path) -> None:
+    """`sleep` started directly has washout as its parent; anything with shell syntax is
+    still run by /bin/sh with its meaning intact."""
+    from washout.execute.local import argv_for
+
+    assert argv_for("sleep 0.1") == ["sleep", "0.1"]
+    for command in ("echo $HOME", "ls *.py", "cd /tmp", "FOO=1 env", "a || b", "echo 'x'",
+                    "nosuchprogram-xyz 1", "echo ~"):
+        assert argv_for(command)[:2] == ["/bin/sh", "-c"], command
+    spec = tmp_path / "p.toml"
+    spec.write_text('[experiment]\nruns = 1\norders = ["fixed"]\n'
+                    '[[test]]\nname = "direct"\ncommand = "grep PPid /proc/self/status"\n'
+                    '[test.metrics.parent]\nstdout = "last-number"\n'
+                    '[[test]]\nname = "shell"\ncommand = "grep PPid /proc/self/status | cat"\n'
+                    '[test.metrics.parent]\nstdout = "last-number"\n')
+    db = tmp_path / "p.db"
+    proc = subprocess.Popen([sys.executable, "-m", "washout", "run", str(spec), "--db", str(db),
+                             "--quiet"], stdout=subprocess.DEVNULL)
+    assert proc.wait(timeout=60) == 0
+    parents = exported(db).set_index("test")["value"]
+    assert parents["direct"] == proc.pid  # washout itself started grep
+    assert parents["shell"] != proc.pid  # a pipeline: the shell started grep

@@ -9,7 +9,10 @@ killed too, so a stray child cannot perturb the next trial.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +58,36 @@ def pidfd_child_watcher(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         yield
     finally:
         policy.set_child_watcher(previous)  # type: ignore[attr-defined]
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
+_SHELL_ONLY = frozenset({
+    ".", ":", "alias", "break", "cd", "command", "continue", "eval", "exec", "exit", "export",
+    "getopts", "hash", "read", "readonly", "return", "set", "shift", "source", "times", "trap",
+    "type", "ulimit", "umask", "unalias", "unset", "wait"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _on_path(program: str, path: str | None) -> bool:
+    return shutil.which(program, path=path) is not None
+
+
+def argv_for(command: str, path: str | None = None) -> list[str]:
+    """How to start ``command``: directly when it is plain words naming a program on PATH
+    (no quotes, variables, globs, redirections, operators or shell builtins), otherwise
+    with ``/bin/sh -c``.
+
+    A plain command then runs with no shell between washout and the process measured, as
+    ``hyperfine -N`` does: no shell start-up inside ``wall`` and half the fork/exec cost
+    per trial (bench/engine_overhead.py). Anything the shell would interpret keeps the
+    shell, so the meaning of a command never changes. ``path`` is the trial's PATH.
+    """
+    words = command.split()
+    if (words and all(_PLAIN_WORD.fullmatch(w) for w in words)
+            and words[0] not in _SHELL_ONLY and "=" not in words[0]
+            and _on_path(words[0], path)):
+        return words
+    return ["/bin/sh", "-c", command]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -120,7 +153,7 @@ class LocalExecutor:
                                  f"{sorted(os.sched_getaffinity(0))}", cpus)
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command,
+                *argv_for(command, (full_env or os.environ).get("PATH")),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
