@@ -7,8 +7,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from washout.cli.app import app
 from washout.cli.commands_analyze import stored_claims
@@ -22,7 +26,8 @@ class ReportFormat(str, Enum):
 @app.command("report")
 def report(
     source: Path = typer.Argument(
-        ..., help="A washout store (SQLite), a long-format CSV or an OrderSage results CSV."),
+        ..., help="A washout store (SQLite), a long-format CSV, an OrderSage results CSV, or "
+                  "a sweep's directory (washout sweep --dir)."),
     output: Path | None = typer.Option(
         None, "-o", "--output",
         help="Where to write (default: report.html, or report.md with --format md)."),
@@ -37,6 +42,12 @@ def report(
                                          "(repeatable; a store adds its spec's claims)."),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
+    out = output or Path(f"report.{fmt.value}")
+    if source.is_dir():
+        sweep, settings = load_sweep_dir(source)
+        write_sweep_report(out, fmt.value, source.name, sweep, settings)
+        typer.echo(f"{out}: sweep of {sweep.get('settings_measured')} settings")
+        return
     from washout.report import document
     from washout.sources import load_trials
     from washout.stats.order import analyze_order
@@ -51,7 +62,6 @@ def report(
         meta = {"source": f"{source.name} ({kind})"}
     why = explain_for_report(trials, [*claim, *stored_claims(source, info.kind)], alpha,
                              correction, by_worker)
-    out = output or Path(f"report.{fmt.value}")
     with _figure_progress() as progress:
         if fmt is ReportFormat.md:
             from washout.report.markdown import write_markdown
@@ -62,6 +72,43 @@ def report(
 
             write_html(out, analysis, trials, meta, progress=progress, why=why)
     typer.echo(f"{out}: {analysis['verdict']}")
+
+
+def load_sweep_dir(directory: Path) -> tuple[dict, "pd.DataFrame"]:
+    """The summary (sweep.json) and measured settings (settings.csv) ``washout sweep`` wrote."""
+    import json
+
+    import pandas as pd
+
+    from washout.errors import WashoutError
+
+    summary, settings = directory / "sweep.json", directory / "settings.csv"
+    if not (summary.is_file() and settings.is_file()):
+        raise WashoutError(f"{directory}: not a sweep directory (it needs the sweep.json and "
+                           "settings.csv that washout sweep writes)")
+    try:
+        return json.loads(summary.read_text()), pd.read_csv(settings)
+    except (ValueError, pd.errors.ParserError) as err:
+        raise WashoutError(f"{directory}: cannot read the sweep's files: {err}") from None
+
+
+def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict,
+                       settings: "pd.DataFrame") -> None:
+    """A sweep-only report: R^2 against sampling rate, coefficients with their knee and
+    turning points, and the tile map of ``settings`` (parameter columns, metric last)."""
+    meta = {"name": name}
+    history = sweep.get("steps")
+    with _figure_progress() as progress:
+        if fmt == "md":
+            from washout.report.markdown import write_markdown
+
+            write_markdown(out, None, None, meta, sweep, settings=settings,
+                           r2_history=history, progress=progress)
+        else:
+            from washout.report.html import write_html
+
+            write_html(out, None, None, meta, sweep, settings=settings, r2_history=history,
+                       progress=progress)
 
 
 def explain_for_report(trials, claims: list[str], alpha: float, correction: str,  # type: ignore[no-untyped-def]

@@ -80,6 +80,8 @@ def explore(
     full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
     versus: Path = typer.Option(None, "--versus", help="A second system's CSV (same parameters): analysed the same way; ranges then cover both sides of every important point of either system."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
+    report: Path = typer.Option(None, "--report",
+                                help="Also write a report (.html, or .md with PNG figures)."),
 ) -> None:
     """Incremental sampling on an already measured space: reading a row measures a setting."""
     from threadpoolctl import threadpool_limits
@@ -121,6 +123,11 @@ def explore(
                                 "ranges": other_result["ranges"]}
             result["ranges"] = joint_ranges([result, other_result], [space, other])
     _print_summary(result, fmt)
+    if report is not None:
+        from washout.cli.commands_report import write_sweep_report
+
+        write_sweep_report(report, "md" if report.suffix == ".md" else "html", data.stem,
+                           result, space.frame())
 
 
 @app.command()

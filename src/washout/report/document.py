@@ -431,7 +431,8 @@ def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
     rate = sweep.get("sampling_rate")
     summary = (f"Measured {measured} of {total} settings"
                + (f" ({100 * float(rate):.0f}% sampled)" if _finite(rate) else "")
-               + (f"; stopped: {sweep['terminated']}" if sweep.get("terminated") else "") + ".")
+               + ("; the model reached the R² threshold" if sweep.get("terminated")
+                  else "; stopped before the model reached the R² threshold") + ".")
     r2 = [float(v) for v in sweep.get("r2_validation") or [] if _finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."

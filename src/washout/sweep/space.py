@@ -39,6 +39,17 @@ class Space:
     def __len__(self) -> int:
         return int(self.codes.shape[0])
 
+    def frame(self) -> "pd.DataFrame":
+        """The settings as a table: one column of level values per parameter, the metric
+        last (the shape the report's sweep section reads)."""
+        import pandas as pd
+
+        data = {p: [self.levels[f][c] for c in self.codes[:, f]]
+                for f, p in enumerate(self.parameters)}
+        if self.y is not None:
+            data[self.metric or "metric"] = self.y
+        return pd.DataFrame(data)
+
     def numeric_levels(self, f: int) -> np.ndarray:
         """Level values of parameter f as x-coordinates: the values if numeric, else their ranks."""
         values = self.levels[f]
