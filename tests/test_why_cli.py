@@ -80,3 +80,20 @@ def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) 
     washout("report", MEMCACHED, "-o", out)
     html = out.read_text()
     assert '<section id="why">' in html and "right after the reset is 4.3% lower" in html
+
+
+def test_test_names_are_never_terminal_markup(tmp_path: Path) -> None:
+    """Names such as "[red]evil[/red]" print literally in every terminal table and sentence."""
+    rows = ["run,order,position,test,metric,value,status,worker,started,ended"]
+    for r in range(12):
+        for p, t in enumerate(["[red]evil[/red]", "[bold]x", "plain"]):
+            rows.append(f"{r},{'fixed' if r % 2 == 0 else 'random'},{p},{t},wall,"
+                        f"{1 + (r * 7 + p * 3) % 5 / 10},ok,local,,")
+    data = tmp_path / "markup.csv"
+    data.write_text("\n".join(rows) + "\n")
+    outputs = [washout("analyze", data, "--drift", "--claim", "plain < '[bold]x'").stdout,
+               washout("analyze", data, "--compat", "ordersage").stdout,
+               washout("plan", "--pilot", data, "--detect", "50%").stdout]
+    for out in outputs:
+        assert "[red]evil[/red]" in out and "[bold]x" in out, out
+    assert "median plain" in outputs[0] and "vs [bold]x" in outputs[0]  # the claim sentence

@@ -142,4 +142,5 @@ def _print_table(renderable: object) -> None:
     from rich.console import Console
 
     piped = not sys.stdout.isatty()
-    Console(highlight=False, width=160 if piped else None, soft_wrap=piped).print(renderable)
+    Console(highlight=False, width=160 if piped else None, soft_wrap=piped,
+            markup=False).print(renderable)

@@ -73,7 +73,7 @@ def plan_command(
             runs = f"more than {MAX_RUNS}" if r.n_pilot >= 2 else "too few pilot trials"
         table.add_row(r.test, r.metric, f"{r.cv * 100:.2f}%", f"{r.n_pilot} {r.source}", runs,
                       f"{r.power_at:.2f}" if r.power_at is not None else "-")
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)  # test names are data, not markup
     console.print(table)
     few = [r.test for r in rows if r.n_pilot < FEW_PILOT_TRIALS]
     if few:

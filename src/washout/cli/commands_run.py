@@ -22,7 +22,9 @@ def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyp
 
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 160  # piped: wide enough for the analysis table
-    return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr, width=width)
+    # markup=False: paths, test names and error texts are data, never rich markup.
+    return Console(stderr=stderr, quiet=quiet, highlight=False, soft_wrap=not stderr, width=width,
+                   markup=False)
 
 
 def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> None:
@@ -44,7 +46,8 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
 
     def on_stop(presses: int) -> None:
         if presses == 1:
-            console.print("[yellow]Stopping after the current trial (Ctrl-C again to stop now)")
+            console.print("Stopping after the current trial (Ctrl-C again to stop now)",
+                          style="yellow")
 
     with progress:
         outcome = execute(experiment, store, allow_mismatch=allow_mismatch,
@@ -57,7 +60,6 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
 
 def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # type: ignore[no-untyped-def]
     """What ran, failures, where the data is, and the order analysis."""
-    from rich.markup import escape
 
     from washout.status import progress_of
 
@@ -69,9 +71,9 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
               f"({outcome.executed} this session); failed {state['failed']}, "
               f"timed out {state['timeout']}, interrupted {state['interrupted']}")
     for worker, error in outcome.worker_errors.items():
-        out.print(f"[red]Worker {worker} stopped:[/red] {escape(error)}")
+        out.print(f"Worker {worker} stopped: {error}", style="red")
     if outcome.stopped:
-        out.print(f"[yellow]Stopped: {outcome.stopped}")
+        out.print(f"Stopped: {outcome.stopped}", style="yellow")
     if not state["complete"]:
         out.print(f"Resume with: washout resume {store.path}")
         return
@@ -91,7 +93,7 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
         from washout.stats.why import explain, render_words
 
         found = explain(frame, claims=exp.claims, alpha=exp.alpha, correction=exp.correction)
-        out.print("\n".join(render_words(found)), markup=False)
+        out.print("\n".join(render_words(found)))
 
 
 @app.command("run")

@@ -29,7 +29,7 @@ def _print_summary(result: dict, fmt: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    out = Console(highlight=False)
+    out = Console(highlight=False, markup=False)
     r2 = [v for v in result["r2_validation"] if v is not None]
     status = "threshold reached" if result["terminated"] else "threshold NOT reached (budget)"
     out.print(f"Measured {result['settings_measured']} of {result['settings_total']} settings "
@@ -100,7 +100,7 @@ def explore(
 
     from rich.console import Console
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, markup=False)
     started = time.monotonic()
 
     def on_step(step) -> None:  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def sweep(
     from washout.sweep.runner import run_sweep
 
     fmt = _format(fmt)
-    console = Console(stderr=True, quiet=quiet, highlight=False)
+    console = Console(stderr=True, quiet=quiet, highlight=False, markup=False)
     bar = Progress(TextColumn("batch trials"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
                    TimeRemainingColumn(), console=console, disable=quiet, transient=True)
     task = bar.add_task("trials", total=None)

@@ -91,7 +91,8 @@ def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
             _fmt(t.delta_pct, "+.2f"), _fmt(t.kw_p, ".2g"), _fmt(t.eta_squared, ".3f"),
             _case(t),
         ]
-        table.add_row(*cells, style="red" if t.significant else None)
+        # Text, not str: a test named "[red]x" is data, never rich markup.
+        table.add_row(*map(Text, cells), style="red" if t.significant else None)
     parts: list[RenderableType] = [verdict, table]
     if any(t.significant for t in analysis.tests):
         parts.append(Text("* significant after the family-wise correction", style="dim"))
@@ -111,13 +112,16 @@ def frame_table(frame: "pd.DataFrame", keys: int = 1) -> "RenderableType":
     OrderSage-compatible table, whose 22 columns do not fit a terminal's width."""
     import pandas as pd
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_edge=False, header_style="bold")
     table.add_column("")
     for row in frame.itertuples(index=False):
-        table.add_column(" ".join(str(v) for v in row[:keys]), justify="right", overflow="fold")
+        table.add_column(Text(" ".join(str(v) for v in row[:keys])), justify="right",
+                         overflow="fold")
     for i, column in enumerate(frame.columns[keys:], start=keys):
-        table.add_row(str(column), *("" if pd.isna(v) else str(v) for v in frame.iloc[:, i]))
+        table.add_row(Text(str(column)),
+                      *(Text("" if pd.isna(v) else str(v)) for v in frame.iloc[:, i]))
     return table
 
 
