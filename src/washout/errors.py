@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class WashoutError(Exception):
     """A user-facing error; the CLI prints ``str(err)`` on one line and exits with 2.
@@ -11,6 +15,15 @@ class WashoutError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()) if "\n" in message else message)
+
+
+def choose(choices: dict[str, T], name: str, option: str, what: str) -> T:
+    """``choices[name]``, or a one-line error naming the option, the value and the choices."""
+    try:
+        return choices[name]
+    except KeyError:
+        raise WashoutError(f"{option} = {name!r}: unknown {what} "
+                           f"(choose from {', '.join(choices)})") from None
 
 
 def located(source: str, field: str | None, value: object, problem: str) -> WashoutError:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from washout.errors import WashoutError
+from washout.errors import choose
 from washout.sweep.anova import fit_anova
 from washout.sweep.space import Space
 
@@ -156,9 +156,4 @@ MODELS: dict[str, Model] = {
 
 def get_model(name: str, source: str = "--model") -> Model:
     """The model called ``name``, or a one-line error listing the choices."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise WashoutError(
-            f"{source} = {name!r}: unknown model (choose from {', '.join(MODELS)})"
-        ) from None
+    return choose(MODELS, name, source, "model")

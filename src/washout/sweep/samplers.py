@@ -30,7 +30,7 @@ from itertools import combinations
 
 import numpy as np
 
-from washout.errors import WashoutError
+from washout.errors import choose
 from washout.sweep.space import Space
 
 Sampler = Callable[[Space, np.ndarray, np.ndarray, int, int, int], np.ndarray]
@@ -191,9 +191,4 @@ SAMPLERS: dict[str, Sampler] = {
 
 def get_sampler(name: str, source: str = "--sampler") -> Sampler:
     """The sampler called ``name``, or a one-line error listing the choices."""
-    try:
-        return SAMPLERS[name]
-    except KeyError:
-        raise WashoutError(
-            f"{source} = {name!r}: unknown sampler (choose from {', '.join(SAMPLERS)})"
-        ) from None
+    return choose(SAMPLERS, name, source, "sampler")
