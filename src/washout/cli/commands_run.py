@@ -128,9 +128,11 @@ def run_command(
     path = db or default_db_path(experiment.spec.experiment.name)
     store = experiment.create_store(path)
     console = _console(quiet)
-    console.print(f"washout: {len(experiment.tests)} tests x {experiment.plan.total_trials // len(experiment.tests)} runs "
-                  f"({', '.join(experiment.spec.experiment.orders)}, design "
-                  f"{experiment.spec.experiment.design}), seed {experiment.plan.seed}, data in {path}")
+    exp = experiment.spec.experiment
+    console.print(f"washout: {len(experiment.tests)} tests x {exp.runs} runs per order kind "
+                  f"({', '.join(exp.orders)}; design {exp.design}) = "
+                  f"{experiment.plan.total_trials} trials per worker, seed "
+                  f"{experiment.plan.seed}, data in {path}")
     try:
         _execute(experiment, store, quiet, allow_mismatch)
     finally:
