@@ -97,3 +97,19 @@ def test_test_names_are_never_terminal_markup(tmp_path: Path) -> None:
     for out in outputs:
         assert "[red]evil[/red]" in out and "[bold]x" in out, out
     assert "median plain" in outputs[0] and "vs [bold]x" in outputs[0]  # the claim sentence
+
+
+def test_report_of_a_csv_without_positions_says_what_it_cannot_do(tmp_path: Path) -> None:
+    """A hand-made long CSV with no position column still gets a report, which says why it
+    has no carryover or drift analysis instead of leaving it out silently."""
+    rows = ["run,order,test,metric,value,status"]
+    for r in range(8):
+        for t, v in (("a", 1), ("b", 2)):
+            rows.append(f"{r},{'fixed' if r % 2 == 0 else 'random'},{t},wall,{v + r * 0.01},ok")
+    data = tmp_path / "nopos.csv"
+    data.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.html"
+    washout("report", data, "-o", out, "--claim", "a < b")
+    html = out.read_text()
+    assert "No carryover or drift analysis" in html and "position in its run" in html
+    assert "Claim &#39;a &lt; b&#39;" in html

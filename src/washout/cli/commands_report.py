@@ -60,8 +60,9 @@ def report(
     else:
         kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
         meta = {"source": f"{source.name} ({kind})"}
-    why = explain_for_report(trials, [*claim, *stored_claims(source, info.kind)], alpha,
-                             correction, by_worker)
+    why, notes = explain_for_report(trials, [*claim, *stored_claims(source, info.kind)], alpha,
+                                    correction, by_worker)
+    meta["notes"] = notes
     with _figure_progress() as progress:
         if fmt is ReportFormat.md:
             from washout.report.markdown import write_markdown
@@ -112,17 +113,18 @@ def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict,
 
 
 def explain_for_report(trials, claims: list[str], alpha: float, correction: str,  # type: ignore[no-untyped-def]
-                       by_worker: bool) -> dict:
-    """Carryover, drift and claims for the report's "why" section. Carryover and drift need
-    positions and times; a source without them gets the claims only (the report says so)."""
+                       by_worker: bool) -> tuple[dict, list[str]]:
+    """Carryover, drift and claims for the report's "why" section, and notes on what the
+    source could not support: carryover and drift need each trial's position and time."""
     from washout.errors import WashoutError
     from washout.stats.why import explain
 
     kwargs = dict(alpha=alpha, correction=correction, by_worker=by_worker)
     try:
-        return explain(trials, carryover=True, drift=True, claims=claims, **kwargs)
-    except WashoutError:
-        return explain(trials, claims=claims, **kwargs) if claims else {}
+        return explain(trials, carryover=True, drift=True, claims=claims, **kwargs), []
+    except WashoutError as err:
+        note = f"No carryover or drift analysis: {err}"
+        return (explain(trials, claims=claims, **kwargs) if claims else {}), [note]
 
 
 @contextmanager

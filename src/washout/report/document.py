@@ -275,6 +275,7 @@ def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
         listed = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " or " + what[-1]
         notes.append(f"The source holds no {listed} (a CSV has none; a washout store "
                      "records them).")
+    notes.extend(meta.get("notes", []))  # what else the source could not support
     if trials is not None and len(trials):
         runs = trials.drop_duplicates(["worker", "run"]) if "worker" in trials.columns \
             else trials.drop_duplicates(["run"])

@@ -394,7 +394,10 @@ def trials_over_run(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
     warm-up on the right."""
     fig = _figure(3.3)
     ax_pos, ax_time = fig.subplots(1, 2, sharey=True)
-    _order_scatter(ax_pos, frame, frame["position"])
+    import pandas as pd
+
+    # A long-format CSV may leave positions empty: those trials have no point on the left.
+    _order_scatter(ax_pos, frame, pd.to_numeric(frame["position"], errors="coerce").astype(float))
     ax_pos.set_xlabel("position in the run (0 = first)")
     ax_pos.set_ylabel(label(metric))
     ax_pos.xaxis.get_major_locator().set_params(integer=True)
