@@ -5,9 +5,7 @@
 #   bash scripts/services/examples.sh                    # all of them (what scripts/test runs)
 #   bash scripts/services/examples.sh fio:fio ...        # PACKAGE:PROGRAM pairs (install.sh)
 #   bash scripts/services/examples.sh --check fio:fio    # only say what is missing (exit 1)
-# Idempotent and quiet: does nothing when every program is on PATH; refreshes the package
-# lists only when a package cannot be found without it; prints apt's output only on failure.
-# Waits for another apt/dpkg to finish rather than failing on its lock.
+# Idempotent and quiet: does nothing when every program is on PATH (lib/apt.sh).
 set -euo pipefail
 check=""
 [ "${1:-}" = --check ] && { check=1; shift; }
@@ -22,25 +20,7 @@ if [ -n "$check" ]; then
   echo "missing Debian packages: ${missing[*]} (install: bash scripts/services/examples.sh)" >&2
   exit 1
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 || {
-    echo "examples.sh: ${missing[*]} missing and this user cannot install them (not root, no sudo)" >&2
-    exit 1
-  }
-  SUDO="sudo -n"
-fi
-export DEBIAN_FRONTEND=noninteractive
-APT=(apt-get -o DPkg::Lock::Timeout=600)
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-for package in "${missing[@]}"; do
-  if ! apt-cache show "$package" >/dev/null 2>&1; then
-    $SUDO "${APT[@]}" update -qq >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-    break
-  fi
-done
+. "$(dirname "$0")/lib/apt.sh"
 # Where systemd runs, Debian's redis-server package also starts a system redis on port 6379;
 # the examples use their own server on a private port and leave that one alone.
-$SUDO "${APT[@]}" install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1 \
-  || { cat "$log" >&2; exit 1; }
+apt_install examples.sh "${missing[@]}"
