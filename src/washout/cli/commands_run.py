@@ -53,14 +53,13 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
         outcome = execute(experiment, store, allow_mismatch=allow_mismatch,
                           progress=lambda worker, n: progress.advance(task, n),
                           on_stop_request=on_stop)
-    _summary(console, store, outcome, quiet)
+    _summary(experiment, store, outcome, quiet)
     if not outcome.complete:
         raise typer.Exit(3 if outcome.worker_errors else 130)
 
 
-def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # type: ignore[no-untyped-def]
+def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool) -> None:
     """What ran, failures, where the data is, and the order analysis."""
-
     from washout.status import progress_of
 
     state = progress_of(store)
@@ -80,14 +79,12 @@ def _summary(console, store: Store, outcome: Outcome, quiet: bool) -> None:  # t
     if quiet:
         return
     from washout.report.terminal import render_analysis
-    from washout.spec import parse_spec_text
     from washout.stats.order import analyze_order
 
-    spec = parse_spec_text(store.experiment().spec_text, str(store.path))
     frame = store.long_frame()
     if frame["order"].nunique() < 2:
         return
-    exp = spec.experiment
+    exp = experiment.spec.experiment
     out.print(render_analysis(analyze_order(frame, alpha=exp.alpha, correction=exp.correction)))
     if exp.claims:
         from washout.stats.why import explain, render_words
