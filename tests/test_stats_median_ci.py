@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from washout.errors import WashoutError
-from washout.stats.median_ci import median_ci, median_ci_rank
+from washout.stats.median_ci import central_probability, median_ci, median_ci_rank
 
 
 def brute_force_rank(n: int, confidence: float) -> tuple[int, Fraction] | None:
@@ -77,3 +77,19 @@ def test_coverage_on_continuous_data_is_at_least_the_achieved_confidence() -> No
 def test_confidence_outside_zero_one_is_a_one_line_error(bad: float) -> None:
     with pytest.raises(WashoutError, match="ci-confidence"):
         median_ci([1.0, 2.0], bad)
+
+
+@pytest.mark.parametrize("n", [*range(4090, 4103), 8191, 8192, 20_001, 100_000])
+def test_central_probability_matches_exact_arithmetic_across_the_switch(n: int) -> None:
+    exact = Fraction(comb(n, n // 2), 2**n)
+    assert central_probability(n) == pytest.approx(float(exact), rel=4e-16)
+
+
+@pytest.mark.parametrize("n", [610, 5_000, 100_000, 10**7])
+def test_large_samples_agree_with_scipy_binomial(n: int) -> None:
+    """Large n, where summing from the centre is what keeps it fast, against scipy's cdf."""
+    from scipy.stats import binom
+
+    j, achieved = median_ci_rank(n, 0.95)
+    assert achieved == pytest.approx(1 - 2 * binom.cdf(j - 1, n, 0.5), rel=1e-12)
+    assert 1 - 2 * binom.cdf(j, n, 0.5) < 0.95 <= achieved  # j + 1 would fall short

@@ -13,15 +13,13 @@ falls short (n < 6 at 95%), there is no interval.
 from __future__ import annotations
 
 from functools import lru_cache
+from math import comb, pi, sqrt
 from typing import TYPE_CHECKING
 
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
     import numpy as np
-
-# Achieved-confidence comparisons allow this relative slack for the binomial cdf's rounding.
-_SLACK = 1e-12
 
 
 def check_confidence(confidence: float) -> float:
@@ -31,25 +29,51 @@ def check_confidence(confidence: float) -> float:
     return float(confidence)
 
 
+# Coverage is summed in floats (relative error ~1e-15); comparisons allow this much slack.
+_SLACK = 1e-12
+# Below this n the central binomial probability is computed exactly in integers.
+_EXACT_CENTRE = 4096
+
+
+def central_probability(n: int) -> float:
+    """P(B = floor(n/2)) for B ~ Binomial(n, 1/2).
+
+    Exactly (C(n, m) / 2^n in integers, correctly rounded) for small n; above, the
+    asymptotic expansion C(2m, m) / 4^m = (pi m)^(-1/2) (1 - 1/(8m) + 1/(128 m^2) + 5/(1024 m^3)
+    - 21/(32768 m^4) + O(m^-5)) (Graham, Knuth & Patashnik, Concrete Mathematics, 2nd ed.,
+    exercise 9.60), whose omitted terms are below 1e-16 from m = 2048; for odd n = 2m + 1,
+    P(B = m) = C(2m, m) / 4^m * (2m + 1) / (2m + 2).
+    """
+    m = n // 2
+    if n <= _EXACT_CENTRE:
+        return comb(n, m) / 2**n
+    x = 1.0 / m
+    series = 1.0 + x * (-1 / 8 + x * (1 / 128 + x * (5 / 1024 - x * 21 / 32768)))
+    even = series / sqrt(pi * m)
+    return even if n == 2 * m else even * (2 * m + 1) / (2 * m + 2)
+
+
 @lru_cache(maxsize=4096)
 def median_ci_rank(n: int, confidence: float = 0.95) -> tuple[int, float] | None:
     """``(j, achieved)`` for a sample of size n: the CI is [x(j), x(n-j+1)] (1-based).
 
-    None when no j >= 1 reaches the confidence (the sample is too small).
+    None when no j >= 1 reaches the confidence (the sample is too small). The coverage
+    P(j <= B <= n-j) is summed from the centre outwards, C(n, j-1) = C(n, j) j / (n-j+1),
+    so the narrowest interval is found in about z sqrt(n) steps, whatever n is.
     """
-    import numpy as np
-    from scipy.stats import binom
-
-    level = check_confidence(confidence)
+    level = check_confidence(confidence) * (1.0 - _SLACK)
     if n < 1:
         return None
-    ks = np.arange(0, n // 2)  # k = j - 1 for j = 1 .. n // 2 (j <= n - j)
-    achieved = 1.0 - 2.0 * binom.cdf(ks, n, 0.5)
-    ok = np.nonzero(achieved >= level * (1.0 - _SLACK))[0]
-    if ok.size == 0:
-        return None
-    k = int(ok[-1])
-    return k + 1, float(achieved[k])
+    j = n // 2
+    term = central_probability(n)  # P(B = j)
+    covered = term if n == 2 * j else 2 * term  # P(j <= B <= n - j)
+    while j >= 1:
+        if covered >= level:
+            return j, min(covered, 1.0)
+        term *= j / (n - j + 1)  # P(B = j - 1)
+        covered += 2 * term
+        j -= 1
+    return None
 
 
 def median_ci(

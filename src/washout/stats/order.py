@@ -15,8 +15,8 @@ fixed-order trials F and random-order trials R are compared:
 - Exact median CIs (:mod:`washout.stats.median_ci`, Le Boudec Thm 2.1) and their overlap
   case (Duplyakin et al. 2023, Algorithm 2): 1 disjoint, 2 each median strictly inside the
   other's CI, 3 otherwise.
-- CV = population standard deviation / mean; Shapiro-Wilk p (scipy.stats.shapiro) for
-  n >= 3 (Shapiro & Wilk 1965, Biometrika 52).
+- CV = population standard deviation / mean; Shapiro-Wilk p for n >= 3 (Shapiro & Wilk 1965,
+  Biometrika 52; Royston's AS R94 as scipy.stats.shapiro, :mod:`washout.stats.shapiro`).
 
 When every value of a comparison is equal, H is 0/0 and scipy returns NaN: reported as
 null, and counted in the family with p = 1 (the exact permutation p-value: every
@@ -55,7 +55,9 @@ class Samples:
 
     keys: list[tuple[str, str, str | None]]
     values: "np.ndarray"
-    ranks: "np.ndarray"  # dense rank of each value among all values (equal values, equal rank)
+    # Indices into ``values`` that visit each comparison's fixed and random values merged
+    # in ascending order, comparison by comparison (what the rank tests need).
+    by_value: "np.ndarray"
     starts: "np.ndarray"
     counts: "np.ndarray"
     excluded: "np.ndarray"
@@ -98,8 +100,8 @@ def collect_samples(
     the excluded. Comparisons come in order of first appearance of their test, then
     metric, then worker.
 
-    One float sort gives every value a dense rank; sorting integer keys (comparison, order,
-    rank) then orders all samples at once, faster than a lexsort over float keys.
+    One float sort, then stable sorts of small integer keys, order all samples at once,
+    several times faster than a lexsort over (key, value).
     """
     import numpy as np
     import pandas as pd
@@ -147,14 +149,21 @@ def collect_samples(
     no_value = np.bincount(slot[missing], minlength=2 * n_groups).reshape(n_groups, 2)
     values = all_values[ok]
     slot_ok = slot[ok]
-    ranks = dense_ranks(values)
-    idx = np.argsort(slot_ok * (int(ranks.max(initial=0)) + 1) + ranks)
+    # One float sort; stable sorts of the small integer keys (radix sorts for 16-bit keys)
+    # then order the values by (sample, value) and by (comparison, value).
+    ascending = np.argsort(values)
+    key_type = np.min_scalar_type(max(2 * n_groups - 1, 0))
+    slot_sorted = slot_ok[ascending].astype(key_type)
+    by_sample = ascending[np.argsort(slot_sorted, kind="stable")]
+    by_comparison = ascending[np.argsort(slot_sorted // 2, kind="stable")]
+    where = np.empty(values.size, dtype=np.int64)
+    where[by_sample] = np.arange(values.size)
     counts = np.bincount(slot_ok, minlength=2 * n_groups)
     starts = np.cumsum(counts) - counts
     return Samples(
         keys=keys,
-        values=values[idx],
-        ranks=ranks[idx],
+        values=values[by_sample],
+        by_value=where[by_comparison],
         starts=starts.reshape(n_groups, 2),
         counts=counts.reshape(n_groups, 2),
         excluded=excluded,
@@ -173,19 +182,14 @@ def _is_in(column: "pd.Series", wanted: tuple[str, ...]) -> "np.ndarray":
     return hit[codes]
 
 
-def dense_ranks(values: "np.ndarray") -> "np.ndarray":
-    """0-based dense ranks (equal values, equal rank) of a float array, as int64."""
+def chi2_sf_1(x: "np.ndarray") -> "np.ndarray":
+    """P(chi^2_1 > x) = erfc(sqrt(x / 2)) (chi^2 with one degree of freedom is the square of a
+    standard normal), elementwise; 1 for x <= 0, NaN for NaN. math.erfc is accurate to a few
+    ulp and spares the analysis the import of scipy.stats."""
     import numpy as np
 
-    order = np.argsort(values)
-    ordered = values[order]
-    step = np.empty(values.size, dtype=np.int64)
-    if values.size:
-        step[0] = 0
-        step[1:] = ordered[1:] != ordered[:-1]
-    ranks = np.empty(values.size, dtype=np.int64)
-    ranks[order] = np.cumsum(step)
-    return ranks
+    root = np.sqrt(np.maximum(np.asarray(x, dtype=float), 0.0) / 2.0)
+    return np.frompyfunc(math.erfc, 1, 1)(root).astype(float)
 
 
 def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
@@ -197,33 +201,28 @@ def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
     values are equal.
     """
     import numpy as np
-    from scipy.stats import chi2
 
     n_groups = len(samples.keys)
     counts = samples.counts
     per_group = counts.sum(axis=1)
-    gflat = np.repeat(np.arange(n_groups, dtype=np.int64), per_group)
-    oflat = np.repeat(np.tile(np.array([0, 1]), n_groups), counts.ravel())
-    span = int(samples.ranks.max(initial=0)) + 1
-    key = gflat * span + samples.ranks  # sorted within each sample; merge the two per group
-    merged = np.argsort(key)
-    k = key[merged]
-    g = gflat[merged]
-    o = oflat[merged]
-    total = k.size
+    idx = samples.by_value
+    v = samples.values[idx]
+    g = np.repeat(np.arange(n_groups, dtype=np.int64), per_group)
+    is_random = idx >= samples.starts[g, 1]  # each comparison's random block follows its fixed
+    total = v.size
     h = np.full(n_groups, np.nan)
     p = np.full(n_groups, np.nan)
     if total == 0:
         return h, p
     new_run = np.ones(total, dtype=bool)
-    new_run[1:] = k[1:] != k[:-1]  # a new value or a new comparison
+    new_run[1:] = (v[1:] != v[:-1]) | (g[1:] != g[:-1])  # a new value or a new comparison
     run_starts = np.flatnonzero(new_run)
     run_len = np.diff(np.append(run_starts, total)).astype(float)
     run_id = np.cumsum(new_run) - 1
     group_start = samples.starts[:, 0]
     ranks = run_starts[run_id] + (run_len[run_id] - 1.0) / 2.0 - group_start[g] + 1.0
-    rank_fixed = np.bincount(g, weights=np.where(o == 0, ranks, 0.0), minlength=n_groups)
-    rank_random = np.bincount(g, weights=np.where(o == 1, ranks, 0.0), minlength=n_groups)
+    rank_random = np.bincount(g, weights=np.where(is_random, ranks, 0.0), minlength=n_groups)
+    rank_fixed = np.bincount(g, weights=ranks, minlength=n_groups) - rank_random
     ties = np.bincount(g[run_starts], weights=run_len**3 - run_len, minlength=n_groups)
     n_f = counts[:, 0].astype(float)
     n_r = counts[:, 1].astype(float)
@@ -238,7 +237,7 @@ def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
     single_run = np.bincount(g[run_starts], minlength=n_groups) == 1
     defined = both & ~single_run & (correction > 0)
     h[defined] = h_all[defined]
-    p[defined] = chi2.sf(h[defined], 1)
+    p[defined] = chi2_sf_1(h[defined])
     return h, p
 
 
@@ -246,7 +245,6 @@ def _min_p(n_fixed: "np.ndarray", n_random: "np.ndarray") -> "np.ndarray":
     """The smallest Kruskal-Wallis p two samples of these sizes can give: complete separation
     without ties, fixed ranks 1..n_F (NaN where a sample is empty)."""
     import numpy as np
-    from scipy.stats import chi2
 
     n_f = n_fixed.astype(float)
     n_r = n_random.astype(float)
@@ -255,7 +253,7 @@ def _min_p(n_fixed: "np.ndarray", n_random: "np.ndarray") -> "np.ndarray":
     r_r = n * (n + 1) / 2.0 - r_f
     with np.errstate(divide="ignore", invalid="ignore"):
         h = 12.0 / (n * (n + 1)) * (r_f**2 / n_f + r_r**2 / n_r) - 3 * (n + 1)
-    return np.where((n_f > 0) & (n_r > 0), chi2.sf(h, 1), np.nan)
+    return np.where((n_f > 0) & (n_r > 0), chi2_sf_1(h), np.nan)
 
 
 def ci_case(
@@ -427,17 +425,15 @@ def summarize(samples: Samples) -> SampleSummary:
 def shapiro_all(
     samples: Samples, summary: SampleSummary, constant: float = float("nan")
 ) -> tuple["np.ndarray", "np.ndarray"]:
-    """Shapiro-Wilk W and p of every sample, each (G, 2) (Shapiro & Wilk 1965, as
-    scipy.stats.shapiro); NaN below n = 3, ``constant`` for a constant sample (W undefined;
-    scipy itself then returns 1).
+    """Shapiro-Wilk W and p of every sample, each (G, 2) (Shapiro & Wilk 1965, by Royston's
+    AS R94 as scipy.stats.shapiro: :mod:`washout.stats.shapiro`); NaN below n = 3,
+    ``constant`` for a constant sample (W undefined; scipy itself then returns 1).
 
-    Samples of equal size go to scipy.stats.shapiro together (axis=1): one call per size
-    instead of one per sample, whose fixed overhead would dominate thousands of comparisons.
+    Samples of equal size are tested together, one matrix per size.
     """
-    import warnings
-
     import numpy as np
-    from scipy.stats import shapiro
+
+    from washout.stats.shapiro import shapiro_sorted
 
     stat = np.full(samples.counts.shape, np.nan)
     p = np.full(samples.counts.shape, np.nan)
@@ -448,11 +444,9 @@ def shapiro_all(
         where = np.argwhere(testable & (samples.counts == n))
         starts = samples.starts[where[:, 0], where[:, 1]]
         block = samples.values[starts[:, None] + np.arange(n)[None, :]]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # n > 5000: scipy warns that p may be inaccurate
-            result = shapiro(block, axis=1)
-        stat[where[:, 0], where[:, 1]] = result.statistic
-        p[where[:, 0], where[:, 1]] = result.pvalue
+        w, pw = shapiro_sorted(block)
+        stat[where[:, 0], where[:, 1]] = w
+        p[where[:, 0], where[:, 1]] = pw
     return stat, p
 
 
@@ -473,11 +467,12 @@ def _detectable_pct(summary: SampleSummary, counts: "np.ndarray", level: float) 
     relative to it under normality (Lehmann, Nonparametrics, 1975, Ch. 2 Sec. 4), as a
     percentage of the fixed mean; s are sample (n - 1) standard deviations.
     """
+    from statistics import NormalDist
+
     import numpy as np
-    from scipy.stats import norm
 
     n = counts.astype(float)
-    z = float(norm.ppf(1 - level / 2) + norm.ppf(_POWER))
+    z = -NormalDist().inv_cdf(level / 2) + NormalDist().inv_cdf(_POWER)
     with np.errstate(divide="ignore", invalid="ignore"):
         var = summary.std**2 * n / (n - 1)
         shift = z * np.sqrt(var[:, 0] / n[:, 0] + var[:, 1] / n[:, 1]) / math.sqrt(3 / math.pi)
