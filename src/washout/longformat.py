@@ -16,6 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
     import pandas as pd
 
 COLUMNS: tuple[str, ...] = (
@@ -23,6 +26,24 @@ COLUMNS: tuple[str, ...] = (
 )
 ORDER_KINDS: tuple[str, ...] = ("fixed", "random", "reverse", "williams")
 STATUSES: tuple[str, ...] = ("ok", "failed", "timeout", "interrupted")
+# The columns with few distinct values: categoricals with sorted categories, from a store
+# as from a CSV, so grouping works on small integer codes.
+LABELS: tuple[str, ...] = ("order", "test", "metric", "status", "worker")
+
+
+def label_column(codes: "np.ndarray", names: "Sequence[object]") -> "pd.Categorical":
+    """``names[codes]`` (code -1: missing) as a categorical whose categories are the names
+    present, sorted: the form ``read_csv`` gives a label column."""
+    import numpy as np
+    import pandas as pd
+
+    order = np.argsort(np.asarray(names, dtype=object)).astype(np.int64)
+    rank = np.empty(len(order) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = -1  # code -1 indexes the last slot: stays missing
+    categories = pd.Index([names[i] for i in order])
+    labels = pd.Categorical.from_codes(rank[np.asarray(codes, dtype=np.int64)], categories)
+    return labels.remove_unused_categories()
 
 
 def empty_frame() -> "pd.DataFrame":

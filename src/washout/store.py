@@ -309,7 +309,8 @@ class Store:
     # -- reading -------------------------------------------------------------------------
     def long_frame(self) -> pd.DataFrame:
         """The long format (see :mod:`washout.longformat`): one row per trial and metric,
-        ordered by worker, run, position and attempt; text columns as Python strings.
+        ordered by worker, run, position and attempt; label columns as categoricals
+        (:data:`washout.longformat.LABELS`), time stamps as Python strings.
 
         The cyclic garbage collector is paused meanwhile: the millions of row tuples are
         acyclic, and its repeated passes over them took most of the time.
@@ -337,7 +338,7 @@ class Store:
         import numpy as np
         import pandas as pd
 
-        from washout.longformat import COLUMNS
+        from washout.longformat import COLUMNS, label_column
 
         metrics_of = dict(self.tests())
         statuses = [*FINISHED, "interrupted"]
@@ -405,25 +406,22 @@ class Store:
                     hit = (metric_of_row >= 0) & (keys[at] == want)
                     value[hit] = m_value[at[hit]]
 
-        def text(labels: list[object], codes: np.ndarray) -> np.ndarray:
-            return np.array(labels + [np.nan], dtype=object)[codes]
-
         def times(stamps: tuple[str | None, ...]) -> np.ndarray:
             out = np.array(stamps, dtype=object)
             out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like every missing value
             return out[trial_of_row]
 
-        run_order = np.array([r[2] for r in runs], dtype=object)[r_at]
-        run_wname = np.array([r[4] for r in runs], dtype=object)[r_at]
+        order_code, order_names = pd.factorize(np.array([r[2] for r in runs], dtype=object))
+        worker_code, worker_names = pd.factorize(np.array([r[4] for r in runs], dtype=object))
         columns = {
             "run": r_idx[trial_of_row],
-            "order": run_order[trial_of_row],
+            "order": label_column(order_code[r_at][trial_of_row], list(order_names)),
             "position": position[trial_of_row],
-            "test": np.asarray(test_names, dtype=object)[test_code[trial_of_row]],
-            "metric": text(names, metric_of_row),
+            "test": label_column(test_code[trial_of_row], list(test_names)),
+            "metric": label_column(metric_of_row, names),
             "value": value,
-            "status": np.array(statuses, dtype=object)[status[trial_of_row]],
-            "worker": run_wname[trial_of_row],
+            "status": label_column(status[trial_of_row], statuses),
+            "worker": label_column(worker_code[r_at][trial_of_row], list(worker_names)),
             "started": times(started),
             "ended": times(ended),
         }
