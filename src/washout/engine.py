@@ -28,7 +28,7 @@ from washout import __version__
 from washout.environment import capture, check_same, fingerprint, mismatch
 from washout.errors import WashoutError
 from washout.execute.base import CommandResult, Executor, tail
-from washout.execute.local import LocalExecutor, pidfd_child_watcher
+from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract
 from washout.plan import Plan, draw_seed, schedule
 from washout.spec import Spec, Test, expand_tests, parse_spec_text
@@ -457,9 +457,8 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
             except (RuntimeError, ValueError):
                 pass
         try:
-            with pidfd_child_watcher(loop):
-                await _run_all(experiment, store, executors, stop, hook, outcome,
-                               allow_mismatch, sync)
+            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch,
+                           sync)
         except asyncio.CancelledError:
             outcome.stopped = "stopped at once by the user"
             store.event("stopped", outcome.stopped)

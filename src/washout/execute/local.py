@@ -1,9 +1,9 @@
 """The local machine as a worker: each command in ``/bin/sh -c`` in its own process group.
 
-Waiting is event-driven (asyncio's child watcher), never a polling loop, so washout costs
-no CPU while a trial runs. At a timeout the whole process group gets SIGTERM, then SIGKILL
-after a grace period; after every command, whatever the trial left behind in its group is
-killed too, so a stray child cannot perturb the next trial.
+Waiting is event-driven (a pidfd and the pipes in the event loop), never a polling loop,
+so washout costs no CPU while a trial runs. At a timeout the whole process group gets
+SIGTERM, then SIGKILL after a grace period; after every command, whatever the trial left
+behind in its group is killed too, so a stray child cannot perturb the next trial.
 """
 
 from __future__ import annotations
@@ -15,11 +15,8 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,36 +25,6 @@ from washout.pinning import parse_cpus
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group."""
-
-
-@contextmanager
-def pidfd_child_watcher(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """Wait for children through pidfds in the event loop itself, on Python 3.11.
-
-    Python 3.11's default watcher starts a thread per child to block in waitpid (about a
-    quarter of washout's own cost per trial of a no-op command: bench/engine_overhead.py);
-    Python 3.12+ uses pidfds by default, so this only applies to 3.11 on Linux >= 5.3, and
-    only in the main thread (the watcher is process-wide). The previous watcher is
-    restored afterwards.
-    """
-    if (sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open")
-            or threading.current_thread() is not threading.main_thread()):
-        yield
-        return
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except OSError:  # kernel without pidfds
-        yield
-        return
-    policy = asyncio.get_event_loop_policy()
-    previous = policy.get_child_watcher()  # type: ignore[attr-defined]
-    watcher = asyncio.PidfdChildWatcher()  # type: ignore[attr-defined]
-    watcher.attach_loop(loop)
-    policy.set_child_watcher(watcher)  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        policy.set_child_watcher(previous)  # type: ignore[attr-defined]
 
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
@@ -97,24 +64,126 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, wait up to KILL_GRACE, then SIGKILL it."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), KILL_GRACE)
-    except TimeoutError:
-        pass
-    _signal_group(proc.pid, signal.SIGKILL)
-    await proc.wait()
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
-async def _drain(task: asyncio.Task[bytes]) -> bytes:
-    """Output read so far; a pipe still held open by an escaped grandchild is given up."""
+def _have_pidfd() -> bool:
+    """Whether this kernel gives pidfds (Linux >= 5.3)."""
+    if not hasattr(os, "pidfd_open"):
+        return False
     try:
-        return await asyncio.wait_for(task, 1.0)
-    except TimeoutError:
-        task.cancel()
-        return b""
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
+HAVE_PIDFD = _have_pidfd()
+
+
+class _Child:
+    """A started process as the event loop sees it: its exit and its two pipes.
+
+    Readiness callbacks on a pidfd and on the pipes, and one future awaited at a time: no
+    task, transport or ``wait_for`` per command, which were most of washout's own CPU per
+    trial of a no-op command (bench/engine_overhead.py). Without pidfds a thread blocks in
+    ``waitpid`` instead, as Python 3.11's default child watcher does.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes]) -> None:
+        self.loop = loop
+        self.proc = proc
+        self.pid = proc.pid
+        self.returncode: int | None = None
+        self._waiter: asyncio.Future[bool] | None = None
+        self._closed: asyncio.Future[bool] = loop.create_future()
+        self._pipes = {p.fileno(): p for p in (proc.stdout, proc.stderr) if p is not None}
+        self._chunks: dict[int, list[bytes]] = {fd: [] for fd in self._pipes}
+        self._open = set(self._pipes)
+        for fd in self._pipes:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, self._on_output, fd)
+        self._pidfd: int | None = None
+        if HAVE_PIDFD:
+            self._pidfd = os.pidfd_open(proc.pid)
+            loop.add_reader(self._pidfd, self._on_exit)
+        else:
+            threading.Thread(target=self._wait_in_thread, daemon=True).start()
+
+    def _wait_in_thread(self) -> None:
+        self.proc.wait()
+        try:
+            self.loop.call_soon_threadsafe(self._on_exit)
+        except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
+            pass
+
+    def _on_exit(self) -> None:
+        self._forget_pidfd()
+        self.returncode = self.proc.wait()  # exited: waitpid returns at once
+        if self._waiter is not None:
+            _resolve(self._waiter, True)
+
+    def _forget_pidfd(self) -> None:
+        if self._pidfd is not None:
+            self.loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _on_output(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        if data:
+            self._chunks[fd].append(data)
+            return
+        self.loop.remove_reader(fd)
+        self._open.discard(fd)
+        if not self._open:
+            _resolve(self._closed, True)
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Until the process exits (True) or ``timeout`` seconds pass (False)."""
+        if self.returncode is not None:
+            return True
+        waiter = self._waiter = self.loop.create_future()
+        timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter,
+                                                                  False)
+        try:
+            return await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    async def kill_group(self) -> None:
+        """SIGTERM the process group, wait up to KILL_GRACE, then SIGKILL it."""
+        _signal_group(self.pid, signal.SIGTERM)
+        await self.wait(KILL_GRACE)
+        _signal_group(self.pid, signal.SIGKILL)
+        await self.wait(None)
+
+    async def output(self, limit: float) -> tuple[bytes, bytes]:
+        """Stdout and stderr. A pipe still held open after ``limit`` seconds (by an
+        escaped grandchild) is given up with what it gave so far."""
+        if not self._closed.done():
+            timer = self.loop.call_later(limit, _resolve, self._closed, False)
+            try:
+                await self._closed
+            finally:
+                timer.cancel()
+        out, err = (b"".join(chunks) for chunks in self._chunks.values())
+        return out, err
+
+    def close(self) -> None:
+        """Stop watching the process and close its pipes (whatever state it is in)."""
+        self._forget_pidfd()
+        for fd, pipe in self._pipes.items():
+            if fd in self._open:
+                self.loop.remove_reader(fd)
+            pipe.close()
 
 
 class LocalExecutor:
@@ -152,33 +221,30 @@ class LocalExecutor:
                                  f"cannot pin to CPUs {cpus}: washout may use "
                                  f"{sorted(os.sched_getaffinity(0))}", cpus)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv_for(command, (full_env or os.environ).get("PATH")),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec,
-            )
+            proc = subprocess.Popen(
+                argv_for(command, (full_env or os.environ).get("PATH")),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as err:  # e.g. CPUs not on this machine
             now = datetime.now(UTC)
             return CommandResult("failed", None, b"", b"", started, now,
                                  time.perf_counter() - t0, f"could not start: {err}", cpus)
-        out_task = asyncio.ensure_future(proc.stdout.read())  # type: ignore[union-attr]
-        err_task = asyncio.ensure_future(proc.stderr.read())  # type: ignore[union-attr]
-        timed_out = False
+        child = _Child(asyncio.get_running_loop(), proc)
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            timed_out = True
-            await _kill_group(proc)
-        except asyncio.CancelledError:
-            await _kill_group(proc)
-            raise
-        duration = time.perf_counter() - t0
-        ended = datetime.now(UTC)
-        _signal_group(proc.pid, signal.SIGKILL)
-        stdout, stderr = await _drain(out_task), await _drain(err_task)
-        code = proc.returncode
+            try:
+                timed_out = not await child.wait(timeout)
+            except asyncio.CancelledError:
+                await child.kill_group()
+                raise
+            if timed_out:
+                await child.kill_group()
+            duration = time.perf_counter() - t0
+            ended = datetime.now(UTC)
+            _signal_group(proc.pid, signal.SIGKILL)  # whatever the command left behind
+            stdout, stderr = await child.output(1.0)
+        finally:
+            child.close()
+        code = child.returncode
         if timed_out:
             return CommandResult("timeout", code, stdout, stderr, started, ended, duration,
                                  f"timed out after {timeout:g} s; process group killed", cpus)

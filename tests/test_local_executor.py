@@ -1,0 +1,95 @@
+"""The local executor on its own: output, exit status, timeouts, cancellation, stray children."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from washout.execute import local
+from washout.execute.base import CommandResult
+from washout.execute.local import LocalExecutor
+
+
+def run(command: str, timeout: float | None = 30, **kwargs) -> CommandResult:
+    return asyncio.run(LocalExecutor().run(command, timeout=timeout, **kwargs))
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    """The process stops running (absent, or a zombie) within a few seconds: a SIGKILL is
+    delivered asynchronously, so it may still be dying just after ``killpg`` returned."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture(params=["pidfd", "thread"])
+def waiting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of learning that a child exited: a pidfd in the loop, or a thread."""
+    if request.param == "pidfd" and not local.HAVE_PIDFD:
+        pytest.skip("no pidfds on this kernel")
+    monkeypatch.setattr(local, "HAVE_PIDFD", request.param == "pidfd")
+    return request.param
+
+
+def test_output_and_status(waiting: str) -> None:
+    big = run("head -c 300000 /dev/zero; echo err >&2")
+    assert (big.status, big.exit_code, big.reason) == ("ok", 0, "")
+    assert len(big.stdout) == 300000 and big.stderr == b"err\n"
+    assert big.duration > 0 and big.ended >= big.started
+    failed = run("echo out; exit 3")
+    assert (failed.status, failed.exit_code, failed.reason) == ("failed", 3, "exit code 3")
+    assert failed.stdout == b"out\n"
+    killed = run("kill -9 $$")
+    assert (killed.status, killed.reason) == ("failed", "killed by signal 9")
+
+
+def test_env_cwd_and_a_command_that_cannot_start(tmp_path: Path, waiting: str) -> None:
+    result = run("echo $WASHOUT_X; pwd", env={"WASHOUT_X": "hello"}, cwd=str(tmp_path))
+    assert result.stdout.decode().split() == ["hello", str(tmp_path)]
+    missing = run("true", cwd=str(tmp_path / "nowhere"))
+    assert missing.status == "failed" and missing.reason.startswith("could not start")
+
+
+def test_timeout_kills_the_whole_group(tmp_path: Path, waiting: str) -> None:
+    pids = tmp_path / "pids"
+    t0 = time.monotonic()
+    result = run(f"trap '' TERM; sleep 300 & echo $! > {pids}; wait", timeout=0.5)
+    assert time.monotonic() - t0 < local.KILL_GRACE + 5
+    assert result.status == "timeout" and "process group killed" in result.reason
+    assert gone(int(pids.read_text()))
+
+
+def test_cancelling_kills_the_group_at_once(tmp_path: Path, waiting: str) -> None:
+    pids = tmp_path / "pids"
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(LocalExecutor().run(
+            f"sleep 300 & echo $! > {pids}; wait", timeout=None))
+        while not pids.exists() or not pids.read_text().strip():
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    t0 = time.monotonic()
+    asyncio.run(cancelled())
+    assert time.monotonic() - t0 < 10
+    assert gone(int(pids.read_text()))
+
+
+def test_an_escaped_grandchild_holding_the_pipes_is_given_up(waiting: str) -> None:
+    """A child in a session of its own survives the group kill and keeps stdout open:
+    the trial still ends, about a second later, with what was written before."""
+    t0 = time.monotonic()
+    result = run("echo before; setsid sleep 3 &")
+    assert result.status == "ok" and result.stdout == b"before\n"
+    assert time.monotonic() - t0 < 2.5
