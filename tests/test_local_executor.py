@@ -93,3 +93,15 @@ def test_an_escaped_grandchild_holding_the_pipes_is_given_up(waiting: str) -> No
     result = run("echo before; setsid sleep 3 &")
     assert result.status == "ok" and result.stdout == b"before\n"
     assert time.monotonic() - t0 < 2.5
+
+
+def test_a_plain_command_starts_the_program_found_on_path(tmp_path: Path) -> None:
+    """PATH is searched once, by washout; a name with a slash stays relative to the cwd."""
+    (tmp_path / "prog").write_text("#!/bin/sh\necho from-prog\n")
+    (tmp_path / "prog").chmod(0o755)
+    assert local._start("prog 1", str(tmp_path)) == (str(tmp_path / "prog"), ("prog", "1"))
+    assert local._start("./prog", None)[0] == "/bin/sh"  # not in washout's own cwd
+    result = run("./prog", cwd=str(tmp_path))
+    assert result.stdout == b"from-prog\n"
+    result = run("prog", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert result.stdout == b"from-prog\n"

@@ -34,11 +34,6 @@ _SHELL_ONLY = frozenset({
     "type", "ulimit", "umask", "unalias", "unset", "wait"})
 
 
-@functools.lru_cache(maxsize=1024)
-def _on_path(program: str, path: str | None) -> bool:
-    return shutil.which(program, path=path) is not None
-
-
 def argv_for(command: str, path: str | None = None) -> list[str]:
     """How to start ``command``: directly when it is plain words naming a program on PATH
     (no quotes, variables, globs, redirections, operators or shell builtins), otherwise
@@ -49,12 +44,21 @@ def argv_for(command: str, path: str | None = None) -> list[str]:
     per trial (bench/engine_overhead.py). Anything the shell would interpret keeps the
     shell, so the meaning of a command never changes. ``path`` is the trial's PATH.
     """
+    return list(_start(command, path)[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _start(command: str, path: str | None) -> tuple[str, tuple[str, ...]]:
+    """The executable and argv of :func:`argv_for`. Cached, and the executable is the
+    program found on PATH, so PATH is searched once per command rather than by every
+    start (a dozen candidate paths built per trial)."""
     words = command.split()
     if (words and all(_PLAIN_WORD.fullmatch(w) for w in words)
-            and words[0] not in _SHELL_ONLY and "=" not in words[0]
-            and _on_path(words[0], path)):
-        return words
-    return ["/bin/sh", "-c", command]
+            and words[0] not in _SHELL_ONLY and "=" not in words[0]):
+        found = shutil.which(words[0], path=path)
+        if found is not None:  # a name with a slash stays as given: relative to the cwd
+            return (words[0] if "/" in words[0] else found), tuple(words)
+    return "/bin/sh", ("/bin/sh", "-c", command)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -221,8 +225,9 @@ class LocalExecutor:
                                  f"cannot pin to CPUs {cpus}: washout may use "
                                  f"{sorted(os.sched_getaffinity(0))}", cpus)
         try:
+            executable, argv = _start(command, (full_env or os.environ).get("PATH"))
             proc = subprocess.Popen(
-                argv_for(command, (full_env or os.environ).get("PATH")),
+                argv, executable=executable,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as err:  # e.g. CPUs not on this machine
