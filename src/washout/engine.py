@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from washout import __version__
 from washout.environment import capture, check_same, fingerprint, mismatch
@@ -32,7 +33,7 @@ from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract
 from washout.plan import Plan, draw_seed, schedule
 from washout.spec import Spec, Test, expand_tests, parse_spec_text
-from washout.store import FINISHED, ExperimentRecord, Store
+from washout.store import FINISHED, ExperimentRecord, NextTrial, Store
 
 SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -242,9 +243,11 @@ class _Worker:
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
 
-    async def trial(self, run_id: int, position: int, test: Test, env: dict[str, str],
-                    attempt: int) -> str:
-        trial_id = self.store.begin_trial(run_id, position, test.name, attempt, datetime.now(UTC))
+    async def trial(self, trial_id: int, test: Test,
+                    env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+        """Run one trial, already committed as ``running``: its status and the fields that
+        finish it in the store (the caller commits them with the next trial's start).
+        Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``."""
         try:
             result = await self.ex.run(test.command, timeout=test.timeout,
                                        cwd=self._cwd(test.cwd), env=env, cpus=test.cpus)
@@ -273,13 +276,56 @@ class _Worker:
                     status, reason = "failed", f"metric {name}: {err}"
                     metrics = {}
                     break
-        self.store.finish_trial(
-            trial_id, status=status, reason=redact(reason, self.secrets),
-            exit_code=result.exit_code, started=result.started, ended=result.ended,
-            duration=result.duration, stdout_tail=redact(tail(result.stdout), self.secrets),
+        return status, dict(
+            status=status, reason=redact(reason, self.secrets), exit_code=result.exit_code,
+            started=result.started, ended=result.ended, duration=result.duration,
+            stdout_tail=redact(tail(result.stdout), self.secrets),
             stderr_tail=redact(tail(result.stderr), self.secrets), cpus=result.cpus,
             metrics=metrics)
-        return status
+
+    async def run_trials(self, run_index: int, run_id: int, pending: list[tuple[int, int]],
+                         slots: dict[tuple[int, int], list[str]]) -> None:
+        """The pending slots (position, test index) of one run in order, each attempted
+        until the failure policy is satisfied.
+
+        A trial's finish and the next trial's start are one transaction (one commit per
+        trial, not two, on the path between two trials); each trial is still committed as
+        ``running`` before it starts. Ctrl-C stops at the next slot boundary.
+        """
+        exp = self.spec.experiment
+        if self.stop.is_set():
+            raise StopRequested("stopped by the user")
+
+        def start(k: int, statuses: list[str]) -> NextTrial:
+            pos, ti = pending[k]
+            return run_id, pos, self.x.tests[ti].name, len(statuses), datetime.now(UTC)
+
+        k = 0
+        statuses = slots.get((run_index, pending[0][0]), [])
+        trial_id: int | None = self.store.begin_trial(*start(0, statuses))
+        while trial_id is not None:
+            test = self.x.tests[pending[k][1]]
+            status, fields = await self.trial(trial_id, test, self.envs[pending[k][1]])
+            statuses = statuses + [status]
+            abort = status != "ok" and exp.on_failure == "abort"
+            done = slot_done(statuses, exp.on_failure, exp.retries)
+            if done:
+                k += 1
+                statuses = slots.get((run_index, pending[k][0]), []) if k < len(pending) else []
+            go_on = not abort and k < len(pending) and not (done and self.stop.is_set())
+            trial_id = self.store.finish_trial(trial_id, **fields,
+                                               then=start(k, statuses) if go_on else None)
+            if status != "ok":
+                self.outcome.failures += 1
+                if abort:
+                    self.store.set_run_status(run_id, "aborted")
+                    raise StopRequested(f"{self.ex.name}: test {test.name!r} {status} in run "
+                                        f"{run_index} and on_failure = 'abort'", abort=True)
+            if done:
+                self.outcome.executed += 1
+                self.progress(self.ex.name, 1)
+        if k < len(pending):
+            raise StopRequested("stopped by the user")
 
     async def execute(self) -> None:
         exp = self.spec.experiment
@@ -299,25 +345,7 @@ class _Worker:
                                  f"{pending[0][0]} after a fresh reset", self.ex.name)
             await self.check_environment(run.index)
             await self.reset(run_id)
-            for pos, ti in pending:
-                if self.stop.is_set():
-                    raise StopRequested("stopped by the user")
-                test = self.x.tests[ti]
-                statuses = slots.get((run.index, pos), [])
-                while True:
-                    status = await self.trial(run_id, pos, test, self.envs[ti], len(statuses))
-                    statuses = statuses + [status]
-                    if status != "ok":
-                        self.outcome.failures += 1
-                        if exp.on_failure == "abort":
-                            self.store.set_run_status(run_id, "aborted")
-                            raise StopRequested(
-                                f"{self.ex.name}: test {test.name!r} {status} in run "
-                                f"{run.index} and on_failure = 'abort'", abort=True)
-                    if slot_done(statuses, exp.on_failure, exp.retries):
-                        break
-                self.outcome.executed += 1
-                self.progress(self.ex.name, 1)
+            await self.run_trials(run.index, run_id, pending, slots)
             self.store.set_run_status(run_id, "done")
 
 

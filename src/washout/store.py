@@ -67,6 +67,9 @@ CREATE TABLE event (
 
 FINISHED = ("ok", "failed", "timeout")
 
+NextTrial = tuple[int, int, str, int, datetime]
+"""A trial to begin: (run id, position, test name, attempt, start time)."""
+
 
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat(timespec="microseconds")
@@ -249,16 +252,28 @@ class Store:
 
     def begin_trial(self, run_id: int, position: int, test: str, attempt: int,
                     started: datetime) -> int:
+        """Commit a trial as ``running`` (before it runs: a crash leaves it to be seen)."""
         with self.transaction() as c:
-            cur = c.execute("INSERT INTO trial (run_id, position, test, attempt, status, started)"
-                            " VALUES (?, ?, ?, ?, 'running', ?)",
-                            (run_id, position, test, attempt, _iso(started)))
-            return int(cur.lastrowid)  # type: ignore[arg-type]
+            return self._insert_running(c, (run_id, position, test, attempt, started))
+
+    @staticmethod
+    def _insert_running(c: sqlite3.Connection, trial: NextTrial) -> int:
+        run_id, position, test, attempt, started = trial
+        cur = c.execute("INSERT INTO trial (run_id, position, test, attempt, status, started)"
+                        " VALUES (?, ?, ?, ?, 'running', ?)",
+                        (run_id, position, test, attempt, _iso(started)))
+        return int(cur.lastrowid)  # type: ignore[arg-type]
 
     def finish_trial(self, trial_id: int, *, status: str, reason: str, exit_code: int | None,
                      started: datetime, ended: datetime, duration: float, stdout_tail: str,
-                     stderr_tail: str, cpus: str | None, metrics: dict[str, float]) -> None:
-        """Record a finished trial and its metrics in one transaction."""
+                     stderr_tail: str, cpus: str | None, metrics: dict[str, float],
+                     then: NextTrial | None = None) -> int | None:
+        """Record a finished trial and its metrics in one transaction; with ``then``, that
+        transaction also begins the next trial (as :meth:`begin_trial`) and returns its id.
+
+        One commit per trial instead of two when trials follow each other: the next trial
+        is still committed as ``running`` before it starts.
+        """
         with self.transaction() as c:
             c.execute("UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
                       " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
@@ -267,6 +282,7 @@ class Store:
                        stdout_tail, stderr_tail, cpus, trial_id))
             c.executemany("INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
                           [(trial_id, k, v) for k, v in metrics.items()])
+            return None if then is None else self._insert_running(c, then)
 
     def mark_interrupted(self) -> int:
         """Rows left ``running`` by a killed process become ``interrupted``; returns how many."""
