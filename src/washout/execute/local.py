@@ -87,6 +87,13 @@ def _have_pidfd() -> bool:
 HAVE_PIDFD = _have_pidfd()
 
 
+@functools.cache
+def _devnull() -> int:
+    """One descriptor of /dev/null (close-on-exec) kept open for every trial's stdin,
+    rather than an open and a close per trial."""
+    return os.open(os.devnull, os.O_RDONLY)
+
+
 class _Child:
     """A started process as the event loop sees it: its exit and its two pipes.
 
@@ -96,18 +103,17 @@ class _Child:
     ``waitpid`` instead, as Python 3.11's default child watcher does.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes],
+                 stdout: int, stderr: int) -> None:
         self.loop = loop
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None
         self._waiter: asyncio.Future[bool] | None = None
         self._closed: asyncio.Future[bool] = loop.create_future()
-        self._pipes = {p.fileno(): p for p in (proc.stdout, proc.stderr) if p is not None}
-        self._chunks: dict[int, list[bytes]] = {fd: [] for fd in self._pipes}
-        self._open = set(self._pipes)
-        for fd in self._pipes:
-            os.set_blocking(fd, False)
+        self._chunks: dict[int, list[bytes]] = {stdout: [], stderr: []}
+        self._open = {stdout, stderr}
+        for fd in self._chunks:  # blocking, but only read when readable: never blocks
             loop.add_reader(fd, self._on_output, fd)
         self._pidfd: int | None = None
         if HAVE_PIDFD:
@@ -136,10 +142,7 @@ class _Child:
             self._pidfd = None
 
     def _on_output(self, fd: int) -> None:
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return
+        data = os.read(fd, 65536)
         if data:
             self._chunks[fd].append(data)
             return
@@ -184,10 +187,10 @@ class _Child:
     def close(self) -> None:
         """Stop watching the process and close its pipes (whatever state it is in)."""
         self._forget_pidfd()
-        for fd, pipe in self._pipes.items():
+        for fd in self._chunks:
             if fd in self._open:
                 self.loop.remove_reader(fd)
-            pipe.close()
+            os.close(fd)
 
 
 class LocalExecutor:
@@ -224,17 +227,23 @@ class LocalExecutor:
             return CommandResult("failed", None, b"", b"", started, started, 0.0,
                                  f"cannot pin to CPUs {cpus}: washout may use "
                                  f"{sorted(os.sched_getaffinity(0))}", cpus)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         try:
             executable, argv = _start(command, (full_env or os.environ).get("PATH"))
             proc = subprocess.Popen(
-                argv, executable=executable,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                argv, executable=executable, stdin=_devnull(), stdout=out_w, stderr=err_w,
                 cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as err:  # e.g. CPUs not on this machine
+            os.close(out_r)
+            os.close(err_r)
             now = datetime.now(UTC)
             return CommandResult("failed", None, b"", b"", started, now,
                                  time.perf_counter() - t0, f"could not start: {err}", cpus)
-        child = _Child(asyncio.get_running_loop(), proc)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        child = _Child(asyncio.get_running_loop(), proc, out_r, err_r)
         try:
             try:
                 timed_out = not await child.wait(timeout)
