@@ -9,10 +9,12 @@ of one trial: start-up, environment capture (once per run) and the analysis at t
 cancel out. Per run: the same with a fixed K and two numbers of runs; the slope per run
 minus K x the per-trial cost is the cost of a run (environment capture, reset bookkeeping).
 
-The engine runs each command as `/bin/sh -c COMMAND` (so pipes and variables work), and
-commits two SQLite transactions per trial. hyperfine is shown three ways: `-N true`
-(exec, no shell: the goal's yardstick), `-N '/bin/sh -c true'` (exactly the processes washout
-starts) and with its default shell (which subtracts the shell's own start-up).
+The engine starts a plain command such as `true` directly (anything with shell syntax with
+`/bin/sh -c COMMAND`), and commits one SQLite transaction per trial (its finish together with
+the next trial's start). hyperfine is shown three ways: `-N true` (exec, no shell: the
+goal's yardstick and exactly the process washout starts), `-N '/bin/sh -c true'` (what washout
+starts for a command with shell syntax) and with its default shell (which subtracts the
+shell's own start-up).
 
 Needs hyperfine: `apt-get install -y hyperfine` (Debian/Ubuntu) or `cargo install hyperfine`.
 
@@ -120,8 +122,8 @@ def main() -> None:
     print(f"CPU per trial (user + system, less sensitive to the machine's other load): "
           f"washout (controller + its children) {median(cpu_slopes) * 1e3:.3f} ms; the child "
           f"alone under hyperfine: `true` {median(hf_n_cpu) * 1e3:.3f} ms, `/bin/sh -c true` "
-          f"{median(hf_sh_cpu) * 1e3:.3f} ms; so washout's own CPU per trial is about "
-          f"{(median(cpu_slopes) - median(hf_sh_cpu)) * 1e3:.3f} ms")
+          f"{median(hf_sh_cpu) * 1e3:.3f} ms; so washout's own CPU per trial (it starts `true` "
+          f"directly) is about {(median(cpu_slopes) - median(hf_n_cpu)) * 1e3:.3f} ms")
     print(f"per run (environment capture + run bookkeeping, slope {2 * r1} -> {2 * r2} runs "
           f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms")
     ratio = per_trial / median(hf_n)
