@@ -1,4 +1,5 @@
-"""The local machine as a worker: each command in ``/bin/sh -c`` in its own process group.
+"""The local machine as a worker: each command (directly, or in ``/bin/sh -c`` if it has shell
+syntax) in its own process group.
 
 Waiting is event-driven (a pidfd and the pipes in the event loop), never a polling loop,
 so washout costs no CPU while a trial runs. At a timeout the whole process group gets
