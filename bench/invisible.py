@@ -16,7 +16,9 @@ controller's memory flat over a 100,000-trial run.
    read while it is written). If the run does not finish within --budget seconds it is
    stopped with Ctrl-C (SIGINT: it stops at a trial boundary, as a user would) and the trend
    (least-squares slope of RSS against trials over the second half of the trials run) is
-   extrapolated to 100,000 trials, saying so.
+   extrapolated to 100,000 trials, saying so. Once every trial is recorded the controller
+   analyzes the run for its summary; that phase's peak RSS is reported apart, since it is
+   no longer measuring.
 
 Run: .venv/bin/python bench/invisible.py [--budget 300]
 """
@@ -76,7 +78,9 @@ def trials_recorded(db: Path) -> int | None:
 
 
 def memory_over_run(work: Path, budget: float, tests: int, runs: int):
-    """Samples (seconds, trials, RSS MB) of a long run, and whether it finished."""
+    """Samples (seconds, trials, RSS MB) of a long run while trials remained, the peak RSS
+    (MB) after the last trial was recorded (the run's summary analysis), and whether it
+    finished."""
     import psutil
 
     spec = work / "long.toml"
@@ -89,6 +93,7 @@ def memory_over_run(work: Path, budget: float, tests: int, runs: int):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ps = psutil.Process(proc.pid)
     samples = []
+    summary_peak = 0.0
     t0 = time.monotonic()
     stopped = False
     while proc.poll() is None:
@@ -100,13 +105,15 @@ def memory_over_run(work: Path, budget: float, tests: int, runs: int):
         except psutil.NoSuchProcess:
             break
         done = trials_recorded(db) if db.exists() else None
-        if done is not None and not stopped:  # after Ctrl-C it prints its summary
+        if done is not None and done >= 2 * tests * runs:  # all recorded: the summary
+            summary_peak = max(summary_peak, rss)
+        elif done is not None and not stopped:  # after Ctrl-C it prints its summary
             samples.append((time.monotonic() - t0, done, rss))
         if not stopped and time.monotonic() - t0 > budget:
             proc.send_signal(signal.SIGINT)
             stopped = True
     proc.wait()
-    return samples, not stopped
+    return samples, summary_peak, not stopped
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -137,7 +144,7 @@ def main() -> None:
 
         tests, runs = 100, 500
         planned = 2 * tests * runs
-        samples, finished = memory_over_run(work, args.budget, tests, runs)
+        samples, summary_peak, finished = memory_over_run(work, args.budget, tests, runs)
     if not samples:
         print("no memory samples (the run ended before the store could be read)")
         return
@@ -169,6 +176,9 @@ def main() -> None:
     flat = abs(growth) <= 5.0 and abs(late[-1][2] - late[0][2]) <= 5.0
     print(f"goal memory flat over 100,000 trials (second-half growth and extrapolation within 5 MB): "
           f"{verdict(flat)}" + ("" if finished else " (extrapolated)"))
+    if summary_peak:
+        print(f"after the last trial, the run's summary (analysis of all {planned:,} trials) "
+              f"peaked at {summary_peak:.1f} MB RSS")
     print(f"load average: {load()} (at end)")
 
 
