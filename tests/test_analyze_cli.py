@@ -176,3 +176,24 @@ def test_render_with_nothing_to_compare_says_so() -> None:
     analysis = analyze_order(frame)
     assert analysis.family_size == 0 and analysis.verdict == "no-evidence"
     assert to_text(render_analysis(analysis)).startswith("No comparison possible")
+
+
+def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
+    """scipy.stats cost a third of a paper-scale analysis to import (bench/analysis_scale.py):
+    the CSV read and the order analysis, CIs, Shapiro-Wilk and verdict included, need none."""
+    rows = ["run,order,test,metric,value,status"]
+    rows += [f"{i},{'fixed' if i % 2 else 'random'},t{k},wall,{1 + i % 7 + k},ok"
+             for i in range(40) for k in range(3)]
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(rows) + "\n")
+    script = ("import sys, json\n"
+              "from washout.sources import load_trials\n"
+              "from washout.stats.order import analyze_order\n"
+              f"frame, _ = load_trials({str(path)!r})\n"
+              "result = analyze_order(frame).to_dict()\n"
+              "assert result['tests'][0]['shapiro_p_fixed'] is not None\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy'))))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
