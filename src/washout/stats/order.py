@@ -193,48 +193,58 @@ def chi2_sf_1(x: "np.ndarray") -> "np.ndarray":
 
 
 def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
-    """Tie-corrected Kruskal-Wallis H and p (fixed vs random) for every comparison at once.
+    """Tie-corrected Kruskal-Wallis H and p (fixed vs random) for every comparison at once
+    (:func:`kruskal_merged`)."""
+    import numpy as np
+
+    idx = samples.by_value
+    g = np.repeat(np.arange(len(samples.keys), dtype=np.int64), samples.counts.sum(axis=1))
+    # Each comparison's random block follows its fixed block in ``values``.
+    return kruskal_merged(samples.values[idx], g, idx >= samples.starts[g, 1], samples.counts)
+
+
+def kruskal_merged(
+    values: "np.ndarray", group: "np.ndarray", second: "np.ndarray", counts: "np.ndarray"
+) -> tuple["np.ndarray", "np.ndarray"]:
+    """Tie-corrected Kruskal-Wallis H and p of G two-sample comparisons at once.
+
+    ``values`` holds the comparisons one after another, each one's two samples merged in
+    ascending order; ``group`` is each value's comparison (0..G-1, non-decreasing),
+    ``second`` whether it belongs to the second sample, ``counts`` the (G, 2) sample sizes.
 
     H = [12 / (N (N+1)) * sum_i R_i^2 / n_i - 3 (N+1)] / [1 - sum_t (t^3 - t) / (N^3 - N)],
-    R_i the rank sum of group i with mid-ranks for ties, t the tie-group sizes; p = P(chi^2_1 > H)
-    (Kruskal & Wallis 1952, as scipy.stats.kruskal). NaN where a sample is empty or all
-    values are equal.
+    R_i the rank sum of sample i with mid-ranks for ties, t the tie-group sizes; p = P(chi^2_1 > H)
+    (Kruskal & Wallis 1952, eqs. 1.1 and 1.4, as scipy.stats.kruskal). NaN where a sample is
+    empty or all values are equal (0/0, even where rounding makes scipy say inf).
     """
     import numpy as np
 
-    n_groups = len(samples.keys)
-    counts = samples.counts
+    n_groups = counts.shape[0]
     per_group = counts.sum(axis=1)
-    idx = samples.by_value
-    v = samples.values[idx]
-    g = np.repeat(np.arange(n_groups, dtype=np.int64), per_group)
-    is_random = idx >= samples.starts[g, 1]  # each comparison's random block follows its fixed
-    total = v.size
+    total = values.size
     h = np.full(n_groups, np.nan)
     p = np.full(n_groups, np.nan)
     if total == 0:
         return h, p
     new_run = np.ones(total, dtype=bool)
-    new_run[1:] = (v[1:] != v[:-1]) | (g[1:] != g[:-1])  # a new value or a new comparison
+    new_run[1:] = (values[1:] != values[:-1]) | (group[1:] != group[:-1])
     run_starts = np.flatnonzero(new_run)
     run_len = np.diff(np.append(run_starts, total)).astype(float)
     run_id = np.cumsum(new_run) - 1
-    group_start = samples.starts[:, 0]
-    ranks = run_starts[run_id] + (run_len[run_id] - 1.0) / 2.0 - group_start[g] + 1.0
-    rank_random = np.bincount(g, weights=np.where(is_random, ranks, 0.0), minlength=n_groups)
-    rank_fixed = np.bincount(g, weights=ranks, minlength=n_groups) - rank_random
-    ties = np.bincount(g[run_starts], weights=run_len**3 - run_len, minlength=n_groups)
-    n_f = counts[:, 0].astype(float)
-    n_r = counts[:, 1].astype(float)
+    group_start = np.cumsum(per_group) - per_group
+    ranks = run_starts[run_id] + (run_len[run_id] - 1.0) / 2.0 - group_start[group] + 1.0
+    rank_second = np.bincount(group, weights=np.where(second, ranks, 0.0), minlength=n_groups)
+    rank_first = np.bincount(group, weights=ranks, minlength=n_groups) - rank_second
+    ties = np.bincount(group[run_starts], weights=run_len**3 - run_len, minlength=n_groups)
+    n_1 = counts[:, 0].astype(float)
+    n_2 = counts[:, 1].astype(float)
     n = per_group.astype(float)
     both = (counts[:, 0] > 0) & (counts[:, 1] > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ssbn = rank_fixed**2 / n_f + rank_random**2 / n_r
-        raw = 12.0 / (n * (n + 1)) * ssbn - 3 * (n + 1)
+        raw = 12.0 / (n * (n + 1)) * (rank_first**2 / n_1 + rank_second**2 / n_2) - 3 * (n + 1)
         correction = 1.0 - ties / (n**3 - n)
         h_all = raw / correction
-    # All values equal (one tie run): 0/0, undefined, even where rounding makes scipy say inf.
-    single_run = np.bincount(g[run_starts], minlength=n_groups) == 1
+    single_run = np.bincount(group[run_starts], minlength=n_groups) == 1
     defined = both & ~single_run & (correction > 0)
     h[defined] = h_all[defined]
     p[defined] = chi2_sf_1(h[defined])

@@ -18,9 +18,8 @@ experiments, seeded, with the same draws for every shift (common random numbers)
 - smallest detectable Delta% at n: the smallest shift whose power reaches the target, by
   doubling from 1% and bisecting to 1% relative precision.
 
-Kruskal-Wallis is computed vectorised over the simulations: H = 12 / (N (N + 1))
-sum R_i^2 / n_i - 3 (N + 1), divided by the tie correction 1 - sum (t^3 - t) / (N^3 - N),
-p from chi-square with k - 1 = 1 degree of freedom; the same H and p as
+Kruskal-Wallis is computed vectorised over the simulations, by the same code as the order
+analysis (:func:`washout.stats.order.kruskal_merged`): the same H and p as
 ``scipy.stats.kruskal``.
 """
 
@@ -44,30 +43,24 @@ MAX_DELTA_PCT = 1000.0
 
 
 def kruskal_rows(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-    """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2).
+    """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2)
+    (:func:`washout.stats.order.kruskal_merged`, the order analysis' own computation).
 
     Rows whose values are all equal have no test: H NaN, p 1.
     """
     import numpy as np
-    from scipy.stats import chi2, rankdata
+
+    from washout.stats.order import kruskal_merged
 
     x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
     n1, n2 = x.shape[1], y.shape[1]
     z = np.concatenate([x, y], axis=1)
     s, n = z.shape
-    ranks = rankdata(z, axis=1)
-    r1, r2 = ranks[:, :n1].sum(axis=1), ranks[:, n1:].sum(axis=1)
-    h = 12.0 / (n * (n + 1)) * (r1**2 / n1 + r2**2 / n2) - 3.0 * (n + 1)
-    ordered = np.sort(z, axis=1)
-    starts = np.ones_like(ordered, dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    group = np.cumsum(starts, axis=1) - 1 + (np.arange(s) * n)[:, None]
-    t = np.bincount(group.ravel(), minlength=s * n).reshape(s, n).astype(float)
-    correction = 1.0 - (t**3 - t).sum(axis=1) / (n**3 - n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = np.where(correction > 0, h / correction, np.nan)
-    p = np.where(np.isfinite(h), chi2.sf(h, 1), 1.0)
-    return h, p
+    order = np.argsort(z, axis=1)
+    h, p = kruskal_merged(np.take_along_axis(z, order, axis=1).ravel(),
+                          np.repeat(np.arange(s), n), (order >= n1).ravel(),
+                          np.tile([n1, n2], (s, 1)))
+    return h, np.where(np.isnan(h), 1.0, p)
 
 
 def smoothed_resample(
