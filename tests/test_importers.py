@@ -165,3 +165,20 @@ def test_spreadsheet_saved_csv_with_bom_and_crlf_is_read(tmp_path: Path) -> None
     bom = tmp_path / "x_test_results.csv"
     bom.write_bytes(b"\xef\xbb\xbf" + raw)
     assert len(load_trials(bom)[0]) == 600
+
+
+def test_a_column_subset_reads_only_what_is_asked_and_still_checks_every_row(
+    tmp_path: Path,
+) -> None:
+    text = ("run,order,position,test,metric,value,status,worker\n"
+            "0,fixed,0,a,wall,1,ok,n1\n1,random,0,a,wall,2,ok,n2\n")
+    path = write(tmp_path / "l.csv", text)
+    read, _ = load_trials(path, ("order", "test", "metric", "value", "status", "worker"))
+    assert list(read.columns) == ["order", "test", "metric", "value", "status", "worker"]
+    assert list(read["worker"]) == ["n1", "n2"]
+    bad = write(tmp_path / "bad.csv", text.replace("1,ok,n1", "1,done,n1"))
+    with pytest.raises(WashoutError, match="status"):
+        load_trials(bad, ("value",))
+    no_run = write(tmp_path / "no_run.csv", text.replace("run,", "x,"))
+    with pytest.raises(WashoutError, match="run"):
+        load_trials(no_run, ("order", "test", "metric", "value", "status"))
