@@ -25,6 +25,8 @@ def simulate(
     carryover: Mapping[tuple[str, str], float] | None = None,
     drift_per_position: Mapping[str, float] | None = None,
     random_factor: Mapping[str, float] | None = None,
+    first_after_reset: float = 1.0,
+    run_cv: float = 0.0,
     workers: Sequence[str] = ("local",),
     metrics: Sequence[str] = ("wall",),
     orders: Sequence[str] = ("fixed", "random"),
@@ -34,7 +36,9 @@ def simulate(
     (F R F R ...), random runs fresh permutations, every trial ok.
 
     value = mean[test] * (1 + cv * N(0, 1)) * carryover[(test, predecessor)]
-            * (1 + drift[test] * position) * random_factor[test] (random runs only).
+            * (1 + drift[test] * position) * random_factor[test] (random runs only)
+            * first_after_reset (position 0 only) * (1 + run_cv * N(0, 1)) (one draw per run,
+            shared by every trial of the run: run-to-run level differences).
     Trials start 10 s apart inside a run; runs start 1000 s apart.
     """
     rng = np.random.default_rng(seed)
@@ -52,6 +56,7 @@ def simulate(
                 perm = list(reversed(tests))
             else:
                 perm = [tests[i] for i in rng.permutation(len(tests))]
+            run_level = 1 + run_cv * rng.standard_normal() if run_cv else 1.0
             for pos, test in enumerate(perm):
                 pred = perm[pos - 1] if pos else "(reset)"
                 started = EPOCH + timedelta(seconds=1000 * run + 10 * pos)
@@ -59,6 +64,7 @@ def simulate(
                     value = means[test] * (1 + cv * rng.standard_normal())
                     value *= carryover.get((test, pred), 1.0)
                     value *= 1 + drift.get(test, 0.0) * pos
+                    value *= run_level * (first_after_reset if pos == 0 else 1.0)
                     if order == "random":
                         value *= factor.get(test, 1.0)
                     rows.append((
