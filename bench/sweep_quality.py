@@ -1,6 +1,6 @@
-"""How well incremental sampling works on the four fully measured spaces in ../shared/fixtures.
+"""How well incremental sampling works on the four fully measured spaces in tests/data.
 
-Part A, the paper's method reproduced (Hui et al., SIGMOD 2024; METHOD-NOTES §3, §10): for
+Part A, the paper's method reproduced (Hui et al., SIGMOD 2024; docs/sweep-method.md §3, §10): for
 silo_ycsb (tput / threads, main + 2-way) and herd_ycsb (main effects only, as the paper's code
 chooses), seeds 0-9, ratios 0.05..0.95: the paper's sample (train_test_split), 10 splits 80/20,
 the ANOVA, R^2 on the 20%; the worst of the 10 splits per seed; p50 over seeds ("nearest");
@@ -35,7 +35,7 @@ from washout.sweep.incremental import LoopOptions, r2_score, run_loop
 from washout.sweep.models import get_model
 from washout.sweep.space import Space, load_space_csv
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "configspaces"
 SPACES = {
     "silo_ycsb": ("silo_ycsb.csv", "tput", "threads", "anova"),
     "herd_ycsb": ("herd_ycsb.csv", "tput", None, "anova-main"),

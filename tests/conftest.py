@@ -1,4 +1,4 @@
-"""Shared test helpers: the real CLI in a subprocess, and the published fixtures."""
+"""Shared test helpers: the real CLI in a subprocess, and the published data in tests/data."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "data"  # published data; data/README.md says whose
+ARTIFACT = FIXTURES / "ordersage-artifact"  # the ordering-trap paper's memcached and npbench trials
+MEMCACHED = ARTIFACT / "memcached" / "all_exp_results.csv"
+NPBENCH = ARTIFACT / "npbench" / "all_test_results.csv"
+CONFIGSPACES = FIXTURES / "configspaces"  # fully measured parameter spaces
 
 
 def washout(*args: str | Path, cwd: Path | None = None, check: bool = True,

@@ -9,14 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ARTIFACT, MEMCACHED, NPBENCH
 from test_stats_ordersage_compat import assert_matches_node_stats
 from washout.sources import load_trials
 from washout.stats.order import JSON_TEST_KEYS, analyze_order
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-ARTIFACT = FIXTURES / "ordersage-artifact"
-MEMCACHED = ARTIFACT / "memcached" / "all_exp_results.csv"
-NPBENCH = ARTIFACT / "npbench" / "all_test_results.csv"
 WASHOUT = Path(sys.executable).parent / "washout"
 
 

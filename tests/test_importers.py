@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import ARTIFACT
 from washout.errors import WashoutError
 from washout.longformat import COLUMNS
 from washout.sources import load_trials
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-ARTIFACT = FIXTURES / "ordersage-artifact"
 WASHOUT = Path(sys.executable).parent / "washout"
 HEADER = ",".join(COLUMNS)
 

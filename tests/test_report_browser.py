@@ -14,6 +14,7 @@ import matplotlib.image
 import pytest
 
 from browser import Chromium, chromium  # noqa: F401 (the fixture)
+from conftest import MEMCACHED
 from simulate_longformat import simulate
 from test_report_sweep import silo_sweep
 from washout.report.html import render_html
@@ -23,8 +24,6 @@ from washout.stats.order import analyze_order
 pytestmark = pytest.mark.chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-MEMCACHED = FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv"
 HOSTILE = "<script>alert(1)</script> \"double\" 'single' & $x$"
 HOSTILE_METRIC = "p99 <b>ms</b>"
 

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import NPBENCH
 from simulate_longformat import simulate
 from washout.report import figures
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
 from washout.stats.trials import usable_trials
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-NPBENCH = FIXTURES / "ordersage-artifact" / "npbench" / "all_test_results.csv"
 
 
 @pytest.fixture(scope="module")

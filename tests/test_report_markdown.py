@@ -6,15 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import washout
+from conftest import MEMCACHED, NPBENCH, washout
 from simulate_longformat import simulate
 from washout.report.markdown import md_text, write_markdown
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-NPBENCH = FIXTURES / "ordersage-artifact" / "npbench" / "all_test_results.csv"
-MEMCACHED = FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

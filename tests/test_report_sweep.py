@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
+from conftest import FIXTURES
 from washout.report import document, figures
 from washout.report.html import render_html, render_sweep_section
 from washout.sweep.anova import fit_anova
 from washout.sweep.conclusions import conclude, fair_ranges, points_json, terms_json
 from washout.sweep.space import space_from_frame
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 SILO = FIXTURES / "configspaces" / "silo_ycsb.csv"
 
 

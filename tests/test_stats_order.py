@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,12 +11,10 @@ import pytest
 import scipy.stats as st
 from statsmodels.stats.multitest import multipletests
 
+from conftest import ARTIFACT
 from washout.errors import WashoutError
 from washout.sources import load_trials
 from washout.stats.order import JSON_TEST_KEYS, analyze_order, ci_case
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-ARTIFACT = FIXTURES / "ordersage-artifact"
 
 
 def long_frame(samples: dict[str, tuple[list[float], list[float]]], worker: str = "local",

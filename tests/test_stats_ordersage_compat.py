@@ -12,11 +12,10 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from conftest import ARTIFACT
 from washout.sources import load_trials
 from washout.stats.ordersage_compat import ci_case, drop_failures, ordersage_stats, rank_ci
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
-ARTIFACT = FIXTURES / "ordersage-artifact"
 SHAPIRO = ("SW_test_stat_fixed", "SW_p-value_fixed", "SW_test_stat_random", "SW_p-value_random")
 
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
+from conftest import CONFIGSPACES as FIXTURES
 from washout.sweep.anova import candidate_terms, design_columns, fit_anova
 from washout.sweep.space import load_space_csv
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
 
 
 def _label(names: list[str], term: tuple[int, ...]) -> str:
@@ -33,7 +30,7 @@ def _frame(space, rows=None) -> pd.DataFrame:
 
 
 def _statsmodels_elimination(frame: pd.DataFrame, names: list[str], interactions: bool):
-    """The paper's loop, written with statsmodels as its code does (METHOD-NOTES §5)."""
+    """The paper's loop, written with statsmodels as its code does (docs/sweep-method.md §5)."""
     terms = candidate_terms(len(names), interactions)
     removed = []
     while True:

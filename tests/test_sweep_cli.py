@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CONFIGSPACES as FIXTURES
+
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "configspaces"
 WASHOUT = [sys.executable, "-c", "from washout.cli import main; main()"]
 KEYS = {"sampling_rate", "settings_measured", "settings_total", "terminated", "r2_validation",
         "model", "sampler", "significant_terms", "important_points", "ranges"}

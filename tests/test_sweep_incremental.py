@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.metrics import r2_score as sk_r2
 from sklearn.model_selection import train_test_split
 
+from conftest import CONFIGSPACES as FIXTURES
 from washout.errors import WashoutError
 from washout.sweep.anova import fit_anova
 from washout.sweep.incremental import LoopOptions, r2_score, run_loop, sample_sizes
 from washout.sweep.space import Space, load_space_csv
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
 
 
 @pytest.fixture(autouse=True)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from kneed import KneeLocator
 
+from conftest import CONFIGSPACES as FIXTURES
 from washout.sweep.anova import fit_anova
 from washout.sweep.conclusions import Conclusions, compare, conclude, fair_ranges, points_json
 from washout.sweep.points import CurvePoint, curve_point, turn_ratio
 from washout.sweep.space import load_space_csv
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
 
 
 def test_monotone_concave_curve_gets_kneedles_knee() -> None:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
 
+from conftest import CONFIGSPACES as FIXTURES
 from washout.errors import WashoutError
 from washout.sweep.samplers import SAMPLERS, get_sampler
 from washout.sweep.space import Space, full_grid, load_space_csv
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "configspaces"
 
 
 @pytest.fixture(scope="module")
