@@ -353,7 +353,7 @@ def coefficient_panels(settings: "pd.DataFrame", params: list[str], metric: str,
                        points: list[dict[str, Any]]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
     """The coefficient curves of the sweep's own ANOVA (washout.sweep: treatment coding,
     lowest level the reference, 2-way interactions, backward elimination; Hui et al. 2024,
-    METHOD-NOTES.md sections 4 and 7), so the sweep's knee and turning points sit on the
+    docs/sweep-method.md sections 4 and 7), so the sweep's knee and turning points sit on the
     curves drawn: one panel per main effect left in the model, and one per interaction and
     varied parameter that has a point (a line per fixed level). Returns the panels and the
     marks ``(panel, line, x, kind)``."""

@@ -2,7 +2,7 @@
 elimination.
 
 Hui et al. (SIGMOD 2024, "On the Feasibility and Benefits of Extensive Evaluation"), as their
-published code does it (../shared/fixtures/configspaces/METHOD-NOTES.md §4-§6): the statsmodels
+published code does it (docs/sweep-method.md §4-§6): the statsmodels
 formula ``y ~ C(f1) + ... + C(fk) [+ C(fi):C(fj) ...]`` with patsy's treatment coding (reference
 = smallest level), Type-III F tests (``anova_lm(typ=3)``, a Wald test of each term's
 coefficients), and removal of the one term with the largest p > 0.05 until none is left.
@@ -176,7 +176,7 @@ class AnovaFit:
         return design_matrix(codes, self.columns, self.n_levels) @ self.coef
 
     def shares(self) -> dict[Term, float]:
-        """Per-term share of variance, as the paper's code computes it (METHOD-NOTES §6).
+        """Per-term share of variance, as the paper's code computes it (docs/sweep-method.md §6).
 
         SS_term / (SS_intercept + sum of term SS + SS_residual), all Type-III. Not a true
         decomposition of variance (Type-III SS do not add up, and the intercept is in the
@@ -289,7 +289,7 @@ def fit_anova(
     alpha: float = 0.05,
     eliminate: bool = True,
 ) -> AnovaFit:
-    """Fit the paper's model with backward elimination (METHOD-NOTES §5).
+    """Fit the paper's model with backward elimination (docs/sweep-method.md §5).
 
     While any term's Type-III p exceeds ``alpha``, drop the one with the largest p (the first
     in the table on ties) and refit (no hierarchy enforced; terms with no estimable column go

@@ -1,10 +1,10 @@
 """What a fitted ANOVA says: significant terms and their shares, ranked important points, the
 ranges a fair comparison must cover, and how far a sample's conclusions are from the full data's.
 
-Definitions follow the paper's published code (Hui et al., SIGMOD 2024; METHOD-NOTES §6-§9):
-important terms have share >= 0.10; each important term's coefficient curves (a main effect's
-non-reference levels; for an interaction, one curve per fixed level of either factor) get a
-knee or turning point (points.py); points rank by share x turn ratio.
+Definitions follow the paper's published code (Hui et al., SIGMOD 2024; docs/sweep-method.md
+§6-§9): important terms have share >= 0.10; each important term's coefficient curves (a main
+effect's non-reference levels; for an interaction, one curve per fixed level of either factor)
+get a knee or turning point (points.py); points rank by share x turn ratio.
 """
 
 from __future__ import annotations
@@ -192,8 +192,8 @@ def compare(sample: Conclusions, full: Conclusions) -> dict[str, float]:
     """How far a sample's conclusions are from the full data's (the paper's Figure 1 measures).
 
     ``terms_changed``: important terms in only one of the two / important terms in full.
-    ``points_mismatch``: the paper's count (METHOD-NOTES §9): 1/weight for every curve with a
-    point in one but not the other or a knee in one and a turning point in the other, over
+    ``points_mismatch``: the paper's count (docs/sweep-method.md §9): 1/weight for every curve
+    with a point in one but not the other or a knee in one and a turning point in the other, over
     the number of important terms in full; it ignores where points lie. ``points_moved``
     (ours, stricter): the share of full's points not found in the sample at the same level
     with the same type.

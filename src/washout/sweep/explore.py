@@ -62,7 +62,7 @@ def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions)
 
 def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool = False,
             unmeasured_r2: bool = False) -> dict:
-    """The JSON-ready summary of a finished loop (keys as the issue and the CLI define them)."""
+    """The JSON-ready summary of a finished loop (the keys of ``washout explore``'s JSON)."""
     c, data = loop_conclusions(space, result, options)
     last = result.steps[-1] if result.steps else None
     out: dict = {

@@ -1,4 +1,4 @@
-"""Incremental sampling (Hui et al., SIGMOD 2024, §4; METHOD-NOTES §3 and §10): measure a
+"""Incremental sampling (Hui et al., SIGMOD 2024, §4; docs/sweep-method.md §3 and §10): measure a
 start fraction of the settings, then repeat: split the measured settings 10 times into 80%
 fitting and 20% validation, fit the model on each fitting part, score R^2 on its validation
 part; stop when the threshold is met, else measure another step's worth chosen by the sampler.

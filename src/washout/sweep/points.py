@@ -1,9 +1,9 @@
 """Knee and turning points of a coefficient curve, and the turn ratio that ranks them.
 
-As the paper's published code does it (Hui et al., SIGMOD 2024; METHOD-NOTES §7), threshold
-0.8. Note: DESIGN.md words it as "Spearman = +-1" and ">= 1"; the code uses |rho| >= 0.98 for
-a monotone curve and a Spearman difference > 0.8 for a turning point, and this module follows
-the code, since its results are what we compare with.
+As the paper's published code does it (Hui et al., SIGMOD 2024; docs/sweep-method.md §7),
+threshold 0.8. Note: not "Spearman = +-1" and a change ">= 1", as one might read it; the code
+uses |rho| >= 0.98 for a monotone curve and a Spearman difference > 0.8 for a turning point,
+and this module follows the code, since its results are what we compare with.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Samplers: which settings to measure next, given those measured so far.
 
-The paper's four (Hui et al., SIGMOD 2024; their published code as METHOD-NOTES §3 describes
-it) and ours:
+The paper's four (Hui et al., SIGMOD 2024; their published code as docs/sweep-method.md §3
+describes it) and ours:
 
 - ``random``: a uniformly random batch. Seeded as scikit-learn's train_test_split draws the
   paper's samples (one permutation per seed, the sample at ratio r its tail), so for one seed
