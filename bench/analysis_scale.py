@@ -1,6 +1,6 @@
 """Analysis at the ordering-trap paper's scale: `washout analyze` on 2.3M trials rows.
 
-Goal (issue 9): a dataset shaped like the paper's long-term dataset (1,880 configurations,
+Goal: a dataset shaped like the paper's long-term dataset (1,880 configurations,
 about 610 trials per order each, 2.3M rows, about 100 MB of CSV) analyzed by
 `washout analyze FILE --format json > /dev/null` in at most 3 s wall and 1.5 GB peak RSS,
 at least 3x faster than a straightforward per-configuration loop over pandas groups and
@@ -249,7 +249,7 @@ def baseline_loop(path: str, out: str | None) -> None:
         f = ok.loc[ok["order"] == "fixed", "value"].to_numpy()
         r = ok.loc[ok["order"] == "random", "value"].to_numpy()
         h, p = stats.kruskal(f, r)
-        if np.all(f == f[0]) and np.all(r == f[0]):  # all equal: H is 0/0 (DESIGN.md)
+        if np.all(f == f[0]) and np.all(r == f[0]):  # all equal: H is 0/0 (docs/design.md)
             h = p = None
         row = {"test": test, "metric": metric, "n_fixed": len(f), "n_random": len(r),
                "kw_h": None if h is None else float(h), "kw_p": None if p is None else float(p)}
@@ -259,7 +259,7 @@ def baseline_loop(path: str, out: str | None) -> None:
             row[f"mean_{side}"] = float(np.mean(x))
             row[f"median_{side}"] = float(np.median(x))
             row[f"cv_{side}"] = float(np.std(x) / np.mean(x))
-            constant = n == 0 or xs[0] == xs[-1]  # W undefined: no p, as DESIGN.md says
+            constant = n == 0 or xs[0] == xs[-1]  # W undefined: no p, as docs/design.md says
             row[f"shapiro_p_{side}"] = None if n < 3 or constant else float(stats.shapiro(x).pvalue)
             ks = np.arange(n // 2)
             achieved = 1 - 2 * stats.binom.cdf(ks, n, 0.5)

@@ -1,6 +1,6 @@
 """The engine's cost per trial and per run, side by side with hyperfine.
 
-Goal (issue 9): the marginal wall time per trial of `washout run` on a no-op command
+Goal: the marginal wall time per trial of `washout run` on a no-op command
 (`true`) at most 1.5x hyperfine's mean time per run of `true` with `-N` (no shell).
 
 Per trial: `washout run SPEC --quiet` with K tests of `true` and a fixed number of runs,

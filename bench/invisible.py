@@ -1,7 +1,7 @@
 """Invisible while measuring: the controller's CPU during a sleeping trial, and its memory
 over a long run.
 
-Goals (issue 9): washout's own CPU time during a 2-second sleeping trial at most 10 ms (no
+Goals: washout's own CPU time during a 2-second sleeping trial at most 10 ms (no
 polling loops), measured on the controller process and excluding its start-up; the
 controller's memory flat over a 100,000-trial run.
 

@@ -1,7 +1,7 @@
 """The long format: one row per trial and metric, the common currency of washout.
 
 ``washout export`` writes it, ``washout analyze`` and ``washout report`` read it (from a
-store, a CSV, or an OrderSage file converted to it). Columns, exactly (DESIGN.md):
+store, a CSV, or an OrderSage file converted to it). Columns, exactly (docs/design.md):
 
     run, order, position, test, metric, value, status, worker, started, ended
 

@@ -11,7 +11,7 @@ trials whose previous position is not recorded are left out.
 
 Statistics, per pair:
 - Delta% = (mean_after - mean_other) / mean_other * 100: the mean, like the order analysis's
-  Delta% (DESIGN.md), so the two read the same way; positive means the metric is higher
+  Delta% (docs/design.md), so the two read the same way; positive means the metric is higher
   after S.
 - p: two-sided Mann-Whitney U test of "after S" against "other" (Mann & Whitney 1947, Ann.
   Math. Statist. 18(1)), as ``scipy.stats.mannwhitneyu`` computes it (exact for small samples

@@ -1,6 +1,6 @@
 """Order analysis: did running the tests in a fixed order change their results?
 
-DESIGN.md, "Order analysis", is the spec. Per test x metric (x worker), the successful
+docs/design.md, "Order analysis", is the spec. Per test x metric (x worker), the successful
 fixed-order trials F and random-order trials R are compared:
 
 - Kruskal-Wallis H (tie-corrected) and p from chi^2 with k - 1 = 1 degree of freedom, the

@@ -2,7 +2,7 @@
 
 The order analysis tests each test's fixed-order sample against its random-order sample
 with Kruskal-Wallis (Kruskal & Wallis 1952, JASA 47(260)) at the Bonferroni level
-alpha / m, m the family of test x metric comparisons (DESIGN.md). Its power has no closed
+alpha / m, m the family of test x metric comparisons (docs/design.md). Its power has no closed
 form for an arbitrary distribution, so it is estimated by simulation from a pilot (a
 bootstrap of the design, cf. Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
 ch. 6): draw both groups of n runs with replacement from the pilot's fixed-order values of
@@ -261,7 +261,7 @@ def _pilot_samples(
 
 
 def _cv(v: "np.ndarray") -> float:
-    """Coefficient of variation: population standard deviation / mean (DESIGN.md)."""
+    """Coefficient of variation: population standard deviation / mean (docs/design.md)."""
     import numpy as np
 
     mean = float(np.mean(v)) if len(v) else float("nan")
