@@ -1,4 +1,5 @@
-"""Shared test helpers: the real CLI in a subprocess, and the published data in tests/data."""
+"""Shared test helpers: the real CLI in a subprocess, the published data in tests/data, and
+which tests are slow."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "data"  # published data; data/README.md says whose
-ARTIFACT = FIXTURES / "ordersage-artifact"  # the ordering-trap paper's memcached and npbench trials
+ARTIFACT = FIXTURES / "ordersage-artifact"  # the ordering-trap paper's memcached, npbench trials
 MEMCACHED = ARTIFACT / "memcached" / "all_exp_results.csv"
 NPBENCH = ARTIFACT / "npbench" / "all_test_results.csv"
 CONFIGSPACES = FIXTURES / "configspaces"  # fully measured parameter spaces
@@ -30,3 +31,58 @@ def washout(*args: str | Path, cwd: Path | None = None, check: bool = True,
 @pytest.fixture
 def run_washout():
     return washout
+
+
+SLOW = {
+    "test_analyze_cli.py": {"test_json_is_the_python_api_result",
+                            "test_compat_ordersage_csv_reproduces_memcached_node_stats",
+                            "test_compat_ordersage_csv_reproduces_npbench_node_stats",
+                            "test_compat_table_is_readable",
+                            "test_bad_input_is_one_line_naming_file_line_field_value"},
+    "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
+    "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
+    "test_report_markdown.py": {"test_cli_writes_html_and_markdown",
+                                "test_cli_report_of_a_store_shows_what_ran",
+                                "test_progress_hears_every_figure"},
+    "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_robustness.py": {"test_sigkill_at_random_moments_then_resume",
+                           "test_databases_of_another_kind_get_a_clear_message"},
+    "test_run_cli.py": {"test_same_seed_same_schedule_in_two_databases_different_seed_differs",
+                        "test_schedule_from_exported_data_and_log"},
+    "test_ssh_workers.py": {"test_unreachable_and_untrusted_workers_fail_alone",
+                            "test_two_workers_concurrent_synced_pinned_with_per_worker_results"},
+    "test_stats_carryover.py": {"test_family_wise_false_positives_stay_within_alpha"},
+    "test_stats_claims.py": {"test_a_false_claim_holds_at_most_at_rate_alpha"},
+    "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
+    "test_stats_power.py": {"test_cli_plan_from_a_real_pilot_store",
+                            "test_cli_plan_json_and_table"},
+    "test_sweep_cli.py": {"test_explore_json_on_herd"},
+    "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
+    "test_sweep_report_cli.py": {"test_report_reads_a_sweep_directory",
+                                 "test_explore_writes_a_sweep_report"},
+    "test_why_cli.py": {"test_test_names_are_never_terminal_markup",
+                        "test_memcached_carryover_points_at_get_hits_after_the_reset",
+                        "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
+                        "test_analyze_json_has_carryover_drift_and_claims",
+                        "test_bad_claim_is_one_line"},
+}
+"""Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by
+file. Together with every Chromium test (browser start-up) and tests/test_examples.py (real
+experiments, marked there), they are ``slow``: ``pytest -m "not slow"`` is the fast inner
+loop, CI runs everything. Kept here, in one place, so the list is re-measured as a whole."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SLOW` and the Chromium tests ``slow``; a name in SLOW that
+    its module does not define is an error, so the list cannot silently go stale."""
+    stale = set()
+    for item in items:
+        module = getattr(item, "module", None)
+        names = SLOW.get(item.path.name, set())
+        stale |= {f"{item.path.name}::{n}" for n in names if not hasattr(module, n)}
+        if getattr(item, "originalname", None) in names or item.get_closest_marker("chromium"):
+            item.add_marker(pytest.mark.slow)
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: "
+                                f"{', '.join(sorted(stale))}")
