@@ -125,17 +125,41 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
         assert {"run", "order", "test", "metric", "value", "status"} <= set(frame.columns)
 
 
+TEST = "[[test]]\nname='a'\ncommand='x'\n"
+
+
 def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
     cases = {
         "syntax.toml": ("[experiment\nruns = 1\n", "line 1"),
         "runs.toml": ("[experiment]\nruns = -1\n[[test]]\nname='a'\ncommand='x'\n", "experiment.runs = -1"),
-        "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "experiment.test"),
+        "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "unknown key 'test' in [experiment]"),
         "notests.toml": ("test = []\n", "test = []"),
         "dup.toml": ("[[test]]\nname='a'\ncommand='x'\n[[test]]\nname='a'\ncommand='y'\n", "duplicate test name"),
         "regex.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregex='(?P<v>1'\n", "test[0].metrics.m.regex"),
         "placeholder.toml": ("[[test]]\nname='a-{x}'\ncommand='x {y}'\nparams={x=[1]}\n", "unknown placeholder {y}"),
         "type.toml": ("[experiment]\nalpha = 'high'\n[[test]]\nname='a'\ncommand='x'\n", "experiment.alpha = 'high'"),
         "cpus.toml": ("[[test]]\nname='a'\ncommand='x'\ncpus='3-1'\n", "test[0].cpus = '3-1'"),
+        # Validation up front: each of these passed validate (or crashed) before.
+        "typo.toml": ("[[test]]\nname='a'\ncomand='x'\n",
+                      "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)"),
+        "metric-typo.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregx='(?P<value>1)'\n",
+                             "unknown key 'regx' in [test.metrics.m] of [[test]] 1 (did you mean 'regex'?)"),
+        "huge.toml": (f"[experiment]\nruns = 100000000000\n{TEST}", "experiment.runs = 100000000000: at most"),
+        "trials.toml": ("[experiment]\nruns = 1000000\n[[test]]\nname='t{x}'\ncommand='x'\n"
+                        "params={x=[1,2,3,4,5,6]}\n", "= 12,000,000 trials; at most 10,000,000"),
+        "bool.toml": (f"[experiment]\nruns = true\n{TEST}", "experiment.runs = True"),
+        "port.toml": (f"{TEST}[[worker]]\nhost='h'\nport=99999\n", "worker[0].port = 99999"),
+        "twins.toml": (f"{TEST}[[worker]]\nhost='h'\nport=2200\n[[worker]]\nhost='h'\nport=2200\n",
+                       "worker[1] = 'h:2200': the same host and port as worker[0]"),
+        "blank.toml": ("[[test]]\nname='  '\ncommand='x'\n", "test[0].name = '  ': must not be"),
+        "blankcmd.toml": ("[[test]]\nname='a'\ncommand=' \t'\n", "test[0].command = ' \\t'"),
+        "nul.toml": ("[[test]]\nname='a'\ncommand=\"x\\u0000y\"\n", "test[0].command = 'x\\x00y': contains a NUL"),
+        "envkey.toml": (f"{TEST}env = {{'A=B' = '1'}}\n", "'A=B' is not a variable name"),
+        "claim.toml": (f"[experiment]\nclaims = ['a <']\n{TEST}", "experiment.claims[0]: claim 'a <'"),
+        "claimtest.toml": (f"[experiment]\nclaims = ['a < b']\n{TEST}",
+                           "experiment.claims[0] = 'a < b': unknown test 'b'"),
+        "quoted.toml": ("[[test]]\nname='t{x}'\ncommand='echo \"{x}\"'\nparams={x=['$(touch pwned)']}\n",
+                        "placeholder {x} inside quotes"),
     }
     for name, (text, expected) in cases.items():
         path = tmp_path / name
