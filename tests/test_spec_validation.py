@@ -87,6 +87,27 @@ def test_a_placeholder_inside_quotes_is_refused_before_anything_runs(tmp_path: P
     assert not marker.exists() and not (tmp_path / "q.db").exists()
 
 
+def test_experiment_env_reaches_setup_reset_and_teardown(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    spec = tmp_path / "env.toml"
+    spec.write_text(f"""[experiment]
+runs = 1
+orders = ["fixed"]
+env = {{ STAGE_MARK = "m-1" }}
+[setup]
+command = 'echo "setup $STAGE_MARK" >> {log}'
+[reset]
+command = 'echo "reset $STAGE_MARK" >> {log}'
+[teardown]
+command = 'echo "teardown $STAGE_MARK" >> {log}'
+[[test]]
+name = "t"
+command = 'echo "test $STAGE_MARK" >> {log}'
+""")
+    washout("run", spec, "--db", tmp_path / "e.db", "--quiet")
+    assert log.read_text().splitlines() == ["setup m-1", "reset m-1", "test m-1", "teardown m-1"]
+
+
 def test_a_spec_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     spec = tmp_path / "bom.toml"
     spec.write_bytes("\ufeff[[test]]\nname = 'a'\ncommand = 'true'\n".encode())
