@@ -114,6 +114,20 @@ def test_a_spec_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     assert "valid" in washout("validate", spec).stdout
 
 
+def test_a_spec_file_in_upper_case_is_a_spec_not_a_command(tmp_path: Path) -> None:
+    """Before, `washout run SPEC.TOML` ran the file name as a command (every trial failed,
+    exit 0); a missing one said so only for a lower-case name."""
+    spec = tmp_path / "Spec.TOML"
+    spec.write_text("[experiment]\nname = 'upper'\nruns = 1\n[[test]]\nname = 'a'\n"
+                    "command = 'true'\n")
+    db = tmp_path / "u.db"
+    washout("run", spec, "--db", db, "--quiet")
+    frame = exported(db)
+    assert set(frame["test"]) == {"a"} and set(frame["status"]) == {"ok"}
+    proc = washout("run", tmp_path / "missing.Toml", "--db", tmp_path / "m.db", check=False)
+    assert proc.returncode == 2 and "missing.Toml: no such spec file" in proc.stderr
+
+
 def test_runs_from_the_command_line_are_bounded_too(tmp_path: Path) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text("[[test]]\nname = 'a'\ncommand = 'true'\n")
