@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from washout.errors import WashoutError
 from washout.sweep.runner import run_sweep
 
 SPEC = """
@@ -86,6 +87,16 @@ def test_an_edited_spec_measures_its_batches_anew(tmp_path: Path) -> None:
     assert _trials(out) == 2 * 3 * 2  # both versions kept, each measured once
     run_sweep(spec, out)  # unchanged: read back, nothing measured again
     assert _trials(out) == 2 * 3 * 2
+
+
+def test_a_sweep_whose_metric_does_not_vary_says_so(tmp_path: Path) -> None:
+    spec = tmp_path / "flat.toml"
+    spec.write_text(SPEC.replace("expr {a} '*' 7 + {b} '*' {b} + {a} '*' {b}",
+                                 "expr {a} '*' 0 + {b} '*' 0 + 4")
+                    .replace("budget_settings = 6", "budget_settings = 3"))
+    with pytest.raises(WashoutError, match=r"settings.csv: metric 'value' does not vary \(all 3 "
+                       r"settings measured 4\): nothing to explore"):
+        run_sweep(spec, tmp_path / "out")
 
 
 def test_noise_ceiling_is_the_reliability_of_the_means() -> None:

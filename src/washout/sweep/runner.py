@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from washout.errors import WashoutError
-from washout.sweep.explore import summary
+from washout.sweep.explore import require_variation, summary
 from washout.sweep.incremental import LoopOptions, LoopResult, StopSampling, Step, run_loop
 from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
 from washout.sweep.space import Space
@@ -162,6 +162,7 @@ def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
     pd.DataFrame(rows).to_csv(out / "settings.csv", index=False)
     if len(result.measured) < 2:
         raise WashoutError(f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse")
+    require_variation(result.y, str(out / "settings.csv"), section.metric)
     result_summary = summary(space, result, options)
     result_summary["directory"] = str(out)
     result_summary["r2_noise_ceiling"] = noise_ceiling(
