@@ -348,6 +348,15 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
     return None
 
 
+def check_placeholders(command: str, source: str, field: str) -> None:
+    """A one-line error at the first placeholder of ``command`` that is not bare."""
+    unsafe = unsafe_placeholder(command)
+    if unsafe:
+        raise located(source, field, command,
+                      f"placeholder {unsafe[0]} {unsafe[1]}: values are shell-quoted "
+                      f"already, so write {unsafe[0]} bare (e.g. --opt={unsafe[0]})")
+
+
 def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
     """Substitute ``{param}`` placeholders (``{{``/``}}`` stay literal braces)."""
 
@@ -379,11 +388,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                                   f"unknown placeholder {{{sorted(unknown)[0]}}}; "
                                   f"parameters are {', '.join(sorted(t.params))} "
                                   "(write {{ and }} for literal braces)")
-            unsafe = unsafe_placeholder(t.command)
-            if unsafe:
-                raise located(source, f"test[{i}].command", t.command,
-                              f"placeholder {unsafe[0]} {unsafe[1]}: values are shell-quoted "
-                              f"already, so write {unsafe[0]} bare (e.g. --opt={unsafe[0]})")
+            check_placeholders(t.command, source, f"test[{i}].command")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]
         for values in combos:
