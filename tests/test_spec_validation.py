@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import washout
+from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 from washout.execute.local import argv_for
 from washout.spec import expand_tests, parse_spec_text, unsafe_placeholder
 
@@ -72,6 +73,35 @@ def test_a_plain_grid_command_is_still_exec_directly() -> None:
     plain, spaced = expand_tests(spec)
     assert argv_for(plain.command) == ["sleep", "0.1"]
     assert argv_for(spaced.command)[:2] == ["/bin/sh", "-c"]  # quotes need the shell
+
+
+@pytest.mark.ssh
+def test_values_and_env_reach_an_ssh_worker_as_data(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    """On a worker every command goes through a remote shell: parameter values (quoted into
+    the command) and env values (exported quoted) arrive literally, and the [experiment] env
+    reaches setup there too."""
+    (server,) = sshd_farm.start(1)
+    workdir = tmp_path / "work"
+    spec = tmp_path / "ssh.toml"
+    spec.write_text(f"""[experiment]
+runs = 1
+orders = ["fixed"]
+env = {{ HOSTILE_VALUE = "$(touch MARK1)';touch MARK2'" }}
+[setup]
+command = 'printf %s "$HOSTILE_VALUE" > setup.txt'
+[[test]]
+name = "t {{v}}"
+command = "printf '[%s]' {{v}} \\"$HOSTILE_VALUE\\""
+params = {{ v = ["$(touch MARK3)", "`touch MARK4`", "a'b"] }}
+""" + server.worker_toml("w", sshd_farm.known_hosts, workdir))
+    db = tmp_path / "ssh.db"
+    washout("run", spec, "--db", db, "--quiet")
+    hostile = "$(touch MARK1)';touch MARK2'"
+    assert not list(workdir.glob("MARK*"))
+    assert (workdir / "setup.txt").read_text() == hostile
+    with sqlite3.connect(db) as conn:
+        out = dict(conn.execute("SELECT test, stdout_tail FROM trial WHERE status = 'ok'"))
+    assert out == {f"t {v}": f"[{v}][{hostile}]" for v in ("$(touch MARK3)", "`touch MARK4`", "a'b")}
 
 
 def test_a_placeholder_inside_quotes_is_refused_before_anything_runs(tmp_path: Path) -> None:
