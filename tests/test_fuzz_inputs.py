@@ -270,6 +270,8 @@ def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
         "claim.toml": (f"[experiment]\nclaims = ['a <']\n{TEST}", "experiment.claims[0]: claim 'a <'"),
         "claimtest.toml": (f"[experiment]\nclaims = ['a < b']\n{TEST}",
                            "experiment.claims[0] = 'a < b': unknown test 'b'"),
+        "sweep.toml": ("[sweep]\ncommand = 'x {a}'\n[sweep.params]\na = [1, 2]\n",
+                       "has a [sweep] table: run it with `washout sweep"),
         "quoted.toml": ("[[test]]\nname='t{x}'\ncommand='echo \"{x}\"'\nparams={x=['$(touch pwned)']}\n",
                         "placeholder {x} inside quotes"),
     }

@@ -561,6 +561,8 @@ def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
 
 def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     """Validate parsed TOML; the first problem becomes a one-line error."""
+    if "sweep" in data:  # not a typo of another key: a spec for the other command
+        raise WashoutError(f"{source}: has a [sweep] table: run it with `washout sweep {source}`")
     nul = _nul_byte(data)
     if nul:
         raise located(source, _field_path(nul[0]), nul[1], "contains a NUL byte")
