@@ -528,17 +528,17 @@ def validation_error(err: ValidationError, source: str, root: type[BaseModel],
 
 def _check_workers(spec: Spec, source: str) -> None:
     """Two ``[[worker]]`` on one host and port would run two schedules on one machine at
-    once (and share one name in the store): refused."""
-    seen: dict[tuple[str, int], int] = {}
-    labels: dict[str, int] = {}
+    once, and two with one name would share one worker in the store: refused."""
+    machines: dict[object, int] = {}
+    names: dict[object, int] = {}
     for i, w in enumerate(spec.worker):
-        where = (w.host, w.port or 22)
-        for key, table in ((where, seen), (w.label, labels)):
-            if key in table:
+        for what, key, seen in (("host and port", (w.host, w.port or 22), machines),
+                                ("name", w.label, names)):
+            if key in seen:
                 raise located(source, f"worker[{i}]", w.label,
-                              f"the same {'host and port' if table is seen else 'name'} as "
-                              f"worker[{table[key]}]; each [[worker]] is a different machine")
-            table[key] = i  # type: ignore[index]
+                              f"the same {what} as worker[{seen[key]}]; each [[worker]] is "
+                              "a different machine")
+            seen[key] = i
 
 
 def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
