@@ -136,10 +136,11 @@ def numeric_column(
 def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "pd.DataFrame":
     """The long-format trials of a CSV file, validated (see the module doc).
 
-    ``columns``: read only these long-format columns and the ones every row is checked by
-    (order, test, metric, value, status); an analysis that needs fewer reads less, a third
-    less time for the order analysis of a 2.3M-row file (bench/analysis_scale.py). The
-    required columns must be in the file either way.
+    ``columns``: return only these long-format columns; read them and the ones every row is
+    checked by (order, test, metric, value, status, and the trial key run, position, worker
+    where present); an analysis that needs fewer reads less, a third less time for the
+    order analysis of a 2.3M-row file (bench/analysis_scale.py). The required columns must
+    be in the file either way.
     """
     import numpy as np
     import pandas as pd
