@@ -17,7 +17,7 @@ def test_readme_spec_is_valid() -> None:
     assert block is not None
     spec = parse_spec_text(block.group(1), "README.md")
     assert len(expand_tests(spec, "README.md")) == 5
-    assert spec.experiment.claims == ["set > 1.05 * get"]
+    assert spec.experiment.claims == ["fio-read-4k > 1.05 * fio-randread-4k"]
 
 
 def test_readme_has_the_two_setup_commands_and_ci_runs_the_second() -> None:

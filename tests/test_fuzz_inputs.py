@@ -1,18 +1,26 @@
-"""Property-based tests: random and mutated specs and CSVs give a clean one-line error or a
-valid result, never any other exception (hypothesis)."""
+"""Property-based tests: random and mutated specs, CSVs and metric outputs give a clean
+one-line error (a MetricError, i.e. a failed trial, for metrics) or a valid result, never any
+other exception and never a hang (hypothesis, with a deadline per example)."""
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, washout
 from washout.errors import WashoutError
+from washout.measure import MetricError, extract
 from washout.sources import load_trials
-from washout.spec import Spec, expand_tests, parse_spec_text
+from washout.spec import (MetricSpec, Spec, expand_tests, parse_spec_text, spec_from_data,
+                          unsafe_placeholder)
+
+DEADLINE = timedelta(seconds=10)  # generous on a loaded machine; a hang still fails
 
 VALID_SPEC = '''[experiment]
 name = "fuzz"
@@ -48,9 +56,10 @@ SCALARS = st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True), st.boolea
                     st.text(max_size=12), st.lists(st.integers(), max_size=3))
 
 
-def one_line_or_spec(text: str) -> None:
+def one_line_or_spec(text: str | dict) -> None:
     try:
-        spec = parse_spec_text(text, "fuzz.toml")
+        spec = parse_spec_text(text, "fuzz.toml") if isinstance(text, str) \
+            else spec_from_data(text, "fuzz.toml")
     except WashoutError as err:
         message = str(err)
         assert message.startswith("fuzz.toml") and "\n" not in message
@@ -93,13 +102,69 @@ def test_arbitrary_text_as_spec_fails_cleanly(text: str) -> None:
     one_line_or_spec(text)
 
 
+# What TOML can give: scalars of every type, hostile strings, nested tables and arrays.
+HOSTILE_TEXT = st.one_of(st.text(max_size=8), st.sampled_from(
+    ["", " ", "\t\n", "a\x00b", "\ufeff", "A=B", "{x}", '"{x}"', "$(touch x)", "x' ; y",
+     "1e999", "-0", "99999", "0-1", "a < b", "a <", "fixed", "retry:2", "30s"]))
+LEAVES = st.one_of(HOSTILE_TEXT, st.integers(-2**63, 2**63 - 1), st.floats(), st.booleans())
+KEYS = st.one_of(st.sampled_from(
+    ["name", "command", "runs", "seed", "port", "host", "env", "params", "metrics", "claims",
+     "timeout", "cpus", "orders", "design", "on_failure", "regex", "json", "file", "wall",
+     "stdout", "kind", "comand", "x"]), HOSTILE_TEXT)
+TOML_VALUES = st.recursive(LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=DEADLINE)
+@given(experiment=st.dictionaries(KEYS, TOML_VALUES, max_size=4),
+       tests=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=5), max_size=3),
+       workers=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=3), max_size=3),
+       top=st.dictionaries(KEYS, TOML_VALUES, max_size=2))
+def test_random_spec_tables_fail_cleanly(experiment: dict, tests: list, workers: list,
+                                         top: dict) -> None:
+    """Any value of any type in any field (and keys that are no field) of [experiment],
+    [[test]] and [[worker]]: a Spec, or one line naming the file."""
+    data = {**top, "experiment": experiment,
+            "test": [{"name": f"t{i}", "command": "true", **t} for i, t in enumerate(tests)],
+            "worker": workers}
+    one_line_or_spec(data)
+
+
+# Shell fragments: quotes, escapes, substitutions, here-documents, comments and a placeholder.
+FRAGMENTS = st.lists(st.sampled_from(
+    ["echo", " ", "x", "y", '"', "'", "$(", ")", "(", "`", "\\", "#", "\n", "<<E", "E",
+     "${", "}", ";", "|", "=", "$", "{v}", "{{", "}}"]), max_size=14).map("".join)
+INJECTIONS = ["$(touch MARK)", "`touch MARK`", "; touch MARK", "' ; touch MARK ; '",
+              '" ; touch MARK ; "', "\n touch MARK", "$(touch MARK)'\"`", "\\'$(touch MARK)"]
+
+
+@settings(max_examples=150, deadline=DEADLINE)
+@given(template=FRAGMENTS.map(lambda t: t + " {v}"), injection=st.sampled_from(INJECTIONS))
+def test_an_accepted_placeholder_never_runs_its_value(template: str, injection: str) -> None:
+    """Whatever shell surrounds a placeholder, if the spec is accepted the value, however
+    hostile, never runs: the filled command is run by a real /bin/sh."""
+    text = {"test": [{"name": "t{v}", "command": template, "params": {"v": [injection]}}]}
+    try:
+        spec = spec_from_data(text, "fuzz.toml")
+    except WashoutError as err:
+        assert "\n" not in str(err)
+        return
+    assert unsafe_placeholder(template) is None
+    (test,) = expand_tests(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["/bin/sh", "-c", test.command], cwd=tmp, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=10)
+        assert not (Path(tmp) / "MARK").exists(), test.command
+
+
 LONG_CSV = (FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv").read_text()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
-    """OrderSage and long-format CSVs with cells, lines or headers mutated."""
+    """OrderSage and long-format CSVs with cells, lines or headers mutated, or lines
+    repeated (a repeated ok trial must be refused, not counted twice)."""
     base = data.draw(st.sampled_from(["ordersage", "long"]))
     if base == "ordersage":
         lines = LONG_CSV.splitlines()[:40]
@@ -109,6 +174,9 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
             for r in range(8) for p in range(3)]
     for _ in range(data.draw(st.integers(1, 3))):
         i = data.draw(st.integers(0, len(lines) - 1))
+        if data.draw(st.booleans()):
+            lines.insert(data.draw(st.integers(1, len(lines))), lines[max(i, 1)])
+            continue
         cells = lines[i].split(",")
         j = data.draw(st.integers(0, len(cells) - 1))
         cells[j] = data.draw(st.one_of(st.sampled_from(["", "nan", "inf", "-1", "x", "fixed", '"']),
@@ -123,19 +191,89 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
             assert "\n" not in str(err) and "data.csv" in str(err)
             return
         assert {"run", "order", "test", "metric", "value", "status"} <= set(frame.columns)
+        ok = frame[frame["status"] == "ok"]
+        assert not ok.duplicated(["run", "position", "test", "metric", "worker"]).any()
+
+
+METRICS = [MetricSpec(stdout="last-number"), MetricSpec(json="a.0.b"), MetricSpec(json="x"),
+           MetricSpec(regex=r"v=(?P<value>\S+)"), MetricSpec(regex=r"(?P<value>[0-9.]+)?$"),
+           MetricSpec(file="out.txt"), MetricSpec(file="out.json", json="a.0.b")]
+OUTPUTS = st.one_of(
+    st.binary(max_size=300), st.text(max_size=300).map(str.encode),
+    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)),
+                 lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                         st.dictionaries(st.sampled_from(["a", "b", "x"]), inner,
+                                                         max_size=3)),
+                 max_leaves=10).map(lambda v: __import__("json").dumps(v).encode()),
+    st.sampled_from([b"v=1e999", b"v=nan", b"1,234,567", b"2024-01-02", b"v1.2.3", b"\xff\xfe",
+                     b'{"a": [{"b": true}]}', b'{"a": [{"b": "12"}]}', b"[" * 50 + b"]" * 50]))
+
+
+@settings(max_examples=300, deadline=DEADLINE)
+@given(output=OUTPUTS, spec=st.sampled_from(METRICS), readable=st.booleans())
+def test_any_output_gives_a_value_or_a_failed_trial(output: bytes, spec: MetricSpec,
+                                                    readable: bool) -> None:
+    """stdout or a metric file of any content: a finite number or a MetricError (the trial
+    is recorded as failed with that reason), never another exception or a hang."""
+    try:
+        value = extract(spec, stdout=output, wall=1.0,
+                        file_content=output if readable else None)
+    except MetricError as err:
+        assert str(err) and "\n" not in str(err)
+        return
+    assert value == value and abs(value) != float("inf")
+
+
+@pytest.mark.parametrize("output", [
+    b'{"a": [{"b": ' + b"9" * 5000 + b"}]}", b"[" * 100_000 + b"]" * 100_000, b"9" * 5000,
+], ids=["5000-digit JSON integer", "100k nested brackets", "5000-digit number"])
+def test_huge_numbers_and_deep_json_fail_the_trial_not_washout(output: bytes) -> None:
+    """A value or a MetricError (a failed trial with its reason) from every source."""
+    for spec in METRICS:
+        try:
+            value = extract(spec, stdout=output, wall=1.0, file_content=output)
+        except MetricError:
+            continue
+        assert value == value and abs(value) != float("inf")
+
+
+TEST = "[[test]]\nname='a'\ncommand='x'\n"
 
 
 def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
     cases = {
         "syntax.toml": ("[experiment\nruns = 1\n", "line 1"),
         "runs.toml": ("[experiment]\nruns = -1\n[[test]]\nname='a'\ncommand='x'\n", "experiment.runs = -1"),
-        "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "experiment.test"),
+        "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "unknown key 'test' in [experiment]"),
         "notests.toml": ("test = []\n", "test = []"),
         "dup.toml": ("[[test]]\nname='a'\ncommand='x'\n[[test]]\nname='a'\ncommand='y'\n", "duplicate test name"),
         "regex.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregex='(?P<v>1'\n", "test[0].metrics.m.regex"),
         "placeholder.toml": ("[[test]]\nname='a-{x}'\ncommand='x {y}'\nparams={x=[1]}\n", "unknown placeholder {y}"),
         "type.toml": ("[experiment]\nalpha = 'high'\n[[test]]\nname='a'\ncommand='x'\n", "experiment.alpha = 'high'"),
         "cpus.toml": ("[[test]]\nname='a'\ncommand='x'\ncpus='3-1'\n", "test[0].cpus = '3-1'"),
+        # Validation up front: each of these passed validate (or crashed) before.
+        "typo.toml": ("[[test]]\nname='a'\ncomand='x'\n",
+                      "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)"),
+        "metric-typo.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregx='(?P<value>1)'\n",
+                             "unknown key 'regx' in [test.metrics.m] of [[test]] 1 (did you mean 'regex'?)"),
+        "huge.toml": (f"[experiment]\nruns = 100000000000\n{TEST}", "experiment.runs = 100000000000: at most"),
+        "trials.toml": ("[experiment]\nruns = 1000000\n[[test]]\nname='t{x}'\ncommand='x'\n"
+                        "params={x=[1,2,3,4,5,6]}\n", "= 12,000,000 trials; at most 10,000,000"),
+        "bool.toml": (f"[experiment]\nruns = true\n{TEST}", "experiment.runs = True"),
+        "port.toml": (f"{TEST}[[worker]]\nhost='h'\nport=99999\n", "worker[0].port = 99999"),
+        "twins.toml": (f"{TEST}[[worker]]\nhost='h'\nport=2200\n[[worker]]\nhost='h'\nport=2200\n",
+                       "worker[1] = 'h:2200': the same host and port as worker[0]"),
+        "blank.toml": ("[[test]]\nname='  '\ncommand='x'\n", "test[0].name = '  ': must not be"),
+        "blankcmd.toml": ("[[test]]\nname='a'\ncommand=' \t'\n", "test[0].command = ' \\t'"),
+        "nul.toml": ("[[test]]\nname='a'\ncommand=\"x\\u0000y\"\n", "test[0].command = 'x\\x00y': contains a NUL"),
+        "envkey.toml": (f"{TEST}env = {{'A=B' = '1'}}\n", "'A=B' is not a variable name"),
+        "claim.toml": (f"[experiment]\nclaims = ['a <']\n{TEST}", "experiment.claims[0]: claim 'a <'"),
+        "claimtest.toml": (f"[experiment]\nclaims = ['a < b']\n{TEST}",
+                           "experiment.claims[0] = 'a < b': unknown test 'b'"),
+        "sweep.toml": ("[sweep]\ncommand = 'x {a}'\n[sweep.params]\na = [1, 2]\n",
+                       "has a [sweep] table: run it with `washout sweep"),
+        "quoted.toml": ("[[test]]\nname='t{x}'\ncommand='echo \"{x}\"'\nparams={x=['$(touch pwned)']}\n",
+                        "placeholder {x} inside quotes"),
     }
     for name, (text, expected) in cases.items():
         path = tmp_path / name

@@ -181,3 +181,32 @@ def test_a_column_subset_reads_only_what_is_asked_and_still_checks_every_row(
     no_run = write(tmp_path / "no_run.csv", text.replace("run,", "x,"))
     with pytest.raises(WashoutError, match="run"):
         load_trials(no_run, ("order", "test", "metric", "value", "status"))
+
+
+def test_a_second_ok_row_for_one_trial_is_refused(tmp_path: Path) -> None:
+    """Rows appended twice were taken as more samples (and could flip a verdict); a failed
+    attempt and its ok retry share the trial's key and are kept."""
+    rows = ["0,fixed,0,a,wall,1.0,ok,n1,,", "0,fixed,1,b,wall,2.0,failed,n1,,",
+            "0,fixed,1,b,wall,2.5,ok,n1,,", "0,fixed,0,a,wall,1.0,ok,n2,,",
+            "1,random,0,b,wall,2.1,ok,n1,,", "1,random,1,a,wall,1.1,ok,n1,,"]
+    path = write(tmp_path / "retry.csv", "\n".join([HEADER, *rows]) + "\n")
+    frame, _ = load_trials(path)
+    assert list(frame["status"]) == ["ok", "failed", "ok", "ok", "ok", "ok"]
+    doubled = write(tmp_path / "doubled.csv", "\n".join([HEADER, *rows, *rows[4:]]) + "\n")
+    with pytest.raises(WashoutError) as err:
+        load_trials(doubled, ("order", "test", "value"))  # a column subset checks it too
+    assert str(err.value) == (
+        f"{doubled}: line 8: (run, position, test, metric, worker) = (1, 0, 'b', 'wall', 'n1'): "
+        "a second ok row for this trial and metric (the first is line 6); each trial has one "
+        "value per metric")
+    no_position = write(tmp_path / "short.csv", "run,order,test,metric,value,status\n"
+                        "0,fixed,a,wall,1,ok\n0,fixed,a,wall,1,ok\n")
+    with pytest.raises(WashoutError, match=r"short.csv: line 3: \(run, test, metric\) = "):
+        load_trials(no_position)
+
+
+def test_a_second_ok_row_in_an_ordersage_file_is_refused(tmp_path: Path) -> None:
+    row = "u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,3.5"
+    path = _ordersage(tmp_path, [row, "u1,h,0,1,./b.sh,1,1,fixed,2,3,Success,4", row])
+    with pytest.raises(WashoutError, match=r"line 4: .* \(the first is line 2\)"):
+        load_trials(path)

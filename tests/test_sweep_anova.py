@@ -150,3 +150,16 @@ def test_lrzip_full_space_with_aliased_columns_matches_statsmodels() -> None:
     model = smf.ols(_formula("y", names, fit.terms), frame).fit()
     np.testing.assert_allclose(fit.predict(space.codes), model.fittedvalues, rtol=1e-6)
     assert fit.r2 == pytest.approx(model.rsquared, rel=1e-9)
+
+
+def test_an_exactly_additive_metric_keeps_its_main_effects_and_says_it_fits_exactly() -> None:
+    """With no residual variance, rounding error over rounding error made every interaction
+    "significant" with share 0; the limit of the F test keeps what explains anything."""
+    codes = np.array(np.meshgrid(range(4), range(3), range(2), indexing="ij")).reshape(3, -1).T
+    y = 3.0 * codes[:, 0] + np.array([0.0, 5.0, 7.5])[codes[:, 1]] + 2.0 * codes[:, 2]
+    fit = fit_anova(codes, y, [4, 3, 2])
+    assert fit.terms == [(0,), (1,), (2,)] and fit.exact
+    assert sorted(fit.removed) == [(0, 1), (0, 2), (1, 2)]
+    assert all(t.p == 0.0 for t in fit.table if t.term is not None)
+    noisy = fit_anova(codes, y + np.random.default_rng(1).normal(0, 1, len(y)), [4, 3, 2])
+    assert not noisy.exact

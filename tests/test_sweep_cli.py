@@ -123,3 +123,21 @@ def test_explore_versus_a_second_system(tmp_path: Path, capsys, monkeypatch) -> 
     other.write_text("x,w,y\n1,1,2\n2,1,3\n")
     bad = _call(capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--versus", str(other))
     assert bad.returncode == 2 and "other.csv: --param = 'z': no such column" in bad.stderr
+
+
+def test_explore_says_when_a_metric_does_not_vary_or_fits_exactly(tmp_path: Path, capsys,
+                                                                  monkeypatch) -> None:
+    rows = [(a, b, c) for a in (1, 2, 3, 4) for b in (10, 20, 30) for c in ("x", "y")]
+    data = tmp_path / "space.csv"
+    data.write_text("a,b,c,flat,additive\n" + "".join(
+        f"{a},{b},{c},5,{3 * a + 0.5 * b + 2 * (c == 'y')}\n" for a, b, c in rows))
+    flat = _call(capsys, monkeypatch, "explore", str(data), "--metric", "flat",
+                 "--param", "a", "--param", "b", "--param", "c")
+    assert flat.returncode == 2 and flat.stderr.count("\n") == 1
+    assert f"{data}: metric 'flat' does not vary (all 24 settings measured 5)" in flat.stderr
+    additive = _call(capsys, monkeypatch, "explore", str(data), "--metric", "additive",
+                     "--param", "a", "--param", "b", "--param", "c", "--full", "--format", "json")
+    result = json.loads(additive.stdout)
+    assert result["exact_fit"] is True
+    assert {t["term"] for t in result["significant_terms"]} == {"a", "b", "c"}
+    assert all(t["share"] > 0.01 for t in result["significant_terms"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from washout.errors import WashoutError
 from washout.sweep.runner import run_sweep
 
 SPEC = """
@@ -52,7 +54,7 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     result = run_sweep(spec, out, notify=notes.append)
     assert result["settings_total"] == 12
     assert result["settings_measured"] == 6 and result["terminated"] is False
-    assert sorted(p.name for p in out.glob("batch-*.db")) == ["batch-000.db", "batch-001.db"]
+    assert sorted(p.name[:10] for p in out.glob("batch-*.db")) == ["batch-000-", "batch-001-"]
     assert _trials(out) == 6 * 2  # every setting twice (repeats), nothing more
     settings = pd.read_csv(out / "settings.csv")
     expected = settings["a"] * 7 + settings["b"] ** 2 + settings["a"] * settings["b"]
@@ -68,6 +70,33 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     assert _trials(out) == 12
     assert again["significant_terms"] == result["significant_terms"]
     assert again["r2_validation"] == result["r2_validation"]
+
+
+def test_an_edited_spec_measures_its_batches_anew(tmp_path: Path) -> None:
+    """Before, the stores were named by batch number alone: after the command was edited,
+    re-running the sweep read the old command's results back as the new one's."""
+    spec = tmp_path / "arith.toml"
+    spec.write_text(SPEC.replace("budget_settings = 6", "budget_settings = 3"))
+    out = tmp_path / "results"
+    run_sweep(spec, out)
+    spec.write_text(spec.read_text().replace("'*' 7", "'*' 100"))
+    run_sweep(spec, out)
+    settings = pd.read_csv(out / "settings.csv")
+    expected = settings["a"] * 100 + settings["b"] ** 2 + settings["a"] * settings["b"]
+    assert list(settings["value"]) == list(expected)
+    assert _trials(out) == 2 * 3 * 2  # both versions kept, each measured once
+    run_sweep(spec, out)  # unchanged: read back, nothing measured again
+    assert _trials(out) == 2 * 3 * 2
+
+
+def test_a_sweep_whose_metric_does_not_vary_says_so(tmp_path: Path) -> None:
+    spec = tmp_path / "flat.toml"
+    spec.write_text(SPEC.replace("expr {a} '*' 7 + {b} '*' {b} + {a} '*' {b}",
+                                 "expr {a} '*' 0 + {b} '*' 0 + 4")
+                    .replace("budget_settings = 6", "budget_settings = 3"))
+    with pytest.raises(WashoutError, match=r"settings.csv: metric 'value' does not vary \(all 3 "
+                       r"settings measured 4\): nothing to explore"):
+        run_sweep(spec, tmp_path / "out")
 
 
 def test_noise_ceiling_is_the_reliability_of_the_means() -> None:
@@ -93,7 +122,8 @@ def test_sweep_cli_reports_a_failing_setting_in_one_line(tmp_path: Path, capsys,
         main()
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2
-    assert "batch-000.db: test 'setting-" in err and "no successful trial with metric 'value'" in err
+    assert re.search(r"batch-000-[0-9a-f]{12}\.db: test 'setting-", err), err
+    assert "no successful trial with metric 'value'" in err
     assert err.count("\n") == 0
 
 

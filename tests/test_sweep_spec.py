@@ -66,7 +66,13 @@ def test_batch_experiment_quotes_values_and_runs_random_orders(tmp_path: Path) -
     (("n * 2 >= 20", "__import__('os').system('true')"), "Call is not allowed in a constraint"),
     (("n * 2 >= 20", "n > 5000"), "sweep.constraints = "),
     (("repeats = 4", "repeats = 0"), "sweep.repeats = 0: Input should be greater than 0"),
-    (("repeats = 4", "repeat = 4"), "sweep.repeat = 4: unknown key"),
+    (("repeats = 4", "repeat = 4"), "unknown key 'repeat' in [sweep] (did you mean 'repeats'?)"),
+    (("repeats = 4", "repeats = true"), "sweep.repeats = True: Input should be a valid integer"),
+    (("n = [1, 10, 100, 1000]", "n = [1, 10, 100, 1000]\n" + "\n".join(
+        f"p{i} = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(6))),
+     "sweep.params = '12,000,000 settings': at most 1,000,000 settings"),
+    (("--kind {kind}", "--kind '{kind}'"), "sweep.command = \"run --n {n} --kind '{kind}'\": "
+     "placeholder {kind} inside quotes"),
     (("[sweep]", "[[test]]\nname='x'\ncommand='y'\n[sweep]"), "a sweep spec has no [[test]]"),
 ])
 def test_bad_sweep_specs_are_one_line_errors(tmp_path: Path, change: tuple[str, str], message: str) -> None:
@@ -80,3 +86,10 @@ def test_bad_sweep_specs_are_one_line_errors(tmp_path: Path, change: tuple[str, 
 def test_missing_sweep_table(tmp_path: Path) -> None:
     with pytest.raises(WashoutError, match=r"sweep: required but missing"):
         load_sweep(_write(tmp_path, "[experiment]\nname = 'x'\n"))
+
+
+def test_a_sweep_spec_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + SPEC.encode())
+    section, _, _ = load_sweep(path)
+    assert section.metric == "t"

@@ -200,7 +200,9 @@ class _Worker:
     async def _command(self, what: str, command: str, timeout: float | None,
                        cwd: str | None, on_controller: bool = False) -> CommandResult:
         runner: Executor = LocalExecutor() if on_controller else self.ex
-        result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd))
+        # [experiment] env reaches setup, reset and teardown as it reaches every test
+        env = resolve_env(self.spec.experiment.env, self.x.source)
+        result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd), env=env)
         if result.status != "ok":
             err = redact(tail(result.stderr, 300).strip().replace("\n", " | "), self.secrets)
             raise WashoutError(f"{self.ex.name}: {what} command {command!r} {result.status}: "

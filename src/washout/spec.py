@@ -3,18 +3,30 @@
 ``load_spec(path)`` returns a :class:`Spec` or raises a one-line
 :class:`~washout.errors.WashoutError` naming the file, the field and the value. Parameter
 grids expand to one test per combination; values substituted into a command are
-shell-quoted (``shlex.quote``), never pasted raw.
+shell-quoted (``shlex.quote``), never pasted raw, so a ``{param}`` placeholder must stand
+bare in the command: inside quotes, ``$(...)``, ``${...}``, backquotes or a here-document,
+or right after ``$`` or a backslash, a quoted value could still be read as shell code, and
+the spec is refused.
+
+Everything is checked before anything runs (``washout validate`` and ``run`` alike): types
+are strict (``runs = true`` is not 1), names and commands are not blank and hold no NUL
+byte, env keys are variable names, ports are 1-65535, workers are distinct machines,
+claims parse and name tests of the spec, and an experiment is at most
+:data:`MAX_RUNS` runs per order kind and :data:`MAX_TRIALS` trials over all workers.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
+import math
 import re
 import shlex
 import tomllib
+import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -35,16 +47,43 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_RUNS = 1_000_000
+"""Most runs per order kind: a schedule is planned whole, in memory, before it starts."""
+MAX_TRIALS = 10_000_000
+"""Most planned trials of an experiment, over all its workers (one store row each)."""
+MAX_TESTS = 100_000
+"""Most tests after grid expansion (each run orders every one of them)."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: TOML has real booleans and numbers, so ``runs = true`` is an error, not 1
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _check_cpus(value: str | None) -> str | None:
     if value is not None:
         parse_cpus(value)
     return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or blank")
+    return value
+
+
+def _env_names(env: dict[str, str]) -> dict[str, str]:
+    """Env keys must be variable names: they reach a shell (``export KEY=...``) and exec."""
+    for key in env:
+        if not _ENV_NAME.fullmatch(key):
+            raise ValueError(f"{key!r} is not a variable name (letters, digits, _; "
+                             "not starting with a digit)")
+    return env
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+Env = Annotated[dict[str, str], AfterValidator(_env_names)]
 
 
 class MetricSpec(_Model):
@@ -64,7 +103,7 @@ class MetricSpec(_Model):
     file: str | None = None
     better: Literal["lower", "higher"] = "lower"
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
     @field_validator("regex")
     @classmethod
@@ -99,7 +138,7 @@ WALL = MetricSpec(wall=True)
 class CommandSpec(_Model):
     """A command run once (setup, teardown) on each worker."""
 
-    command: str
+    command: NonBlank
     timeout: Duration | None = None
     cwd: str | None = None
 
@@ -109,7 +148,7 @@ class ResetSpec(_Model):
     controller, e.g. a cloud API call), ``reboot`` (SSH workers) or ``none``."""
 
     kind: Literal["command", "local", "reboot", "none"] = "command"
-    command: str | None = None
+    command: NonBlank | None = None
     timeout: Duration = 120.0
 
     @model_validator(mode="after")
@@ -124,13 +163,13 @@ class TestSpec(_Model):
 
     __test__ = False  # not a pytest test class
 
-    name: str = Field(min_length=1)
-    command: str = Field(min_length=1)
+    name: NonBlank
+    command: NonBlank
     timeout: Duration | None = None
     metrics: dict[str, MetricSpec] = Field(default_factory=lambda: {"wall": WALL})
     params: dict[str, list[Scalar]] = Field(default_factory=dict)
     cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
     cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
 
     @field_validator("metrics")
@@ -138,6 +177,9 @@ class TestSpec(_Model):
     def _some_metric(cls, value: dict[str, MetricSpec]) -> dict[str, MetricSpec]:
         if not value:
             raise ValueError("a test needs at least one metric (or leave metrics out for wall)")
+        for name in value:
+            if not name.strip():
+                raise ValueError(f"metric name {name!r} is blank")
         return value
 
     @field_validator("params")
@@ -152,9 +194,9 @@ class TestSpec(_Model):
 class WorkerSpec(_Model):
     """An SSH worker. ``host`` may be an alias from ~/.ssh/config."""
 
-    host: str
-    name: str | None = None
-    port: int | None = None
+    host: NonBlank
+    name: NonBlank | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
     user: str | None = None
     key: str | None = None
     known_hosts: str | None = None
@@ -177,13 +219,13 @@ class ProvenanceSpec(_Model):
     """What identifies a build: file hashes (relative to the workdir) and command outputs."""
 
     files: list[str] = Field(default_factory=list)
-    commands: list[str] = Field(default_factory=list)
+    commands: list[NonBlank] = Field(default_factory=list)
 
 
 class ExperimentSpec(_Model):
     """The ``[experiment]`` table."""
 
-    name: str = Field(default="experiment", min_length=1)
+    name: NonBlank = "experiment"
     runs: int = Field(default=10, gt=0)
     design: Literal["alternate", "coin", "blocked"] = "alternate"
     orders: list[Literal["fixed", "random", "reverse", "williams"]] = Field(
@@ -195,7 +237,7 @@ class ExperimentSpec(_Model):
     on_failure: str = "record"
     timeout: Duration | None = None
     cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
     cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
     sync: str | None = None
     claims: list[str] = Field(default_factory=list)
@@ -248,6 +290,73 @@ class Test(BaseModel):
     params: dict[str, Scalar] = Field(default_factory=dict)
 
 
+def unsafe_placeholder(command: str) -> tuple[str, str] | None:
+    """The first ``{param}`` of ``command`` where a shell-quoted value is not safe, and why.
+
+    ``shlex.quote`` makes a value one literal word only where the shell reads a new word:
+    bare, outside any quotes. Inside ``"..."`` or ``'...'`` the quotes it adds are literal
+    and the value's ``$(...)`` runs; inside ``$(...)``, ``${...}``, backquotes or a
+    here-document it is read again; after ``$`` or a backslash its first quote is taken
+    literally. A small POSIX shell lexer (quotes, escapes, substitutions, comments) finds
+    the context of each placeholder; where it is not bare the spec is refused.
+    """
+    starts = {m.start(): m.group(0) for m in _PLACEHOLDER.finditer(command)}
+    stack: list[str] = []  # open contexts, innermost last: ' " ` $( ( ${
+    heredoc = False
+    i, n = 0, len(command) if starts else 0
+    while i < n:
+        c = command[i]
+        top = stack[-1] if stack else ""
+        if i in starts:
+            if top in ("'", '"'):
+                return starts[i], "inside quotes"
+            if stack:
+                return starts[i], "inside $(...), ${...} or backquotes"
+            if heredoc:
+                return starts[i], "in a here-document"
+            i += len(starts[i])
+            continue
+        if c in "$\\" and i + 1 in starts and top != "'":
+            return starts[i + 1], f"right after {c}"
+        if top == "'":
+            if c == "'":
+                stack.pop()
+        elif c == "\\":
+            i += 1  # the escaped character is literal
+        elif top in ('"', "`") and c == top:
+            stack.pop()
+        elif top == "${" and c == "}":
+            stack.pop()
+        elif command.startswith(("$(", "${"), i):
+            stack.append(command[i:i + 2])
+            i += 1
+        elif c == "`" or (c in "'\"" and top != "`" and top != '"'):
+            stack.append(c)
+        elif top in ('"', "`", "${"):
+            pass
+        elif c == "(" and top in ("$(", "("):
+            stack.append(c)
+        elif c == ")" and top in ("$(", "("):
+            stack.pop()
+        elif command.startswith("<<", i):
+            heredoc = True
+        elif c == "#" and (i == 0 or command[i - 1] in " \t\n;&|()"):
+            end = command.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        i += 1
+    return None
+
+
+def check_placeholders(command: str, source: str, field: str) -> None:
+    """A one-line error at the first placeholder of ``command`` that is not bare."""
+    unsafe = unsafe_placeholder(command)
+    if unsafe:
+        raise located(source, field, command,
+                      f"placeholder {unsafe[0]} {unsafe[1]}: values are shell-quoted "
+                      f"already, so write {unsafe[0]} bare (e.g. --opt={unsafe[0]})")
+
+
 def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
     """Substitute ``{param}`` placeholders (``{{``/``}}`` stay literal braces)."""
 
@@ -262,9 +371,12 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     """Expand every ``[[test]]`` (grids to one test per combination, in spec order).
 
     A test without ``params`` keeps its command literally (shell braces need no escaping);
-    with ``params`` every ``{name}`` must be a parameter. Names must be unique.
+    with ``params`` every ``{name}`` must be a parameter, standing bare in the command
+    (:func:`unsafe_placeholder`). Names must be unique; the size of the experiment is
+    checked (:func:`check_size`) before the grids are expanded.
     """
     exp = spec.experiment
+    check_size(spec, source)
     tests: list[Test] = []
     for i, t in enumerate(spec.test):
         combos: list[dict[str, Scalar]] = [{}]
@@ -276,6 +388,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                                   f"unknown placeholder {{{sorted(unknown)[0]}}}; "
                                   f"parameters are {', '.join(sorted(t.params))} "
                                   "(write {{ and }} for literal braces)")
+            check_placeholders(t.command, source, f"test[{i}].command")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]
         for values in combos:
@@ -302,6 +415,25 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     return tests
 
 
+def check_size(spec: Spec, source: str) -> None:
+    """Refuse an experiment beyond :data:`MAX_RUNS`, :data:`MAX_TESTS` or :data:`MAX_TRIALS`
+    (counted without expanding the grids): it would fill memory before the first trial."""
+    exp = spec.experiment
+    if exp.runs > MAX_RUNS:
+        raise located(source, "experiment.runs", exp.runs,
+                      f"at most {MAX_RUNS:,} runs per order kind")
+    n_tests = sum(math.prod(len(levels) for levels in t.params.values()) for t in spec.test)
+    if n_tests > MAX_TESTS:
+        raise located(source, "test", f"{n_tests:,} tests after expanding the params grids",
+                      f"at most {MAX_TESTS:,} tests")
+    workers = max(1, len(spec.worker))
+    total = n_tests * exp.runs * len(exp.orders) * workers
+    if total > MAX_TRIALS:
+        raise located(source, "experiment.runs", exp.runs,
+                      f"{n_tests:,} tests x {exp.runs:,} runs x {len(exp.orders)} order kinds x "
+                      f"{workers} worker(s) = {total:,} trials; at most {MAX_TRIALS:,}")
+
+
 def _field_path(loc: tuple[Any, ...]) -> str:
     path = ""
     for part in loc:
@@ -312,30 +444,134 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return path or "(top level)"
 
 
-def _lookup(data: Any, loc: tuple[Any, ...]) -> Any:
+def _nul_byte(data: Any, loc: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
+    """Where the first string (value or key) holding a NUL byte is: no command, name or
+    path can carry one (exec and the OS refuse it), so it is refused up front."""
+    if isinstance(data, str):
+        return (loc, data) if "\0" in data else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    for key, value in items:
+        if isinstance(key, str) and "\0" in key:
+            return loc + (key,), key
+        found = _nul_byte(value, loc + (key,))
+        if found:
+            return found
+    return None
+
+
+def _present(annotation: Any) -> Any:
+    """``X`` of ``X | None``; any other annotation unchanged."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next(a for a in get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class validating the table at ``loc`` (through lists, dicts, Optional)."""
+    current: Any = root
     for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
+        current = _present(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            fields = {f.alias or name: f for name, f in current.model_fields.items()}
+            if part not in fields:
+                return None
+            current = fields[part].annotation
+        elif get_origin(current) in (list, dict):
+            current = get_args(current)[-1]
+        else:
             return None
-    return data
+    current = _present(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _table_name(loc: tuple[Any, ...]) -> str:
+    """A TOML table as the user wrote it: ``[experiment]``, ``[[test]] 2``, or
+    ``[test.metrics.rps] of [[test]] 1``."""
+    words = [str(p) for p in loc if isinstance(p, str)]
+    if not loc:
+        return "the top-level table"
+    last = max((k for k, p in enumerate(loc) if isinstance(p, int)), default=None)
+    if last is None:
+        return f"[{'.'.join(words)}]"
+    array = ".".join(str(p) for p in loc[:last] if isinstance(p, str))
+    entry = f"[[{array}]] {loc[last] + 1}"
+    return entry if last == len(loc) - 1 else f"[{'.'.join(words)}] of {entry}"
+
+
+def unknown_key_error(source: str, root: type[BaseModel], loc: tuple[Any, ...],
+                      prefix: tuple[Any, ...] = ()) -> WashoutError:
+    """"unknown key 'comand' in [[test]] 1 (did you mean 'command'?)": the key the user
+    wrote, where, and the closest key that table knows (difflib), if any is close."""
+    model = _model_at(root, loc[:-1])
+    known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return WashoutError(f"{source}: unknown key {str(loc[-1])!r} in "
+                        f"{_table_name(prefix + loc[:-1])}{hint}")
+
+
+def validation_error(err: ValidationError, source: str, root: type[BaseModel],
+                     prefix: tuple[Any, ...] = ()) -> WashoutError:
+    """The one-line error for a failed validation: an unknown key first (a typo'd key
+    also makes the key it meant "missing"), else the first problem, with field and value."""
+    errors = err.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    if first["type"] == "extra_forbidden":
+        return unknown_key_error(source, root, loc, prefix)
+    field = _field_path(prefix + loc)
+    if first["type"] == "missing":
+        return WashoutError(f"{source}: {field}: required but missing")
+    return located(source, field, first.get("input"), first["msg"].removeprefix("Value error, "))
+
+
+def _check_workers(spec: Spec, source: str) -> None:
+    """Two ``[[worker]]`` on one host and port would run two schedules on one machine at
+    once, and two with one name would share one worker in the store: refused."""
+    machines: dict[object, int] = {}
+    names: dict[object, int] = {}
+    for i, w in enumerate(spec.worker):
+        for what, key, seen in (("host and port", (w.host, w.port or 22), machines),
+                                ("name", w.label, names)):
+            if key in seen:
+                raise located(source, f"worker[{i}]", w.label,
+                              f"the same {what} as worker[{seen[key]}]; each [[worker]] is "
+                              "a different machine")
+            seen[key] = i
+
+
+def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
+    """Claims are parsed and their tests looked up now, not after the whole run."""
+    from washout.stats.claims import parse_claim
+
+    names = {t.name for t in tests}
+    for i, text in enumerate(spec.experiment.claims):
+        try:
+            claim = parse_claim(text)
+        except WashoutError as err:
+            raise WashoutError(f"{source}: experiment.claims[{i}]: {err}") from None
+        for name in (claim.a, claim.b):
+            if name not in names:
+                shown = ", ".join(repr(t.name) for t in tests[:10]) + \
+                    (", ..." if len(tests) > 10 else "")
+                raise located(source, f"experiment.claims[{i}]", text,
+                              f"unknown test {name!r} (tests: {shown})")
 
 
 def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     """Validate parsed TOML; the first problem becomes a one-line error."""
+    if "sweep" in data:  # not a typo of another key: a spec for the other command
+        raise WashoutError(f"{source}: has a [sweep] table: run it with `washout sweep {source}`")
+    nul = _nul_byte(data)
+    if nul:
+        raise located(source, _field_path(nul[0]), nul[1], "contains a NUL byte")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            return_msg = "unknown key"
-            raise located(source, _field_path(loc), _lookup(data, loc), return_msg) from None
-        if first["type"] == "missing":
-            raise WashoutError(f"{source}: {_field_path(loc)}: required but missing") from None
-        raise located(source, _field_path(loc), first.get("input"), message) from None
-    expand_tests(spec, source)
+        raise validation_error(err, source, Spec) from None
+    _check_workers(spec, source)
+    _check_claims(spec, expand_tests(spec, source), source)
     return spec
 
 
@@ -354,7 +590,7 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
 def parse_spec_text(text: str, source: str) -> Spec:
     """Parse and validate spec text (the form the store keeps, for resume)."""
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(text.removeprefix("\ufeff"))  # a BOM, as some editors write
     except tomllib.TOMLDecodeError as err:
         raise WashoutError(f"{source}: invalid TOML: {err}") from None
     return spec_from_data(data, source)

@@ -110,14 +110,15 @@ def run_command(
     from washout.engine import Experiment, default_db_path
     from washout.spec import load_spec, spec_from_commands
 
-    if len(args) == 1 and args[0].endswith(".toml") and Path(args[0]).is_file():
+    is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
+    if is_spec and Path(args[0]).is_file():
         spec, text = load_spec(args[0])
         source = args[0]
         if reset or setup:
             raise WashoutError("--reset and --setup go with the quick form; "
                                f"put them in {source} as [reset] and [setup]")
     else:
-        if len(args) == 1 and args[0].endswith(".toml"):
+        if is_spec:
             raise WashoutError(f"{args[0]}: no such spec file")
         spec, text = spec_from_commands(args, runs=runs or 10, seed=seed, reset=reset, setup=setup)
         source = "command line"

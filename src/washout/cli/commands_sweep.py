@@ -42,6 +42,9 @@ def _print_summary(result: dict, fmt: str) -> None:
         out.print(f"R^2 on the last batch before it was measured: {result['r2_holdout']:.3f}")
     if result.get("r2_unmeasured") is not None:
         out.print(f"R^2 on the unmeasured settings: {result['r2_unmeasured']:.3f}")
+    if result.get("exact_fit"):
+        out.print("The model reproduces the metric exactly (no noise left): a term is "
+                  "significant if it explains any variance at all; p-values are limits.")
     terms = Table(title="Significant terms (share of variance)")
     terms.add_column("term")
     terms.add_column("share", justify="right")

@@ -5,7 +5,9 @@ The columns are :data:`washout.longformat.COLUMNS`; ``position``, ``worker``, ``
 unknown order kind or status, or a value that is neither empty (no value: a failed trial, or
 output that gave no number) nor a finite number ("nan", "inf", "12 ms"), is a one-line error
 naming the file, line, field and value. Names are kept verbatim (a test
-called "NA" stays "NA").
+called "NA" stays "NA"). A trial has at most one ``ok`` row per metric: a second ``ok`` row
+with the same (run, position, test, metric, worker) is refused, since it would count as one
+more sample (failed attempts before an ``ok`` retry share its key and are kept).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ REQUIRED: tuple[str, ...] = ("run", "order", "test", "metric", "value", "status"
 # value, and every later grouping works on small integer codes. Time stamps: plain strings.
 _STAMPS: tuple[str, ...] = ("started", "ended")
 _CHECKED: tuple[str, ...] = ("order", "test", "metric", "value", "status")
+TRIAL_KEY: tuple[str, ...] = ("run", "position", "test", "metric", "worker")
+"""What identifies one trial's value of one metric (``position``/``worker`` where present)."""
 
 
 def line_of(index: int) -> int:
@@ -41,6 +45,69 @@ def check_choice(frame: "pd.DataFrame", column: str, allowed: tuple[str, ...], p
         i = int(np.flatnonzero(bad)[0])
         raise located(f"{path}: line {line_of(frame.index[i])}", column, frame[column].iloc[i],
                       f"expected one of {', '.join(allowed)}")
+
+
+def _codes(values: "pd.Series") -> tuple["np.ndarray", int]:
+    """Small non-negative integer codes of a key column (-1: missing) and how many there are."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy(), len(values.cat.categories)
+    if values.dtype.kind in "iu" and len(values) and values.min() >= 0:
+        return values.to_numpy(), int(values.max()) + 1  # run and position: codes already
+    codes, uniques = pd.factorize(values)
+    return codes, len(uniques)
+
+
+def check_one_ok_row_per_trial(frame: "pd.DataFrame", path: Path) -> None:
+    """A one-line error at the first ``ok`` row whose :data:`TRIAL_KEY` an earlier ``ok``
+    row already has: duplicated rows (a file concatenated twice, an export appended to)
+    would otherwise be taken as more samples and can flip a verdict.
+
+    The key columns become one integer per row (their codes in mixed radix, worker first).
+    In a file written in trial order (each worker's rows in run and position order, as an
+    export is), that integer grows along each worker's rows: a counting sort by worker and
+    one pass check it. Any other order is sorted whole.
+    """
+    import numpy as np
+
+    key = [c for c in TRIAL_KEY if c in frame.columns]
+    is_ok = (frame["status"] == "ok").to_numpy()
+    every = bool(is_ok.all())
+    combined = np.zeros(0, dtype=np.int64)
+    radix = 1
+    for column in sorted(key, key=lambda c: c != "worker"):
+        codes, size = _codes(frame[column])
+        codes = codes if every else codes[is_ok]
+        if radix * (size + 1) >= 2**62:  # too many keys for one integer: hash rows instead
+            break
+        if radix == 1:
+            combined = codes.astype(np.int64)  # written once: no second pass over new pages
+            by_worker = np.argsort(codes, kind="stable") if column == "worker" else None
+        else:
+            combined *= size + 1
+            combined += codes
+        combined += 1
+        radix *= size + 1
+    else:
+        if by_worker is not None:
+            combined = combined[by_worker]
+        if np.all(combined[1:] > combined[:-1]):
+            return
+        ordered = np.sort(combined)
+        if not np.any(ordered[1:] == ordered[:-1]):
+            return
+    ok = frame.loc[is_ok, key]
+    repeated = np.flatnonzero(ok.duplicated().to_numpy())
+    if len(repeated):
+        i = int(repeated[0])
+        row = ok.iloc[i]
+        first = int(np.flatnonzero((ok == row).all(axis=1).to_numpy())[0])
+        raise located(f"{path}: line {line_of(ok.index[i])}", f"({', '.join(key)})",
+                      tuple(v.item() if isinstance(v, np.generic) else v for v in row),
+                      f"a second ok row for this trial and metric (the first is line "
+                      f"{line_of(ok.index[first])}); each trial has one value per metric")
 
 
 def numeric_column(
@@ -69,10 +136,11 @@ def numeric_column(
 def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "pd.DataFrame":
     """The long-format trials of a CSV file, validated (see the module doc).
 
-    ``columns``: read only these long-format columns and the ones every row is checked by
-    (order, test, metric, value, status); an analysis that needs fewer reads less, a third
-    less time for the order analysis of a 2.3M-row file (bench/analysis_scale.py). The
-    required columns must be in the file either way.
+    ``columns``: return only these long-format columns; read them and the ones every row is
+    checked by (order, test, metric, value, status, and the trial key run, position, worker
+    where present); an analysis that needs fewer reads less, a third less time for the
+    order analysis of a 2.3M-row file (bench/analysis_scale.py). The required columns must
+    be in the file either way.
     """
     import numpy as np
     import pandas as pd
@@ -85,7 +153,7 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "
         # Names such as "NA" are kept verbatim; only an empty value or time stamp is missing.
         # One pass over the whole file (low_memory=False) is the faster parse here.
         frame = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False,
-                            usecols=[c for c in header if c in wanted],
+                            usecols=[c for c in header if c in wanted or c in TRIAL_KEY],
                             na_values={c: [""] for c in ("value", *_STAMPS)},
                             dtype={**{c: "category" for c in LABELS},
                                    **{c: object for c in _STAMPS}}, low_memory=False)
@@ -98,6 +166,7 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "
     check_choice(frame, "status", STATUSES, path)
     # An empty value is a trial without one (failed, or output that gave no number).
     frame["value"] = numeric_column(frame, "value", path, allow_empty=True)
+    check_one_ok_row_per_trial(frame, path)
     if "worker" in wanted and "worker" not in frame.columns:
         frame["worker"] = label_column(np.zeros(len(frame), dtype=np.int64), ["local"])
     for column in wanted:

@@ -12,7 +12,8 @@ number per trial), order = order_type, position = order_number, worker = hostnam
 ``Success`` -> ok and ``Failure`` -> failed, run = one id per ``run_uuid`` in order of
 appearance (without run_uuid: per hostname, run_num and order_type, since the older layout
 numbers fixed and random runs separately). ``time_start``/``time_stop`` are not wall-clock
-times, so started/ended stay empty.
+times, so started/ended stay empty. A trial with two ``Success`` rows is refused, as in a
+long-format CSV (:func:`washout.importers.longcsv.check_one_ok_row_per_trial`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from washout.errors import WashoutError
-from washout.importers.longcsv import check_choice, numeric_column
+from washout.importers.longcsv import check_choice, check_one_ok_row_per_trial, numeric_column
 from washout.longformat import COLUMNS
 
 if TYPE_CHECKING:
@@ -93,4 +94,5 @@ def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
         "started": pd.NA,
         "ended": pd.NA,
     })
+    check_one_ok_row_per_trial(frame, path)
     return frame[list(COLUMNS)], OrderSageLayout(test_column, TEST_COLUMNS[test_column])

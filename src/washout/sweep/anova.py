@@ -37,6 +37,10 @@ Term = tuple[int, ...]
 ALIAS_TOLERANCE = 1e-9
 """A column whose squared residual norm, after projecting out earlier columns, is below this
 fraction of its own squared norm is aliased (R's lm uses a QR tolerance of 1e-7 on norms)."""
+EXACT_FIT = 1e-9
+"""A residual or term sum of squares below this fraction of the total (centred) sum of
+squares is rounding error: a metric the model reproduces exactly (deterministic, additive)
+has no residual variance to test terms against (see :func:`_f_test`)."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,8 @@ class AnovaFit:
     r2: float
     removed: list[Term]
     elimination_failed: bool = False
+    exact: bool = False
+    """The model reproduces y exactly (RSS is rounding error): the F tests are limits."""
 
     def predict(self, codes: np.ndarray) -> np.ndarray:
         """Predictions for settings given as level codes (levels never seen predict as reference)."""
@@ -245,11 +251,22 @@ def _type3(
     return ss, df
 
 
-def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int) -> tuple[np.ndarray, np.ndarray]:
-    """F = (SS / q) / (RSS / df_resid) and its upper-tail p (scipy.special.fdtrc); NaN if q = 0."""
+def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int,
+            floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """F = (SS / q) / (RSS / df_resid) and its upper-tail p (scipy.special.fdtrc); NaN if q = 0.
+
+    Sums of squares at or below ``floor`` (rounding error) are zero. With no residual
+    variance left (an exact fit) F is the limit of the test as the noise goes to zero: a term
+    that explains anything has F = inf and p = 0, one that explains nothing F = 0 and p = 1;
+    dividing rounding error by rounding error instead made every term "significant".
+    """
     if df_resid <= 0:
         nan = np.full(len(ss), np.nan)
         return nan, nan
+    if rss <= floor:
+        explains = ss > floor
+        return (np.where(df > 0, np.where(explains, np.inf, 0.0), np.nan),
+                np.where(df > 0, np.where(explains, 0.0, 1.0), np.nan))
     with np.errstate(divide="ignore", invalid="ignore"):
         fval = np.where(df > 0, ss / df / (rss / df_resid), np.nan)
         p = np.where(df > 0, special.fdtrc(np.maximum(df, 1), df_resid, fval), np.nan)
@@ -308,6 +325,7 @@ def fit_anova(
     codings = _codings(initial)
     x = design_matrix(codes, columns, n_levels)
     gram, xty, yty, n = x.T @ x, x.T @ yc, float(yc @ yc), len(yc)
+    floor = EXACT_FIT * yty
     keep = independent_columns(gram)
     col_term = np.array([-1] + [term_id[c.term] for c in columns])
     sol = _Solution.solve(gram, xty, yty, keep)
@@ -321,7 +339,7 @@ def fit_anova(
         if len(empty):
             drop = int(empty[0])
         else:
-            _, p = _f_test(ss[live + 1], df[live + 1], sol.rss, df_resid)
+            _, p = _f_test(ss[live + 1], df[live + 1], sol.rss, df_resid, floor)
             if df_resid <= 0 or not np.any(p > alpha):
                 break
             drop = int(live[np.nanargmax(p)])
@@ -351,7 +369,7 @@ def fit_anova(
             col_term = np.array([-1] + [term_id[c.term] for c in columns])
             sol = _Solution.solve(gram, xty, yty, keep)
         codings = new_codings
-    fval, p = _f_test(ss, df, sol.rss, df_resid)
+    fval, p = _f_test(ss, df, sol.rss, df_resid, floor)
     kept = [None] + [initial[i] for i in np.flatnonzero(active)]
     slots = [0] + [i + 1 for i in np.flatnonzero(active)]
     table = [TermTest(t, float(ss[k]), int(df[k]), float(fval[k]), float(p[k]))
@@ -363,4 +381,5 @@ def fit_anova(
         n_levels=list(n_levels), terms=kept[1:], columns=columns, coef=coef, aliased=~keep,
         table=table, rss=sol.rss, df_resid=df_resid,
         r2=1.0 - sol.rss / yty if yty > 0 else np.nan, removed=removed,
+        exact=df_resid > 0 and sol.rss <= floor,
     )

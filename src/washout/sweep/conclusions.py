@@ -32,6 +32,9 @@ class Conclusions:
     curves: dict[CurveKey, CurvePoint | None]
     weights: dict[Term, int]
     ranked: list[tuple[CurveKey, CurvePoint, float]] = field(default_factory=list)
+    exact_fit: bool = False
+    """The ANOVA reproduces the metric exactly (no noise): significant means "explains any
+    variance at all" (:func:`washout.sweep.anova._f_test`)."""
 
     @property
     def important(self) -> set[Term]:
@@ -90,7 +93,7 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
             if point is not None and not _more_than_one_group(data, key[1], key[2]):
                 point = None
             curves[key] = point
-    result = Conclusions(data.parameters, shares, curves, weights)
+    result = Conclusions(data.parameters, shares, curves, weights, exact_fit=fit.exact)
     result.ranked = _rank(result)
     return result
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from washout.errors import WashoutError
 from washout.sweep.anova import fit_anova
 from washout.sweep.conclusions import Conclusions, conclude, fair_ranges, points_json, terms_json
 from washout.sweep.incremental import LoopOptions, LoopResult, Step, r2_score, run_loop, split_r2
@@ -81,6 +82,7 @@ def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool =
         "sampler": "full" if full else options.sampler,
         "rule": options.rule,
         "conclusions_from": "all rows" if full else options.conclude,
+        "exact_fit": c.exact_fit,
         "seed": options.seed,
         "significant_terms": terms_json(c),
         "important_points": points_json(c, data),
@@ -106,6 +108,14 @@ def unmeasured(space: Space, result: LoopResult, options: LoopOptions) -> float:
     return r2_score(space.y[left], fitted.predict(space.codes[left]))
 
 
+def require_variation(y: np.ndarray, where: str, metric: str | None) -> None:
+    """A metric with one value everywhere has nothing to explain: say so in one line rather
+    than fit a model whose every term "explains" nothing with share 0."""
+    if len(y) and np.ptp(y) == 0:
+        raise WashoutError(f"{where}: metric {metric or 'value'!r} does not vary (all "
+                           f"{len(y)} settings measured {y[0]:g}): nothing to explore")
+
+
 def explore(space: Space, options: LoopOptions, full: bool = False,
             on_step: Callable[[Step], None] | None = None) -> dict:
     """Run the loop on a measured space (reading a row = measuring a setting), or with
@@ -113,6 +123,7 @@ def explore(space: Space, options: LoopOptions, full: bool = False,
     if space.y is None:
         raise ValueError("explore needs a measured space")
     options.check()
+    require_variation(space.y, space.source, space.metric)
     if full:
         rows = np.arange(len(space))
         scores = split_r2(space, rows, space.y, options.model, options.splits, options.seed)

@@ -1,11 +1,13 @@
 """Run a sweep: the incremental-sampling loop, each batch of settings measured by the engine.
 
-Each batch is one washout experiment in its own store (``DIR/batch-NNN.db``): one test per
-setting, ``repeats`` runs in fresh random orders, a reset before every run, every trial
+Each batch is one washout experiment in its own store (``DIR/batch-NNN-KEY.db``): one test
+per setting, ``repeats`` runs in fresh random orders, a reset before every run, every trial
 recorded as it finishes. A setting's value is the mean of its metric over its successful
 trials. Resume is what the engine's resume is, batch by batch: the loop is a pure function
 of the seed and the measured values, so re-running the sweep re-chooses the same batches,
-reads the finished ones from their stores and resumes the unfinished one.
+reads the finished ones from their stores and resumes the unfinished one. ``KEY`` is a hash
+of the batch's whole experiment spec, so a batch is reused only by an identical batch: once
+the spec is edited (another command, metric, reset, seed ...) its batches are measured anew.
 
 Outputs beside the stores: ``settings.csv`` (parameters and metric of every measured
 setting, for ``washout explore --full`` and reports) and ``sweep.json`` (the summary).
@@ -13,6 +15,7 @@ setting, for ``washout explore --full`` and reports) and ``sweep.json`` (the sum
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -22,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from washout.errors import WashoutError
-from washout.sweep.explore import summary
+from washout.sweep.explore import require_variation, summary
 from washout.sweep.incremental import LoopOptions, LoopResult, StopSampling, Step, run_loop
 from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
 from washout.sweep.space import Space
@@ -43,7 +46,7 @@ def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str
     spec = spec_from_data(data, f"{text_source} (batch {batch})")
     text = json.dumps(data, sort_keys=True)
     experiment = Experiment.prepare(spec, text, text_source, seed=seed + batch)
-    path = directory / f"batch-{batch:03d}.db"
+    path = batch_path(directory, batch, text)
     store = Store.open(path) if path.exists() else experiment.create_store(path)
     try:
         total = experiment.plan.total_trials
@@ -69,9 +72,16 @@ def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str
         if test.name not in means.index or not np.isfinite(means[test.name]):
             raise WashoutError(f"{path}: test {test.name!r}: no successful trial with metric "
                                f"{section.metric!r} (see `washout status {path}`); fix the "
-                               "command and run the sweep again to resume")
+                               "command and run the sweep again")
         values.append(float(means[test.name]))
     return np.asarray(values), np.asarray([float(mean_var.get(t.name, np.nan)) for t in experiment.tests])
+
+
+def batch_path(directory: Path, batch: int, spec_text: str) -> Path:
+    """``DIR/batch-NNN-KEY.db``: KEY (SHA-256 of the batch's spec, 12 hex digits) ties the
+    store to exactly what it measures."""
+    key = hashlib.sha256(spec_text.encode()).hexdigest()[:12]
+    return directory / f"batch-{batch:03d}-{key}.db"
 
 
 def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
@@ -152,6 +162,7 @@ def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
     pd.DataFrame(rows).to_csv(out / "settings.csv", index=False)
     if len(result.measured) < 2:
         raise WashoutError(f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse")
+    require_variation(result.y, str(out / "settings.csv"), section.metric)
     result_summary = summary(space, result, options)
     result_summary["directory"] = str(out)
     result_summary["r2_noise_ceiling"] = noise_ceiling(

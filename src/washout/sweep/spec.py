@@ -30,6 +30,10 @@ kind = ["quicksort", "mergesort", "heapsort"]
 json = "median_s"
 ```
 
+The space is at most :data:`MAX_SETTINGS` settings (it is enumerated whole), and the
+command's placeholders must stand bare, as for a ``[[test]]`` grid
+(:func:`washout.spec.unsafe_placeholder`).
+
 A constraint is a Python-like boolean expression over the parameter names with numbers,
 strings, comparisons, ``and``/``or``/``not``, + - * / % and parentheses (nothing else is
 evaluated); a setting is valid when every constraint holds.
@@ -38,6 +42,7 @@ evaluated); a setting is valid when every constraint holds.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import tomllib
 from pathlib import Path
@@ -46,16 +51,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from washout.errors import WashoutError, located
+from washout.spec import check_placeholders, validation_error
 from washout.sweep.incremental import LoopOptions
 from washout.sweep.space import Space
 
 Scalar = str | int | float | bool
+MAX_SETTINGS = 1_000_000
+"""Most settings in a space (every combination of levels, before constraints)."""
 
 
 class SweepSection(BaseModel):
     """The ``[sweep]`` table."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     command: str = Field(min_length=1)
     params: dict[str, list[Scalar]] = Field(min_length=1)
@@ -165,6 +173,10 @@ def sweep_space(section: SweepSection, source: str) -> Space:
 
     names = list(section.params)
     levels = [list(section.params[n]) for n in names]
+    total = math.prod(len(lv) for lv in levels)
+    if total > MAX_SETTINGS:
+        raise located(source, "sweep.params", f"{total:,} settings",
+                      f"at most {MAX_SETTINGS:,} settings (every combination of levels)")
     grids = np.meshgrid(*[np.arange(len(lv)) for lv in levels], indexing="ij")
     codes = np.column_stack([g.ravel() for g in grids]).astype(int)
     rules = compile_constraints(section.constraints, names, source)
@@ -201,7 +213,7 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
     except OSError as err:
         raise WashoutError(f"{source}: cannot read spec: {err.strerror or err}") from None
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(text.removeprefix("\ufeff"))  # a BOM, as some editors write
     except tomllib.TOMLDecodeError as err:
         raise WashoutError(f"{source}: invalid TOML: {err}") from None
     if "sweep" not in data:
@@ -212,10 +224,8 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
     try:
         section = SweepSection.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        field = "sweep." + ".".join(str(p) for p in first["loc"])
-        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        raise located(source, field, first.get("input"), problem) from None
+        raise validation_error(err, source, SweepSection, ("sweep",)) from None
+    check_placeholders(section.command, source, "sweep.command")
     if section.metric not in section.metrics:
         raise located(source, "sweep.metric", section.metric,
                       f"not among sweep.metrics ({', '.join(section.metrics)})")
