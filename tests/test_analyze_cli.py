@@ -26,7 +26,7 @@ def analyze(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_table_leads_with_the_verdict_and_marks_the_significant_test() -> None:
-    proc = analyze(MEMCACHED)
+    proc = analyze(MEMCACHED, "--ci-confidence", "0.95")  # the paper's CI cases: 95% CIs
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("ORDER MATTERS: 1 of 3 comparisons")
@@ -55,6 +55,15 @@ def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
     assert data == json.loads(json.dumps(expected))
     assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
     assert data["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
+
+
+def test_ci_confidence_defaults_to_the_verdicts_level_and_the_option_sets_it() -> None:
+    default = json.loads(analyze(NPBENCH, "--format", "json").stdout)["tests"]
+    assert all(1 - 0.05 / 3 <= t["ci_confidence_fixed"] < 1 for t in default)
+    assert default == json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence",
+                                         str(1 - 0.05 / 3)).stdout)["tests"]
+    loose = json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence", "0.9").stdout)
+    assert all(0.9 <= t["ci_confidence_fixed"] < 1 - 0.05 / 3 for t in loose["tests"])
 
 
 def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
