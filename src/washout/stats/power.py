@@ -37,7 +37,11 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from washout.stats.order import Samples
+
 N_SIM = 400
+# Comparisons simulated at each end of the analysis' "would detect shifts of about X% to Y%".
+SPAN_ENDS = 2
 MAX_RUNS = 4096
 MAX_DELTA_PCT = 1000.0
 
@@ -110,9 +114,9 @@ def normal_theory_runs(cv: float, delta_pct: float, power: float, alpha_per_test
     n = 2 (z_{1-alpha/2} + z_power)^2 (CV / Delta)^2, divided by 3 / pi, the asymptotic
     efficiency of Kruskal-Wallis (Wilcoxon) relative to it under normality (Lehmann,
     "Nonparametrics", 1975, ch. 2 sec. 4). Only the starting guess of the search."""
-    from scipy.stats import norm
+    from statistics import NormalDist
 
-    z = norm.ppf(1 - alpha_per_test / 2) + norm.ppf(power)
+    z = NormalDist().inv_cdf(1 - alpha_per_test / 2) + NormalDist().inv_cdf(power)
     return 2 * z**2 * (cv / (delta_pct / 100.0)) ** 2 / (3 / math.pi)
 
 
@@ -204,6 +208,44 @@ def detectable_delta_for(
         else:
             lo = mid
     return hi
+
+
+def detectable_span(
+    samples: "Samples", alpha_per_test: float, *, power: float = 0.8, n_sim: int = N_SIM,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """``(smallest, largest)`` Delta% that a finished experiment's comparisons would detect
+    with ``power``: :func:`detectable_delta_for`, the computation ``washout plan`` runs, on
+    each comparison's fixed-order trials at n = the smaller of its fixed and random counts.
+
+    Simulating every comparison of a large family would take minutes, so the span's ends are
+    simulated for the ``SPAN_ENDS`` comparisons with the smallest and the largest relative
+    spread, IQR / |mean| / sqrt(n) (the detectable shift of a rank test scales with the
+    spread over sqrt(n): Lehmann 1975, ch. 2 sec. 4); every comparison when there are few.
+    None when no comparison has two trials in each order and a non-zero mean.
+    """
+    import numpy as np
+
+    pools, sizes, spreads = [], [], []
+    for g in range(len(samples.keys)):
+        n = int(samples.counts[g].min())
+        pool = samples.sample(g, 0)
+        mean = float(np.mean(pool)) if n >= 2 else 0.0
+        if mean == 0.0:
+            continue
+        q25, q75 = np.percentile(pool, [25, 75])
+        pools.append(pool)
+        sizes.append(n)
+        spreads.append((q75 - q25) / abs(mean) / math.sqrt(n))
+    if not pools:
+        return None
+    ranked = np.argsort(spreads, kind="stable").tolist()
+    chosen = sorted(set(ranked[:SPAN_ENDS] + ranked[-SPAN_ENDS:]))
+    found = [detectable_delta_for(pools[i], sizes[i], power=power,
+                                  alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed)
+             for i in chosen]
+    shifts = [f for f in found if f is not None]
+    return (min(shifts), max(shifts)) if shifts else None
 
 
 @dataclass(frozen=True)
