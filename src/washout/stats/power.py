@@ -16,7 +16,9 @@ experiments, seeded, with the same draws for every shift (common random numbers)
 - runs needed: the smallest n whose power reaches the target, searched from the
   normal-theory guess (stepping until the target is bracketed, then bisecting);
 - smallest detectable Delta% at n: the smallest shift whose power reaches the target, by
-  doubling from 1% and bisecting to 1% relative precision.
+  doubling from 1% and bisecting to 1% relative precision;
+- how uncertain the pilot makes the runs needed: their 10th-90th percentile over bootstrap
+  copies of the pilot (:func:`runs_needed_interval`).
 
 Kruskal-Wallis is computed vectorised over the simulations, by the same code as the order
 analysis (:func:`washout.stats.order.kruskal_merged`): the same H and p as
@@ -40,6 +42,11 @@ if TYPE_CHECKING:
     from washout.stats.order import Samples
 
 N_SIM = 400
+# Bootstrap copies of the pilot behind the interval of the runs needed, and their simulations.
+PILOT_RESAMPLES = 40
+N_SIM_RESAMPLED = 100
+# The percentiles of the runs needed over those copies that ``washout plan`` reports.
+PLAN_PERCENTILES: tuple[float, float] = (10.0, 90.0)
 # Comparisons simulated at each end of the analysis' "would detect shifts of about X% to Y%".
 SPAN_ENDS = 2
 MAX_RUNS = 4096
@@ -167,6 +174,30 @@ def runs_needed_for(
     return hi, reached
 
 
+def runs_needed_interval(
+    values: Any, delta_pct: float, *, power: float = 0.8, alpha_per_test: float = 0.05,
+    resamples: int = PILOT_RESAMPLES, n_sim: int = N_SIM_RESAMPLED, seed: int = 0,
+    max_runs: int = MAX_RUNS,
+) -> tuple[int | None, int | None]:
+    """The 10th and 90th percentiles of :func:`runs_needed_for` over ``resamples`` bootstrap
+    copies of the pilot (its values drawn with replacement, as many as it has: Efron &
+    Tibshirani 1993, ch. 6): the runs another pilot of the same size could have asked for.
+    A small pilot's spread is itself uncertain (the plan's power varies with it); this is
+    how much. An end beyond ``max_runs`` is None."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    rng = np.random.default_rng([seed, v.size])
+    needed = []
+    for b in range(resamples):
+        n, _ = runs_needed_for(rng.choice(v, size=v.size), delta_pct, power=power,
+                               alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed + 1 + b,
+                               max_runs=max_runs)
+        needed.append(math.inf if n is None else n)
+    lo, hi = np.percentile(needed, PLAN_PERCENTILES, method="inverted_cdf")
+    return (int(lo) if math.isfinite(lo) else None, int(hi) if math.isfinite(hi) else None)
+
+
 def detectable_delta_for(
     values: Any, n: int, *, power: float = 0.8, alpha_per_test: float = 0.05,
     n_sim: int = N_SIM, seed: int = 0,
@@ -256,6 +287,8 @@ class RunsNeeded:
     metric: str
     runs_needed: int | None
     power_at: float | None
+    # 10th-90th percentile of runs_needed over resampled pilots (None beyond MAX_RUNS).
+    runs_interval: tuple[int | None, int | None] | None
     cv: float
     n_pilot: int
     source: str
@@ -263,7 +296,9 @@ class RunsNeeded:
     alpha_per_test: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["runs_interval"] = list(self.runs_interval) if self.runs_interval else None
+        return d
 
 
 @dataclass(frozen=True)
@@ -332,14 +367,16 @@ def plan_runs(
     per_test = level / (family_size or len(samples))
     rows = []
     for test, met, pool, source, _ in samples:
-        if len(pool) < 2:
-            n, reached = None, None
-        else:
+        n, reached, interval = None, None, None
+        if len(pool) >= 2:
             n, reached = runs_needed_for(pool, float(delta_pct), power=target,
                                          alpha_per_test=per_test, n_sim=n_sim, seed=seed,
                                          max_runs=max_runs)
-        rows.append(RunsNeeded(test, met, n, reached, _cv(pool), int(len(pool)), source,
-                               float(delta_pct), per_test))
+            interval = runs_needed_interval(pool, float(delta_pct), power=target,
+                                            alpha_per_test=per_test, seed=seed,
+                                            max_runs=max_runs)
+        rows.append(RunsNeeded(test, met, n, reached, interval, _cv(pool), int(len(pool)),
+                               source, float(delta_pct), per_test))
     return rows
 
 
