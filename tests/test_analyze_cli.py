@@ -206,3 +206,30 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
+    """A truly 2% faster than B under 5% run-to-run noise: the JSON has the per-run ratio and
+    its CI in each order, the random-order (order-safe) ratio on top and interaction_p; the
+    sentence gives the ratio; it is evaluate_claims' own result."""
+    from simulate_longformat import simulate
+    from washout.stats.claims import evaluate_claims
+
+    frame = simulate(tests=("A", "B"), means={"A": 98.0, "B": 100.0}, runs=15, cv=0.01,
+                     run_cv=0.05, seed=2)
+    path = tmp_path / "claim.csv"
+    frame.to_csv(path, index=False)
+    proc = analyze(path, "--claim", "A < B", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    [claim] = json.loads(proc.stdout)["claims"]
+    [expected] = evaluate_claims(load_trials(path)[0], ["A < B"])
+    assert claim == json.loads(json.dumps(expected.to_dict()))
+    assert claim["fixed"]["holds"] and claim["random"]["holds"]
+    assert claim["order_changes_conclusion"] is False and claim["interaction_p"] > 0.05
+    assert (claim["ratio"], claim["ratio_ci"]) == (claim["random"]["ratio"],
+                                                   claim["random"]["ratio_ci"])
+    for side in (claim["fixed"], claim["random"]):
+        assert side["ratio_ci"][0] < 0.98 < side["ratio_ci"][1] < 1 and side["n_runs"] == 15
+    words = " ".join(analyze(path, "--claim", "A < B").stdout.split())
+    assert "Claim 'A < B' (wall) holds in both fixed and random order" in words
+    assert f"per-run ratio A/B {claim['fixed']['ratio']:.4g} (" in words
