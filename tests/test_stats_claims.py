@@ -298,3 +298,9 @@ def test_a_false_claim_holds_at_most_at_rate_alpha() -> None:
         [result] = evaluate_claims(df, ["A < B"], alpha=alpha)
         held += result.fixed.holds or result.random.holds
     assert 0 < held / n_exp <= alpha + 3 * (alpha * (1 - alpha) / n_exp) ** 0.5
+
+
+def test_a_test_against_a_multiple_of_itself() -> None:
+    [result] = evaluate_claims(simulate(tests=("A", "B"), runs=8, seed=1), ["A < 1.1 * A"])
+    assert result.fixed.ratio == 1.0 and result.fixed.holds and result.random.holds
+    assert result.order_changes_conclusion is False

@@ -309,8 +309,8 @@ def per_run_log_ratios(ok: "pd.DataFrame", claim: Claim, metric: str) -> dict[st
                .unstack("test"))
     if per_run.empty or claim.a not in per_run or claim.b not in per_run:
         return {o: np.empty(0) for o in EVALUATED_ORDERS}
-    paired = per_run[[claim.a, claim.b]].dropna()
-    for test in (claim.a, claim.b):
+    paired = per_run[list(dict.fromkeys([claim.a, claim.b]))].dropna()  # "A < 2 * A" too
+    for test in paired.columns:
         bad = paired[test] <= 0
         if bad.any():
             order, worker, run = paired.index[bad.to_numpy()][0]
