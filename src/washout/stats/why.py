@@ -124,7 +124,7 @@ def _claim_words(c: dict[str, Any]) -> str:
         kind, side = ("fixed", fixed) if fixed else ("random", random)
         verdict = "holds" if side["holds"] else "does not hold"
         return (f"{head} {verdict} in {kind} order ({_side(side, c['a'], c['b'])}); "
-                f"there are no {'random' if kind == 'fixed' else 'fixed'}-order runs to "
+                f"there are no {'random' if kind == 'fixed' else 'fixed'}-order trials to "
                 "tell whether order changes it.")
     detail = (f"(fixed: {_side(fixed, c['a'], c['b'])}; random: "
               f"{_side(random, c['a'], c['b'])})")
