@@ -356,7 +356,8 @@ def evaluate_claims(
         alternative = "less" if c.op in ("<", "<=") else "greater"
         pvalues.append(signed_rank_p(ratios[i][o] - math.log(c.factor), alternative))
     significant, _ = adjust(pvalues, level, method)
-    confidence = 1.0 - 2.0 * level / max(len(family), 1)  # simultaneous, by Bonferroni
+    # Simultaneous by Bonferroni (an alpha above 1/2 would ask for less than nothing).
+    confidence = max(1.0 - 2.0 * level / max(len(family), 1), 0.0)
 
     sides: dict[tuple[int, str], ClaimSide] = {}
     for (i, o), p, sig in zip(family, pvalues, significant):
