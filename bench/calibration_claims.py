@@ -11,8 +11,16 @@ table of how often:
 - the order was said to change the conclusion: at most alpha + 2 MC se where the per-run
   ratio does not truly differ between the orders, else the power.
 
-Run: .venv/bin/python bench/calibration_claims.py [EXPERIMENTS] (default 400; about 20 min
-on 2 shared cores).
+Run: .venv/bin/python bench/calibration_claims.py [EXPERIMENTS] (default 400; 41 min on 2
+AMD EPYC cores shared with other jobs, load 8).
+
+Last run (2026-11-22, 400 experiments per cell, bound 0.0718): false claims held in
+0.018-0.060 of experiments, except first-after-reset at 20 runs, 0.080 (2.9 MC se above
+0.05; 1,600 more experiments of that cell with other seeds: 0.054, fixed 0.025, random
+0.029); "order changes the conclusion" fired in 0.000-0.033 where it should not; the true
+2% advantage under shared run noise held in both orders in 1.000 at every size; power of
+"order changes the conclusion" 0.97 (a 2% random-only effect), 0.26/0.51/0.85/0.98 (1%
+per-position drift, 20/50/100/200 runs).
 """
 
 from __future__ import annotations
