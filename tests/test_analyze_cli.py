@@ -23,7 +23,7 @@ def analyze(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_table_leads_with_the_verdict_and_marks_the_significant_test() -> None:
-    proc = analyze(MEMCACHED)
+    proc = analyze(MEMCACHED, "--ci-confidence", "0.95")  # the paper's CI cases: 95% CIs
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("ORDER MATTERS: 1 of 3 comparisons")
@@ -52,6 +52,15 @@ def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
     assert data == json.loads(json.dumps(expected))
     assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
     assert data["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
+
+
+def test_ci_confidence_defaults_to_the_verdicts_level_and_the_option_sets_it() -> None:
+    default = json.loads(analyze(NPBENCH, "--format", "json").stdout)["tests"]
+    assert all(1 - 0.05 / 3 <= t["ci_confidence_fixed"] < 1 for t in default)
+    assert default == json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence",
+                                         str(1 - 0.05 / 3)).stdout)["tests"]
+    loose = json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence", "0.9").stdout)
+    assert all(0.9 <= t["ci_confidence_fixed"] < 1 - 0.05 / 3 for t in loose["tests"])
 
 
 def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
@@ -194,3 +203,30 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
+    """A truly 2% faster than B under 5% run-to-run noise: the JSON has the per-run ratio and
+    its CI in each order, the random-order (order-safe) ratio on top and interaction_p; the
+    sentence gives the ratio; it is evaluate_claims' own result."""
+    from simulate_longformat import simulate
+    from washout.stats.claims import evaluate_claims
+
+    frame = simulate(tests=("A", "B"), means={"A": 98.0, "B": 100.0}, runs=15, cv=0.01,
+                     run_cv=0.05, seed=2)
+    path = tmp_path / "claim.csv"
+    frame.to_csv(path, index=False)
+    proc = analyze(path, "--claim", "A < B", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    [claim] = json.loads(proc.stdout)["claims"]
+    [expected] = evaluate_claims(load_trials(path)[0], ["A < B"])
+    assert claim == json.loads(json.dumps(expected.to_dict()))
+    assert claim["fixed"]["holds"] and claim["random"]["holds"]
+    assert claim["order_changes_conclusion"] is False and claim["interaction_p"] > 0.05
+    assert (claim["ratio"], claim["ratio_ci"]) == (claim["random"]["ratio"],
+                                                   claim["random"]["ratio_ci"])
+    for side in (claim["fixed"], claim["random"]):
+        assert side["ratio_ci"][0] < 0.98 < side["ratio_ci"][1] < 1 and side["n_runs"] == 15
+    words = " ".join(analyze(path, "--claim", "A < B").stdout.split())
+    assert "Claim 'A < B' (wall) holds in both fixed and random order" in words
+    assert f"per-run ratio A/B {claim['fixed']['ratio']:.4g} (" in words

@@ -17,7 +17,8 @@ from simulate_longformat import simulate
 from washout.errors import WashoutError
 from washout.sources import load_trials
 from washout.stats.power import (detectable_delta_for, detectable_deltas, kruskal_rows,
-                                 plan_frame, plan_runs, runs_needed_for, simulated_power)
+                                 plan_frame, plan_runs, runs_needed_for, runs_needed_interval,
+                                 simulated_power)
 
 
 @settings(max_examples=60, deadline=None)
@@ -148,8 +149,11 @@ def test_cli_plan_json_and_table(tmp_path) -> None:
     expected = plan_runs(load_trials(pilot)[0], 2.0)
     assert out["tests"] == [r.to_dict() for r in expected]
     assert out["family_size"] == 5 and out["alpha_per_test"] == pytest.approx(0.01)
+    assert all(t["runs_interval"][0] < t["runs_interval"][1] for t in out["tests"])
     table = washout("plan", "--pilot", pilot, "--detect", "2", "--power", "0.9").stdout
     assert "runs per order" in table and "Plan " in table
+    assert "percentile of the runs needed over 40 resamples of the pilot" in " ".join(
+        table.split())
     worst = max(r.runs_needed for r in plan_runs(load_trials(pilot)[0], 2.0, power=0.9))
     assert f"Plan {worst} runs per order" in table
 
@@ -193,3 +197,51 @@ def test_degenerate_pilots() -> None:
     by_test = {r.test: r for r in plan_runs(df, 2.0)}
     assert by_test["a"].source == "all" and by_test["a"].runs_needed
     assert by_test["b"].n_pilot == 1 and by_test["b"].runs_needed is None
+
+
+def test_the_analysis_detectable_shift_is_the_plans_simulation_and_has_its_power() -> None:
+    """``washout analyze``'s "would detect shifts of about X%" is detectable_delta_for on each
+    comparison's fixed-order trials; a true shift of that size is found with power 0.8 (the
+    normal approximation it replaced said 2.27% for a test that then had power 0.76)."""
+    from statistics import NormalDist
+
+    from test_stats_order import long_frame
+    from washout.report.terminal import verdict_line
+    from washout.stats.order import analyze_order
+
+    n, m = 20, 5
+    q = np.array([NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)])
+    q = 100.0 + 2.0 * q / q.std()  # a pilot with exactly the population's mean and sd
+    analysis = analyze_order(long_frame({f"t{k}": (list(q + 0.01 * k), list(q[::-1]))
+                                         for k in range(m)}))
+    lo, hi = analysis.detectable_span()
+    # The ends are simulated for the two least and the two most spread-out tests (t0 is
+    # the most: the same spread over the smallest mean); t2 is in the middle.
+    plan = {k: detectable_delta_for(q + 0.01 * k, n, alpha_per_test=0.05 / m) for k in range(m)}
+    ends = [plan[k] for k in (0, 1, 3, 4)]
+    assert (lo, hi) == (min(ends), max(ends))
+    assert hi < 1.01 * lo  # the five tests have the same spread
+    assert f"would detect shifts of about {lo:.2g}%" in verdict_line(analysis)
+    rng = np.random.default_rng(0)
+    x = 100.0 + 2.0 * rng.standard_normal((20000, n))
+    y = 100.0 + 2.0 * rng.standard_normal((20000, n)) + lo
+    assert abs(np.mean(kruskal_rows(x, y)[1] < 0.05 / m) - 0.8) < 0.025
+
+
+def test_the_runs_needed_come_with_the_spread_a_pilot_of_that_size_allows() -> None:
+    """Resampling the pilot: a 10-trial pilot leaves the runs needed far less certain than a
+    200-trial one from the same population; both intervals surround the population's own."""
+    z = np.random.default_rng(4).standard_normal(200)
+    pilot = 100.0 + (z - z.mean()) / z.std() * 3.0  # CV 3%
+    truth, _ = runs_needed_for(_normal_pilot(cv=0.03), 2.0, alpha_per_test=0.01)
+    widths = {}
+    for size in (10, 200):
+        lo, hi = runs_needed_interval(pilot[:size], 2.0, alpha_per_test=0.01)
+        assert lo < hi and lo <= truth * 1.1 and hi >= truth * 0.9
+        widths[size] = (hi - lo) / truth
+    assert widths[10] > 2 * widths[200]
+    seeded = runs_needed_interval(pilot[:10], 2.0, alpha_per_test=0.01)
+    assert seeded == runs_needed_interval(pilot[:10], 2.0, alpha_per_test=0.01)
+    # An effect too small for MAX_RUNS at the noisy end has no upper number.
+    assert runs_needed_interval(pilot[:10], 0.2, alpha_per_test=0.01, max_runs=64) == (
+        None, None)

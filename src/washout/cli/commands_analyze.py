@@ -36,7 +36,8 @@ def analyze_command(
                                       help="Reproduce another tool's numbers: ordersage."),
     ci_confidence: float | None = typer.Option(
         None, "--ci-confidence",
-        help="Confidence of the median CIs (default 0.95; with --compat ordersage, 1 - 0.05/m)."),
+        help="Confidence of the median CIs (default 1 - alpha/m, the verdict's family-wise "
+             "level; with --compat ordersage, 1 - 0.05/m)."),
     carryover: bool = typer.Option(False, "--carryover",
                                    help="Which preceding test shifts which test (random-order runs)."),
     drift: bool = typer.Option(False, "--drift",
@@ -93,7 +94,7 @@ def analyze_command(
     from washout.stats.order import analyze_order
 
     analysis = analyze_order(trials, alpha=alpha, correction=correction, by_worker=by_worker,
-                             ci_confidence=0.95 if ci_confidence is None else ci_confidence)
+                             ci_confidence=ci_confidence)
     found: dict = {}
     if why:
         from washout.stats.why import explain

@@ -43,7 +43,7 @@ def plan_command(
 ) -> None:
     """Runs per order needed to detect a given order effect, simulated from a pilot."""
     from washout.sources import load_trials
-    from washout.stats.power import MAX_RUNS, plan_runs
+    from washout.stats.power import MAX_RUNS, PLAN_PERCENTILES, PILOT_RESAMPLES, plan_runs
 
     if output not in FORMATS:
         raise WashoutError(f"--format = {output!r}: expected one of {', '.join(FORMATS)}")
@@ -64,23 +64,36 @@ def plan_command(
     table = Table(title=f"Runs per order to detect a {delta:g}% order effect with power "
                         f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = "
                         f"{per_test:.3g})")
-    for name in ("test", "metric", "CV", "pilot trials", "runs per order", "power"):
+    lo_pct, hi_pct = PLAN_PERCENTILES
+    for name in ("test", "metric", "CV", "pilot trials", "runs per order",
+                 f"{lo_pct:g}-{hi_pct:g}th pct, resampled pilot", "power"):
         table.add_column(name, justify="left" if name in ("test", "metric") else "right")
     for r in rows:
         if r.runs_needed:
             runs = str(r.runs_needed)
         else:
             runs = f"more than {MAX_RUNS}" if r.n_pilot >= 2 else "too few pilot trials"
+        spread = "-"
+        if r.runs_interval:
+            lo, hi = (str(n) if n else f">{MAX_RUNS}" for n in r.runs_interval)
+            spread = f"{lo} to {hi}"
         table.add_row(r.test, r.metric, f"{r.cv * 100:.2f}%", f"{r.n_pilot} {r.source}", runs,
-                      f"{r.power_at:.2f}" if r.power_at is not None else "-")
+                      spread, f"{r.power_at:.2f}" if r.power_at is not None else "-")
     console = Console(highlight=False, markup=False)  # test names are data, not markup
     console.print(table)
     few = [r.test for r in rows if r.n_pilot < FEW_PILOT_TRIALS]
     if few:
         console.print(f"Note: fewer than {FEW_PILOT_TRIALS} pilot trials for {', '.join(few)}: "
                       "the spread, and so the plan, is only a rough estimate.")
+    console.print(f"The interval is the {lo_pct:g}th to {hi_pct:g}th percentile of the runs "
+                  f"needed over {PILOT_RESAMPLES} resamples of the pilot: what another pilot of "
+                  "the same size could have asked for.")
     needed = [r.runs_needed for r in rows]
     if all(needed):
         worst = max(n for n in needed if n)
+        highs = [r.runs_interval[1] for r in rows if r.runs_interval]
+        safe = "" if not highs else (
+            f"; {max(highs)} if the pilot understated the noise" if all(highs)
+            else f"; more than {MAX_RUNS} if the pilot understated the noise")
         console.print(f"Plan {worst} runs per order ({2 * worst} runs in all): "
-                      "enough for every test.")
+                      f"enough for every test{safe}.")

@@ -47,9 +47,9 @@ def verdict_line(analysis: "OrderAnalysis") -> str:
     if m == 0:
         return "No comparison possible: no test has both fixed- and random-order trials"
     line = f"No evidence that order matters: 0 of {m} comparisons significant ({level})"
-    shifts = [t.detectable_pct for t in analysis.tests if t.detectable_pct is not None]
+    shifts = analysis.detectable_span()
     if shifts:
-        lo, hi = _pct(min(shifts)), _pct(max(shifts))
+        lo, hi = _pct(shifts[0]), _pct(shifts[1])
         span = lo if lo == hi else f"{lo} to {hi}"
         line += f"; these trials would detect shifts of about {span} with 80% power"
     return line

@@ -16,7 +16,9 @@ experiments, seeded, with the same draws for every shift (common random numbers)
 - runs needed: the smallest n whose power reaches the target, searched from the
   normal-theory guess (stepping until the target is bracketed, then bisecting);
 - smallest detectable Delta% at n: the smallest shift whose power reaches the target, by
-  doubling from 1% and bisecting to 1% relative precision.
+  doubling from 1% and bisecting to 1% relative precision;
+- how uncertain the pilot makes the runs needed: their 10th-90th percentile over bootstrap
+  copies of the pilot (:func:`runs_needed_interval`).
 
 Kruskal-Wallis is computed vectorised over the simulations, by the same code as the order
 analysis (:func:`washout.stats.order.kruskal_merged`): the same H and p as
@@ -37,7 +39,16 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from washout.stats.order import Samples
+
 N_SIM = 400
+# Bootstrap copies of the pilot behind the interval of the runs needed, and their simulations.
+PILOT_RESAMPLES = 40
+N_SIM_RESAMPLED = 100
+# The percentiles of the runs needed over those copies that ``washout plan`` reports.
+PLAN_PERCENTILES: tuple[float, float] = (10.0, 90.0)
+# Comparisons simulated at each end of the analysis' "would detect shifts of about X% to Y%".
+SPAN_ENDS = 2
 MAX_RUNS = 4096
 MAX_DELTA_PCT = 1000.0
 
@@ -110,9 +121,9 @@ def normal_theory_runs(cv: float, delta_pct: float, power: float, alpha_per_test
     n = 2 (z_{1-alpha/2} + z_power)^2 (CV / Delta)^2, divided by 3 / pi, the asymptotic
     efficiency of Kruskal-Wallis (Wilcoxon) relative to it under normality (Lehmann,
     "Nonparametrics", 1975, ch. 2 sec. 4). Only the starting guess of the search."""
-    from scipy.stats import norm
+    from statistics import NormalDist
 
-    z = norm.ppf(1 - alpha_per_test / 2) + norm.ppf(power)
+    z = NormalDist().inv_cdf(1 - alpha_per_test / 2) + NormalDist().inv_cdf(power)
     return 2 * z**2 * (cv / (delta_pct / 100.0)) ** 2 / (3 / math.pi)
 
 
@@ -163,6 +174,30 @@ def runs_needed_for(
     return hi, reached
 
 
+def runs_needed_interval(
+    values: Any, delta_pct: float, *, power: float = 0.8, alpha_per_test: float = 0.05,
+    resamples: int = PILOT_RESAMPLES, n_sim: int = N_SIM_RESAMPLED, seed: int = 0,
+    max_runs: int = MAX_RUNS,
+) -> tuple[int | None, int | None]:
+    """The 10th and 90th percentiles of :func:`runs_needed_for` over ``resamples`` bootstrap
+    copies of the pilot (its values drawn with replacement, as many as it has: Efron &
+    Tibshirani 1993, ch. 6): the runs another pilot of the same size could have asked for.
+    A small pilot's spread is itself uncertain (the plan's power varies with it); this is
+    how much. An end beyond ``max_runs`` is None."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    rng = np.random.default_rng([seed, v.size])
+    needed = []
+    for b in range(resamples):
+        n, _ = runs_needed_for(rng.choice(v, size=v.size), delta_pct, power=power,
+                               alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed + 1 + b,
+                               max_runs=max_runs)
+        needed.append(math.inf if n is None else n)
+    lo, hi = np.percentile(needed, PLAN_PERCENTILES, method="inverted_cdf")
+    return (int(lo) if math.isfinite(lo) else None, int(hi) if math.isfinite(hi) else None)
+
+
 def detectable_delta_for(
     values: Any, n: int, *, power: float = 0.8, alpha_per_test: float = 0.05,
     n_sim: int = N_SIM, seed: int = 0,
@@ -206,6 +241,44 @@ def detectable_delta_for(
     return hi
 
 
+def detectable_span(
+    samples: "Samples", alpha_per_test: float, *, power: float = 0.8, n_sim: int = N_SIM,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """``(smallest, largest)`` Delta% that a finished experiment's comparisons would detect
+    with ``power``: :func:`detectable_delta_for`, the computation ``washout plan`` runs, on
+    each comparison's fixed-order trials at n = the smaller of its fixed and random counts.
+
+    Simulating every comparison of a large family would take minutes, so the span's ends are
+    simulated for the ``SPAN_ENDS`` comparisons with the smallest and the largest relative
+    spread, IQR / |mean| / sqrt(n) (the detectable shift of a rank test scales with the
+    spread over sqrt(n): Lehmann 1975, ch. 2 sec. 4); every comparison when there are few.
+    None when no comparison has two trials in each order and a non-zero mean.
+    """
+    import numpy as np
+
+    pools, sizes, spreads = [], [], []
+    for g in range(len(samples.keys)):
+        n = int(samples.counts[g].min())
+        pool = samples.sample(g, 0)
+        mean = float(np.mean(pool)) if n >= 2 else 0.0
+        if mean == 0.0:
+            continue
+        q25, q75 = np.percentile(pool, [25, 75])
+        pools.append(pool)
+        sizes.append(n)
+        spreads.append((q75 - q25) / abs(mean) / math.sqrt(n))
+    if not pools:
+        return None
+    ranked = np.argsort(spreads, kind="stable").tolist()
+    chosen = sorted(set(ranked[:SPAN_ENDS] + ranked[-SPAN_ENDS:]))
+    found = [detectable_delta_for(pools[i], sizes[i], power=power,
+                                  alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed)
+             for i in chosen]
+    shifts = [f for f in found if f is not None]
+    return (min(shifts), max(shifts)) if shifts else None
+
+
 @dataclass(frozen=True)
 class RunsNeeded:
     """The plan for one test's metric."""
@@ -214,6 +287,8 @@ class RunsNeeded:
     metric: str
     runs_needed: int | None
     power_at: float | None
+    # 10th-90th percentile of runs_needed over resampled pilots (None beyond MAX_RUNS).
+    runs_interval: tuple[int | None, int | None] | None
     cv: float
     n_pilot: int
     source: str
@@ -221,7 +296,9 @@ class RunsNeeded:
     alpha_per_test: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["runs_interval"] = list(self.runs_interval) if self.runs_interval else None
+        return d
 
 
 @dataclass(frozen=True)
@@ -290,14 +367,16 @@ def plan_runs(
     per_test = level / (family_size or len(samples))
     rows = []
     for test, met, pool, source, _ in samples:
-        if len(pool) < 2:
-            n, reached = None, None
-        else:
+        n, reached, interval = None, None, None
+        if len(pool) >= 2:
             n, reached = runs_needed_for(pool, float(delta_pct), power=target,
                                          alpha_per_test=per_test, n_sim=n_sim, seed=seed,
                                          max_runs=max_runs)
-        rows.append(RunsNeeded(test, met, n, reached, _cv(pool), int(len(pool)), source,
-                               float(delta_pct), per_test))
+            interval = runs_needed_interval(pool, float(delta_pct), power=target,
+                                            alpha_per_test=per_test, seed=seed,
+                                            max_runs=max_runs)
+        rows.append(RunsNeeded(test, met, n, reached, interval, _cv(pool), int(len(pool)),
+                               source, float(delta_pct), per_test))
     return rows
 
 

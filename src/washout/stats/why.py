@@ -108,14 +108,18 @@ def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _side(side: dict[str, Any], a: str, b: str) -> str:
-    return (f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}")
+    ci = side.get("ratio_ci")
+    interval = (f" ({side['ratio_ci_confidence'] * 100:.3g}% CI {ci[0]:.4g} to {ci[1]:.4g})"
+                if ci else "")
+    return (f"per-run ratio {a}/{b} {side['ratio']:.4g}{interval} over {side['n_runs']} runs, "
+            f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}")
 
 
 def _claim_words(c: dict[str, Any]) -> str:
     head = f"Claim {c['claim']!r} ({c['metric']})"
     fixed, random = c["fixed"], c["random"]
     if fixed is None and random is None:
-        return f"{head}: no fixed- or random-order trials of both tests to check it on."
+        return f"{head}: no fixed- or random-order runs with both tests to check it on."
     if fixed is None or random is None:
         kind, side = ("fixed", fixed) if fixed else ("random", random)
         verdict = "holds" if side["holds"] else "does not hold"
@@ -128,11 +132,15 @@ def _claim_words(c: dict[str, Any]) -> str:
         return f"{head} holds in both fixed and random order {detail}."
     if not fixed["holds"] and not random["holds"]:
         return f"{head} holds in neither fixed nor random order {detail}."
-    if fixed["holds"]:
-        return (f"{head} holds in fixed order but not in random order: the conclusion depends "
-                f"on the order {detail}.")
-    return (f"{head} holds in random order but not in fixed order: the conclusion depends on "
-            f"the order {detail}.")
+    held, missed = ("fixed", "random") if fixed["holds"] else ("random", "fixed")
+    interaction = f"interaction {_p(c['interaction_p'])}"
+    if c["order_changes_conclusion"]:
+        return (f"{head} holds in {held} order but not in {missed} order: the conclusion "
+                f"depends on the order, the per-run ratio differs between them ({interaction}) "
+                f"{detail}.")
+    return (f"{head} holds in {held} order and falls short of significance in {missed} order, "
+            f"but the per-run ratio does not differ between the orders ({interaction}): more "
+            f"runs, not another order, would settle it {detail}.")
 
 
 def render_words(d: dict[str, list[dict[str, Any]]]) -> list[str]:
