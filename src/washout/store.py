@@ -124,6 +124,19 @@ def _damaged(path: Path, problem: str) -> WashoutError:
                         f"'sqlite3 {path} .recover')")
 
 
+def _read_only_uri(path: Path) -> str:
+    """A read-only URI for ``path``. Where no writer can be (a read-only directory or file
+    system, no ``-shm`` file, no write-ahead log with data) it is also ``immutable``: a
+    reader of a WAL database must otherwise create the ``-shm`` file (SQLite, "WAL-mode
+    read-only databases" in "Write-Ahead Logging"), which such a place refuses."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    no_log = not wal.exists() or wal.stat().st_size == 0
+    if no_log and not shm.exists() and not os.access(path.resolve().parent, os.W_OK):
+        uri += "&immutable=1"
+    return uri
+
+
 def lock_path(path: str | Path) -> Path:
     """The sidecar file whose flock marks a store's one writer."""
     return Path(f"{path}-lock")
@@ -187,7 +200,7 @@ class Store:
         # inside an event loop; one thread at a time uses the connection (the caller waits).
         # Read-only through a URI (mode=ro): the file, its directory or the disk may be
         # read-only, and a reader must never change a store.
-        target = f"{path.resolve().as_uri()}?mode=ro" if readonly else str(path)
+        target = _read_only_uri(path) if readonly else str(path)
         conn = sqlite3.connect(target, uri=readonly, isolation_level=None, timeout=30.0,
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
@@ -248,10 +261,11 @@ class Store:
     def open(cls, path: str | Path, *, readonly: bool = False) -> Store:
         """Open an existing washout store, with a clear message for anything else.
 
-        ``readonly``: for commands that only read (status, analyze, report, export): the
-        file is opened read-only and its integrity checked (``PRAGMA quick_check``), so a
-        damaged store says so in one line. Opened for writing, a version-1 store gains
-        the ``superseded`` column (version 2).
+        Its integrity is checked first (``PRAGMA quick_check``), so a damaged store says
+        so in one line. ``readonly``: for commands that only read (status, analyze,
+        report, export): the file is opened read-only, so that read-only files and file
+        systems work and a reader never changes a store. Opened for writing, a version-1
+        store gains the ``superseded`` column (version 2).
         """
         path = Path(path)
         if not path.exists():
@@ -272,10 +286,9 @@ class Store:
     def _checked(cls, conn: sqlite3.Connection, path: Path, readonly: bool) -> Store:
         """The store behind ``conn`` once its integrity and schema version are checked."""
         try:
-            if readonly:
-                problems = [p for (p,) in conn.execute("PRAGMA quick_check(3)")]
-                if problems != ["ok"]:
-                    raise _damaged(path, "; ".join(problems))
+            problems = [p for (p,) in conn.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                raise _damaged(path, "; ".join(problems))
             tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
             if "meta" not in tables:
                 raise WashoutError(f"{path}: an SQLite database, but not a washout store")
@@ -283,6 +296,9 @@ class Store:
         except sqlite3.DatabaseError as err:
             if _primary_code(err) in _DAMAGED:
                 raise _damaged(path, str(err)) from None
+            if not readonly and _primary_code(err) in _UNWRITABLE:
+                raise StoreWriteError(f"{path}: cannot open for writing: {err} (a read-only "
+                                      "file, directory or file system?)") from None
             raise WashoutError(f"{path}: cannot read: {err}") from None
         found = "none" if row is None else row[0]
         if found not in ("1", str(SCHEMA_VERSION)):
