@@ -385,6 +385,9 @@ class _Worker:
                                            f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
                                            "re-runs it whole)") from None
                     self.store.event("rerun", message + "; re-running it whole", self.ex.name)
+                    # Reconnect (and so kill what the lost trial left) before anything else:
+                    # a worker gone for good is then this one-line error.
+                    await self._command("reconnect", "true", None, None)
             self.store.set_run_status(run_id, "done")
 
 
