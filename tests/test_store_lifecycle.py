@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -272,3 +273,12 @@ command = "head -c 3000 /dev/zero | tr '\\\\0' y"
         subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
         washout("resume", db, "--quiet")
         check_store_against_plan(db, 2, 40, 3)
+
+
+def test_the_guarantees_page_lists_every_exit_code() -> None:
+    from conftest import ROOT
+    from washout.errors import ExitCode
+
+    page = (ROOT / "docs" / "guarantees.md").read_text()
+    listed = {int(code) for code in re.findall(r"^\| (\d+) \|", page, re.M)}
+    assert listed == {int(code) for code in ExitCode}
