@@ -384,6 +384,8 @@ class _Worker:
                         raise WashoutError(f"{self.ex.name}: {message}; gave up after "
                                            f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
                                            "re-runs it whole)") from None
+                    if self.stop.is_set():
+                        raise StopRequested("stopped by the user") from None
                     self.store.event("rerun", message + "; re-running it whole", self.ex.name)
                     # Reconnect (and so kill what the lost trial left) before anything else:
                     # a worker gone for good is then this one-line error.
@@ -398,10 +400,10 @@ def run_complete(slots: dict[tuple[int, int], list[str]], run_index: int, length
                for pos in range(length))
 
 
-def recover(experiment: Experiment, store: Store) -> list[str]:
+def recover(experiment: Experiment, store: Store) -> None:
     """Prepare a store for its next session: trials left ``running`` by a killed process
     become ``interrupted``, and every run left part-way is superseded (its trials kept,
-    out of the analysis) so that it is re-run whole. Returns what was done, as events."""
+    out of the analysis) so that it is re-run whole; each step is logged as an event."""
     exp = experiment.spec.experiment
     notes = []
     interrupted = store.mark_interrupted()
@@ -421,7 +423,6 @@ def recover(experiment: Experiment, store: Store) -> list[str]:
                              "fresh reset")
     for note in notes:
         store.event("resume", note)
-    return notes
 
 
 def count_done(experiment: Experiment, store: Store) -> int:
@@ -539,7 +540,8 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
     """Run (or resume) an experiment into ``store``; returns what was done.
 
     Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
-    another process holds it), then tidies what an earlier session left (:func:`recover`).
+    another process holds it; held until the store is closed), then tidies what an
+    earlier session left (:func:`recover`).
     ``on_start(done)`` is told how many planned slots are done before anything runs.
     ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
