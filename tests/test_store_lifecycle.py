@@ -23,21 +23,22 @@ import pytest
 from conftest import washout
 from test_robustness import check_store_against_plan, start, wait_for_trials, write_spec
 
-SLOW = '''
+WAITING = '''
 [experiment]
-name = "slow"
+name = "waiting"
 runs = 2
 seed = 4
 [[test]]
 name = "a"
-command = "sleep 0.8"
+command = "sleep 0.2"
 [[test]]
 name = "b"
-command = "sleep 0.8"
+command = "while [ ! -e {go} ]; do sleep 0.05; done"
 [[test]]
 name = "c"
-command = "sleep 0.8"
+command = "sleep 0.2"
 '''
+"""Test b waits for the file ``go``: the experiment lasts as long as the checks need."""
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -51,7 +52,8 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: st
 
 def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_from_dead(
         tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.toml", SLOW)
+    go = tmp_path / "go"
+    spec = write_spec(tmp_path / "s.toml", WAITING.format(go=go))
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
     try:
@@ -62,10 +64,11 @@ def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_fro
         one_line_error(washout("resume", db, "--quiet", check=False), 6, holder)
         one_line_error(washout("run", spec, "--db", db, "--quiet", check=False), 2,
                        "already exists")
-        assert proc.poll() is None, "the experiment ended before the checks: make it longer"
+        assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait()
+        go.touch()
     dead = washout("status", db).stdout
     assert f"stopped; `washout resume {db}`" in dead and "ETA" not in dead
     washout("resume", db, "--quiet")
