@@ -255,6 +255,17 @@ def test_a_store_on_a_read_only_file_system_is_read(tmp_path: Path) -> None:
         one_line_error(washout("resume", copy, check=False), 7, "cannot open for writing")
 
 
+def test_export_onto_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    db = built_store(tmp_path)
+    with tmpfs(tmp_path / "tiny", "64k") as mnt:
+        with contextlib.suppress(OSError), (mnt / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        one_line_error(washout("export", db, "-o", mnt / "out.csv", check=False), 2,
+                       "cannot write: No space left on device")
+
+
 def test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable(
         tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "big.toml", '''
