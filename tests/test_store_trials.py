@@ -105,3 +105,23 @@ def test_creating_the_same_store_at_the_same_instant_one_wins_the_other_is_told(
         assert len(stores) == 1 and len(errors) == 1 and "already exists" in errors[0]
         assert stores[0].experiment().name == "e"
         stores[0].close()
+
+
+def test_a_status_probing_the_lock_does_not_turn_a_writer_away(tmp_path: Path) -> None:
+    """``status`` takes a shared lock for an instant; a ``resume`` starting then still
+    becomes the writer."""
+    import fcntl
+    import os
+    import threading
+
+    from washout.store import lock_path
+
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "p.db"
+    Store.create(path, record, [("a", "true", [])]).close()
+    probe = os.open(lock_path(path), os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH)
+    threading.Timer(0.2, os.close, (probe,)).start()  # a slow probe, released soon
+    store = Store.open(path)
+    store.lock()
+    store.close()

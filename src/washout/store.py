@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -180,6 +181,20 @@ def writer_of(path: str | Path) -> dict[str, Any] | None:
         return None
     finally:
         os.close(fd)
+
+
+def _take_exclusive(fd: int, attempts: int = 20, pause: float = 0.05) -> bool:
+    """Take the exclusive flock on ``fd`` without waiting for a writer; a few retries let
+    a ``status`` that probes the lock at that instant (a shared lock held for
+    microseconds) pass."""
+    for attempt in range(attempts):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < attempts:
+                time.sleep(pause)
+    return False
 
 
 def describe_writer(holder: dict[str, Any]) -> str:
@@ -353,9 +368,7 @@ class Store:
         except OSError as err:
             raise StoreWriteError(f"{path}: cannot create the writer lock: {err.strerror}"
                                   ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take_exclusive(fd):
             os.close(fd)
             holder = writer_of(self.path) or {}
             raise StoreBusyError(
