@@ -141,6 +141,7 @@ command = "echo c >> {log}"
     assert proc.wait(timeout=30) == 130
     stopped_at = log.read_text().split()
     assert stopped_at[0] == "RESET" and stopped_at[-1] != "c"
+    assert "0 of 3 trials done" in washout("status", db).stdout  # what resume will not redo
     washout("resume", db, "--quiet")
     # After a fresh reset the run starts again at position 0: b and c ran after a, as planned.
     assert log.read_text().split() == stopped_at + ["RESET", "a", "b", "c"]

@@ -426,15 +426,15 @@ def recover(experiment: Experiment, store: Store) -> None:
 
 
 def count_done(experiment: Experiment, store: Store) -> int:
-    """Planned slots already done, over every worker in the store (superseded trials do
-    not count: their runs are re-run whole)."""
+    """Planned slots already done, over every worker in the store: the slots of complete
+    runs, exactly what ``resume`` will skip (a run left part-way is re-run whole)."""
     exp = experiment.spec.experiment
     done = 0
     for worker_id, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
-        for run in experiment.plan.runs:
-            done += sum(slot_done(slots.get((run.index, pos), []), exp.on_failure, exp.retries)
-                        for pos in range(len(run.tests)))
+        done += sum(len(run.tests) for run in experiment.plan.runs
+                    if run_complete(slots, run.index, len(run.tests), exp.on_failure,
+                                    exp.retries))
     return done
 
 
