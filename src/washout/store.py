@@ -577,16 +577,15 @@ class Store:
             f" WHERE t.status NOT IN ('ok', 'running') AND {self._live}"
             " ORDER BY t.id DESC LIMIT ?", (limit,)))
 
-    def tests_without_success(self) -> list[tuple[str, int, str, str, int | None, str]]:
+    def tests_without_success(self) -> list[tuple[str, int, str, str, str]]:
         """Tests whose every current finished trial failed or timed out, with their trial
-        count and their first failure: (test, trials, status, reason, exit code, stderr
-        tail)."""
+        count and their first failure: (test, trials, status, reason, stderr tail)."""
         rows = self.conn.execute(
             "SELECT t.test, count(*), min(t.id) FROM trial t JOIN test s ON s.name = t.test"
             f" WHERE t.status IN ('ok', 'failed', 'timeout') AND {self._live}"
             " GROUP BY t.test HAVING sum(t.status = 'ok') = 0 ORDER BY s.spec_index").fetchall()
         return [(test, n, *self.conn.execute(
-            "SELECT status, reason, exit_code, stderr_tail FROM trial WHERE id = ?",
+            "SELECT status, reason, stderr_tail FROM trial WHERE id = ?",
             (first,)).fetchone()) for test, n, first in rows]
 
     # -- reading -------------------------------------------------------------------------

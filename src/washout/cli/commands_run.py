@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from washout.cli.app import app
-from washout.errors import ExitCode, StoreExistsError, WashoutError
+from washout.errors import ExitCode, StoreExistsError, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
     from washout.engine import Experiment, Outcome
@@ -53,8 +53,7 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
                           on_stop_request=on_stop,
                           on_start=lambda done: progress.update(task, completed=done))
     if outcome.store_error:  # the store refuses writes: nothing more can be said from it
-        print(f"washout: error: {outcome.store_error}", file=sys.stderr)
-        raise typer.Exit(ExitCode.STORE_UNWRITABLE)
+        raise StoreWriteError(outcome.store_error)
     _summary(experiment, store, outcome, quiet)
     code = _exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
@@ -79,13 +78,14 @@ def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
 
 
 def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
-    """For each test whose every trial failed: its first failure's status, exit code and
-    stderr tail, and where to look next (hyperfine prints the same when a command fails)."""
+    """For each test whose every trial failed: its first failure's reason (its exit code,
+    signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
+    failing command failed and how to see its output)."""
     from washout.execute.base import tail
 
     commands = {t.name: t.command for t in experiment.tests}
     console = _console()
-    for test, trials, status, reason, _, stderr in store.tests_without_success():
+    for test, trials, status, reason, stderr in store.tests_without_success():
         console.print(f"Test {test!r}: all {trials} trial(s) {status}; the first: {reason}",
                       style="red")
         shown = tail(stderr.encode(), 600).strip() if stderr else ""
