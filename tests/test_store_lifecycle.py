@@ -63,7 +63,7 @@ def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_fro
         holder = f"in use by pid {proc.pid} on host {socket.gethostname()} since "
         one_line_error(washout("resume", db, "--quiet", check=False), 6, holder)
         one_line_error(washout("run", spec, "--db", db, "--quiet", check=False), 2,
-                       "already exists")
+                       "already exists, " + holder)
         assert proc.poll() is None
     finally:
         proc.kill()

@@ -249,9 +249,12 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         except FileExistsError:
-            raise StoreExistsError(f"{path}: already exists; choose another --db, or "
-                                   f"'washout resume {path}' to continue that experiment"
-                                   ) from None
+            holder = writer_of(path)
+            raise StoreExistsError(
+                f"{path}: already exists" + ("" if holder is None else
+                                             f", in use by {describe_writer(holder)}") +
+                f"; choose another --db, or 'washout resume {path}' to continue that "
+                "experiment") from None
         except OSError as err:
             raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
         store = cls(cls._connect(path), path)
