@@ -43,25 +43,41 @@ def wait_for_trials(db: Path, where: str, timeout: float = 60) -> None:
 
 
 def check_store_against_plan(db: Path, n_tests: int, runs: int, seed: int) -> Counter[str]:
-    """Every planned slot exactly once with status ok, in the planned order; returns status counts."""
+    """Every planned slot exactly once with status ok, in the planned order, and every
+    current (not superseded) trial after its run's last reset and right after its planned
+    predecessor; earlier attempts of interrupted runs are kept as superseded. Returns the
+    status counts, superseded trials counted as ``superseded``."""
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     names = [n for (n,) in conn.execute("SELECT name FROM test ORDER BY spec_index")]
     plan = schedule(n_tests, runs, ("fixed", "random"), "alternate", seed)
-    rows = conn.execute("SELECT r.idx, r.order_kind, t.position, t.test, t.status FROM trial t"
-                        " JOIN run r ON r.id = t.run_id").fetchall()
-    ok = Counter((idx, pos) for idx, _, pos, _, status in rows if status == "ok")
+    rows = conn.execute("SELECT r.idx, r.order_kind, t.position, t.test, t.status, t.superseded,"
+                        " t.started, r.reset_ended FROM trial t JOIN run r ON r.id = t.run_id"
+                        " ORDER BY t.id").fetchall()
+    current = [row[:5] for row in rows if not row[5]]
+    ok = Counter((idx, pos) for idx, _, pos, _, status in current if status == "ok")
     assert set(ok.values()) == {1}, "a slot was recorded ok more than once"
     expected = {(run.index, pos): (run.order, names[t])
                 for run in plan.runs for pos, t in enumerate(run.tests)}
     assert set(ok) == set(expected)
-    for idx, order, pos, test, status in rows:
+    for idx, order, pos, test, *_ in rows:
         assert (order, test) == expected[(idx, pos)]
+    # A run is the unit of order: its current trials start after its (last) reset, at
+    # position 0, and each follows the one planned before it (or its own failed attempt).
+    by_run: dict[int, list[int]] = {}
+    for idx, _, pos, _, _, superseded, started, reset_ended in rows:
+        if not superseded:
+            assert started >= reset_ended, f"run {idx} position {pos} ran before its reset"
+            by_run.setdefault(idx, []).append(pos)
+    for idx, positions in by_run.items():
+        assert positions[0] == 0 and all(b - a in (0, 1) for a, b in zip(positions, positions[1:]))
+        assert positions[-1] == len(plan.runs[idx].tests) - 1
     metrics = conn.execute("SELECT count(*) FROM metric m JOIN trial t ON t.id = m.trial_id"
-                           " WHERE t.status = 'ok'").fetchone()[0]
+                           " WHERE t.status = 'ok' AND t.superseded = 0").fetchone()[0]
     assert metrics == len(expected)
     assert conn.execute("SELECT count(*) FROM trial WHERE status = 'running'").fetchone()[0] == 0
-    return Counter(status for *_, status in rows)
+    return Counter("superseded" if superseded else status
+                   for _, _, _, _, status, superseded, *_ in rows)
 
 
 @pytest.mark.parametrize("phase", ["trials-and-resets", "database-writes"])
@@ -105,7 +121,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
         washout("resume", db, "--quiet")
     assert kills >= 3, "the experiment finished before it could be killed enough"
     counts = check_store_against_plan(db, n_tests, runs, seed)
-    assert set(counts) <= {"ok", "interrupted"}
+    assert set(counts) <= {"ok", "superseded"}  # interrupted trials' runs were re-run whole
     assert "complete" in washout("status", db).stdout
     assert "nothing to resume" in washout("resume", db).stdout
 
@@ -129,7 +145,7 @@ command = "true"
 ''')
     db = tmp_path / "h.db"
     t0 = time.monotonic()
-    washout("run", spec, "--db", db, "--quiet")
+    assert washout("run", spec, "--db", db, "--quiet", check=False).returncode == 4
     assert time.monotonic() - t0 < 30
     conn = sqlite3.connect(db)
     rows = {t: (s, r, c, e) for t, s, r, c, e in conn.execute(
@@ -196,7 +212,8 @@ def test_status_while_running_then_complete(tmp_path: Path) -> None:
     proc = start("run", spec, "--db", db, "--quiet")
     wait_for_trials(db, "status = 'ok'")
     during = washout("status", db).stdout
-    assert "running:" in during and "of 12 trials done" in during and "ETA" in during
+    assert f"running (pid {proc.pid} on host " in during
+    assert "of 12 trials done" in during and "ETA" in during
     proc.communicate(timeout=60)
     assert proc.returncode == 0
     after = washout("status", db).stdout
@@ -236,11 +253,11 @@ command = "test -e {flag}"
 ''')
     db = tmp_path / "a.db"
     proc = washout("run", spec, "--db", db, "--quiet", check=False)
-    assert proc.returncode == 130 and "on_failure = 'abort'" in proc.stdout
+    assert proc.returncode == 5 and "on_failure = 'abort'" in proc.stdout
     flag.touch()
     washout("resume", db, "--quiet")
     counts = check_store_against_plan(db, 2, 2, 3)
-    assert counts["failed"] == 1
+    assert counts["failed"] == 0 and counts["superseded"] >= 1  # its run was re-run whole
 
 
 def test_failed_setup_is_a_one_line_error_and_costs_nothing(tmp_path: Path) -> None:
@@ -269,7 +286,7 @@ stdout = "last-number"
 ''')
     db = tmp_path / "sec.db"
     env = {**os.environ, "WASHOUT_TEST_TOKEN": token}
-    washout("run", spec, "--db", db, "--quiet", env=env)
+    assert washout("run", spec, "--db", db, "--quiet", env=env, check=False).returncode == 4
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM metric").fetchone()[0] == len(token)  # it was passed
     conn.close()

@@ -202,7 +202,9 @@ def test_every_metric_source_and_an_unparsable_trial(tmp_path: Path) -> None:
     spec = tmp_path / "m.toml"
     spec.write_text(METRICS_SPEC.replace("WORK", str(work)))
     db = tmp_path / "m.db"
-    washout("run", spec, "--db", db, "--quiet")
+    proc = washout("run", spec, "--db", db, "--quiet", check=False)
+    assert proc.returncode == 4  # every trial of nothing-parsable failed
+    assert "Test 'nothing-parsable': all 1 trial(s) failed" in proc.stderr
     frame = exported(db).set_index(["test", "metric"])
     assert frame.loc[("many", "p50"), "value"] == 1.5
     assert frame.loc[("many", "p99"), "value"] == 9.25
@@ -238,7 +240,7 @@ def test_pinning_applies_to_the_trial_and_is_recorded(tmp_path: Path) -> None:
                     '[test.metrics.cpu]\nstdout = "last-number"\n'
                     '[[test]]\nname = "nowhere"\ncpus = "4096"\ncommand = "true"\n')
     db = tmp_path / "pin.db"
-    washout("run", spec, "--db", db, "--quiet")
+    assert washout("run", spec, "--db", db, "--quiet", check=False).returncode == 4
     rows = dict((t, (s, r, c)) for t, s, r, c in sqlite3.connect(db).execute(
         "SELECT test, status, reason, cpus FROM trial"))
     assert rows["where"] == ("ok", "", "1")

@@ -47,8 +47,11 @@ def wait_for(predicate, seconds: float) -> None:
         time.sleep(0.05)
 
 
-def test_connection_dropped_mid_trial_is_retried_and_the_orphan_killed(
+def test_connection_dropped_mid_trial_reruns_the_run_whole_and_kills_the_orphan(
         sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    """The trial in flight is kept as interrupted, not as a failure that ``record`` would
+    count as done; its run is re-run whole after the reconnection (the attempt kept as
+    superseded), and the command left running on the worker is killed."""
     server, = sshd_farm.start(1)
     first = tmp_path / "first"
     spec = tmp_path / "spec.toml"
@@ -57,15 +60,20 @@ def test_connection_dropped_mid_trial_is_retried_and_the_orphan_killed(
 name = "drop"
 runs = 1
 seed = 5
-on_failure = "retry:1"
+orders = ["fixed"]
+on_failure = "record"
+
+[[test]]
+name = "fast"
+command = "echo fast"
 
 [[test]]
 name = "slow"
 command = "if mkdir {first} 2>/dev/null; then echo $$ > {first}/pid; sleep 60; fi; echo done"
 
 [[test]]
-name = "fast"
-command = "echo fast"
+name = "last"
+command = "echo last"
 """ + server.worker_toml("w", sshd_farm.known_hosts))
     db = tmp_path / "drop.db"
     proc = subprocess.Popen([sys.executable, "-m", "washout", "run", str(spec), "--db", str(db),
@@ -80,14 +88,65 @@ command = "echo fast"
     finally:
         proc.kill()
     assert proc.returncode == 0, out + err
-    attempts = query(db, "SELECT test, attempt, status, reason FROM trial ORDER BY id")
-    slow = [a for a in attempts if a[0] == "slow"]
-    assert slow[0][1:3] == (0, "failed") and "connection lost" in slow[0][3]
-    assert [a[2] for a in slow[1:]] == ["ok", "ok"]  # its retry, then the other run
-    assert all(a[2] == "ok" for a in attempts if a[0] == "fast")
+    attempts = query(db, "SELECT test, status, superseded, reason FROM trial ORDER BY id")
+    assert [a[:3] for a in attempts] == [("fast", "ok", 1), ("slow", "interrupted", 1),
+                                         ("fast", "ok", 0), ("slow", "ok", 0), ("last", "ok", 0)]
+    assert "connection lost" in attempts[1][3]
     frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
-    assert (frame.groupby(["run", "test"])["status"].apply(lambda s: "ok" in set(s))).all()
+    assert list(frame["test"]) == ["fast", "slow", "last"] and set(frame["status"]) == {"ok"}
     assert not alive(orphan)  # killed on reconnect, not left to run its 60 s
+
+
+def test_a_worker_lost_for_good_keeps_its_trial_interrupted_and_nothing_it_never_ran(
+        sshd_farm: SshdFarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No row stays running, no trial that never started is recorded, and once the worker
+    is back ``resume`` completes the plan with every run whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_robustness import check_store_against_plan
+    from washout.engine import Experiment, execute
+    from washout.spec import load_spec
+
+    monkeypatch.setattr("washout.execute.ssh.RECONNECT_WINDOW", 2.0)
+    server, = sshd_farm.start(1)
+    pid_file = tmp_path / "pid"
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(f"""
+[experiment]
+name = "gone"
+runs = 1
+seed = 3
+on_failure = "record"
+
+[[test]]
+name = "first"
+command = "if [ ! -e {pid_file} ]; then echo $$ > {pid_file}; sleep 60; fi"
+
+[[test]]
+name = "second"
+command = "true"
+""" + server.worker_toml("w", sshd_farm.known_hosts))
+    spec, text = load_spec(spec_path)
+    experiment = Experiment.prepare(spec, text, str(spec_path))
+    db = tmp_path / "gone.db"
+    store = experiment.create_store(db)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(execute, experiment, store)
+            wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60)
+            server.stop()  # the worker vanishes for good
+            outcome = running.result(timeout=90)
+        assert "could not be re-established within 2 s" in outcome.worker_errors["w"]
+        rows = query(db, "SELECT test, status, reason FROM trial ORDER BY id")
+        assert [r[:2] for r in rows if r[0] == "first"][-1] == ("first", "interrupted")
+        assert "connection lost" in rows[-1][2]
+        assert all(status in ("ok", "interrupted") for _, status, _ in rows)  # no running row
+        assert rows[-1][:2] == ("first", "interrupted")  # nothing begun after it
+        server.start()
+        assert execute(experiment, store).complete
+    finally:
+        store.close()
+    check_store_against_plan(db, 2, 1, 3)
 
 
 def test_reboot_reset_waits_reconnects_and_checks_the_boot_id(sshd_farm: SshdFarm,

@@ -25,3 +25,103 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     assert store.finish_trial(second, **fields) is None
     assert store.counts() == {"ok": 2}
     assert len(store.long_frame()) == 2
+
+
+def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: Path) -> None:
+    """Stores written before trials could be superseded stay readable, also read-only."""
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "v1.db"
+    store = Store.create(path, record, [("a", "true", [])])
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
+    now = datetime.now(UTC)
+    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), status="ok", reason="",
+                       exit_code=0, started=now, ended=now, duration=0.5, stdout_tail="",
+                       stderr_tail="", cpus=None, metrics={})
+    store.close()
+    conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
+    conn.execute("ALTER TABLE trial DROP COLUMN superseded")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    reader = Store.open(path, readonly=True)
+    assert reader.counts() == {"ok": 1} and len(reader.long_frame()) == 1
+    reader.close()
+    writer = Store.open(path)
+    assert writer.counts() == {"ok": 1}
+    writer.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT superseded FROM trial").fetchall() == [(0,)]
+
+
+def test_one_writer_at_a_time_and_the_lock_goes_with_its_holder(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    import pytest
+
+    from washout.errors import StoreBusyError
+    from washout.store import writer_of
+
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "w.db"
+    first = Store.create(path, record, [("a", "true", [])])  # created locked
+    holder = writer_of(path)
+    assert holder is not None and holder["pid"] == os.getpid()
+    assert holder["host"] == socket.gethostname()
+    second = Store.open(path)
+    with pytest.raises(StoreBusyError, match=f"in use by pid {os.getpid()} on host "):
+        second.lock()
+    first.close()
+    assert writer_of(path) is None
+    second.lock()
+    assert writer_of(path) is not None
+    second.close()
+
+
+def test_creating_the_same_store_at_the_same_instant_one_wins_the_other_is_told(
+        tmp_path: Path) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from washout.errors import WashoutError
+
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    for attempt in range(20):
+        path = tmp_path / f"same-{attempt}.db"
+        barrier = threading.Barrier(2)
+
+        def create() -> Store | str:
+            barrier.wait()
+            try:
+                return Store.create(path, record, [("a", "true", [])])
+            except WashoutError as err:
+                return str(err)
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda _: create(), range(2)))
+        stores = [r for r in results if isinstance(r, Store)]
+        errors = [r for r in results if isinstance(r, str)]
+        assert len(stores) == 1 and len(errors) == 1 and "already exists" in errors[0]
+        assert stores[0].experiment().name == "e"
+        stores[0].close()
+
+
+def test_a_status_probing_the_lock_does_not_turn_a_writer_away(tmp_path: Path) -> None:
+    """``status`` takes a shared lock for an instant; a ``resume`` starting then still
+    becomes the writer."""
+    import fcntl
+    import os
+    import threading
+
+    from washout.store import lock_path
+
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "p.db"
+    Store.create(path, record, [("a", "true", [])]).close()
+    probe = os.open(lock_path(path), os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH)
+    threading.Timer(0.2, os.close, (probe,)).start()  # a slow probe, released soon
+    store = Store.open(path)
+    store.lock()
+    store.close()

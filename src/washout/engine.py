@@ -3,13 +3,19 @@
 It only executes the plan and records; it decides nothing about order (that is
 :mod:`washout.plan`) and analyzes nothing. Resume is "re-plan from the stored spec and
 seed, skip what the store already holds": a planned slot (worker, run, position) is done
-when the store has a finished attempt that the failure policy accepts. A run interrupted
-half-way is reset again before its remaining trials, and that is logged as an event.
+when the store has a finished attempt that the failure policy accepts.
+
+A run is the unit of order: every trial must follow its planned predecessors since its
+run's reset. So a run interrupted part-way (washout killed or stopped, a worker lost) is
+re-run whole, a fresh reset and then every position from 0; the trials of the interrupted
+attempt stay in the store marked superseded, out of the analysis. A failed or timed-out
+trial of a finished run stays as recorded (it ran, in its place).
 
 Workers run concurrently (asyncio), each its own full schedule; a failing worker stops
-only itself. Ctrl-C stops every worker at the next trial boundary; a second Ctrl-C stops
-at once (the trial in flight is killed with its process group and kept as
-``interrupted``).
+only itself. One process writes a store at a time (:meth:`Store.lock`). Ctrl-C stops
+every worker at the next trial boundary; a second Ctrl-C, or SIGTERM, stops at once (the
+trial in flight is killed with its process group and kept as ``interrupted``); teardown
+runs in every case.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 from washout import __version__
 from washout.environment import capture, check_same, fingerprint, mismatch
-from washout.errors import WashoutError
+from washout.errors import StoreWriteError, WashoutError
 from washout.execute.base import CommandResult, Executor, tail
 from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract
@@ -41,6 +47,10 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ProgressHook = Callable[[str, int], None]
 """Called as ``hook(worker, trials_done_now)`` after every finished slot."""
 
+LOST_RUN_RESTARTS = 3
+"""How often one session re-runs a run whose worker connection dropped mid-trial, before
+it gives that worker up (``resume`` tries again)."""
+
 
 class StopRequested(Exception):
     """Ctrl-C, or a failure under ``on_failure = "abort"``, stopped the experiment at a
@@ -49,6 +59,11 @@ class StopRequested(Exception):
     def __init__(self, message: str, *, abort: bool = False) -> None:
         super().__init__(message)
         self.abort = abort
+
+
+class RunInterrupted(Exception):
+    """A trial's outcome is unknown (its worker's connection dropped): its run must be
+    re-run whole."""
 
 
 @dataclass
@@ -62,11 +77,16 @@ class Outcome:
     executed: int = 0
     failures: int = 0
     stopped: str | None = None
+    aborted: bool = False
+    terminated: bool = False
+    """Stopped by SIGTERM."""
+    store_error: str | None = None
+    """Why the store could not be written (the session stopped; what was committed holds)."""
     worker_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
-        return self.stopped is None and not self.worker_errors
+        return self.stopped is None and not self.worker_errors and self.store_error is None
 
 
 @dataclass(frozen=True)
@@ -255,11 +275,13 @@ class _Worker:
                                        cwd=self._cwd(test.cwd), env=env, cpus=test.cpus)
         except asyncio.CancelledError:
             self.store.finish_trial(
-                trial_id, status="interrupted", reason="stopped by the user during this trial",
+                trial_id, status="interrupted",
+                reason=f"{self.outcome.stopped or 'stopped'} during this trial",
                 exit_code=None, started=datetime.now(UTC), ended=datetime.now(UTC),
                 duration=0.0, stdout_tail="", stderr_tail="", cpus=test.cpus, metrics={})
             raise
-        status = "failed" if result.status == "lost" else result.status
+        # A lost connection leaves the outcome unknown: the trial was interrupted.
+        status = "interrupted" if result.status == "lost" else result.status
         reason = result.reason
         metrics: dict[str, float] = {}
         if status == "ok":
@@ -285,38 +307,45 @@ class _Worker:
             stderr_tail=redact(tail(result.stderr), self.secrets), cpus=result.cpus,
             metrics=metrics)
 
-    async def run_trials(self, run_index: int, run_id: int, pending: list[tuple[int, int]],
-                         slots: dict[tuple[int, int], list[str]]) -> None:
-        """The pending slots (position, test index) of one run in order, each attempted
-        until the failure policy is satisfied.
+    async def run_trials(self, run_index: int, run_id: int, tests: list[int]) -> None:
+        """Every position of one run in order, each attempted until the failure policy is
+        satisfied.
 
         A trial's finish and the next trial's start are one transaction (one commit per
         trial, not two, on the path between two trials); each trial is still committed as
-        ``running`` before it starts. Ctrl-C stops at the next slot boundary.
+        ``running`` before it starts. Ctrl-C stops at the next slot boundary. A trial whose
+        worker was lost is kept as ``interrupted`` and ends the run (:class:`RunInterrupted`);
+        one the worker never started (it was given up before) is not kept.
         """
         exp = self.spec.experiment
         if self.stop.is_set():
             raise StopRequested("stopped by the user")
 
-        def start(k: int, statuses: list[str]) -> NextTrial:
-            pos, ti = pending[k]
-            return run_id, pos, self.x.tests[ti].name, len(statuses), datetime.now(UTC)
+        def start(position: int, attempt: int) -> NextTrial:
+            return run_id, position, self.x.tests[tests[position]].name, attempt, \
+                datetime.now(UTC)
 
-        k = 0
-        statuses = slots.get((run_index, pending[0][0]), [])
-        trial_id: int | None = self.store.begin_trial(*start(0, statuses))
+        position, statuses = 0, []
+        trial_id: int | None = self.store.begin_trial(*start(0, 0))
         while trial_id is not None:
-            test = self.x.tests[pending[k][1]]
-            status, fields = await self.trial(trial_id, test, self.envs[pending[k][1]])
+            test = self.x.tests[tests[position]]
+            try:
+                status, fields = await self.trial(trial_id, test, self.envs[tests[position]])
+            except WashoutError:
+                self.store.forget_trial(trial_id)
+                raise
             statuses = statuses + [status]
+            lost = status == "interrupted"
             abort = status != "ok" and exp.on_failure == "abort"
-            done = slot_done(statuses, exp.on_failure, exp.retries)
+            done = not lost and slot_done(statuses, exp.on_failure, exp.retries)
             if done:
-                k += 1
-                statuses = slots.get((run_index, pending[k][0]), []) if k < len(pending) else []
-            go_on = not abort and k < len(pending) and not (done and self.stop.is_set())
-            trial_id = self.store.finish_trial(trial_id, **fields,
-                                               then=start(k, statuses) if go_on else None)
+                position, statuses = position + 1, []
+            go_on = (not (abort or lost) and position < len(tests)
+                     and not (done and self.stop.is_set()))
+            trial_id = self.store.finish_trial(
+                trial_id, **fields, then=start(position, len(statuses)) if go_on else None)
+            if lost:
+                raise RunInterrupted(f"{test.name!r} at position {position}: {fields['reason']}")
             if status != "ok":
                 self.outcome.failures += 1
                 if abort:
@@ -326,40 +355,88 @@ class _Worker:
             if done:
                 self.outcome.executed += 1
                 self.progress(self.ex.name, 1)
-        if k < len(pending):
+        if position < len(tests):
             raise StopRequested("stopped by the user")
 
     async def execute(self) -> None:
+        """Every run of the plan that the store does not hold complete, each whole: runs
+        left part-way by an earlier session were superseded before (:func:`recover`); a
+        run whose worker is lost mid-trial is superseded and re-run here, after the
+        executor reconnects, at most :data:`LOST_RUN_RESTARTS` times."""
         exp = self.spec.experiment
         slots = self.store.slot_attempts(self.worker_id)
         for run in self.x.plan.runs:
-            pending = [(pos, ti) for pos, ti in enumerate(run.tests)
-                       if not slot_done(slots.get((run.index, pos), []), exp.on_failure,
-                                        exp.retries)]
-            if not pending:
+            if run_complete(slots, run.index, len(run.tests), exp.on_failure, exp.retries):
                 continue
             if self.stop.is_set():
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]
             run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
-            if len(pending) < len(run.tests):
-                self.store.event("resume", f"run {run.index} resumed at position "
-                                 f"{pending[0][0]} after a fresh reset", self.ex.name)
-            await self.check_environment(run.index)
-            await self.reset(run_id)
-            await self.run_trials(run.index, run_id, pending, slots)
+            for restart in range(LOST_RUN_RESTARTS + 1):
+                try:
+                    await self.check_environment(run.index)
+                    await self.reset(run_id)
+                    await self.run_trials(run.index, run_id, list(run.tests))
+                    break
+                except RunInterrupted as err:
+                    kept = self.store.supersede_run(run_id)
+                    message = (f"run {run.index} lost its worker during {err}; its {kept} "
+                               "trial(s) are kept as superseded")
+                    if restart == LOST_RUN_RESTARTS:
+                        raise WashoutError(f"{self.ex.name}: {message}; gave up after "
+                                           f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
+                                           "re-runs it whole)") from None
+                    if self.stop.is_set():
+                        raise StopRequested("stopped by the user") from None
+                    self.store.event("rerun", message + "; re-running it whole", self.ex.name)
+                    # Reconnect (and so kill what the lost trial left) before anything else:
+                    # a worker gone for good is then this one-line error.
+                    await self._command("reconnect", "true", None, None)
             self.store.set_run_status(run_id, "done")
 
 
+def run_complete(slots: dict[tuple[int, int], list[str]], run_index: int, length: int,
+                 policy: str, retries: int) -> bool:
+    """Whether every position of a run has its attempts done by the failure policy."""
+    return all(slot_done(slots.get((run_index, pos), []), policy, retries)
+               for pos in range(length))
+
+
+def recover(experiment: Experiment, store: Store) -> None:
+    """Prepare a store for its next session: trials left ``running`` by a killed process
+    become ``interrupted``, and every run left part-way is superseded (its trials kept,
+    out of the analysis) so that it is re-run whole; each step is logged as an event."""
+    exp = experiment.spec.experiment
+    notes = []
+    interrupted = store.mark_interrupted()
+    if interrupted:
+        notes.append(f"{interrupted} trial(s) in flight when washout stopped were kept as "
+                     "interrupted")
+    for worker_id, name, *_ in store.workers():
+        slots = store.slot_attempts(worker_id)
+        started = {idx for idx, _ in slots}
+        for run in experiment.plan.runs:
+            if run.index in started and not run_complete(slots, run.index, len(run.tests),
+                                                         exp.on_failure, exp.retries):
+                names = [experiment.tests[i].name for i in run.tests]
+                kept = store.supersede_run(store.run_id(worker_id, run.index, run.order, names))
+                notes.append(f"{name}: run {run.index} was interrupted part-way; its {kept} "
+                             "trial(s) are kept as superseded and it is re-run whole after a "
+                             "fresh reset")
+    for note in notes:
+        store.event("resume", note)
+
+
 def count_done(experiment: Experiment, store: Store) -> int:
-    """Planned slots already done, over every worker in the store."""
+    """Planned slots already done, over every worker in the store: the slots of complete
+    runs, exactly what ``resume`` will skip (a run left part-way is re-run whole)."""
     exp = experiment.spec.experiment
     done = 0
     for worker_id, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
-        for run in experiment.plan.runs:
-            done += sum(slot_done(slots.get((run.index, pos), []), exp.on_failure, exp.retries)
-                        for pos in range(len(run.tests)))
+        done += sum(len(run.tests) for run in experiment.plan.runs
+                    if run_complete(slots, run.index, len(run.tests), exp.on_failure,
+                                    exp.retries))
     return done
 
 
@@ -419,44 +496,66 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
             await worker.setup()
             set_up = True
             await worker.execute()
+        except StoreWriteError as err:  # every worker writes the same store: stop them all
+            outcome.store_error = outcome.store_error or str(err)
+            stop.set()
         except StopRequested as err:
             outcome.stopped = str(err)
-            store.event("stopped", str(err), ex.name)
+            outcome.aborted = outcome.aborted or err.abort
+            _note(store, outcome, "stopped", str(err), ex.name)
             if err.abort:
                 stop.set()
         except WashoutError as err:
             outcome.worker_errors[ex.name] = str(err)
-            store.event("error", str(err), ex.name)
+            _note(store, outcome, "error", str(err), ex.name)
         finally:
-            # Teardown whenever setup ran, even after Ctrl-C or an error: what setup
-            # started (a server) must not outlive the session.
+            # Teardown whenever setup ran, even after Ctrl-C, SIGTERM or an error: what
+            # setup started (a server) must not outlive the session.
             if set_up:
                 try:
                     await worker.teardown()
+                except StoreWriteError as err:  # it ran; only its event was not stored
+                    outcome.store_error = outcome.store_error or str(err)
                 except WashoutError as err:
-                    store.event("error", str(err), ex.name)
+                    _note(store, outcome, "error", str(err), ex.name)
                     outcome.worker_errors.setdefault(ex.name, str(err))
             await ex.close()
 
     await asyncio.gather(*(one(ex) for ex in executors))
 
 
+def _note(store: Store, outcome: Outcome, kind: str, message: str,
+          worker: str | None = None) -> None:
+    """Record an event about how the session went, unless the store cannot be written
+    any more (then that is what the outcome says)."""
+    try:
+        store.event(kind, message, worker)
+    except StoreWriteError as err:
+        outcome.store_error = outcome.store_error or str(err)
+
+
 def execute(experiment: Experiment, store: Store, *, executors: list[Executor] | None = None,
             progress: ProgressHook | None = None, allow_mismatch: bool = False,
             on_stop_request: Callable[[int], None] | None = None,
-            sync: Callable[[Executor], object] | None = None) -> Outcome:
+            sync: Callable[[Executor], object] | None = None,
+            on_start: Callable[[int], None] | None = None) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.
 
+    Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
+    another process holds it; held until the store is closed), then tidies what an
+    earlier session left (:func:`recover`).
+    ``on_start(done)`` is told how many planned slots are done before anything runs.
     ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
-    boundary; 2: stopping now).
+    boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
+    ``Outcome.terminated``.
     """
-    interrupted = store.mark_interrupted()
-    if interrupted:
-        store.event("resume", f"{interrupted} trial(s) in flight when washout stopped were "
-                    "kept as interrupted and will be re-run")
+    store.lock()
+    recover(experiment, store)
     outcome = Outcome(db=store.path, seed=experiment.plan.seed,
                       planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)))
     outcome.done_before = count_done(experiment, store)
+    if on_start is not None:
+        on_start(outcome.done_before)
     executors = executors if executors is not None else make_executors(experiment.spec)
     if sync is None and experiment.spec.experiment.sync:
         from washout.execute.sync import directory_sync
@@ -470,19 +569,29 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
         task = asyncio.current_task()
         presses = 0
 
-        def on_signal() -> None:
+        def on_interrupt() -> None:
             nonlocal presses
             presses += 1
             if on_stop_request:
                 on_stop_request(presses)
             stop.set()
-            if presses >= 2 and task is not None:
+            if presses >= 2:
+                now("stopped at once by the user")
+
+        def on_terminate() -> None:
+            outcome.terminated = True
+            now("stopped by SIGTERM")
+
+        def now(why: str) -> None:
+            outcome.stopped = why
+            stop.set()
+            if task is not None:
                 task.cancel()
 
         installed = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, handler in ((signal.SIGINT, on_interrupt), (signal.SIGTERM, on_terminate)):
             try:
-                loop.add_signal_handler(sig, on_signal)
+                loop.add_signal_handler(sig, handler)
                 installed.append(sig)
             except (RuntimeError, ValueError):
                 pass
@@ -490,8 +599,7 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
             await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch,
                            sync)
         except asyncio.CancelledError:
-            outcome.stopped = "stopped at once by the user"
-            store.event("stopped", outcome.stopped)
+            _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)

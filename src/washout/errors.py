@@ -2,19 +2,65 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
+class ExitCode(IntEnum):
+    """Every exit status of the ``washout`` command (documented in docs/guarantees.md).
+
+    130 and 143 follow the shell's 128 + signal number for SIGINT and SIGTERM.
+    """
+
+    DONE = 0
+    BAD_INPUT = 2
+    """A one-line error: a spec, option, file or database washout cannot use."""
+    WORKER_FAILED = 3
+    """A worker stopped on an error (setup, reset, connection, provenance change)."""
+    TEST_ALWAYS_FAILED = 4
+    """The experiment ran, but every trial of some test failed."""
+    ABORTED = 5
+    """A trial failed under ``on_failure = "abort"``."""
+    STORE_BUSY = 6
+    """Another washout process is writing this store."""
+    STORE_UNWRITABLE = 7
+    """The store could not be written (disk full, read-only, I/O error); what was
+    committed is intact and ``washout resume`` continues."""
+    INTERRUPTED = 130
+    """Ctrl-C (SIGINT)."""
+    TERMINATED = 143
+    """SIGTERM."""
+
+
 class WashoutError(Exception):
-    """A user-facing error; the CLI prints ``str(err)`` on one line and exits with 2.
+    """A user-facing error; the CLI prints ``str(err)`` on one line and exits with
+    :attr:`exit_code` (2, bad input, unless a subclass says otherwise).
 
     Build messages as ``file: field = value: what is wrong`` so the user can find the spot.
     """
 
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()) if "\n" in message else message)
+
+
+class StoreBusyError(WashoutError):
+    """Another live washout process holds the store's writer lock."""
+
+    exit_code = ExitCode.STORE_BUSY
+
+
+class StoreExistsError(WashoutError):
+    """A new store's path is taken (washout never overwrites a file)."""
+
+
+class StoreWriteError(WashoutError):
+    """A write to the store failed (disk full, read-only file system, I/O error)."""
+
+    exit_code = ExitCode.STORE_UNWRITABLE
 
 
 def choose(choices: dict[str, T], name: str, option: str, what: str) -> T:

@@ -14,9 +14,20 @@ FORMATS = ("csv", "json", "parquet")
 
 
 def write_long(frame: pd.DataFrame, fmt: str, output: Path | None, stdout: IO[str]) -> None:
-    """Write ``frame`` to ``output`` (or ``stdout`` for text formats)."""
+    """Write ``frame`` to ``output`` (or ``stdout`` for text formats); a write the file
+    system refuses (full, read-only) is a one-line error."""
     if fmt not in FORMATS:
         raise WashoutError(f"--format = {fmt!r}: expected one of {', '.join(FORMATS)}")
+    try:
+        _write(frame, fmt, output, stdout)
+    except OSError as err:
+        if output is None:  # stdout (a closed pipe): not a file washout was told to write
+            raise
+        raise WashoutError(f"-o = {str(output)!r}: cannot write: {err.strerror or err}"
+                           ) from None
+
+
+def _write(frame: pd.DataFrame, fmt: str, output: Path | None, stdout: IO[str]) -> None:
     if fmt == "parquet":
         if output is None:
             raise WashoutError("--format = 'parquet': needs -o FILE (binary output)")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from washout.store import Store
+from washout.store import Store, describe_writer, writer_of
 
 
 def progress_of(store: Store) -> dict[str, Any]:
-    """Planned and done slots, failures, runs done, and an ETA from mean trial duration.
+    """Planned and done slots, failures, runs done, the live writer (``writer``: host, pid,
+    started; None when no washout process is writing it) and an ETA from mean trial
+    duration.
 
     The plan is rebuilt from the stored spec and seed, so "done" means exactly what
     ``resume`` will skip.
@@ -30,7 +32,8 @@ def progress_of(store: Store) -> dict[str, Any]:
         "runs_planned": len(experiment.plan.runs) * workers, "runs_done": runs_done,
         "ok": counts.get("ok", 0), "failed": counts.get("failed", 0),
         "timeout": counts.get("timeout", 0), "interrupted": counts.get("interrupted", 0),
-        "running": counts.get("running", 0),
+        "running": counts.get("running", 0), "superseded": counts.get("superseded", 0),
+        "writer": writer_of(store.path),
         "eta_seconds": None if mean is None else remaining * mean / workers,
         "complete": remaining == 0,
         "seed": experiment.plan.seed, "name": experiment.spec.experiment.name,
@@ -51,12 +54,16 @@ def describe(store: Store) -> str:
     if p["complete"]:
         lines.append(f"complete: {p['done']} of {p['planned']} trials, "
                      f"{p['runs_done']} of {p['runs_planned']} runs")
-    else:
+    elif p["writer"] is not None:
         eta = "unknown" if p["eta_seconds"] is None else _duration(p["eta_seconds"])
-        state = "running" if p["running"] else "stopped"
-        lines.append(f"{state}: {p['done']} of {p['planned']} trials done, "
-                     f"{p['runs_done']} of {p['runs_planned']} runs; ETA {eta}")
-    lines.append(f"failed {p['failed']}, timed out {p['timeout']}, interrupted {p['interrupted']}")
+        lines.append(f"running ({describe_writer(p['writer'])}): {p['done']} of "
+                     f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} "
+                     f"runs; ETA {eta}")
+    else:
+        lines.append(f"stopped; `washout resume {store.path}` continues it: {p['done']} of "
+                     f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} runs")
+    lines.append(f"failed {p['failed']}, timed out {p['timeout']}, interrupted {p['interrupted']}"
+                 + (f", superseded {p['superseded']}" if p["superseded"] else ""))
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {reason}")
     return "\n".join(lines)

@@ -2,8 +2,14 @@
 
 A process killed at any moment loses at most the trial in flight: a trial row is
 committed as ``running`` when it starts and committed again, with its metrics, when it
-ends; ``resume`` marks rows left ``running`` as ``interrupted`` and re-runs their slots.
-WAL lets ``washout status`` and ``washout analyze`` read while an experiment writes.
+ends; ``resume`` marks rows left ``running`` as ``interrupted`` and re-runs their runs
+whole, keeping the earlier partial attempts marked ``superseded``.
+WAL lets ``washout status`` and ``washout analyze`` read while an experiment writes; they
+open the file read-only and check its integrity first.
+One process writes a store at a time: it holds an exclusive ``flock`` on the sidecar file
+``NAME.db-lock``, which names the holder (host, pid, start time). The kernel drops the lock
+when the holder dies, however it dies, so a lock is never stale (flock(2); SQLite's own
+locks are POSIX record locks on the database and its WAL files, which flock does not touch).
 ``synchronous=NORMAL`` in WAL mode survives a killed process (the OS keeps the log) without
 an fsync per trial; a power cut can lose the last trials, never corrupt the file (SQLite
 documentation, "Write-Ahead Logging" and PRAGMA synchronous).
@@ -11,8 +17,12 @@ documentation, "Write-Ahead Logging" and PRAGMA synchronous).
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import socket
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,12 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from washout import __version__
-from washout.errors import WashoutError
+from washout.errors import StoreBusyError, StoreExistsError, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added ``trial.superseded``; a version-1 store is upgraded when opened for writing."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
@@ -55,7 +66,7 @@ CREATE TABLE trial (
     position INTEGER NOT NULL, test TEXT NOT NULL, attempt INTEGER NOT NULL,
     status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', exit_code INTEGER,
     started TEXT NOT NULL, ended TEXT, duration REAL, stdout_tail TEXT, stderr_tail TEXT,
-    cpus TEXT);
+    cpus TEXT, superseded INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX trial_slot ON trial (run_id, position);
 CREATE TABLE metric (
     trial_id INTEGER NOT NULL REFERENCES trial(id), name TEXT NOT NULL, value REAL NOT NULL,
@@ -66,6 +77,13 @@ CREATE TABLE event (
 """
 
 FINISHED = ("ok", "failed", "timeout")
+SUPERSEDED = "superseded"
+"""The long-format status of a trial from an interrupted run's earlier attempt (included
+only on request: those trials did not all have their planned predecessors)."""
+
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_UNWRITABLE = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
+               sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM}
 
 NextTrial = tuple[int, int, str, int, datetime]
 """A trial to begin: (run id, position, test name, attempt, start time)."""
@@ -96,6 +114,97 @@ class ExperimentRecord:
     tool_version: str
 
 
+def _primary_code(err: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of an error (its extended code's low byte)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def _damaged(path: Path, problem: str) -> WashoutError:
+    return WashoutError(f"{path}: damaged: {problem} (copy what is readable with "
+                        f"'sqlite3 {path} .recover')")
+
+
+_INTACT: set[tuple[object, ...]] = set()
+"""Stores that passed the integrity check in this process, as :func:`_identity` saw them:
+a command that opens one store several times (``report``: trials, metadata, claims) pays
+for one check (1.7 s for a 177 MB store)."""
+
+
+def _identity(path: Path) -> tuple[object, ...]:
+    """A store file as it is now: path, size and modification time of it and its log (a
+    write to either makes it another)."""
+    stats = [path.stat()]
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        stats.append(wal.stat())
+    return (str(path.resolve()), *((s.st_size, s.st_mtime_ns) for s in stats))
+
+
+def _read_only_uri(path: Path) -> str:
+    """A read-only URI for ``path``. Where no writer can be (a read-only directory or file
+    system, no ``-shm`` file, no write-ahead log with data) it is also ``immutable``: a
+    reader of a WAL database must otherwise create the ``-shm`` file (SQLite, "WAL-mode
+    read-only databases" in "Write-Ahead Logging"), which such a place refuses."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    no_log = not wal.exists() or wal.stat().st_size == 0
+    if no_log and not shm.exists() and not os.access(path.resolve().parent, os.W_OK):
+        uri += "&immutable=1"
+    return uri
+
+
+def lock_path(path: str | Path) -> Path:
+    """The sidecar file whose flock marks a store's one writer."""
+    return Path(f"{path}-lock")
+
+
+def writer_of(path: str | Path) -> dict[str, Any] | None:
+    """The live process writing the store at ``path`` (host, pid, started), or None.
+
+    Probes the sidecar's flock with a shared, non-blocking request: refused means a
+    writer holds it now; a dead writer's lock is already gone.
+    """
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except ValueError:  # being written this instant
+                holder = {}
+            return holder if isinstance(holder, dict) else {}
+        return None
+    finally:
+        os.close(fd)
+
+
+def _take_exclusive(fd: int, attempts: int = 20, pause: float = 0.05) -> bool:
+    """Take the exclusive flock on ``fd`` without waiting for a writer; a few retries let
+    a ``status`` that probes the lock at that instant (a shared lock held for
+    microseconds) pass."""
+    for attempt in range(attempts):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < attempts:
+                time.sleep(pause)
+    return False
+
+
+def describe_writer(holder: dict[str, Any]) -> str:
+    """``pid 123 on host h since 2026-...`` (what is known of it)."""
+    if not holder:
+        return "another washout process"
+    return (f"pid {holder.get('pid')} on host {holder.get('host')} since "
+            f"{holder.get('started')}")
+
+
 def is_store(path: str | Path) -> bool:
     """True if ``path`` is an SQLite file (washout or not: :meth:`Store.open` checks)."""
     try:
@@ -108,16 +217,23 @@ def is_store(path: str | Path) -> bool:
 class Store:
     """An experiment's SQLite database."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, live: str = "superseded = 0"
+                 ) -> None:
         self.conn = conn
         self.path = path
+        self._live = live
+        self._lock_fd: int | None = None
 
     # -- opening -----------------------------------------------------------------------
     @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
+    def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         # check_same_thread=False: the engine may run in a helper thread when its caller is
         # inside an event loop; one thread at a time uses the connection (the caller waits).
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        # Read-only through a URI (mode=ro): the file, its directory or the disk may be
+        # read-only, and a reader must never change a store.
+        target = _read_only_uri(path) if readonly else str(path)
+        conn = sqlite3.connect(target, uri=readonly, isolation_level=None, timeout=30.0,
+                               check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
@@ -125,17 +241,41 @@ class Store:
     @classmethod
     def create(cls, path: str | Path, record: ExperimentRecord,
                tests: Iterable[tuple[str, str, list[str]]]) -> Store:
-        """Create a new store; refuses to touch an existing file (never overwrite)."""
+        """Create a new store, holding its writer lock; refuses to touch an existing file
+        (never overwrite), also when another process creates the same path at the same
+        instant (the file is created with O_EXCL: one of them wins)."""
         path = Path(path)
-        if path.exists():
-            raise WashoutError(f"{path}: already exists; choose another --db, or "
-                               f"'washout resume {path}' to continue that experiment")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = cls._connect(path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        store = cls(conn, path)
-        with store.transaction():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            holder = writer_of(path)
+            raise StoreExistsError(
+                f"{path}: already exists" + ("" if holder is None else
+                                             f", in use by {describe_writer(holder)}") +
+                f"; choose another --db, or 'washout resume {path}' to continue that "
+                "experiment") from None
+        except OSError as err:
+            raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
+        store = cls(cls._connect(path), path)
+        try:
+            store.lock()
+            store._write_schema(record, tests)
+        except BaseException:
+            store.close()
+            for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                made.unlink(missing_ok=True)  # a store that never held a trial
+            raise
+        return store
+
+    def _write_schema(self, record: ExperimentRecord,
+                      tests: Iterable[tuple[str, str, list[str]]]) -> None:
+        try:
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.OperationalError as err:
+            raise self._write_error(err) from None
+        with self.transaction() as conn:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -150,43 +290,144 @@ class Store:
                 "INSERT INTO test (name, spec_index, command, metrics) VALUES (?, ?, ?, ?)",
                 [(name, i, command, json.dumps(metrics))
                  for i, (name, command, metrics) in enumerate(tests)])
-        return store
 
     @classmethod
-    def open(cls, path: str | Path) -> Store:
-        """Open an existing washout store, with a clear message for anything else."""
+    def open(cls, path: str | Path, *, readonly: bool = False) -> Store:
+        """Open an existing washout store, with a clear message for anything else.
+
+        Its integrity is checked first (``PRAGMA quick_check``), so a damaged store says
+        so in one line. ``readonly``: for commands that only read (status, analyze,
+        report, export): the file is opened read-only, so that read-only files and file
+        systems work and a reader never changes a store. Opened for writing, a version-1
+        store gains the ``superseded`` column (version 2).
+        """
         path = Path(path)
         if not path.exists():
             raise WashoutError(f"{path}: no such database")
         if not is_store(path):
             raise WashoutError(f"{path}: not an SQLite database")
-        conn = cls._connect(path)
         try:
+            conn = cls._connect(path, readonly)
+        except sqlite3.Error as err:
+            raise WashoutError(f"{path}: cannot open: {err}") from None
+        try:
+            return cls._checked(conn, path, readonly)
+        except BaseException:
+            conn.close()
+            raise
+
+    @classmethod
+    def _checked(cls, conn: sqlite3.Connection, path: Path, readonly: bool) -> Store:
+        """The store behind ``conn`` once its integrity and schema version are checked."""
+        try:
+            identity = _identity(path)
+            if identity not in _INTACT:
+                problems = [p for (p,) in conn.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    raise _damaged(path, "; ".join(problems))
+                _INTACT.add(identity)
+            tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+            if "meta" not in tables:
+                raise WashoutError(f"{path}: an SQLite database, but not a washout store")
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.DatabaseError:
-            conn.close()
-            raise WashoutError(f"{path}: an SQLite database, but not a washout store") from None
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            conn.close()
-            found = "none" if row is None else row[0]
+        except sqlite3.DatabaseError as err:
+            if _primary_code(err) in _DAMAGED:
+                raise _damaged(path, str(err)) from None
+            if not readonly and _primary_code(err) in _UNWRITABLE:
+                raise StoreWriteError(f"{path}: cannot open for writing: {err} (a read-only "
+                                      "file, directory or file system?)") from None
+            raise WashoutError(f"{path}: cannot read: {err}") from None
+        found = "none" if row is None else row[0]
+        if found not in ("1", str(SCHEMA_VERSION)):
             raise WashoutError(f"{path}: schema_version = {found}: this washout "
-                               f"({__version__}) reads schema version {SCHEMA_VERSION}")
+                               f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}")
+        if readonly:
+            return cls(conn, path, live="1" if found == "1" else "superseded = 0")
         conn.execute("PRAGMA synchronous = NORMAL")
-        return cls(conn, path)
+        store = cls(conn, path)
+        if found == "1":
+            with store.transaction() as c:
+                c.execute("ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                          (str(SCHEMA_VERSION),))
+        return store
 
     def close(self) -> None:
+        self.unlock()
         self.conn.close()
+
+    # -- the one writer ----------------------------------------------------------------
+    def lock(self) -> None:
+        """Become the store's one writer, or fail at once naming the live holder.
+
+        Idempotent for this object. The holder's host, pid and start time are written
+        into the sidecar after the lock is taken (so a reader never sees a loser's).
+        """
+        if self._lock_fd is not None:
+            return
+        path = lock_path(self.path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise StoreWriteError(f"{path}: cannot create the writer lock: {err.strerror}"
+                                  ) from None
+        if not _take_exclusive(fd):
+            os.close(fd)
+            holder = writer_of(self.path) or {}
+            raise StoreBusyError(
+                f"{self.path}: in use by {describe_writer(holder)}: one washout writes a "
+                f"store at a time (follow it with 'washout status {self.path}')") from None
+        me = {"host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+        except OSError as err:
+            os.close(fd)
+            raise StoreWriteError(f"{path}: cannot write the writer lock: {err.strerror}"
+                                  ) from None
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        """Give the writer lock up (closing the descriptor releases the flock)."""
+        if self._lock_fd is not None:
+            try:
+                os.ftruncate(self._lock_fd, 0)
+            except OSError:
+                pass  # the lock is released by the close all the same
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT)."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT).
+
+        A write the disk or file system refuses (full, read-only, I/O error) rolls back
+        and becomes a one-line :class:`StoreWriteError`: every earlier commit is intact.
+        """
         try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as err:
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite rolled back on its own (it may, on SQLITE_FULL)
+            raise self._write_error(err) from None
+
+    def _write_error(self, err: sqlite3.OperationalError) -> Exception:
+        """A refused write as a one-line error (or ``err`` itself if it is not one)."""
+        if _primary_code(err) not in _UNWRITABLE:
+            return err
+        return StoreWriteError(
+            f"{self.path}: cannot write: {err}; every trial committed before is intact: "
+            f"make room or fix the file, then 'washout resume {self.path}'")
 
     # -- experiment ----------------------------------------------------------------------
     def experiment(self) -> ExperimentRecord:
@@ -284,6 +525,12 @@ class Store:
                           [(trial_id, k, v) for k, v in metrics.items()])
             return None if then is None else self._insert_running(c, then)
 
+    def forget_trial(self, trial_id: int) -> None:
+        """Remove a trial committed as ``running`` that never started (its worker was
+        given up before it could run it): only trials that ran are recorded."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM trial WHERE id = ? AND status = 'running'", (trial_id,))
+
     def mark_interrupted(self) -> int:
         """Rows left ``running`` by a killed process become ``interrupted``; returns how many."""
         with self.transaction() as c:
@@ -292,11 +539,19 @@ class Store:
                             " WHERE status = 'running'")
             return cur.rowcount
 
+    def supersede_run(self, run_id: int) -> int:
+        """Keep the trials of a run's interrupted attempt as ``superseded`` (out of the
+        analysis: they lost their planned successors or predecessors); returns how many."""
+        with self.transaction() as c:
+            return c.execute("UPDATE trial SET superseded = 1 WHERE run_id = ? AND"
+                             " superseded = 0", (run_id,)).rowcount
+
     def slot_attempts(self, worker_id: int) -> dict[tuple[int, int], list[str]]:
-        """Statuses of every attempt per (run index, position) of a worker, oldest first."""
+        """Statuses of every current (not superseded) attempt per (run index, position) of
+        a worker, oldest first."""
         rows = self.conn.execute(
             "SELECT r.idx, t.position, t.status FROM trial t JOIN run r ON r.id = t.run_id"
-            " WHERE r.worker_id = ? ORDER BY t.id", (worker_id,))
+            f" WHERE r.worker_id = ? AND {self._live} ORDER BY t.id", (worker_id,))
         slots: dict[tuple[int, int], list[str]] = {}
         for idx, pos, status in rows:
             slots.setdefault((idx, pos), []).append(status)
@@ -306,8 +561,10 @@ class Store:
         return list(self.conn.execute("SELECT id, name, host, fingerprint FROM worker ORDER BY id"))
 
     def counts(self) -> dict[str, int]:
-        """Trials per status."""
-        return dict(self.conn.execute("SELECT status, count(*) FROM trial GROUP BY status"))
+        """Trials per status, the superseded ones under ``superseded`` alone."""
+        return dict(self.conn.execute(
+            f"SELECT CASE WHEN {self._live} THEN status ELSE '{SUPERSEDED}' END AS s, count(*)"
+            " FROM trial GROUP BY s"))
 
     def finished_durations(self) -> list[float]:
         """Durations of finished trials (for an ETA)."""
@@ -320,13 +577,28 @@ class Store:
         return list(self.conn.execute(
             "SELECT w.name, r.idx, t.position, t.test, t.status, t.reason FROM trial t"
             " JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
-            " WHERE t.status NOT IN ('ok', 'running') ORDER BY t.id DESC LIMIT ?", (limit,)))
+            f" WHERE t.status NOT IN ('ok', 'running') AND {self._live}"
+            " ORDER BY t.id DESC LIMIT ?", (limit,)))
+
+    def tests_without_success(self) -> list[tuple[str, int, str, str, str]]:
+        """Tests whose every current finished trial failed or timed out, with their trial
+        count and their first failure: (test, trials, status, reason, stderr tail)."""
+        rows = self.conn.execute(
+            "SELECT t.test, count(*), min(t.id) FROM trial t JOIN test s ON s.name = t.test"
+            f" WHERE t.status IN ('ok', 'failed', 'timeout') AND {self._live}"
+            " GROUP BY t.test HAVING sum(t.status = 'ok') = 0 ORDER BY s.spec_index").fetchall()
+        return [(test, n, *self.conn.execute(
+            "SELECT status, reason, stderr_tail FROM trial WHERE id = ?",
+            (first,)).fetchone()) for test, n, first in rows]
 
     # -- reading -------------------------------------------------------------------------
-    def long_frame(self) -> pd.DataFrame:
+    def long_frame(self, include_superseded: bool = False) -> pd.DataFrame:
         """The long format (see :mod:`washout.longformat`): one row per trial and metric,
         ordered by worker, run, position and attempt; label columns as categoricals
         (:data:`washout.longformat.LABELS`), time stamps as Python strings.
+
+        Trials of an interrupted run's earlier attempts are left out, or with
+        ``include_superseded`` given with status ``superseded``.
 
         The cyclic garbage collector is paused meanwhile: the millions of row tuples are
         acyclic, and its repeated passes over them took most of the time.
@@ -336,12 +608,12 @@ class Store:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._long_frame()
+            return self._long_frame(include_superseded)
         finally:
             if enabled:
                 gc.enable()
 
-    def _long_frame(self) -> pd.DataFrame:
+    def _long_frame(self, include_superseded: bool) -> pd.DataFrame:
         """:meth:`long_frame`, with the garbage collector as the caller left it.
 
         A trial without a value for one of its test's metrics (failed, timed out,
@@ -357,11 +629,14 @@ class Store:
         from washout.longformat import COLUMNS, label_column
 
         metrics_of = dict(self.tests())
-        statuses = [*FINISHED, "interrupted"]
+        statuses = [*FINISHED, "interrupted", SUPERSEDED]
         case = " ".join(f"WHEN ? THEN {i}" for i in range(len(statuses)))
+        which = "1" if include_superseded else self._live
         rows = self.conn.execute(
-            f"SELECT id, run_id, position, test, CASE status {case} ELSE -1 END, started,"
-            " ended FROM trial WHERE status != 'running' ORDER BY id", statuses).fetchall()
+            f"SELECT id, run_id, position, test, CASE WHEN NOT {self._live} THEN"
+            f" {statuses.index(SUPERSEDED)} ELSE CASE status {case} ELSE -1 END END, started,"
+            f" ended FROM trial WHERE status != 'running' AND {which} ORDER BY id",
+            statuses).fetchall()
         if not rows:
             return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object)
                                  for c in COLUMNS})
@@ -444,10 +719,10 @@ class Store:
         return pd.DataFrame({c: pd.Series(columns[c], dtype=columns[c].dtype) for c in COLUMNS})
 
 
-def read_long(path: str | Path) -> pd.DataFrame:
-    """The long format of a store file (for analysis, reports, export)."""
-    store = Store.open(path)
+def read_long(path: str | Path, include_superseded: bool = False) -> pd.DataFrame:
+    """The long format of a store file (for analysis, reports, export), read-only."""
+    store = Store.open(path, readonly=True)
     try:
-        return store.long_frame()
+        return store.long_frame(include_superseded)
     finally:
         store.close()

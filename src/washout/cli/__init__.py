@@ -1,8 +1,9 @@
 """Command-line entry point: a thin layer over the library.
 
 Each command lives in its own module and registers itself on :data:`washout.cli.app.app`.
-Every :class:`~washout.errors.WashoutError` becomes one line on stderr and exit code 2:
-no traceback reaches a user for bad input.
+Every :class:`~washout.errors.WashoutError` becomes one line on stderr and its exit code
+(2 for bad input; :class:`~washout.errors.ExitCode` lists them all): no traceback reaches a
+user for bad input.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def main() -> None:
         app(standalone_mode=True)
     except WashoutError as err:
         print(f"washout: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(err.exit_code)
     except KeyboardInterrupt:  # Ctrl-C before an experiment's own handler is installed
         print("washout: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -120,7 +120,7 @@ def stored_claims(source: Path, kind: str) -> list[str]:
     from washout.spec import parse_spec_text
     from washout.store import Store
 
-    store = Store.open(source)
+    store = Store.open(source, readonly=True)
     try:
         return list(parse_spec_text(store.experiment().spec_text, str(source)).experiment.claims)
     finally:

@@ -42,7 +42,9 @@ def report(
                                          "(repeatable; a store adds its spec's claims)."),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
-    out = output or Path(f"report.{fmt.value}")
+    from washout.outputs import check_output
+
+    out = check_output(output or Path(f"report.{fmt.value}"), source)
     if source.is_dir():
         sweep, settings = load_sweep_dir(source)
         write_sweep_report(out, fmt.value, source.name, sweep, settings)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from washout.cli.app import app
-from washout.errors import WashoutError
+from washout.errors import ExitCode, StoreExistsError, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
     from washout.engine import Experiment, Outcome
@@ -28,21 +28,19 @@ def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyp
 
 
 def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> None:
-    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize.
-
-    Exits 3 if a worker failed, 130 if the user stopped the experiment (resumable)."""
+    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize and
+    exit with the :class:`~washout.errors.ExitCode` that says how it ended."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from washout.engine import count_done, execute
+    from washout.engine import execute
 
     console = _console(quiet)
     total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
-    done = count_done(experiment, store)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("trials"), TimeElapsedColumn(), TextColumn("ETA"),
                         TimeRemainingColumn(), console=console, disable=quiet, transient=False)
-    task = progress.add_task(experiment.spec.experiment.name, total=total, completed=done)
+    task = progress.add_task(experiment.spec.experiment.name, total=total)
 
     def on_stop(presses: int) -> None:
         if presses == 1:
@@ -52,10 +50,49 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
     with progress:
         outcome = execute(experiment, store, allow_mismatch=allow_mismatch,
                           progress=lambda worker, n: progress.advance(task, n),
-                          on_stop_request=on_stop)
+                          on_stop_request=on_stop,
+                          on_start=lambda done: progress.update(task, completed=done))
+    if outcome.store_error:  # the store refuses writes: nothing more can be said from it
+        raise StoreWriteError(outcome.store_error)
     _summary(experiment, store, outcome, quiet)
-    if not outcome.complete:
-        raise typer.Exit(3 if outcome.worker_errors else 130)
+    code = _exit_code(outcome, store)
+    if code == ExitCode.TEST_ALWAYS_FAILED:
+        _explain_failed_tests(experiment, store)
+    if code != ExitCode.DONE:
+        raise typer.Exit(code)
+
+
+def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
+    """How a session ended, the most serious first."""
+    if outcome.terminated:
+        return ExitCode.TERMINATED
+    if outcome.aborted:
+        return ExitCode.ABORTED
+    if outcome.stopped:
+        return ExitCode.INTERRUPTED
+    if outcome.worker_errors:
+        return ExitCode.WORKER_FAILED
+    if store.tests_without_success():
+        return ExitCode.TEST_ALWAYS_FAILED
+    return ExitCode.DONE
+
+
+def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
+    """For each test whose every trial failed: its first failure's reason (its exit code,
+    signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
+    failing command failed and how to see its output)."""
+    from washout.execute.base import tail
+
+    commands = {t.name: t.command for t in experiment.tests}
+    console = _console()
+    for test, trials, status, reason, stderr in store.tests_without_success():
+        console.print(f"Test {test!r}: all {trials} trial(s) {status}; the first: {reason}",
+                      style="red")
+        shown = tail(stderr.encode(), 600).strip() if stderr else ""
+        console.print("  stderr (tail): " + (shown.replace("\n", "\n  ") if shown else
+                                             "(empty)"))
+        console.print(f"  Run it by hand to see its whole output: {commands.get(test, test)}")
+    console.print(f"Every stored failure, with its reason: washout status {store.path}")
 
 
 def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool) -> None:
@@ -123,8 +160,15 @@ def run_command(
         spec, text = spec_from_commands(args, runs=runs or 10, seed=seed, reset=reset, setup=setup)
         source = "command line"
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
-    path = db or default_db_path(experiment.spec.experiment.name)
-    store = experiment.create_store(path)
+    while True:
+        path = db or default_db_path(experiment.spec.experiment.name)
+        try:
+            store = experiment.create_store(path)
+            break
+        except StoreExistsError:
+            if db is not None:
+                raise
+            # another washout took that default name this instant: take the next one
     console = _console(quiet)
     exp = experiment.spec.experiment
     console.print(f"washout: {len(experiment.tests)} tests x {exp.runs} runs per order kind "
@@ -151,6 +195,7 @@ def resume_command(
 
     store = Store.open(db)
     try:
+        store.lock()
         experiment = Experiment.from_store(store)
         if progress_of(store)["complete"]:
             typer.echo(f"{db}: complete; nothing to resume")
@@ -184,7 +229,7 @@ def status_command(db: Path = typer.Argument(..., help="An experiment database."
     from washout.status import describe
     from washout.store import Store
 
-    store = Store.open(db)
+    store = Store.open(db, readonly=True)
     try:
         typer.echo(describe(store))
     finally:
@@ -196,9 +241,15 @@ def export_command(
     db: Path = typer.Argument(..., help="An experiment database."),
     fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
     output: Path | None = typer.Option(None, "-o", "--output", help="File to write (default: stdout; parquet needs -o)."),
+    include_superseded: bool = typer.Option(
+        False, "--include-superseded",
+        help="Also the trials of interrupted runs' earlier attempts (status superseded)."),
 ) -> None:
     """Write the long format: one row per trial and metric."""
     from washout.export import write_long
+    from washout.outputs import check_output
     from washout.store import read_long
 
-    write_long(read_long(db), fmt, output, sys.stdout)
+    if output is not None:
+        check_output(output, db)
+    write_long(read_long(db, include_superseded), fmt, output, sys.stdout)

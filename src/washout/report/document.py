@@ -519,7 +519,7 @@ def meta_from_store(path: str | Path) -> dict[str, Any]:
 
     from washout.store import Store
 
-    store = Store.open(path)
+    store = Store.open(path, readonly=True)
     try:
         exp = store.experiment()
         workers = store.workers()
