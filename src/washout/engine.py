@@ -247,7 +247,8 @@ class _Worker:
         the trial. A reset command on the worker is that process; where the worker ran
         none (no reset, or a ``local`` reset of an SSH worker), a no-op runs on it after
         the record, so the run-level work before it leaves no mark on position 0
-        (bench/position_zero.py).
+        (bench/position_zero.py). A run of one test has no later position to differ
+        from, and gets none.
         """
         r = self.spec.reset
         started = datetime.now(UTC)
@@ -260,8 +261,9 @@ class _Worker:
                                 on_controller=r.kind == "local")
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
-        if r is None or r.kind == "none" or (r.kind == "local"
-                                             and not isinstance(self.ex, LocalExecutor)):
+        ran_on_worker = r is not None and (r.kind in ("command", "reboot") or (
+            r.kind == "local" and isinstance(self.ex, LocalExecutor)))
+        if len(self.x.tests) > 1 and not ran_on_worker:
             await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
     async def trial(self, trial_id: int, test: Test,
