@@ -39,8 +39,8 @@ SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 NO_OP = "true"
-"""What runs on the worker after the reset's record when the reset ran nothing there (see
-_Worker.reset)."""
+"""What runs on the local machine after the reset's record when no reset ran a process
+there (see _Worker.reset)."""
 
 ProgressHook = Callable[[str, int], None]
 """Called as ``hook(worker, trials_done_now)`` after every finished slot."""
@@ -242,11 +242,12 @@ class _Worker:
     async def reset(self, run_id: int) -> None:
         """Reset the worker and record it.
 
-        Trial 0 must follow washout's own work exactly as every later trial follows its
-        predecessor: a process run through the worker's executor, then one commit, then
-        the trial. A reset command on the worker is that process; where the worker ran
-        none (no reset, or a ``local`` reset of an SSH worker), a no-op runs on it after
-        the record, so the run-level work before it leaves no mark on position 0
+        Trial 0 must follow washout's own work as every later trial follows its
+        predecessor: a process just run on the worker through its executor, one commit,
+        then the trial. A reset command is that process, and so is the environment check
+        of an SSH worker (a script on the worker); the local check reads files in-process,
+        so on the local machine without a reset a no-op runs after the reset's record and
+        the run-level work before it leaves no mark on position 0
         (bench/position_zero.py). A run of one test has no later position to differ
         from, and gets none.
         """
@@ -261,9 +262,8 @@ class _Worker:
                                 on_controller=r.kind == "local")
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
-        ran_on_worker = r is not None and (r.kind in ("command", "reboot") or (
-            r.kind == "local" and isinstance(self.ex, LocalExecutor)))
-        if len(self.x.tests) > 1 and not ran_on_worker:
+        if ((r is None or r.kind == "none") and isinstance(self.ex, LocalExecutor)
+                and len(self.x.tests) > 1):
             await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
     async def trial(self, trial_id: int, test: Test,
