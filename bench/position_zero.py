@@ -1,7 +1,7 @@
 """washout makes no order effect of its own: identical no-op tests, the same wall at every
 position of a run.
 
-Goal (issue 14, point 1): K identical tests running `true` (the shortest trial there is, so
+Goal: K identical tests running `true` (the shortest trial there is, so
 anything washout does around a trial shows), >= 100 runs per order, on this machine and
 on an SSH worker (a real sshd on loopback, as tests/sshd.py starts it): the median wall at
 position 0 within 1% of the later positions, and `washout analyze` finds no evidence of an
