@@ -1,7 +1,7 @@
 """Environment capture and build fingerprints (provenance, mismatch detection).
 
-One shell script reads the facts on any Linux worker, local or remote, so the same code
-serves both executors. Items split in two: facts that identify *what ran* (kernel, CPU,
+One shell script reads the system facts on any Linux worker, local or remote, so the same
+code serves both executors. Items split in two: facts that identify *what ran* (kernel, CPU,
 file hashes, the output of provenance commands) form the fingerprint, compared across
 workers and over time; facts that describe the moment (boot id, uptime, load, frequency,
 temperature) are recorded only.
@@ -95,6 +95,7 @@ def parse_capture(text: str) -> dict[str, str]:
 
 
 def _keep(key: str, value: str) -> str:
+    """A fact's value as recorded: a moment fact cut to the words it keeps."""
     if key in MOMENT_FILES:
         return " ".join(value.split()[:MOMENT_FILES[key][1]])
     return value.strip()
@@ -200,9 +201,8 @@ class EnvironmentWatch:
         """The environment before a run: the moment read again, the rest as last captured
         unless the boot id or a provenance file's signature changed (then captured again)."""
         now = await moment(self.executor, self.provenance, self.cwd)
-        changed = [k for k in ("boot_id", *(f"stat:{p}" for p in self.provenance.files))
-                   if now.get(k) != self.latest.get(k)]
-        if changed or not self.latest:
+        watched = ("boot_id", *(f"stat:{path}" for path in self.provenance.files))
+        if not self.latest or any(now.get(k) != self.latest.get(k) for k in watched):
             return await self.capture()
         self.latest.update(now)
         return dict(self.latest)
