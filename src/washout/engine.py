@@ -243,11 +243,11 @@ class _Worker:
         """Reset the worker and record it.
 
         Trial 0 must follow washout's own work as every later trial follows its
-        predecessor: a process just run on the worker through its executor, one commit,
-        then the trial. A reset command is that process, and so is the environment check
-        of an SSH worker (a script on the worker); the local check reads files in-process,
-        so on the local machine without a reset a no-op runs after the reset's record and
-        the run-level work before it leaves no mark on position 0
+        predecessor: a process just run on the worker through its executor, then only
+        washout's commits, then the trial. A reset command is that process, and so is the
+        environment check of an SSH worker (a script on the worker); the local check reads
+        files in-process, so on the local machine without a reset a no-op runs after the
+        reset's record, and the run-level work before it leaves no mark on position 0
         (bench/position_zero.py). A run of one test has no later position to differ
         from, and gets none.
         """
