@@ -9,6 +9,11 @@ of one trial: start-up, environment capture (once per run) and the analysis at t
 cancel out. Per run: the same with a fixed K and two numbers of runs; the slope per run
 minus K x the per-trial cost is the cost of a run (environment capture, reset bookkeeping).
 
+The quick form (goal: marginal cost per trial <= 1.2x `hyperfine -N true` with one
+command and with two): `washout run true [/bin/true] --runs R --quiet` for two values of R;
+the slope per trial includes every per-run cost (with one command each run is one trial),
+since that is what a hyperfine user pays.
+
 The engine starts a plain command such as `true` directly (anything with shell syntax with
 `/bin/sh -c COMMAND`), and commits one SQLite transaction per trial (its finish together with
 the next trial's start). hyperfine is shown three ways: `-N true` (exec, no shell: the
@@ -54,6 +59,25 @@ def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True):  # -> C
     return run_child(argv, cwd=work)
 
 
+QUICK_FORMS = {"one command": ["true"], "two commands": ["true", "/bin/true"]}
+"""The quick form's two cases: `true` twice under two names (both exec'd directly)."""
+
+
+def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple[float, float]:
+    """Marginal wall and CPU per trial of `washout run CMD... --runs R --quiet` between
+    the two values of R (each into a fresh DB)."""
+    measured = []
+    for r in runs:
+        db = work / f"quick-{len(commands)}-{r}.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        measured.append(run_child([WASHOUT, "run", *commands, "--runs", str(r), "--db", str(db),
+                                   "--quiet"], cwd=work))
+    trials = 2 * len(commands) * (runs[1] - runs[0])
+    return ((measured[1].wall - measured[0].wall) / trials,
+            (measured[1].cpu - measured[0].cpu) / trials)
+
+
 def hyperfine_mean(args: list[str], runs: int, work: Path) -> tuple[float, float]:
     """hyperfine's mean wall time per run and mean user + system CPU of the command."""
     out = work / "hf.json"
@@ -82,6 +106,8 @@ def main() -> None:
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
         slopes, cpu_slopes, run_costs, loud_slopes = [], [], [], []
         hf_n, hf_sh, hf_shell, hf_n_cpu, hf_sh_cpu = [], [], [], [], []
+        quick: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
+        quick_cpu: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
         r1, r2 = 5, 55
         for _ in range(args.repeat):
             t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
@@ -93,6 +119,10 @@ def main() -> None:
             u1, u2 = washout_wall(work, k1, r1), washout_wall(work, k1, r2)
             per_run = (u2.wall - u1.wall) / (2 * (r2 - r1)) - k1 * slope
             run_costs.append(per_run)
+            for label, commands in QUICK_FORMS.items():
+                wall, cpu = quick_slope(work, commands, (10, 210))
+                quick[label].append(wall)
+                quick_cpu[label].append(cpu)
             for sink, cpu_sink, argv, n in ((hf_n, hf_n_cpu, ["-N", "true"], 2000),
                                            (hf_sh, hf_sh_cpu, ["-N", "/bin/sh -c true"], 2000),
                                            (hf_shell, [], ["true"], 1000)):
@@ -102,7 +132,9 @@ def main() -> None:
             print(f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
                   f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
                   f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
-                  f"shell {hf_shell[-1] * 1e3:.3f} ms; load {load()}", flush=True)
+                  f"shell {hf_shell[-1] * 1e3:.3f} ms; quick form "
+                  + ", ".join(f"{label} {quick[label][-1] * 1e3:.3f} ms" for label in QUICK_FORMS)
+                  + f"; load {load()}", flush=True)
     per_trial = median(slopes)
     print()
     print(f"| what | time per trial (median of {args.repeat}) | ratio to hyperfine -N true |")
@@ -112,6 +144,9 @@ def main() -> None:
          per_trial),
         ("`washout run` marginal per trial, progress bar on (stderr not a TTY)",
          median(loud_slopes)),
+        *((f"quick form `washout run {' '.join(commands)} --runs R --quiet` marginal per "
+           f"trial (slope R 10 -> 210, per-run costs included)", median(quick[label]))
+          for label, commands in QUICK_FORMS.items()),
         ("`hyperfine -N true`", median(hf_n)),
         ("`hyperfine -N '/bin/sh -c true'` (what washout starts for commands with shell syntax)", median(hf_sh)),
         ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
@@ -128,6 +163,10 @@ def main() -> None:
           f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms")
     ratio = per_trial / median(hf_n)
     print(f"goal per trial <= 1.5x hyperfine -N true: {ratio:.2f}x  {verdict(ratio <= 1.5)}")
+    for label in QUICK_FORMS:
+        q = median(quick[label]) / median(hf_n)
+        print(f"goal quick form, {label}, per trial <= 1.2x hyperfine -N true: {q:.2f}x  "
+              f"{verdict(q <= 1.2)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)")
     print(f"  against the same processes (-N '/bin/sh -c true'): "
           f"{per_trial / median(hf_sh):.2f}x")
     print(f"load average: {load()} (at end)")

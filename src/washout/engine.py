@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from washout import __version__
-from washout.environment import capture, check_same, fingerprint, mismatch
+from washout.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.errors import StoreWriteError, WashoutError
 from washout.execute.base import CommandResult, Executor, tail
 from washout.execute.local import LocalExecutor
@@ -43,6 +43,10 @@ from washout.store import FINISHED, ExperimentRecord, NextTrial, Store
 
 SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+NO_OP = "true"
+"""What runs on the local machine after the reset's record when no reset ran a process
+there (see _Worker.reset)."""
 
 ProgressHook = Callable[[str, int], None]
 """Called as ``hook(worker, trials_done_now)`` after every finished slot."""
@@ -196,7 +200,8 @@ class _Worker:
 
     def __init__(self, experiment: Experiment, store: Store, executor: Executor,
                  stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
-                 allow_mismatch: bool, baseline: dict[str, str]) -> None:
+                 allow_mismatch: bool, baseline: dict[str, str],
+                 watch: EnvironmentWatch) -> None:
         self.x = experiment
         self.spec = experiment.spec
         self.store = store
@@ -206,6 +211,7 @@ class _Worker:
         self.outcome = outcome
         self.allow_mismatch = allow_mismatch
         self.baseline = baseline
+        self.watch = watch
         self.worker_id = store.worker_id(executor.name, getattr(executor, "host", "localhost"))
         self.workdir: str | None = getattr(executor, "workdir", None)
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
@@ -242,7 +248,10 @@ class _Worker:
             self.store.event("teardown", f"teardown done: {t.command}", self.ex.name)
 
     async def check_environment(self, run_index: int) -> None:
-        facts = await capture(self.ex, self.spec.provenance, self.workdir)
+        """Record the environment before a run (before its reset) and refuse a provenance
+        change since the experiment started. Cheap: the moment's facts and the provenance
+        files' signatures, the whole capture only when they say something changed."""
+        facts = await self.watch.before_run()
         self.store.record_environment(self.worker_id, run_index, facts, fingerprint(facts))
         problem = mismatch(f"{self.ex.name} at the start", self.baseline,
                            f"{self.ex.name} before run {run_index}", facts)
@@ -253,6 +262,17 @@ class _Worker:
                 raise WashoutError(message + " (use --allow-mismatch to record and proceed)")
 
     async def reset(self, run_id: int) -> None:
+        """Reset the worker and record it.
+
+        Trial 0 must follow washout's own work as every later trial follows its
+        predecessor: a process just run on the worker through its executor, then only
+        washout's commits, then the trial. A reset command is that process, and so is the
+        environment check of an SSH worker (a script on the worker); the local check reads
+        files in-process, so on the local machine without a reset a no-op runs after the
+        reset's record, and the run-level work before it leaves no mark on position 0
+        (bench/position_zero.py). A run of one test has no later position to differ
+        from, and gets none.
+        """
         r = self.spec.reset
         started = datetime.now(UTC)
         if r is None or r.kind == "none":
@@ -264,6 +284,9 @@ class _Worker:
                                 on_controller=r.kind == "local")
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
+        if ((r is None or r.kind == "none") and isinstance(self.ex, LocalExecutor)
+                and len(self.x.tests) > 1):
+            await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
     async def trial(self, trial_id: int, test: Test,
                     env: dict[str, str]) -> tuple[str, dict[str, Any]]:
@@ -471,8 +494,9 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     # Provenance at setup: all workers must agree now, and each must still match what it
     # ran when the experiment started (its first capture in the store, if resuming).
     started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
-    current = await asyncio.gather(*(capture(ex, experiment.spec.provenance,
-                                             getattr(ex, "workdir", None)) for ex in executors))
+    watches = {ex.name: EnvironmentWatch(ex, experiment.spec.provenance,
+                                         getattr(ex, "workdir", None)) for ex in executors}
+    current = await asyncio.gather(*(watches[ex.name].capture() for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
         worker_id = store.worker_id(ex.name, getattr(ex, "host", "localhost"))
@@ -490,7 +514,7 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
 
     async def one(ex: Executor) -> None:
         worker = _Worker(experiment, store, ex, stop, progress, outcome, allow_mismatch,
-                         baselines[ex.name])
+                         baselines[ex.name], watches[ex.name])
         set_up = False
         try:
             await worker.setup()

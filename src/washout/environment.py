@@ -1,48 +1,72 @@
 """Environment capture and build fingerprints (provenance, mismatch detection).
 
-One shell script reads the facts on any Linux worker, local or remote, so the same code
-serves both executors. Items split in two: facts that identify *what ran* (kernel, CPU,
+One shell script reads the system facts on any Linux worker, local or remote, so the same
+code serves both executors. Items split in two: facts that identify *what ran* (kernel, CPU,
 file hashes, the output of provenance commands) form the fingerprint, compared across
 workers and over time; facts that describe the moment (boot id, uptime, load, frequency,
 temperature) are recorded only.
+
+The whole capture (the script, every provenance file hashed, every provenance command) runs
+once per session and worker (:meth:`EnvironmentWatch.capture`). Before each run only what
+can change is read again (:meth:`EnvironmentWatch.before_run`): the moment's facts and a
+signature of each provenance file (size, inode, device, change and modification times),
+in-process on the local machine and with one shell script of builtins (and ``stat`` per
+file) over SSH. A new boot id (a reboot reset) or a changed signature brings the whole
+capture back, so a file rebuilt mid-experiment is still hashed and caught before the next
+run, while a run without changes costs no shell and no process locally: washout's work
+before a run stays small and in front of the reset (bench/position_zero.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from washout.errors import WashoutError
 from washout.execute.base import Executor
+from washout.execute.local import LocalExecutor
 from washout.spec import ProvenanceSpec
 
-_SCRIPT = r"""
-fact() { printf '%s\t%s\n' "$1" "$2"; }
+MOMENT_FILES = {
+    "governor": ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", 1),
+    "frequency_khz": ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", 1),
+    "boot_id": ("/proc/sys/kernel/random/boot_id", 1),
+    "uptime_s": ("/proc/uptime", 1),
+    "load": ("/proc/loadavg", 3),
+    "temperature_mc": ("/sys/class/thermal/thermal_zone0/temp", 1),
+}
+"""Facts of the moment, read again before every run: the file each is the first line of,
+and how many of that line's words it keeps (the 1, 5 and 15 minute load averages)."""
+
+_FACT = r"""fact() { printf '%s\t%s\n' "$1" "$2"; }
 first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
-fact hostname "$(uname -n)"
+"""
+_SYSTEM = r"""fact hostname "$(uname -n)"
 fact kernel "$(uname -sr)"
 (. /etc/os-release 2>/dev/null; fact os "${PRETTY_NAME:-}")
 cpu=""; while IFS=: read -r k v; do case "$k" in "model name"*) cpu="${v# }"; break;; esac; done < /proc/cpuinfo
 fact cpu_model "$cpu"
 fact cores "$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
-first governor /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor
-first frequency_khz /sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq
 mem=""; while read -r k v rest; do [ "$k" = "MemTotal:" ] && mem="$v" && break; done < /proc/meminfo
 fact memory_kb "$mem"
-first boot_id /proc/sys/kernel/random/boot_id
-read -r up rest < /proc/uptime; fact uptime_s "$up"
-read -r l1 l5 l15 rest < /proc/loadavg; fact load "$l1 $l5 $l15"
-first temperature_mc /sys/class/thermal/thermal_zone0/temp
 """
 FINGERPRINTED = ("kernel", "cpu_model", "cores", "memory_kb")
 """System facts that must agree across workers (with every provenance file and command)."""
 
 
+def _moment_script() -> str:
+    """Shell lines printing every MOMENT_FILES fact's first line (builtins only: no fork)."""
+    return "".join(f"first {key} {path}\n" for key, (path, _) in MOMENT_FILES.items())
+
+
 def capture_script(provenance: ProvenanceSpec) -> str:
-    """The shell script printing ``key<TAB>value`` lines for every fact and file hash."""
-    lines = [_SCRIPT]
+    """The shell script printing ``key<TAB>value`` lines for every system fact and file hash
+    (the moment's facts come from :func:`moment_script` or :func:`read_moment`)."""
+    lines = [_FACT + _SYSTEM]
     for path in provenance.files:
         q = shlex.quote(path)
         lines.append(f"printf '%s\\t%s\\n' {shlex.quote('file:' + path)} "
@@ -50,23 +74,93 @@ def capture_script(provenance: ProvenanceSpec) -> str:
     return "\n".join(lines)
 
 
+def moment_script(provenance: ProvenanceSpec) -> str:
+    """What an SSH worker runs before each run: the moment's facts and each provenance
+    file's signature from ``stat`` (empty when the file is missing), nothing else."""
+    lines = [_FACT + _moment_script()]
+    for path in provenance.files:
+        lines.append(f"printf '%s\\t%s\\n' {shlex.quote('stat:' + path)} "
+                     f"\"$(stat -L -c '%s %i %d %z %y' -- {shlex.quote(path)} 2>/dev/null)\"")
+    return "\n".join(lines)
+
+
 def parse_capture(text: str) -> dict[str, str]:
+    """``key<TAB>value`` lines as a dict; each moment fact cut to the words it keeps."""
     facts: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("\t")
         if sep:
-            facts[key] = value.strip()
+            facts[key] = _keep(key, value)
     return facts
 
 
-async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
-    """The worker's environment now: system facts, file hashes, provenance command outputs.
+def _keep(key: str, value: str) -> str:
+    """A fact's value as recorded: a moment fact cut to the words it keeps."""
+    if key in MOMENT_FILES:
+        return " ".join(value.split()[:MOMENT_FILES[key][1]])
+    return value.strip()
 
-    A missing provenance file is recorded as ``missing`` (and so mismatches a worker
-    that has it).
+
+def _first_line(path: str) -> str:
+    """The first line of a small file ("" if unreadable); raw os calls, a third of the
+    cost of a text-mode ``open`` for the /proc and /sys files read before every run."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return ""
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace").partition("\n")[0]
+
+
+def file_signature(path: Path) -> str:
+    """Size, inode, device, change and modification time (ns) of a file, or ``""`` if it
+    cannot be read: any write, replacement or ``touch`` changes it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    return f"{st.st_size} {st.st_ino} {st.st_dev} {st.st_ctime_ns} {st.st_mtime_ns}"
+
+
+def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
+    """:func:`moment_script`'s facts read in this process (the local machine): a few
+    small reads of /proc, /sys and ``stat``, no shell, no process."""
+    facts = {key: _keep(key, _first_line(path)) for key, (path, _) in MOMENT_FILES.items()}
+    base = Path(cwd or ".")
+    for path in provenance.files:
+        facts["stat:" + path] = file_signature(base / path)
+    return facts
+
+
+async def moment(executor: Executor, provenance: ProvenanceSpec,
+                 cwd: str | None) -> dict[str, str]:
+    """The moment's facts and the provenance files' signatures on a worker: in-process on
+    the local machine, one builtin-only script (plus ``stat`` per file) over SSH."""
+    if isinstance(executor, LocalExecutor):
+        return read_moment(provenance, cwd)
+    result = await executor.run(moment_script(provenance), timeout=60, cwd=cwd)
+    if result.status != "ok":
+        raise WashoutError(f"{executor.name}: cannot read the environment before a run: "
+                           f"{result.reason}")
+    return parse_capture(result.stdout.decode("utf-8", errors="replace"))
+
+
+async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
+    """The worker's whole environment now: system and moment facts, provenance file
+    signatures and hashes, provenance command outputs.
+
+    The signatures are read before the hashes, so a file that changes in between shows
+    as changed at the next check. A missing provenance file is recorded as ``missing``
+    (and so mismatches a worker that has it).
     """
+    facts = await moment(executor, provenance, cwd)
     result = await executor.run(capture_script(provenance), timeout=60, cwd=cwd)
-    facts = parse_capture(result.stdout.decode("utf-8", errors="replace"))
+    facts.update(parse_capture(result.stdout.decode("utf-8", errors="replace")))
     for path in provenance.files:
         if not facts.get("file:" + path):
             facts["file:" + path] = "missing"
@@ -75,6 +169,43 @@ async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | Non
         text = (out.stdout + out.stderr).decode("utf-8", errors="replace").strip()
         facts["command:" + command] = text[:500] if out.status == "ok" else f"failed: {out.reason}"
     return facts
+
+
+class EnvironmentWatch:
+    """One worker's environment over a session: the whole capture once, then before each
+    run only what can change, and the whole capture again when that says something did.
+
+    The whole capture comes back when the boot id changed (a reboot reset: the kernel may
+    be another) or a provenance file's signature did (its hash, then compared with the
+    experiment's start, is what catches a rebuild mid-experiment). Provenance commands run
+    with every whole capture: at each ``run``/``resume`` and after those changes, not
+    before every run (a build identity that must be checked before every run belongs in
+    ``files``). A rewrite keeping size and inode within one tick of the file system's
+    clock after the previous change would keep the signature; the next session's capture
+    still hashes the file.
+    """
+
+    def __init__(self, executor: Executor, provenance: ProvenanceSpec,
+                 cwd: str | None) -> None:
+        self.executor = executor
+        self.provenance = provenance
+        self.cwd = cwd
+        self.latest: dict[str, str] = {}
+
+    async def capture(self) -> dict[str, str]:
+        """The whole capture (:func:`capture`), remembered for the next checks."""
+        self.latest = await capture(self.executor, self.provenance, self.cwd)
+        return dict(self.latest)
+
+    async def before_run(self) -> dict[str, str]:
+        """The environment before a run: the moment read again, the rest as last captured
+        unless the boot id or a provenance file's signature changed (then captured again)."""
+        now = await moment(self.executor, self.provenance, self.cwd)
+        watched = ("boot_id", *(f"stat:{path}" for path in self.provenance.files))
+        if not self.latest or any(now.get(k) != self.latest.get(k) for k in watched):
+            return await self.capture()
+        self.latest.update(now)
+        return dict(self.latest)
 
 
 def fingerprint_items(facts: dict[str, Any]) -> dict[str, str]:
