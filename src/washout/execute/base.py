@@ -32,23 +32,38 @@ class OutputTail:
 
     Chunks are kept as read and dropped whole from the front once the rest still holds
     ``limit`` bytes: memory stays within ``limit`` plus one chunk, and nothing is copied
-    until :meth:`value`.
+    until :meth:`value`. A reader of a busy stream reads into :meth:`buffer`, which hands
+    back the memory of dropped chunks, so gigabytes stream through a few reused buffers.
     """
 
-    __slots__ = ("limit", "_chunks", "_kept", "total")
+    __slots__ = ("limit", "_chunks", "_kept", "total", "_spare")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._chunks: deque[bytes] = deque()
+        self._chunks: deque[bytes | memoryview] = deque()
         self._kept = 0
         self.total = 0
+        self._spare: list[bytearray] = []
 
-    def add(self, data: bytes) -> None:
+    def add(self, data: bytes | memoryview) -> None:
+        """Append a chunk (bytes, or a view of a :meth:`buffer` it now owns)."""
         self._chunks.append(data)
         self._kept += len(data)
         self.total += len(data)
         while self._chunks and self._kept - len(self._chunks[0]) >= self.limit:
-            self._kept -= len(self._chunks.popleft())
+            dropped = self._chunks.popleft()
+            self._kept -= len(dropped)
+            if isinstance(dropped, memoryview) and isinstance(dropped.obj, bytearray):
+                self._spare.append(dropped.obj)
+
+    def buffer(self, size: int) -> bytearray:
+        """A buffer of ``size`` bytes to read the next chunk into: one whose chunk was
+        dropped, when there is one."""
+        while self._spare:
+            spare = self._spare.pop()
+            if len(spare) == size:
+                return spare
+        return bytearray(size)
 
     @property
     def cut(self) -> bool:

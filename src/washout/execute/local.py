@@ -129,29 +129,30 @@ class _GroupGuard:
         self._groups: set[int] = set()
         self._written = 0
         self._file = os.memfd_create("washout-trial-groups")
+        # Only washout holds the write end (close-on-exec): its closing is the signal.
         alive_r, self._alive_w = os.pipe()
         try:
-            subprocess.Popen(["/bin/sh", "-c", _GUARD_SCRIPT.format(fd=self._file)],
-                             stdin=alive_r, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, pass_fds=(self._file,), cwd="/",
-                             start_new_session=True)
+            self._process = subprocess.Popen(
+                ["/bin/sh", "-c", _GUARD_SCRIPT.format(fd=self._file)], stdin=alive_r,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(self._file,),
+                cwd="/", start_new_session=True)
         finally:
             os.close(alive_r)
 
-    def _update(self, add: int | None = None, remove: int | None = None) -> None:
-        with self._lock:
-            if add is not None:
-                self._groups.add(add)
-            self._groups.discard(remove)  # type: ignore[arg-type]
-            text = " ".join(map(str, self._groups))
-            os.pwrite(self._file, text.ljust(self._written).encode(), 0)
-            self._written = len(text)
+    def _write(self) -> None:
+        text = " ".join(map(str, self._groups))
+        os.pwrite(self._file, text.ljust(self._written).encode(), 0)
+        self._written = len(text)
 
     def register(self, pgid: int) -> None:
-        self._update(add=pgid)
+        with self._lock:
+            self._groups.add(pgid)
+            self._write()
 
     def forget(self, pgid: int) -> None:
-        self._update(remove=pgid)
+        with self._lock:
+            self._groups.discard(pgid)
+            self._write()
 
 
 @functools.cache
@@ -226,10 +227,15 @@ class _Child:
             self._pidfd = None
 
     def _on_output(self, fd: int) -> None:
-        size = self._read_size[fd]
-        data = os.read(fd, size)
+        tail, size = self._tails[fd], self._read_size[fd]
+        data: bytes | memoryview
+        if size == LARGE_READ:  # into reused buffers: no allocation per read
+            buffer = tail.buffer(size)
+            data = memoryview(buffer)[:os.readv(fd, [buffer])]
+        else:
+            data = os.read(fd, size)
         if data:
-            self._tails[fd].add(data)
+            tail.add(data)
             if len(data) == size == SMALL_READ:
                 self._read_size[fd] = LARGE_READ
                 _grow_pipe(fd)
@@ -372,7 +378,7 @@ _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
 
 
 def _kind(mode: int) -> str:
-    return next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
 
 
 def remove_metric_file(path: Path) -> None:
