@@ -23,8 +23,12 @@ Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``
   included, as locally), not the controller's, so it contains no network round trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
   SSH exchange is used instead (one round trip and the channel set-up included).
 - the wrapper reports the group id and the exit code with its timestamps as
-  marker lines on stderr carrying a per-executor random token; they are stripped before
-  the output is stored.
+  marker lines on stderr carrying a per-executor random token; they are picked out as
+  stderr streams in and stripped before the output is stored; only the last
+  ``output_tail`` bytes of each stream are kept;
+- the channel's stdin stays open for the whole command and a watcher in the wrapper blocks
+  reading it: when it closes (washout died, or the connection dropped) the watcher kills
+  the command's group, so a trial never outlives its controller on the worker.
 
 A connection that drops during a command yields ``CommandResult(status="lost")`` (the
 engine records a failed trial; ``on_failure = "retry:N"`` re-runs it); the next command
@@ -34,7 +38,8 @@ drop, reconnect with backoff within the reset timeout and verify that the boot i
 
 Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``), coreutils
 ``timeout`` and ``date``, and a login shell that runs ``a && b || c`` (sh, bash, zsh, ksh,
-fish; not csh): any mainstream Linux. No agent is installed on a worker.
+fish; not csh): any mainstream Linux. The first connection checks them and names what is
+missing. No agent is installed on a worker.
 """
 
 from __future__ import annotations
@@ -145,7 +150,8 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
     pgid = group_file(token)
     lines += [
         "exec 3<&0",
-        f'(while read -r _; do :; done <&3; read -r g < {pgid} && kill -s KILL -- "-$g")'
+        f'(while read -r _; do :; done <&3; read -r g < {pgid} && kill -s KILL -- "-$g";'
+        f" rm -f {pgid})"
         " >/dev/null 2>&1 &",
         "w=$!",
         "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
