@@ -195,11 +195,11 @@ json = "v"
 
 
 def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
-    """A command printing 400 MB is slowed by washout's reading no more than by ``cat``'s
+    """A command printing 300 MB is slowed by washout's reading no more than by ``cat``'s
     (it was 16x the command alone: every 64 KiB read went through the event loop into a
     growing list); with ``output_tail = 0`` nothing reads it, as if alone. The 5% goal is
     measured in bench/output_overhead.py."""
-    gigabyte = "yes | head -c 400000000"
+    gigabyte = "yes | head -c 300000000"
 
     async def wall(command: str, output_tail: int = OUTPUT_TAIL) -> float:
         walls = [(await LocalExecutor().run(command, timeout=120,
