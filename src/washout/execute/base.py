@@ -56,6 +56,16 @@ class OutputTail:
             if isinstance(dropped, memoryview) and isinstance(dropped.obj, bytearray):
                 self._spare.append(dropped.obj)
 
+    def add_read(self, buffer: bytearray, size: int) -> None:
+        """Append the ``size`` bytes just read into ``buffer`` (from :meth:`buffer`): kept in
+        place when they fill half of it or more, else copied out and the buffer reused, so
+        memory stays within about twice what is kept however small the reads."""
+        if 2 * size >= len(buffer):
+            self.add(memoryview(buffer)[:size])
+        else:
+            self.add(bytes(memoryview(buffer)[:size]))
+            self._spare.append(buffer)
+
     def buffer(self, size: int) -> bytearray:
         """A buffer of ``size`` bytes to read the next chunk into: one whose chunk was
         dropped, when there is one."""

@@ -228,18 +228,20 @@ class _Child:
 
     def _on_output(self, fd: int) -> None:
         tail, size = self._tails[fd], self._read_size[fd]
-        data: bytes | memoryview
         if size == LARGE_READ:  # into reused buffers: no allocation per read
             buffer = tail.buffer(size)
-            data = memoryview(buffer)[:os.readv(fd, [buffer])]
+            got = os.readv(fd, [buffer])
+            if got:
+                tail.add_read(buffer, got)
+                return
         else:
             data = os.read(fd, size)
-        if data:
-            tail.add(data)
-            if len(data) == size == SMALL_READ:
-                self._read_size[fd] = LARGE_READ
-                _grow_pipe(fd)
-            return
+            if data:
+                tail.add(data)
+                if len(data) == SMALL_READ:
+                    self._read_size[fd] = LARGE_READ
+                    _grow_pipe(fd)
+                return
         self.loop.remove_reader(fd)
         self._open.discard(fd)
         if not self._open:
