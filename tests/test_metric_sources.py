@@ -5,6 +5,8 @@ and output streams through a bounded tail (real runs of the CLI, real files and 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -13,11 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import washout
 from washout.execute.base import OUTPUT_TAIL
 from washout.execute.local import LocalExecutor
-from washout.measure import MetricError, json_value, last_number
+from washout.measure import MetricError, extract, json_value, last_number
+from washout.spec import MetricSpec
 
 
 def trials(db: Path) -> list[tuple[str, str, str]]:
@@ -212,3 +217,32 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
     read_by_washout, read_by_cat, discarded, alone = asyncio.run(walls())
     assert read_by_washout < 1.5 * read_by_cat + 0.2, (read_by_washout, read_by_cat)
     assert discarded < 1.2 * alone + 0.1, (discarded, alone)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-10**4000, max_value=10**4000)
+    | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("ab0"), inner,
+                                                               max_size=3),
+    max_leaves=30)
+SOURCES = [MetricSpec(stdout="last-number"), MetricSpec(**{"json": "a.0"}),
+           MetricSpec(regex=r"v=(?P<value>\S+)")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.binary(max_size=3000),
+    st.text(alphabet="0123456789.,-+eE v=:[]{}\"'\n", max_size=300).map(str.encode),
+    JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
+    st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * (n % 3)),
+))
+def test_any_output_gives_a_finite_value_or_a_reason(output: bytes) -> None:
+    """Whatever a command prints, every source gives a finite number or a MetricError
+    (the engine's reason for a failed trial), never another exception."""
+    for source in SOURCES:
+        try:
+            value = extract(source, stdout=output, wall=1.0, file_content=None)
+        except MetricError as err:
+            assert str(err) and "\n" not in str(err)
+        else:
+            assert math.isfinite(value)
