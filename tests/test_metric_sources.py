@@ -165,12 +165,16 @@ def test_output_streams_through_a_bounded_tail(tmp_path: Path) -> None:
     """300 MB of output in small writes: washout's memory stays far below it and the kept
     tail is exactly ``output_tail`` bytes; a stdout metric reads that tail."""
     probe = tmp_path / "probe.py"
+    # Peak RSS of this process image (VmHWM): ru_maxrss would carry over the RSS of the
+    # (large) test process it was started from.
     probe.write_text("""
-import asyncio, resource
+import asyncio, re
+from pathlib import Path
 from washout.execute.local import LocalExecutor
 result = asyncio.run(LocalExecutor().run("yes | head -c 300000000; echo 1234", timeout=120))
+peak_kb = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
 print(result.status, len(result.stdout), result.stdout_cut, result.stdout[-5:].decode().strip(),
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+      peak_kb // 1024)
 """)
     out = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
                          check=True, timeout=180).stdout.split()
