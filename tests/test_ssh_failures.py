@@ -310,7 +310,8 @@ seed = 1
 [[test]]
 name = "t"
 command = "true"
-""" + good.worker_toml("good", sshd_farm.known_hosts) + bare.worker_toml("bare", sshd_farm.known_hosts))
+""" + good.worker_toml("good", sshd_farm.known_hosts)
+                    + bare.worker_toml("bare", sshd_farm.known_hosts))
     db = tmp_path / "bare.db"
     proc = washout("run", spec, "--db", db, "--quiet", check=False)
     assert "mismatch" not in proc.stdout + proc.stderr

@@ -43,8 +43,8 @@ def _to_float(value: Any, what: str) -> float:
 
 def last_number(text: str, where: str = "stdout") -> float:
     """The last whitespace-delimited token that is a number as a whole (:data:`NUMBER`),
-    once enclosing quotes or brackets and a trailing ``,;:.`` are stripped: hyperfine users'
-    ``| tail -1`` habit, built in.
+    once enclosing quotes or brackets and a trailing ``,;:.`` are stripped, and of a
+    ``name=value`` token its value: hyperfine users' ``| tail -1`` habit, built in.
 
     Tokens that merely contain digits are not numbers: ``1,234,567`` (thousands
     separators), ``2024-01-02`` (a date), ``v1.2.3`` (a version), ``12ms`` (a unit) are
@@ -52,11 +52,10 @@ def last_number(text: str, where: str = "stdout") -> float:
     """
     for line in reversed(text.splitlines()):
         for token in reversed(line.split()):
-            word = token.lstrip(_ENCLOSING).rstrip(_TRAILING)
+            word = token.rpartition("=")[2].lstrip(_ENCLOSING).rstrip(_TRAILING)
             if NUMBER.fullmatch(word):
                 return _to_float(word, f"last number in {where}")
-    raise MetricError(f"no number in {where} (a number is a whole whitespace-delimited token "
-                      "such as 42, -3.5 or 1e6; 1,234 or 12ms are not)")
+    raise MetricError(f"no number in {where}")
 
 
 def json_value(text: str, path: str, where: str = "stdout") -> float:
