@@ -109,12 +109,6 @@ def remote_path(path: str) -> str:
     return shlex.quote(path)
 
 
-def group_file(token: str) -> str:
-    """Where a worker's wrapper notes the group id of the command in flight (for its
-    watcher), one file per executor, quoted for the worker's shell."""
-    return f'"${{TMPDIR:-/tmp}}/washout-{token}.pgid"'
-
-
 def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str | None,
                    env: dict[str, str] | None, cpus: str | None,
                    keep_stdout: bool = True) -> str:
@@ -122,9 +116,10 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
 
     Nothing but the command runs between the two clock readings: ``setsid`` and ``taskset``
     exec in place and ``timeout`` forks the command and then only waits, so no helper
-    competes with the trial for CPU. The watcher that kills the command's group when the
-    channel closes (washout died or lost the connection) is started before the first
-    reading and only blocks on a read; it learns the group id from :func:`group_file`.
+    competes with the trial for CPU. The watcher that has the command's group killed when
+    the channel closes (washout died or lost the connection) is started before the first
+    reading and only blocks on a read; at the end of the channel it signals the wrapper,
+    whose trap kills the group (and ends the wrapper).
     The script is one ``{ ... }`` block, so the shell has read all of it before it runs
     and what follows on stdin (nothing, then the end of the channel) is the watcher's.
     Without ``keep_stdout`` the command's stdout is /dev/null (``output_tail = 0``).
@@ -147,18 +142,15 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
     for tool, why in needs:
         message = shlex.quote(f"washout: needs {tool} ({why}), which is missing on the worker")
         lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
-    pgid = group_file(token)
     lines += [
         "exec 3<&0",
-        f'(while read -r _; do :; done <&3; read -r g < {pgid} && kill -s KILL -- "-$g";'
-        f" rm -f {pgid})"
-        " >/dev/null 2>&1 &",
+        """trap 'kill -s KILL -- "-$g" 2>/dev/null; exit 129' USR1""",
+        "(while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &",
         "w=$!",
         "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
         f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null"
         f"{'' if keep_stdout else ' >/dev/null'} 3<&- &",
         "g=$!",
-        f'echo "$g" > {pgid}',
         f"printf '{mark}pgid %s\\n' \"$g\" >&2",
         'wait "$g"; rc=$?',
         "t1=${EPOCHREALTIME:-$(date +%s.%N)}",
@@ -232,7 +224,6 @@ class SSHExecutor:
         self._orphan_group: int | None = None
         self._workdir_made = False
         self._tools_checked = False
-        self._ran = False
         self._given_up: str | None = None
 
     # -- connections ------------------------------------------------------------------
@@ -395,12 +386,6 @@ class SSHExecutor:
         self._conn = None
 
     async def close(self) -> None:
-        if self._ran and self._alive():
-            try:  # the wrappers' note of the group in flight
-                await self._small_command(f"rm -f -- {group_file(self._token)}", "clean up")
-            except OSError:
-                pass
-            self._ran = False
         if self._conn is not None:
             conn, self._conn = self._conn, None
             conn.close()
@@ -428,7 +413,6 @@ class SSHExecutor:
                                 cpus=cpus, keep_stdout=output_tail > 0)
         got = _Capture(self._markers, output_tail)
         proc = None
-        self._ran = True
 
         async def collect(stream: asyncssh.SSHReader[bytes], add: Callable[[bytes], None]) -> None:
             while chunk := await stream.read(65536):
