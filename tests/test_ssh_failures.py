@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import io
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -340,3 +341,85 @@ def test_a_worker_that_stays_down_is_given_up_after_bounded_retries(
     assert lost.status == "lost" and lost.reason.startswith("w: connection lost")
     assert gave_up.status == "lost" and "could not be re-established" in gave_up.reason
     assert 2.0 <= waited < 5  # retried with backoff for the window, not forever
+
+
+def test_an_unknown_host_is_named_in_one_line(tmp_path: Path) -> None:
+    executor = SSHExecutor(WorkerSpec(host="no-such-host.invalid", name="ghost"))
+    with pytest.raises(WashoutError) as caught:
+        run_async(executor.connect())
+    assert str(caught.value) == "worker ghost: host name 'no-such-host.invalid' not found"
+
+
+def test_a_worker_without_timeout_is_told_so_not_a_provenance_mismatch(
+        sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    good, bare = sshd_farm.start(2)
+    tools = tmp_path / "bin"  # the bare worker's PATH: setsid and date, no timeout
+    tools.mkdir()
+    for tool in ("setsid", "date", "cat"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    bare.stop()
+    bare.config.write_text(bare.config.read_text().replace(
+        "SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={tools}"))
+    bare.start()
+    spec = tmp_path / "spec.toml"
+    spec.write_text("""
+[experiment]
+runs = 1
+seed = 1
+[[test]]
+name = "t"
+command = "true"
+""" + good.worker_toml("good", sshd_farm.known_hosts)
+                    + bare.worker_toml("bare", sshd_farm.known_hosts))
+    db = tmp_path / "bare.db"
+    proc = washout("run", spec, "--db", db, "--quiet", check=False)
+    assert "mismatch" not in proc.stdout + proc.stderr
+    events = dict(query(db, "SELECT worker, message FROM event WHERE kind = 'error'"))
+    assert events["bare"] == "worker bare lacks `timeout` (needed to run trials)"
+    assert query(db, "SELECT count(*) FROM trial WHERE status = 'ok'") == [(2,)]
+
+
+def test_remote_output_is_bounded_and_metric_files_are_checked(sshd_farm: SshdFarm,
+                                                               tmp_path: Path) -> None:
+    """Over SSH as locally: a tail of output_tail bytes (the wrapper's markers still found
+    behind megabytes of stderr), stdout discarded at 0, stale metric files removed and
+    special files refused at once."""
+    server, = sshd_farm.start(1)
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "stale.txt").write_text("5\n")
+    os.mkfifo(work / "pipe")
+    executor = SSHExecutor(WorkerSpec(host="127.0.0.1", port=server.port,
+                                      key=str(sshd_farm.client_key),
+                                      known_hosts=str(sshd_farm.known_hosts), workdir=str(work)))
+
+    async def go():
+        await executor.connect()
+        try:
+            big = await executor.run("head -c 20000000 /dev/zero; head -c 5000000 /dev/zero "
+                                     ">&2; echo last >&2; exit 3", timeout=60,
+                                     output_tail=65536)
+            discarded = await executor.run("echo gone; echo kept >&2", timeout=60,
+                                           output_tail=0)
+            await executor.remove_file("stale.txt", str(work))
+            t0 = time.monotonic()
+            errors = []
+            for name in ("pipe", "stale.txt", "."):
+                try:
+                    await executor.read_file(name, str(work))
+                except OSError as err:
+                    errors.append(str(err))
+            with pytest.raises(OSError, match="a FIFO, not a regular file"):
+                await executor.remove_file("pipe", str(work))
+            return big, discarded, errors, time.monotonic() - t0
+        finally:
+            await executor.close()
+
+    big, discarded, errors, took = run_async(go())
+    assert (big.status, big.exit_code) == ("failed", 3)
+    assert len(big.stdout) == 65536 and big.stdout_cut and big.stderr_cut
+    assert big.stderr.endswith(b"last\n") and b"@@washout" not in big.stderr
+    assert (discarded.stdout, discarded.stderr) == (b"", b"kept\n")
+    assert errors == ["a FIFO, not a regular file", "No such file or directory",
+                      "a directory, not a regular file"]
+    assert took < 10 and (work / "pipe").exists()

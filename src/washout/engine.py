@@ -34,14 +34,14 @@ from typing import Any
 from washout import __version__
 from washout.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.errors import StoreWriteError, WashoutError
-from washout.execute.base import CommandResult, Executor, tail
+from washout.execute.base import CommandResult, Executor
 from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract
 from washout.plan import Plan, draw_seed, schedule
-from washout.spec import Spec, Test, expand_tests, parse_spec_text
+from washout.secrets import redact, redact_tail, secret_values
+from washout.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
 from washout.store import FINISHED, ExperimentRecord, NextTrial, Store
 
-SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 NO_OP = "true"
@@ -163,17 +163,6 @@ def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
     return {k: _ENV_REF.sub(sub, v) for k, v in env.items()}
 
 
-def secrets_of(env: dict[str, str]) -> list[str]:
-    """Values of environment variables whose names look secret (never stored or logged)."""
-    return [v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 4]
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for value in secrets:
-        text = text.replace(value, "***")
-    return text
-
-
 def slot_done(statuses: list[str], policy: str, retries: int) -> bool:
     """Whether a planned slot needs no further attempt, by the failure policy."""
     if "ok" in statuses:
@@ -216,7 +205,7 @@ class _Worker:
         self.workdir: str | None = getattr(executor, "workdir", None)
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
         self.envs = envs
-        self.secrets = sorted({s for e in envs for s in secrets_of(e)}, key=len, reverse=True)
+        self.secrets = secret_values(envs)
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -230,7 +219,8 @@ class _Worker:
         env = resolve_env(self.spec.experiment.env, self.x.source)
         result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd), env=env)
         if result.status != "ok":
-            err = redact(tail(result.stderr, 300).strip().replace("\n", " | "), self.secrets)
+            err = redact_tail(result.stderr, self.secrets, result.stderr_cut, 300).strip()
+            err = err.replace("\n", " | ")
             raise WashoutError(f"{self.ex.name}: {what} command {command!r} {result.status}: "
                                f"{result.reason}{': ' + err if err else ''}")
         return result
@@ -292,10 +282,27 @@ class _Worker:
                     env: dict[str, str]) -> tuple[str, dict[str, Any]]:
         """Run one trial, already committed as ``running``: its status and the fields that
         finish it in the store (the caller commits them with the next trial's start).
-        Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``."""
+        Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``.
+
+        Its ``file`` metrics are removed first, so a value is only ever read from a file this
+        trial wrote. Stored output is redacted whole, then cut to its tail.
+        """
+        cwd = self._cwd(test.cwd)
         try:
-            result = await self.ex.run(test.command, timeout=test.timeout,
-                                       cwd=self._cwd(test.cwd), env=env, cpus=test.cpus)
+            for name, mspec in test.metrics.items():
+                if mspec.file is not None:
+                    try:
+                        await self.ex.remove_file(mspec.file, cwd)
+                    except OSError as err:
+                        now = datetime.now(UTC)
+                        return "failed", self._finished(
+                            "failed", f"metric {name}: file {mspec.file} cannot be removed "
+                            f"before the trial (a value must come from this trial): {err}",
+                            CommandResult("failed", None, b"", b"", now, now, 0.0,
+                                          cpus=test.cpus), {})
+            result = await self.ex.run(test.command, timeout=test.timeout, cwd=cwd, env=env,
+                                       cpus=test.cpus,
+                                       output_tail=self.spec.experiment.output_tail)
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id, status="interrupted",
@@ -311,24 +318,41 @@ class _Worker:
             metrics.update(result.extra_metrics)
             for name, mspec in test.metrics.items():
                 try:
-                    content = None
-                    if mspec.file is not None:
-                        try:
-                            content = await self.ex.read_file(mspec.file, self._cwd(test.cwd))
-                        except OSError:
-                            content = None
-                    metrics[name] = extract(mspec, stdout=result.stdout, wall=result.duration,
-                                            file_content=content)
+                    metrics[name] = await self._metric(mspec, result, cwd)
                 except MetricError as err:
                     status, reason = "failed", f"metric {name}: {err}"
                     metrics = {}
                     break
-        return status, dict(
+        return status, self._finished(status, reason, result, metrics)
+
+    async def _metric(self, mspec: MetricSpec, result: CommandResult, cwd: str | None) -> float:
+        """One metric of a finished trial (MetricError with the reason if it has none)."""
+        content = None
+        if mspec.file is not None:
+            try:
+                content = await self.ex.read_file(mspec.file, cwd)
+            except OSError as err:
+                raise MetricError(f"file {mspec.file} could not be read: "
+                                  f"{err.strerror or err}") from None
+        try:
+            return extract(mspec, stdout=result.stdout, wall=result.duration,
+                           file_content=content)
+        except MetricError as err:
+            kept = self.spec.experiment.output_tail
+            if mspec.file is None and not mspec.wall and (result.stdout_cut or not kept):
+                raise MetricError(f"{err} (only the last {kept} bytes of stdout are kept: "
+                                  "[experiment] output_tail)") from None
+            raise
+
+    def _finished(self, status: str, reason: str, result: CommandResult,
+                  metrics: dict[str, float]) -> dict[str, Any]:
+        """The store fields that finish a trial, secrets redacted before anything is cut."""
+        return dict(
             status=status, reason=redact(reason, self.secrets), exit_code=result.exit_code,
             started=result.started, ended=result.ended, duration=result.duration,
-            stdout_tail=redact(tail(result.stdout), self.secrets),
-            stderr_tail=redact(tail(result.stderr), self.secrets), cpus=result.cpus,
-            metrics=metrics)
+            stdout_tail=redact_tail(result.stdout, self.secrets, result.stdout_cut),
+            stderr_tail=redact_tail(result.stderr, self.secrets, result.stderr_cut),
+            cpus=result.cpus, metrics=metrics)
 
     async def run_trials(self, run_index: int, run_id: int, tests: list[int]) -> None:
         """Every position of one run in order, each attempted until the failure policy is

@@ -9,11 +9,17 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
 from washout.spec import MetricSpec
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+"""A decimal number as a whole token: optional sign, digits with an optional fraction, an
+optional exponent (``12``, ``-3.5``, ``.5``, ``1e6``). No thousands separators, units or
+``inf``/``nan``."""
+_ENCLOSING = "\"'([{<"
+_TRAILING = "\"')]}>,;:."
 
 
 class MetricError(Exception):
@@ -36,19 +42,37 @@ def _to_float(value: Any, what: str) -> float:
 
 
 def last_number(text: str, where: str = "stdout") -> float:
-    """The last number in the text (hyperfine users' ``| tail -1`` habit, built in)."""
-    matches = NUMBER.findall(text)
-    if not matches:
-        raise MetricError(f"no number in {where}")
-    return _to_float(matches[-1], f"last number in {where}")
+    """The last whitespace-delimited token that is a number as a whole (:data:`NUMBER`),
+    once enclosing quotes or brackets and a trailing ``,;:.`` are stripped, and of a
+    ``name=value`` token its value: hyperfine users' ``| tail -1`` habit, built in.
+
+    Tokens that merely contain digits are not numbers: ``1,234,567`` (thousands
+    separators), ``2024-01-02`` (a date), ``v1.2.3`` (a version), ``12ms`` (a unit) are
+    skipped, never read in part.
+    """
+    for line in reversed(text.splitlines()):
+        for token in reversed(line.split()):
+            word = token.rpartition("=")[2].lstrip(_ENCLOSING).rstrip(_TRAILING)
+            if NUMBER.fullmatch(word):
+                return _to_float(word, f"last number in {where}")
+    raise MetricError(f"no number in {where}")
 
 
 def json_value(text: str, path: str, where: str = "stdout") -> float:
-    """The number at a dotted path (``a.b.0.c``, list indices as numbers) of a JSON document."""
+    """The number at a dotted path (``a.b.0.c``, list indices as numbers) of a JSON document.
+
+    Integers are read as floats (what a metric is), so a 5,000-digit integer is an
+    infinite value, refused like any other, rather than Python's integer-size error; a
+    document nested too deeply for the parser's recursion is refused with a reason. Its size
+    is bounded by what is read: ``output_tail`` bytes of stdout, METRIC_FILE_LIMIT of a file.
+    """
     try:
-        data: Any = json.loads(text)
+        data: Any = json.loads(text, parse_int=float)
     except json.JSONDecodeError as err:
         raise MetricError(f"{where} is not a JSON document ({err.msg} at line {err.lineno})") from None
+    except RecursionError:
+        raise MetricError(f"{where}: JSON nested deeper than washout reads (about "
+                          f"{sys.getrecursionlimit()} levels)") from None
     for key in filter(None, path.replace("[", ".").replace("]", "").split(".")):
         if isinstance(data, list) and key.lstrip("-").isdigit() and -len(data) <= int(key) < len(data):
             data = data[int(key)]

@@ -41,9 +41,12 @@ from pydantic import (
 
 from washout.durations import parse_duration
 from washout.errors import WashoutError, located
+from washout.execute.base import OUTPUT_TAIL
 from washout.pinning import parse_cpus
+from washout.sizes import parse_size
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
@@ -241,6 +244,8 @@ class ExperimentSpec(_Model):
     cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
     sync: str | None = None
     claims: list[str] = Field(default_factory=list)
+    output_tail: ByteSize = OUTPUT_TAIL
+    """Bytes of the end of each trial's stdout and stderr kept (what stdout metrics read)."""
 
     @field_validator("orders")
     @classmethod

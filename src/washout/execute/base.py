@@ -7,17 +7,86 @@ runs one command at a time for its worker. Time stamps are the controller's UTC 
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 TAIL_BYTES = 4096
 """How much of a trial's stdout/stderr the store keeps (the tail: errors come last)."""
+OUTPUT_TAIL = 1 << 20
+"""How much of the end of a command's stdout (what stdout metrics parse) and of its stderr
+(TAIL_BYTES at least) an executor keeps by default (``[experiment] output_tail``). The rest
+streams through. 0 gives the command /dev/null for stdout, as hyperfine's default
+``--output=null`` does: nothing reads it, so printing costs the command no more than it
+would alone."""
 
 
 def tail(data: bytes, limit: int = TAIL_BYTES) -> str:
     """The last ``limit`` bytes of output, decoded leniently for storage."""
     return data[-limit:].decode("utf-8", errors="replace")
+
+
+class OutputTail:
+    """The last ``limit`` bytes of a stream read in chunks, and how many bytes it had.
+
+    Chunks are kept as read and dropped whole from the front once the rest still holds
+    ``limit`` bytes: memory stays within ``limit`` plus one chunk, and nothing is copied
+    until :meth:`value`. A reader of a busy stream reads into :meth:`buffer`, which hands
+    back the memory of dropped chunks, so gigabytes stream through a few reused buffers.
+    """
+
+    __slots__ = ("limit", "_chunks", "_kept", "total", "_spare")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._chunks: deque[bytes | memoryview] = deque()
+        self._kept = 0
+        self.total = 0
+        self._spare: list[bytearray] = []
+
+    def add(self, data: bytes | memoryview) -> None:
+        """Append a chunk (bytes, or a view of a :meth:`buffer` it now owns)."""
+        self._chunks.append(data)
+        self._kept += len(data)
+        self.total += len(data)
+        while self._chunks and self._kept - len(self._chunks[0]) >= self.limit:
+            dropped = self._chunks.popleft()
+            self._kept -= len(dropped)
+            if isinstance(dropped, memoryview) and isinstance(dropped.obj, bytearray):
+                self._spare.append(dropped.obj)
+
+    def add_read(self, buffer: bytearray, size: int) -> None:
+        """Append the ``size`` bytes just read into ``buffer`` (from :meth:`buffer`): kept in
+        place when they fill half of it or more, else copied out and the buffer reused, so
+        memory stays within about twice what is kept however small the reads."""
+        if 2 * size >= len(buffer):
+            self.add(memoryview(buffer)[:size])
+        else:
+            self.add(bytes(memoryview(buffer)[:size]))
+            self._spare.append(buffer)
+
+    def buffer(self, size: int) -> bytearray:
+        """A buffer of ``size`` bytes to read the next chunk into: one whose chunk was
+        dropped, when there is one."""
+        while self._spare:
+            spare = self._spare.pop()
+            if len(spare) == size:
+                return spare
+        return bytearray(size)
+
+    @property
+    def cut(self) -> bool:
+        """Whether the stream was longer than what is kept."""
+        return self.total > self.limit
+
+    def value(self) -> bytes:
+        data = b"".join(self._chunks)
+        return data[len(data) - self.limit:] if len(data) > self.limit else data
+
+
+METRIC_FILE_LIMIT = 16 << 20
+"""The largest ``file`` metric washout reads (bytes): a metric file is a small report."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +96,8 @@ class CommandResult:
     ``status`` is ``ok`` (exit 0), ``failed`` (non-zero exit or a signal), ``timeout``
     (killed at its timeout, with its whole process group) or ``lost`` (the connection to the
     worker dropped, so the outcome is unknown). ``reason`` says why in words when not ok.
+    ``stdout`` and ``stderr`` are the ends of the streams (``output_tail`` bytes at most);
+    ``stdout_cut``/``stderr_cut`` say a stream was longer.
     """
 
     status: str
@@ -39,6 +110,8 @@ class CommandResult:
     reason: str = ""
     cpus: str | None = None
     extra_metrics: dict[str, float] = field(default_factory=dict)
+    stdout_cut: bool = False
+    stderr_cut: bool = False
 
 
 @runtime_checkable
@@ -59,11 +132,19 @@ class Executor(Protocol):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
     ) -> CommandResult:
-        """Run a shell command in its own process group; kill the group at ``timeout``."""
+        """Run a shell command in its own process group; kill the group at ``timeout``, and
+        when washout itself dies. Keep the last ``output_tail`` bytes of stdout (0: stdout is
+        /dev/null) and of stderr (at least TAIL_BYTES)."""
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        """Read a file on the worker (relative paths resolve against ``cwd``)."""
+        """A metric file on the worker (relative paths resolve against ``cwd``): OSError
+        unless it is a regular file of at most METRIC_FILE_LIMIT bytes."""
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        """Remove a metric file before the trial that writes it (none there is fine);
+        OSError if it cannot be removed or is a directory."""
 
     async def close(self) -> None:
         """Release connections; idempotent."""

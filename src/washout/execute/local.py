@@ -5,27 +5,46 @@ Waiting is event-driven (a pidfd and the pipes in the event loop), never a polli
 so washout costs no CPU while a trial runs. At a timeout the whole process group gets
 SIGTERM, then SIGKILL after a grace period; after every command, whatever the trial left
 behind in its group is killed too, so a stray child cannot perturb the next trial.
+
+Output streams through: only the last ``output_tail`` bytes of each stream are kept, and a
+stream that fills its pipe gets a larger pipe and larger reads, so a command printing
+gigabytes is slowed as little as a reader can manage and washout's memory stays bounded.
+
+Trials die with washout: a guard process (one per washout process, started with the first
+command) waits for washout's end and then SIGKILLs every process group still registered
+with it, however washout ended (SIGKILL included).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from washout.execute.base import CommandResult
+from washout.execute.base import (
+    METRIC_FILE_LIMIT,
+    OUTPUT_TAIL,
+    TAIL_BYTES,
+    CommandResult,
+    OutputTail,
+)
 from washout.pinning import parse_cpus
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group."""
+SMALL_READ, LARGE_READ = 65536, 1 << 20
+"""Bytes per read of a pipe: small at first (most trials print little), large (with a pipe
+grown to match) once a read fills the small size."""
 
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
@@ -88,15 +107,79 @@ def _have_pidfd() -> bool:
 HAVE_PIDFD = _have_pidfd()
 
 
+_GUARD_SCRIPT = """trap '' INT HUP
+while read -r _; do :; done
+for g in $(cat <&{fd}); do kill -s KILL -- "-$g"; done 2>/dev/null
+"""
+
+
+class _GroupGuard:
+    """Kills the registered trial process groups when washout dies.
+
+    A ``/bin/sh`` in a session of its own blocks reading a pipe whose only writer is
+    washout; when washout exits, however, the kernel closes that end, the read returns and
+    the guard SIGKILLs every group listed in a memory file shared with it. Registering a
+    group is one ``pwrite`` (no message, so the guard never wakes during a trial); it does
+    not rely on a parent-death signal, which would reach only the group leader, and only
+    when the thread that started it ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._written = 0
+        self._file = os.memfd_create("washout-trial-groups")
+        # Only washout holds the write end (close-on-exec): its closing is the signal.
+        alive_r, self._alive_w = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                ["/bin/sh", "-c", _GUARD_SCRIPT.format(fd=self._file)], stdin=alive_r,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(self._file,),
+                cwd="/", start_new_session=True)
+        finally:
+            os.close(alive_r)
+
+    def _write(self) -> None:
+        text = " ".join(map(str, self._groups))
+        os.pwrite(self._file, text.ljust(self._written).encode(), 0)
+        self._written = len(text)
+
+    def register(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._write()
+
+    def forget(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+            self._write()
+
+
 @functools.cache
-def _devnull() -> int:
-    """One descriptor of /dev/null (close-on-exec) kept open for every trial's stdin,
-    rather than an open and a close per trial."""
-    return os.open(os.devnull, os.O_RDONLY)
+def _guard() -> _GroupGuard:
+    """This process's guard, started with its first command."""
+    return _GroupGuard()
+
+
+def _grow_pipe(fd: int) -> None:
+    """Give a busy pipe LARGE_READ bytes of buffer (fewer, larger reads); where the
+    system refuses (over its pipe quota), it keeps its size."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, LARGE_READ)
+    except OSError:
+        pass
+
+
+@functools.cache
+def _devnull(flags: int = os.O_RDONLY) -> int:
+    """One descriptor of /dev/null (close-on-exec) kept open for every trial's stdin (and
+    for stdout under ``output_tail = 0``), rather than an open and a close per trial."""
+    return os.open(os.devnull, flags)
 
 
 class _Child:
-    """A started process as the event loop sees it: its exit and its two pipes.
+    """A started process as the event loop sees it: its exit and its pipes, each read into
+    its OutputTail.
 
     Readiness callbacks on a pidfd and on the pipes, and one future awaited at a time: no
     task, transport or ``wait_for`` per command, which were most of washout's own CPU per
@@ -105,16 +188,17 @@ class _Child:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes],
-                 stdout: int, stderr: int) -> None:
+                 pipes: dict[int, OutputTail]) -> None:
         self.loop = loop
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None
         self._waiter: asyncio.Future[bool] | None = None
         self._closed: asyncio.Future[bool] = loop.create_future()
-        self._chunks: dict[int, list[bytes]] = {stdout: [], stderr: []}
-        self._open = {stdout, stderr}
-        for fd in self._chunks:  # blocking, but only read when readable: never blocks
+        self._tails = pipes
+        self._read_size = dict.fromkeys(pipes, SMALL_READ)
+        self._open = set(pipes)
+        for fd in self._tails:  # blocking, but only read when readable: never blocks
             loop.add_reader(fd, self._on_output, fd)
         self._pidfd: int | None = None
         if HAVE_PIDFD:
@@ -143,10 +227,21 @@ class _Child:
             self._pidfd = None
 
     def _on_output(self, fd: int) -> None:
-        data = os.read(fd, 65536)
-        if data:
-            self._chunks[fd].append(data)
-            return
+        tail, size = self._tails[fd], self._read_size[fd]
+        if size == LARGE_READ:  # into reused buffers: no allocation per read
+            buffer = tail.buffer(size)
+            got = os.readv(fd, [buffer])
+            if got:
+                tail.add_read(buffer, got)
+                return
+        else:
+            data = os.read(fd, size)
+            if data:
+                tail.add(data)
+                if len(data) == SMALL_READ:
+                    self._read_size[fd] = LARGE_READ
+                    _grow_pipe(fd)
+                return
         self.loop.remove_reader(fd)
         self._open.discard(fd)
         if not self._open:
@@ -173,22 +268,20 @@ class _Child:
         _signal_group(self.pid, signal.SIGKILL)
         await self.wait(None)
 
-    async def output(self, limit: float) -> tuple[bytes, bytes]:
-        """Stdout and stderr. A pipe still held open after ``limit`` seconds (by an
-        escaped grandchild) is given up with what it gave so far."""
+    async def drain(self, limit: float) -> None:
+        """Read the pipes to their end. A pipe still held open after ``limit`` seconds (by
+        an escaped grandchild) is given up with what it gave so far."""
         if not self._closed.done():
             timer = self.loop.call_later(limit, _resolve, self._closed, False)
             try:
                 await self._closed
             finally:
                 timer.cancel()
-        out, err = (b"".join(chunks) for chunks in self._chunks.values())
-        return out, err
 
     def close(self) -> None:
         """Stop watching the process and close its pipes (whatever state it is in)."""
         self._forget_pidfd()
-        for fd in self._chunks:
+        for fd in self._tails:
             if fd in self._open:
                 self.loop.remove_reader(fd)
             os.close(fd)
@@ -207,8 +300,10 @@ class LocalExecutor:
         return None
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        target = Path(cwd or ".") / path
-        return await asyncio.to_thread(target.read_bytes)
+        return read_metric_file(Path(cwd or ".") / path)
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        remove_metric_file(Path(cwd or ".") / path)
 
     async def run(
         self,
@@ -218,33 +313,40 @@ class LocalExecutor:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
     ) -> CommandResult:
         full_env = None if not env else {**os.environ, **env}
         cpu_set = parse_cpus(cpus) if cpus else None
         preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
+        guard = _guard()
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         if cpu_set and not cpu_set <= os.sched_getaffinity(0):
             return CommandResult("failed", None, b"", b"", started, started, 0.0,
                                  f"cannot pin to CPUs {cpus}: washout may use "
                                  f"{sorted(os.sched_getaffinity(0))}", cpus)
-        out_r, out_w = os.pipe()
+        out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
+        out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
         try:
             executable, argv = _start(command, (full_env or os.environ).get("PATH"))
             proc = subprocess.Popen(
                 argv, executable=executable, stdin=_devnull(), stdout=out_w, stderr=err_w,
                 cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec)
-        except (OSError, subprocess.SubprocessError) as err:  # e.g. CPUs not on this machine
-            os.close(out_r)
-            os.close(err_r)
+        except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
+            for fd in (out_r, err_r):
+                if fd is not None:
+                    os.close(fd)
             now = datetime.now(UTC)
             return CommandResult("failed", None, b"", b"", started, now,
-                                 time.perf_counter() - t0, f"could not start: {err}", cpus)
+                                 time.perf_counter() - t0, f"could not start: {error}", cpus)
         finally:
-            os.close(out_w)
+            if out_r is not None:
+                os.close(out_w)
             os.close(err_w)
-        child = _Child(asyncio.get_running_loop(), proc, out_r, err_r)
+        guard.register(proc.pid)
+        pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
+        child = _Child(asyncio.get_running_loop(), proc, pipes)
         try:
             try:
                 timed_out = not await child.wait(timeout)
@@ -256,14 +358,56 @@ class LocalExecutor:
             duration = time.perf_counter() - t0
             ended = datetime.now(UTC)
             _signal_group(proc.pid, signal.SIGKILL)  # whatever the command left behind
-            stdout, stderr = await child.output(1.0)
+            await child.drain(1.0)
         finally:
+            guard.forget(proc.pid)
             child.close()
         code = child.returncode
         if timed_out:
-            return CommandResult("timeout", code, stdout, stderr, started, ended, duration,
-                                 f"timed out after {timeout:g} s; process group killed", cpus)
-        if code != 0:
+            status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
+        elif code != 0:
+            status = "failed"
             why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            return CommandResult("failed", code, stdout, stderr, started, ended, duration, why, cpus)
-        return CommandResult("ok", 0, stdout, stderr, started, ended, duration, "", cpus)
+        else:
+            status, why = "ok", ""
+        return CommandResult(status, code, out.value(), err.value(), started, ended, duration,
+                             why, cpus, stdout_cut=out.cut, stderr_cut=err.cut)
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def remove_metric_file(path: Path) -> None:
+    """Remove a regular file (or a symbolic link) before the trial that writes it; nothing
+    there is fine. Anything else (a device, a FIFO, a directory) is left alone: OSError."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(f"{_kind(mode)}, not a regular file")
+    path.unlink(missing_ok=True)
+
+
+def read_metric_file(path: Path) -> bytes:
+    """A regular file's bytes, at most METRIC_FILE_LIMIT of them; OSError naming the problem
+    for anything else. Opened without blocking, so a FIFO with no writer cannot hang the
+    engine, and checked on the open descriptor, so nothing can swap the file meanwhile."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{_kind(info.st_mode)}, not a regular file")
+        if info.st_size > METRIC_FILE_LIMIT:
+            raise OSError(f"{info.st_size} bytes, more than the {METRIC_FILE_LIMIT >> 20} MiB "
+                          "washout reads for a metric")
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(METRIC_FILE_LIMIT)
+    finally:
+        os.close(fd)

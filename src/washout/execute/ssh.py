@@ -23,8 +23,12 @@ Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``
   included, as locally), not the controller's, so it contains no network round trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
   SSH exchange is used instead (one round trip and the channel set-up included).
 - the wrapper reports the group id and the exit code with its timestamps as
-  marker lines on stderr carrying a per-executor random token; they are stripped before
-  the output is stored.
+  marker lines on stderr carrying a per-executor random token; they are picked out as
+  stderr streams in and stripped before the output is stored; only the last
+  ``output_tail`` bytes of each stream are kept;
+- the channel's stdin stays open for the whole command and a watcher in the wrapper blocks
+  reading it: when it closes (washout died, or the connection dropped) the watcher kills
+  the command's group, so a trial never outlives its controller on the worker.
 
 A connection that drops during a command yields ``CommandResult(status="lost")`` (the
 engine records a failed trial; ``on_failure = "retry:N"`` re-runs it); the next command
@@ -34,7 +38,8 @@ drop, reconnect with backoff within the reset timeout and verify that the boot i
 
 Workers need POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``), coreutils
 ``timeout`` and ``date``, and a login shell that runs ``a && b || c`` (sh, bash, zsh, ksh,
-fish; not csh): any mainstream Linux. No agent is installed on a worker.
+fish; not csh): any mainstream Linux. The first connection checks them and names what is
+missing. No agent is installed on a worker.
 """
 
 from __future__ import annotations
@@ -44,14 +49,23 @@ import os
 import re
 import secrets
 import shlex
+import socket
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncssh
 
 from washout.errors import WashoutError
-from washout.execute.base import CommandResult, tail
+from washout.execute.base import (
+    METRIC_FILE_LIMIT,
+    OUTPUT_TAIL,
+    TAIL_BYTES,
+    CommandResult,
+    OutputTail,
+    tail,
+)
 from washout.spec import WorkerSpec
 
 KILL_GRACE = 2.0
@@ -73,6 +87,11 @@ DEFAULT_BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 DEFAULT_REBOOT = 'if [ "$(id -u)" = 0 ]; then reboot; else sudo -n reboot; fi'
 """Reboot as root directly, otherwise through passwordless sudo (``-n``: fail, never prompt)."""
 
+REQUIRED_TOOLS = ("setsid", "timeout", "date")
+"""What the wrapper runs every trial with, checked once per worker when it connects."""
+NAME_NOT_FOUND = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+"""getaddrinfo's answers for a name that does not exist (others may pass: EAI_AGAIN)."""
+
 _TRANSIENT = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, TimeoutError,
               asyncssh.ChannelOpenError)
 
@@ -91,15 +110,22 @@ def remote_path(path: str) -> str:
 
 
 def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str | None,
-                   env: dict[str, str] | None, cpus: str | None) -> str:
+                   env: dict[str, str] | None, cpus: str | None,
+                   keep_stdout: bool = True) -> str:
     """The ``sh`` script that runs one command on the worker (see the module docstring).
 
     Nothing but the command runs between the two clock readings: ``setsid`` and ``taskset``
     exec in place and ``timeout`` forks the command and then only waits, so no helper
-    competes with the trial for CPU.
+    competes with the trial for CPU. The watcher that has the command's group killed when
+    the channel closes (washout died or lost the connection) is started before the first
+    reading and only blocks on a read; at the end of the channel it signals the wrapper,
+    whose trap kills the group (and ends the wrapper).
+    The script is one ``{ ... }`` block, so the shell has read all of it before it runs
+    and what follows on stdin (nothing, then the end of the channel) is the watcher's.
+    Without ``keep_stdout`` the command's stdout is /dev/null (``output_tail = 0``).
     """
     mark = f"@@washout:{token}:"
-    lines = []
+    lines = ["{"]
     if cwd:
         lines.append(f"cd -- {remote_path(cwd)} || exit 1")
     for key, value in (env or {}).items():
@@ -107,31 +133,80 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
     launch = "setsid"
     needs = []
     if cpus:
-        needs.append(("taskset", f"cpus = {cpus!r} needs taskset (util-linux)"))
+        needs.append(("taskset", f"for cpus = {cpus!r}"))
         launch += f" taskset -c {shlex.quote(cpus)}"
     # Always under timeout(1) (0 disables it), so a test with a timeout and one without
     # carry the same process structure, and the same fork, in their wall.
-    needs.append(("timeout", "commands run under timeout (coreutils)"))
+    needs.append(("timeout", "needed to run trials"))
     launch += f" timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
     for tool, why in needs:
-        message = shlex.quote(f"washout: {why}, which is missing on the worker")
+        message = shlex.quote(f"washout: needs {tool} ({why}), which is missing on the worker")
         lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
     lines += [
+        "exec 3<&0",
+        """trap 'kill -s KILL -- "-$g" 2>/dev/null; exit 129' USR1""",
+        "(while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &",
+        "w=$!",
         "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
-        f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null &",
+        f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null"
+        f"{'' if keep_stdout else ' >/dev/null'} 3<&- &",
         "g=$!",
         f"printf '{mark}pgid %s\\n' \"$g\" >&2",
         'wait "$g"; rc=$?',
         "t1=${EPOCHREALTIME:-$(date +%s.%N)}",
-        'kill -s KILL -- -"$g" 2>/dev/null',
+        'kill -s KILL -- -"$g" "$w" 2>/dev/null',
         f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
         'exit "$rc"',
+        "}",
     ]
     return "\n".join(lines) + "\n"
 
 
 def _markers(token: str) -> re.Pattern[bytes]:
     return re.compile(rb"@@washout:" + token.encode() + rb":(pgid|end)([^\n]*)\n")
+
+
+_MISSING_TOOL = re.compile(rb"washout: needs ([a-z]+) \(([^)\n]*)\), which is missing")
+MARKER_ROOM = 128
+"""Bytes of stderr kept from one chunk to the next so a marker line split between two
+chunks is still seen (a marker line is under 80 bytes)."""
+
+
+class _Capture:
+    """What a command's channel gave: the ends of stdout and stderr, and the wrapper's
+    markers, picked out of stderr as it streams (so a long stderr cannot push the group
+    id out of the kept tail)."""
+
+    def __init__(self, markers: re.Pattern[bytes], keep: int) -> None:
+        self.markers = markers
+        self.keep = keep
+        self.out = OutputTail(keep)
+        self.err = OutputTail(max(keep, TAIL_BYTES) + 2 * MARKER_ROOM)
+        self.group: int | None = None
+        self.end: tuple[int, float | None] | None = None
+        self.ended = asyncio.Event()
+        self._recent = b""
+
+    def add_err(self, chunk: bytes) -> None:
+        self.err.add(chunk)
+        recent = self._recent + chunk
+        for m in self.markers.finditer(recent):
+            fields = m.group(2).split()
+            if m.group(1) == b"pgid" and len(fields) == 1 and fields[0].isdigit():
+                self.group = self.group or int(fields[0])
+            elif (m.group(1) == b"end" and len(fields) == 3
+                  and fields[0].lstrip(b"-").isdigit()):
+                t0, t1 = _nanoseconds(fields[1]), _nanoseconds(fields[2])
+                wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
+                self.end = int(fields[0]), wall
+                self.ended.set()
+        self._recent = recent[-MARKER_ROOM:]
+
+    def stderr(self) -> bytes:
+        """Stderr without the markers, at most ``keep`` bytes (TAIL_BYTES at least)."""
+        data = self.markers.sub(b"", self.err.value())
+        keep = max(self.keep, TAIL_BYTES)
+        return data[len(data) - keep:] if len(data) > keep else data
 
 
 class SSHExecutor:
@@ -148,6 +223,7 @@ class SSHExecutor:
         self._lock = asyncio.Lock()
         self._orphan_group: int | None = None
         self._workdir_made = False
+        self._tools_checked = False
         self._given_up: str | None = None
 
     # -- connections ------------------------------------------------------------------
@@ -211,6 +287,11 @@ class SSHExecutor:
             raise WashoutError(f"{self._where()}: key = {self.worker.key!r}: cannot load it: "
                                f"{err} (an encrypted key goes into ssh-agent: ssh-add it and "
                                "leave key out)") from None
+        except socket.gaierror as err:
+            if err.errno in NAME_NOT_FOUND:
+                raise WashoutError(f"{self._where()}: host name {self.worker.host!r} not found"
+                                   ) from None
+            raise _Unreachable(_describe(err)) from None  # e.g. no DNS server reachable now
         except _TRANSIENT as err:
             raise _Unreachable(_describe(err)) from None
         except (asyncssh.Error, ValueError) as err:
@@ -221,19 +302,29 @@ class SSHExecutor:
         return self._conn is not None and not self._conn.is_closed()
 
     async def _prepare(self) -> None:
-        """After each (re)connection: kill what a lost command left; make the workdir."""
+        """After each (re)connection: check the tools trials need (first time), kill what a
+        lost command left, make the workdir."""
         assert self._conn is not None
         steps = []
+        if not self._tools_checked:
+            steps.append(f"for t in {' '.join(REQUIRED_TOOLS)}; do command -v $t >/dev/null "
+                         "2>&1 || echo \"lacks $t\"; done")
         if self._orphan_group is not None:
             steps.append(f"kill -s KILL -- -{self._orphan_group} 2>/dev/null")
             self._orphan_group = None
         if self.workdir and not self._workdir_made:
-            steps.append(f"mkdir -p -- {remote_path(self.workdir)}")
+            steps.append(f"mkdir -p -- {remote_path(self.workdir)} || echo 'mkdir failed'")
         if not steps:
             return
         result = await self._conn.run("; ".join(steps) + "; true", encoding=None)
+        said = (result.stdout or b"").decode("utf-8", errors="replace").split("\n")
+        lacking = [line.split()[1] for line in said if line.startswith("lacks ")]
+        if lacking:
+            raise WashoutError(f"{self._where()} lacks " + ", ".join(f"`{t}`" for t in lacking)
+                               + " (needed to run trials)")
+        self._tools_checked = True
         if self.workdir and not self._workdir_made:
-            if result.exit_status != 0:
+            if "mkdir failed" in said:
                 raise WashoutError(f"{self._where()}: workdir = {self.workdir!r}: cannot "
                                    f"create it: {tail(result.stderr or b'', 200).strip()}")
             self._workdir_made = True
@@ -306,7 +397,8 @@ class SSHExecutor:
     # -- commands ---------------------------------------------------------------------
 
     async def run(self, command: str, *, timeout: float | None, cwd: str | None = None,
-                  env: dict[str, str] | None = None, cpus: str | None = None) -> CommandResult:
+                  env: dict[str, str] | None = None, cpus: str | None = None,
+                  output_tail: int = OUTPUT_TAIL) -> CommandResult:
         if self._given_up:
             raise WashoutError(self._given_up)
         started = datetime.now(UTC)
@@ -316,39 +408,34 @@ class SSHExecutor:
         except WashoutError as err:
             if self._given_up is None:
                 raise
-            return self._lost(started, t0, str(err), b"", b"", cpus)
+            return self._lost(started, t0, str(err), None, cpus)
         script = wrapper_script(command, token=self._token, timeout=timeout, cwd=cwd, env=env,
-                                cpus=cpus)
-        out, err = bytearray(), bytearray()
-        ended = asyncio.Event()
-        end_mark = f"@@washout:{self._token}:end ".encode()
+                                cpus=cpus, keep_stdout=output_tail > 0)
+        got = _Capture(self._markers, output_tail)
         proc = None
 
-        async def collect(stream: asyncssh.SSHReader[bytes], buf: bytearray,
-                          watch: bool) -> None:
+        async def collect(stream: asyncssh.SSHReader[bytes], add: Callable[[bytes], None]) -> None:
             while chunk := await stream.read(65536):
-                buf.extend(chunk)
-                if watch and end_mark in buf and self._end(buf) is not None:
-                    ended.set()
+                add(chunk)
 
         try:
+            # stdin stays open: the wrapper kills the command's group when it closes.
             proc = await conn.create_process(SHELL, encoding=None)
             proc.stdin.write(script.encode())
-            proc.stdin.write_eof()
-            readers = [asyncio.ensure_future(collect(proc.stdout, out, False)),
-                       asyncio.ensure_future(collect(proc.stderr, err, True))]
-            waiter = asyncio.ensure_future(ended.wait())
+            readers = [asyncio.ensure_future(collect(proc.stdout, got.out.add)),
+                       asyncio.ensure_future(collect(proc.stderr, got.add_err))]
+            waiter = asyncio.ensure_future(got.ended.wait())
             both = asyncio.gather(*readers)
             try:
                 backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
                 done, _ = await asyncio.wait({both, waiter}, timeout=backstop,
                                              return_when=asyncio.FIRST_COMPLETED)
                 if not done:
-                    self._orphan_group = self._group(err)
+                    self._orphan_group = got.group
                     self._drop()
                     return self._lost(started, t0, f"no answer from the worker {backstop:g} s "
                                       "into the command (its own timeout did not report back)",
-                                      out, err, cpus)
+                                      got, cpus)
                 if both not in done:
                     # The wrapper is done; a daemon it spawned may still hold the pipes.
                     await asyncio.wait({both}, timeout=1.0)
@@ -358,71 +445,61 @@ class SSHExecutor:
             finally:
                 await _cancel(*readers, waiter, both)
         except asyncio.CancelledError:
-            await self._kill_group(self._group(err))
+            await self._kill_group(got.group)
             if proc is not None:
                 proc.close()
             raise
         except _TRANSIENT as error:
             self._drop()
-            if self._end(err) is None:
-                self._orphan_group = self._group(err)
+            if got.end is None:
+                self._orphan_group = got.group
                 return self._lost(started, t0, f"connection lost during the command: "
-                                  f"{_describe(error)}", out, err, cpus)
+                                  f"{_describe(error)}", got, cpus)
             # The command finished (its end marker arrived); only the connection did not.
         duration = time.perf_counter() - t0
-        end = self._end(err)
         status_code = proc.exit_status if proc is not None else None
         if proc is not None:
             proc.close()
-        stdout, stderr = bytes(out), self._markers.sub(b"", bytes(err))
-        if end is None:
+        stdout, stderr = got.out.value(), got.stderr()
+        if got.end is None:
             if status_code is None or not self._alive():
-                self._orphan_group = self._group(err)
+                self._orphan_group = got.group
                 self._drop()
-                return self._lost(started, t0, "connection lost during the command", out, err,
-                                  cpus)
+                return self._lost(started, t0, "connection lost during the command", got, cpus)
             code = status_code
         else:
-            code, worker_wall = end
+            code, worker_wall = got.end
             if worker_wall is not None:
                 duration = worker_wall
         finished = datetime.now(UTC)
+        cut = {"stdout_cut": got.out.cut, "stderr_cut": got.err.cut}
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
         if timeout is not None and code in (124, 137) and duration >= timeout:
             return CommandResult("timeout", code, stdout, stderr, started, finished, duration,
                                  f"timed out after {timeout:g} s; process group killed on the "
-                                 "worker", cpus)
+                                 "worker", cpus, **cut)
+        if code == 127 and (missing := _MISSING_TOOL.search(stderr)):
+            return CommandResult("failed", code, stdout, stderr, started, finished, duration,
+                                 f"{self._where()} lacks `{missing.group(1).decode()}` "
+                                 f"({missing.group(2).decode()})", cpus, **cut)
         if code != 0:
             why = f"exit code {code}"
             if code > 128:
                 why += f" (signal {code - 128} if it was killed)"
             return CommandResult("failed", code, stdout, stderr, started, finished, duration,
-                                 why, cpus)
-        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus)
+                                 why, cpus, **cut)
+        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus,
+                             **cut)
 
-    def _end(self, err: bytearray | bytes) -> tuple[int, float | None] | None:
-        """Exit code and worker-side wall seconds from the end marker, if it arrived."""
-        found = None
-        for m in self._markers.finditer(err):
-            if m.group(1) == b"end":
-                found = m.group(2).split()
-        if found is None or len(found) != 3 or not found[0].lstrip(b"-").isdigit():
-            return None
-        t0, t1 = _nanoseconds(found[1]), _nanoseconds(found[2])
-        wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
-        return int(found[0]), wall
-
-    def _group(self, err: bytearray | bytes) -> int | None:
-        for m in self._markers.finditer(err):
-            if m.group(1) == b"pgid" and m.group(2).strip().isdigit():
-                return int(m.group(2))
-        return None
-
-    def _lost(self, started: datetime, t0: float, reason: str, out: bytes | bytearray,
-              err: bytes | bytearray, cpus: str | None) -> CommandResult:
-        return CommandResult("lost", None, bytes(out), self._markers.sub(b"", bytes(err)),
-                             started, datetime.now(UTC), time.perf_counter() - t0,
-                             f"{self.name}: {reason}", cpus)
+    def _lost(self, started: datetime, t0: float, reason: str, got: _Capture | None,
+              cpus: str | None) -> CommandResult:
+        if got is None:
+            return CommandResult("lost", None, b"", b"", started, datetime.now(UTC),
+                                 time.perf_counter() - t0, f"{self.name}: {reason}", cpus)
+        return CommandResult("lost", None, got.out.value(), got.stderr(), started,
+                             datetime.now(UTC), time.perf_counter() - t0,
+                             f"{self.name}: {reason}", cpus, stdout_cut=got.out.cut,
+                             stderr_cut=got.err.cut)
 
     async def _kill_group(self, group: int | None) -> None:
         """Kill a command's process group from another channel (on Ctrl-C)."""
@@ -440,17 +517,40 @@ class SSHExecutor:
             pass
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        """A file's bytes (``cat`` on the worker); OSError when it cannot be read."""
-        cd = f"cd -- {remote_path(cwd)} && " if cwd else ""
+        """A metric file's bytes (``cat`` on the worker, after checking that it is a regular
+        file of at most METRIC_FILE_LIMIT bytes); OSError saying why it cannot be read."""
+        q = remote_path(path)
+        script = (_file_kind_script(path, cwd)
+                  + 'case "$k" in "") ;; "no such file") echo "No such file or directory" >&2;'
+                  + ' exit 1 ;;\n*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
+                  + f"n=$(wc -c < {q}) || exit 1\n"
+                  + f'[ "$n" -le {METRIC_FILE_LIMIT} ] || {{ echo "$n bytes, more than the '
+                  + f'{METRIC_FILE_LIMIT >> 20} MiB washout reads for a metric" >&2; exit 1; }}\n'
+                  + f"exec cat -- {q}\n")
+        result = await self._small_command(script, f"cannot read {path}")
+        if result.exit_status != 0:
+            raise OSError(tail(result.stderr or b"", 200).strip())
+        return bytes(result.stdout or b"")
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        """As locally: a regular file or a symbolic link is removed, nothing there is fine,
+        anything else is left alone (OSError)."""
+        script = (_file_kind_script(path, cwd)
+                  + 'case "$k" in "" | "a symbolic link") ;; "no such file") exit 0 ;;\n'
+                  + '*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
+                  + f"rm -f -- {remote_path(path)}\n")
+        result = await self._small_command(script, f"cannot remove {path}")
+        if result.exit_status != 0:
+            raise OSError(tail(result.stderr or b"", 200).strip())
+
+    async def _small_command(self, script: str, what: str) -> asyncssh.SSHCompletedProcess:
+        """A short helper command on the worker's connection; OSError if it cannot run."""
         try:
             conn = await self._connection()
-            result = await conn.run(f"{cd}cat -- {remote_path(path)}", encoding=None)
+            return await asyncio.wait_for(conn.run("/bin/sh -s", input=script.encode(),
+                                                   encoding=None), 60)
         except (*_TRANSIENT, asyncssh.Error, WashoutError) as err:
-            raise OSError(f"{self.name}: cannot read {path}: {err}") from None
-        if result.exit_status != 0:
-            raise OSError(f"{self.name}: cannot read {path}: "
-                          f"{tail(result.stderr or b'', 200).strip()}")
-        return bytes(result.stdout or b"")
+            raise OSError(f"{self.name}: {what}: {_describe(err)}") from None
 
     # -- copying files (experiment.sync) ---------------------------------------------
 
@@ -551,6 +651,19 @@ def _nanoseconds(stamp: bytes) -> int | None:
     return int(whole) * 10**9 + int(fraction[:9].ljust(9, b"0"))
 
 
+def _file_kind_script(path: str, cwd: str | None) -> str:
+    """Shell lines that ``cd`` to ``cwd`` and set ``k`` to what ``path`` is: empty for a
+    regular file, else "no such file", "a symbolic link" (for a link to no regular file),
+    "a FIFO", "a directory"... ."""
+    q = remote_path(path)
+    kinds = "".join(f'elif [ -{flag} {q} ]; then k="{kind}"\n' for flag, kind in (
+        ("f", ""), ("d", "a directory"), ("p", "a FIFO"), ("c", "a character device"),
+        ("b", "a block device"), ("S", "a socket"), ("L", "a symbolic link")))
+    return ((f"cd -- {remote_path(cwd)} || exit 1\n" if cwd else "")
+            + f'if [ ! -e {q} ] && [ ! -L {q} ]; then k="no such file"\n'
+            + f"{kinds}else k='not a regular file'\nfi\n")
+
+
 async def _cancel(*tasks: asyncio.Future[object]) -> None:
     """Cancel what is still pending and consume every outcome (no "never retrieved")."""
     for task in tasks:
@@ -560,7 +673,9 @@ async def _cancel(*tasks: asyncio.Future[object]) -> None:
 
 def _describe(err: BaseException) -> str:
     """A short, one-line description of a connection error."""
-    if isinstance(err, asyncssh.DisconnectError):
+    if isinstance(err, socket.gaierror):
+        text = err.strerror
+    elif isinstance(err, asyncssh.DisconnectError):
         text = err.reason
     elif isinstance(err, OSError) and err.errno:
         text = os.strerror(err.errno)
