@@ -188,7 +188,8 @@ def resume_command(
     allow_mismatch: bool = typer.Option(False, "--allow-mismatch",
                                         help="Record provenance mismatches and proceed."),
 ) -> None:
-    """Continue an interrupted experiment exactly where it stopped (same spec and seed)."""
+    """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
+    cut short is re-run whole after a fresh reset."""
     from washout.engine import Experiment
     from washout.status import progress_of
     from washout.store import Store

@@ -31,7 +31,7 @@ Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``
   the command's group, so a trial never outlives its controller on the worker.
 
 A connection that drops during a command yields ``CommandResult(status="lost")`` (the
-engine records a failed trial; ``on_failure = "retry:N"`` re-runs it); the next command
+engine keeps the trial as ``interrupted`` and re-runs its whole run); the next command
 reconnects with bounded exponential backoff, first killing the process group the lost
 command left behind. Reboot resets issue the reboot command, wait for the connection to
 drop, reconnect with backoff within the reset timeout and verify that the boot id changed.
