@@ -109,8 +109,11 @@ HAVE_PIDFD = _have_pidfd()
 
 _GUARD_SCRIPT = """trap '' INT HUP
 while read -r _; do :; done
-for g in $(cat <&{fd}); do kill -s KILL -- "-$g"; done 2>/dev/null
+for g in $(cat /dev/fd/{fd}); do kill -s KILL -- "-$g"; done 2>/dev/null
 """
+"""The guard: it waits for washout's end of the pipe to close, then kills every group in the
+shared file. The file is read by path (/dev/fd/N): dash cannot redirect from a descriptor
+above 9, and the file's number depends on what washout has open."""
 
 
 class _GroupGuard:
