@@ -1,4 +1,4 @@
-"""Drift: does a test's metric move with where and when it ran?
+"""Drift: does a test's metric move with where and when it ran, apart from order effects?
 
 Per test x metric (x worker when asked), the Spearman rank correlation of the metric with
 three clocks (Spearman 1904, "The proof and measurement of association between two
@@ -11,12 +11,19 @@ things", Am. J. Psychol. 15(1)), and its p-value as ``scipy.stats.spearmanr`` co
   no timestamp in the long format, so the run's first trial stands for it;
 - ``run``: the run index, across runs (ageing, thermal state, a filling disk).
 
-All order kinds are used: the question is about the clock, not the order. A comparison
-whose clock does not vary (a test always at one position in fixed-only data) or with fewer
-than 3 trials is not made (NaN) and is left out of the family; a metric that does not vary
-has no correlation (rho NaN) and p = 1, and counts. Significance is family-wise over
-every (test, metric, clock[, worker]) with a p-value, by Bonferroni or Holm
-(``washout.stats.family``).
+Only random-order runs are used, and in them only the trials at positions >= 1:
+- in fixed (and reverse, Williams) runs a test's position is tied to its order kind, so a
+  plain fixed-vs-random level shift would pass for drift with position, and with a blocked
+  design for drift over runs;
+- the first trial after the reset is its own effect (washout.stats.carryover, predecessor
+  ``(reset)``); left in, it would pass for a trend over positions and time since the reset.
+In a random run the test at each position is drawn at random, so a trend among these trials
+is not made by which test ran before (carryover) either.
+
+A comparison whose clock does not vary or with fewer than 3 trials is not made (NaN) and is
+left out of the family; a metric that does not vary has no correlation (rho NaN) and p = 1,
+and counts. Significance is family-wise over every (test, metric, clock[, worker]) with a
+p-value, by Bonferroni or Holm (``washout.stats.family``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 CLOCKS: tuple[str, ...] = ("position", "time_since_reset", "run")
+RANDOM_ORDER = "random"
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,8 @@ def drift(
     by_worker: bool = False,
     metric: str | None = None,
 ) -> DriftResult:
-    """Spearman correlations of every test's metric with position, time since reset and run.
+    """Spearman correlations of every test's metric with position, time since reset and run,
+    over its random-order trials after the first position (see the module doc).
 
     ``by_worker``: one row set per worker when the data has several (each worker has its own
     clocks); otherwise pooled, ``worker`` None. ``metric``: only that metric.
@@ -135,6 +144,7 @@ def drift(
     if metric is not None:
         ok = ok[ok["metric"] == metric]
     ok = with_clocks(df, ok)
+    ok = ok[(ok["order"] == RANDOM_ORDER) & (ok["position"] >= 1)]
     split = by_worker and ok["worker"].nunique() > 1
     group_keys = ["worker", "test", "metric"] if split else ["test", "metric"]
 
