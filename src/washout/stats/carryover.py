@@ -27,11 +27,17 @@ Per test and metric:
    (a choice made without the predecessor labels, so it cannot favour any pair), which is
    the case when runs differ in level more than trials do. ``run_adjusted`` says which.
 3. Predecessor pairs. Trials after S against trials after the other predecessors, both at
-   positions >= 1: Student's two-sample t-test with pooled variance (the labels are
-   exchangeable under the null, so the variances are equal; its p-value approximates the
-   randomization distribution of the difference of means: Pitman 1937, "Significance tests
-   which may be applied to samples from any populations", JRSS Suppl. 4(1)). The calibration
-   suite (tests/test_calibration.py, bench/calibration.py) checks the false-positive rate.
+   positions >= 1. Delta% and its interval come from the difference of the mean (log)
+   values with Student's pooled-variance t (the labels are exchangeable under the null, so
+   the variances are equal). The p-value comes from the same t-test on the values' ranks
+   within the test, scaled to (0, 1): the rank transform (Conover & Iman 1981, "Rank
+   transformations as a bridge between parametric and nonparametric statistics", Am.
+   Statist. 35(3)), close to Mann-Whitney's test. A few outliers (a daemon waking up) cannot
+   make a pair significant, and it stays close to the randomization distribution of the
+   ranks (Pitman 1937, "Significance tests which may be applied to samples from any
+   populations", JRSS Suppl. 4(1)). A metric with only two values gets Fisher's exact test
+   instead, because the normal approximation fails there. The calibration suite
+   (tests/test_calibration.py, bench/calibration.py) checks the false-positive rate.
 4. Blame. A real effect of B on C makes "after B" part of every other predecessor's
    comparison group. So the pairs are found step by step: per test, the most significant
    pair is set aside and the others are compared again without its trials, until none is
@@ -40,20 +46,20 @@ Per test and metric:
 5. First after the reset (predecessor ``(reset)``): T's trials at position 0 against the
    straight line fitted to its trials at positions >= 1 (after predecessors not set aside),
    extrapolated to position 0: the coefficient of a position-0 indicator in the least-squares
-   fit y = a + b * position + f * [position = 0], tested with Student's t on n - 3 degrees
-   of freedom (Draper & Smith, "Applied Regression Analysis", 3rd ed. 1998, ch. 14: dummy
-   variables). So a trend over positions is not mistaken for a first-trial effect. The
-   extrapolation costs much precision (4-10 times the variance of a plain comparison of
-   position 0 with later positions), so the trend is only fitted when its slope over
+   fit y = a + b * position + f * [position = 0] (the same fit on the ranks gives t and p),
+   with Student's t on n - 3 degrees of freedom (Draper & Smith, "Applied Regression
+   Analysis", 3rd ed. 1998, ch. 14: dummy variables). So a trend over positions is not
+   mistaken for a first-trial effect. The extrapolation costs much precision (4-10 times
+   the variance of a plain comparison of position 0 with later positions), so the trend is only fitted when its slope over
    positions >= 1 differs from 0 at level ``TREND_LEVEL`` (a lenient pretest: a trend too
    weak to pass it is also too weak to pass for a first-trial effect at a family-wise level;
    the calibration suite checks this); otherwise b = 0 and the test has n - 2 degrees of
    freedom.
 6. Pooled first after the reset, per metric (and worker): the mean of the log-scale tests'
-   f, standard error sqrt(sum se^2) / m, Welch-Satterthwaite degrees of freedom (Welch
-   1947, Biometrika 34(1/2)). Treating the tests as independent ignores that they share
-   runs; the run level that is shared enters their f with opposite signs, so this errs
-   on the conservative side.
+   f (on the ranks for p), standard error sqrt(sum se^2) / m, Welch-Satterthwaite degrees of
+   freedom (Welch 1947, Biometrika 34(1/2)). Treating the tests as independent ignores that
+   they share runs; the run level that is shared enters their f with opposite signs, so
+   this errs on the conservative side.
 7. Family-wise over every pair, first-after-reset row and pooled row of the call (all tests,
    predecessors, metrics, workers), by Bonferroni (default) or Holm (washout.stats.family).
    ``ci`` is the Bonferroni-simultaneous interval of Delta%: Student's t at 1 - alpha/(2m).
@@ -323,13 +329,27 @@ def carryover(
     def sums(x: "np.ndarray | None", where: "np.ndarray") -> "np.ndarray":
         return np.bincount(slot[where], None if x is None else x[where], size)
 
-    moments = _Moments(sums(None, later), sums(y, later), sums(y * y, later),
-                       sums(position, later), sums(position ** 2, later),
-                       sums(position * y, later), sums(value, later))
-    n0 = np.bincount(cell[first], None, cells)
-    y0 = np.bincount(cell[first], y[first], cells)
-    yy0 = np.bincount(cell[first], y[first] ** 2, cells)
-    raw0 = np.bincount(cell[first], value[first], cells)
+    def moments_of(x: "np.ndarray") -> tuple[_Moments, tuple["np.ndarray", ...]]:
+        """The sums the statistics need of ``x``: per slot at positions >= 1, per cell at 0."""
+        later_sums = _Moments(sums(None, later), sums(x, later), sums(x * x, later),
+                              sums(position, later), sums(position ** 2, later),
+                              sums(position * x, later), sums(value, later))
+        at_first = tuple(np.bincount(cell[first], w, cells)
+                         for w in (None, x[first], x[first] ** 2, value[first]))
+        return later_sums, at_first
+
+    # significance from ranks within the cell (scaled to (0, 1)): outliers cannot make it
+    cell_size = np.bincount(cell, None, cells)
+    score = pd.Series(y).groupby(cell).rank().to_numpy() / (cell_size[cell] + 1.0) - 0.5
+    moments, first_sums = moments_of(y)
+    rank_moments, rank_first_sums = moments_of(score)
+    n0, raw0 = first_sums[0], first_sums[3]
+    # a metric with two values (a count of 0 or 1 errors) gets exact tests: with one value
+    # rare, the normal approximation of a rank test is far off at family-wise levels
+    high = value == pd.Series(value).groupby(cell).transform("max").to_numpy()
+    two_valued = pd.Series(value).groupby(cell).nunique().to_numpy() == 2
+    high_later, high_first = sums(high.astype(float), later), np.bincount(
+        cell[first], high[first].astype(float), cells)
     slot_cell = np.repeat(np.arange(cells), slots)
     slot_label = np.tile(np.arange(slots), cells)
     test_of_cell = cell_index.get_level_values("test").astype(str).to_numpy(dtype=object)
@@ -343,20 +363,26 @@ def carryover(
 
     flagged = np.zeros(size, dtype=bool)
     while True:
-        stats = _statistics(moments, is_pair, flagged, cells, slots, slot_cell,
-                            (n0, y0, yy0, raw0), log_scale, centre, group_of_cell, groups)
-        family = np.concatenate([stats["pair_p"][is_pair], stats["reset_p"], stats["pool_p"]])
+        ranked = _statistics(rank_moments, is_pair, flagged, cells, slots, slot_cell,
+                             rank_first_sums, log_scale, centre, group_of_cell, groups)
+        if two_valued.any():
+            _exact_two_valued(ranked, two_valued, high_later, high_first, is_pair & ~flagged,
+                              moments.n, n0, cells, slots, slot_cell)
+        family = np.concatenate([ranked["pair_p"][is_pair], ranked["reset_p"],
+                                 ranked["pool_p"]])
         significant, per_test = adjust(family.tolist(), level, method)
         pair_sig = np.zeros(size, dtype=bool)
         pair_sig[is_pair] = significant[:int(is_pair.sum())]
         candidates = pair_sig & ~flagged
         if not candidates.any():
             break
-        p_rank = np.where(candidates, stats["pair_p"], np.inf).reshape(cells, slots)
+        p_rank = np.where(candidates, ranked["pair_p"], np.inf).reshape(cells, slots)
         best = p_rank.argmin(axis=1)
         new = np.isfinite(p_rank[np.arange(cells), best])
         flagged[np.arange(cells)[new] * slots + best[new]] = True
 
+    stats = _statistics(moments, is_pair, flagged, cells, slots, slot_cell, first_sums,
+                        log_scale, centre, group_of_cell, groups)
     m = int(np.isfinite(family).sum())
     reset_sig = significant[int(is_pair.sum()):int(is_pair.sum()) + cells]
     pool_sig = significant[int(is_pair.sum()) + cells:]
@@ -384,8 +410,8 @@ def carryover(
                 predecessor=RESET, n_after=int(n0[c]), n_other=int(stats["reset_n"][c]),
                 mean_after=float(raw0[c] / n0[c]), mean_other=float(stats["reset_raw"][c]),
                 delta_pct=float(stats["reset_delta"][c]),
-                ci=(float(reset_lo[c]), float(reset_hi[c])), t=float(stats["reset_t"][c]),
-                p=float(stats["reset_p"][c]), significant=bool(reset_sig[c]), **common))
+                ci=(float(reset_lo[c]), float(reset_hi[c])), t=float(ranked["reset_t"][c]),
+                p=float(ranked["reset_p"][c]), significant=bool(reset_sig[c]), **common))
         for s in range(slots):
             i = c * slots + s
             if not is_pair[i]:
@@ -396,7 +422,7 @@ def carryover(
                 mean_after=float(moments.raw[i] / moments.n[i]),
                 mean_other=float(stats["pair_raw_other"][i]),
                 delta_pct=float(stats["pair_delta"][i]), ci=(float(pair_lo[i]), float(pair_hi[i])),
-                t=float(stats["pair_t"][i]), p=float(stats["pair_p"][i]),
+                t=float(ranked["pair_t"][i]), p=float(ranked["pair_p"][i]),
                 significant=bool(pair_sig[i]), **common))
     rows.sort(key=lambda q: (
         -abs(q.delta_pct) if np.isfinite(q.delta_pct) else 0.0,
@@ -408,7 +434,7 @@ def carryover(
             metric=str(g[-1] if isinstance(g, tuple) else g),
             worker=str(g[0]) if split else None, tests=int(stats["pool_tests"][i]),
             delta_pct=float(stats["pool_delta"][i]), ci=(float(pool_lo[i]), float(pool_hi[i])),
-            p=float(stats["pool_p"][i]), significant=bool(pool_sig[i]))
+            p=float(ranked["pool_p"][i]), significant=bool(pool_sig[i]))
         for i, g in enumerate(group_index) if stats["pool_tests"][i] > 0
     ]
     return CarryoverResult(
@@ -499,6 +525,37 @@ def _statistics(moments: _Moments, is_pair: "np.ndarray", flagged: "np.ndarray",
         out["pool_p"] = np.where(k > 0, _student_p(out["pool_t"], df), np.nan)
         out["pool_delta"] = 100.0 * np.expm1(mean)
     return out
+
+
+def _exact_two_valued(ranked: dict[str, "np.ndarray"], two_valued: "np.ndarray",
+                      high_later: "np.ndarray", high_first: "np.ndarray",
+                      in_pool: "np.ndarray", n_later: "np.ndarray", n_first: "np.ndarray",
+                      cells: int, slots: int, slot_cell: "np.ndarray") -> None:
+    """In cells whose metric takes two values, replace the pair and first-after-reset
+    p-values by Fisher's exact test of the share of the higher value (Fisher 1935, "The logic
+    of inductive inference", JRSS 98(1); two-sided by doubling the smaller tail, capped at 1):
+    the randomization distribution itself, hypergeometric for a 0/1 outcome. The first trial
+    after the reset is compared with all later trials (no trend)."""
+    import numpy as np
+    from scipy.stats import hypergeom
+
+    def fisher(x: "np.ndarray", n: "np.ndarray", k_other: "np.ndarray",
+               n_other: "np.ndarray") -> "np.ndarray":
+        total, k = n + n_other, x + k_other
+        with np.errstate(invalid="ignore"):
+            tails = np.minimum(hypergeom.sf(x - 1, total, k, n), hypergeom.cdf(x, total, k, n))
+        return np.minimum(1.0, 2.0 * tails)
+
+    pool_n = np.where(in_pool, n_later, 0.0).reshape(cells, slots).sum(axis=1)
+    pool_high = np.where(in_pool, high_later, 0.0).reshape(cells, slots).sum(axis=1)
+    mine = in_pool.astype(float)
+    pairs = two_valued[slot_cell] & np.isfinite(ranked["pair_p"])
+    exact = fisher(high_later, n_later, pool_high[slot_cell] - mine * high_later,
+                   pool_n[slot_cell] - mine * n_later)
+    ranked["pair_p"] = np.where(pairs, exact, ranked["pair_p"])
+    resets = two_valued & np.isfinite(ranked["reset_p"])
+    ranked["reset_p"] = np.where(resets, fisher(high_first, n_first, pool_high, pool_n),
+                                 ranked["reset_p"])
 
 
 def _t(diff: "np.ndarray", se: "np.ndarray") -> "np.ndarray":
