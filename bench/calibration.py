@@ -43,8 +43,8 @@ def suite(experiments: int, runs_per_order: list[int]) -> bool:
     print("| scenario | runs per order | " + " | ".join(ANALYSES) + " |")
     print("|---|---:|" + "---:|" * len(ANALYSES))
     calibrated = True
-    for s, scenario in enumerate(SCENARIOS):
-        for runs in runs_per_order:
+    for runs in runs_per_order:  # the small sizes of every scenario first
+        for s, scenario in enumerate(SCENARIOS):
             rates = finding_rates(scenario, runs, experiments, seed=100_000 * (s + 1) + runs)
             cells = []
             for name, rate in rates.items():

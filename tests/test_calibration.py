@@ -9,8 +9,9 @@ seeded variant runs here; the full one (>= 400 experiments per scenario at 20, 5
 
 The order analysis also has a bulk check: experiments are simulated in bulk, experiment e's
 test j being the comparison (test j, worker e) of one ``analyze_order(..., by_worker=True)``
-call, so every p-value comes from the real vectorized code; each experiment's family of m tests is then corrected on its own with
-:func:`washout.stats.family.adjust`, the function ``analyze_order`` uses. A few experiments
+call, so every p-value comes from the real vectorized code; each experiment's family of m
+tests is then corrected on its own with :func:`washout.stats.family.adjust`, the function
+``analyze_order`` uses. A few experiments
 are also analysed one by one to check that this reproduces ``analyze_order``'s verdict.
 The full-size version is ``bench/calibration.py``.
 """

@@ -50,11 +50,11 @@ Per test and metric:
    with Student's t on n - 3 degrees of freedom (Draper & Smith, "Applied Regression
    Analysis", 3rd ed. 1998, ch. 14: dummy variables). So a trend over positions is not
    mistaken for a first-trial effect. The extrapolation costs much precision (4-10 times
-   the variance of a plain comparison of position 0 with later positions), so the trend is only fitted when its slope over
-   positions >= 1 differs from 0 at level ``TREND_LEVEL`` (a lenient pretest: a trend too
-   weak to pass it is also too weak to pass for a first-trial effect at a family-wise level;
-   the calibration suite checks this); otherwise b = 0 and the test has n - 2 degrees of
-   freedom.
+   the variance of a plain comparison of position 0 with later positions), so the trend is
+   only fitted when its slope over positions >= 1 differs from 0 at level ``TREND_LEVEL``
+   (a lenient pretest: a trend too weak to pass it is also too weak to pass for a
+   first-trial effect at a family-wise level; the calibration suite checks this); otherwise
+   b = 0 and the test has n - 2 degrees of freedom.
 6. Pooled first after the reset, per metric (and worker): the mean of the log-scale tests'
    f (on the ranks for p), standard error sqrt(sum se^2) / m, Welch-Satterthwaite degrees of
    freedom (Welch 1947, Biometrika 34(1/2)). Treating the tests as independent ignores that
