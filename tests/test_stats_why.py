@@ -35,7 +35,8 @@ def test_words_name_the_carryover_drift_and_flipped_claim() -> None:
                 correction="holm")
     words = "\n".join(render_words(d))
     assert "cmd_get (wall) right after cmd_set is " in words
-    assert "% slower than after other tests (CI +" in words
+    assert "% slower than after other tests (" in words
+    assert " on ranks; family-wise CI of the mean +" in words
     assert "get_hits (wall) drifts with its position in the run" in words
     assert ("Claim 'cmd_get < cmd_set' (wall) holds in fixed order but not in random order"
             in words)

@@ -90,8 +90,12 @@ def _change(delta: float | None, metric: str) -> str:
 
 
 def _ci(row: dict[str, Any]) -> str:
+    """The finding's p-value (from ranks) and its family-wise interval (of the mean): they
+    answer different questions, so a skewed sample can have p < alpha/m and an interval
+    that includes 0; saying which is which keeps the sentence from contradicting itself."""
     lo, hi = row["ci"]
-    return "CI n/a" if lo is None or hi is None else f"CI {lo:+.1f}% to {hi:+.1f}%"
+    interval = ("n/a" if lo is None or hi is None else f"{lo:+.1f}% to {hi:+.1f}%")
+    return f"{_p(row['p'])} on ranks; family-wise CI of the mean {interval}"
 
 
 def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
@@ -110,11 +114,11 @@ def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> l
             lines.append(
                 f"The first trial after each reset{_where(r)} is "
                 f"{_change(r['delta_pct'], r['metric'])} ({r['metric']}) than the trend of the "
-                f"later trials, on average over {r['tests']} tests ({_ci(r)}, {_p(r['p'])}); "
+                f"later trials, on average over {r['tests']} tests ({_ci(r)}); "
                 f"by test: {each} ({alone}).")
         elif found:
-            each = "; ".join(f"{p['test']} {_change(p['delta_pct'], r['metric'])} ({_ci(p)}, "
-                             f"{_p(p['p'])})" for p in found)
+            each = "; ".join(f"{p['test']} {_change(p['delta_pct'], r['metric'])} ({_ci(p)})"
+                             for p in found)
             lines.append(
                 f"The first trial after the reset{_where(r)} differs from the trend of the "
                 f"later trials ({r['metric']}) for {len(found)} of {len(rows)} tests: {each}. "
@@ -140,8 +144,8 @@ def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) 
                         "correction."]
     return reset + [
         f"{p['test']} ({p['metric']}){_where(p)} right after {p['predecessor']} is "
-        f"{_change(p['delta_pct'], p['metric'])} than after other tests ({_ci(p)}, "
-        f"{p['n_after']} vs {p['n_other']} trials, {_p(p['p'])})." for p in found]
+        f"{_change(p['delta_pct'], p['metric'])} than after other tests ({p['n_after']} vs "
+        f"{p['n_other']} trials, {_ci(p)})." for p in found]
 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
