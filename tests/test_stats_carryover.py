@@ -352,3 +352,12 @@ def test_a_csv_without_positions_is_a_one_line_error(tmp_path) -> None:
     with pytest.raises(WashoutError) as err:
         carryover(df)
     assert "position" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_handful_of_trials_that_fit_a_line_exactly_is_no_finding() -> None:
+    """4 random runs per worker: c's three later trials fall exactly on a line in rank,
+    which gave an infinite t and p = 0 (a finding from four trials)."""
+    result = carryover(simulate(runs=4, workers=("w1", "w2")), by_worker=True)
+    assert result.significant() == []
+    assert all(math.isnan(p.p) or p.p > 0 for p in result.pairs)
+    assert all(math.isnan(p.t) or math.isfinite(p.t) for p in result.pairs)

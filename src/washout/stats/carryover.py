@@ -238,7 +238,7 @@ def _cell_variance(x: "np.ndarray", cell: "np.ndarray", mask: "np.ndarray",
 
 
 def _student_p(t: "np.ndarray", df: "np.ndarray") -> "np.ndarray":
-    """Two-sided p of Student's t; an infinite t (no spread, different means) gives 0."""
+    """Two-sided p of Student's t (NaN where t or the degrees of freedom are undefined)."""
     import numpy as np
     from scipy.special import stdtr
 
@@ -559,11 +559,12 @@ def _exact_two_valued(ranked: dict[str, "np.ndarray"], two_valued: "np.ndarray",
 
 
 def _t(diff: "np.ndarray", se: "np.ndarray") -> "np.ndarray":
-    """diff / se; with no spread, 0 for no difference and +-inf for any."""
+    """diff / se; with no spread, 0 for no difference and undefined (NaN: no comparison) for
+    any other, since a handful of ranks can fall exactly on a line by chance."""
     import numpy as np
 
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+        return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.nan))
 
 
 def carryover_frame(result: CarryoverResult) -> "pd.DataFrame":

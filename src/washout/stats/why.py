@@ -43,7 +43,7 @@ def explain(
     ``(reset)``: the test's first trial after the reset), the first trial after the reset
     pooled over the tests of each metric, drift correlations (strongest first) and claim
     evaluations, each a plain dict; each analysis corrected over its own family.
-    Undefined numbers (NaN) are None, so the result is strict JSON."""
+    Undefined and infinite numbers are None, so the result is strict JSON."""
     out: dict[str, list[dict[str, Any]]] = {}
     if carryover:
         result = carryover_stats.carryover(df, alpha=alpha, correction=correction,
@@ -58,17 +58,18 @@ def explain(
         evaluated = claims_stats.evaluate_claims(df, list(claims), metric=metric, alpha=alpha,
                                                  correction=correction)
         out["claims"] = [c.to_dict() for c in evaluated]
-    return _without_nan(out)
+    return _finite_or_none(out)
 
 
-def _without_nan(value: Any) -> Any:
-    """``value`` with every float NaN replaced by None, recursively."""
-    if isinstance(value, float) and math.isnan(value):
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with every float NaN or infinity replaced by None, recursively (a t of a
+    sample without spread is infinite)."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _without_nan(v) for k, v in value.items()}
+        return {k: _finite_or_none(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_nan(v) for v in value]
+        return [_finite_or_none(v) for v in value]
     return value
 
 
