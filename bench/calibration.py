@@ -1,31 +1,66 @@
-"""Full-size calibration of the order analysis (the CI variant is tests/test_calibration.py).
+"""Full-size calibration of the analyses (the CI variant is tests/test_calibration.py).
 
-Simulates many experiments (TESTS tests, RUNS runs per order) with no order effect and with
-shifts of one test, and prints the experiment-wide false-positive rate and the detection
-rate of the shifted test next to Noether's (1987) power approximation, with Monte-Carlo
-standard errors. Noether's approximation is close for small shifts and underestimates the
-power of large ones. Run: .venv/bin/python bench/calibration.py [EXPERIMENTS]
+1. The suite: every scenario of tests/test_calibration.py (no effect; first trial after the
+   reset 10% slower; 1% drift per position; one test 5% faster in random orders only; 5%
+   run-level noise over 1% trial noise; an 8% c-after-b carryover with the first-after-reset
+   effect) at 20, 50, 100 and 200 runs per order, EXPERIMENTS simulated experiments each,
+   every analysis of ``ANALYSES`` run on each. Prints a markdown table: where an analysis'
+   null holds, its experiment-wide false-positive rate, marked "ok" when it is at most
+   alpha + 2 Monte-Carlo standard errors; elsewhere its power. Exits 1 if a rate is above.
+2. The order analysis in bulk (``--order``): the false-positive rate of many experiments
+   with no order effect, and the detection rate of shifts of one test next to Noether's
+   (1987) power approximation, with Monte-Carlo standard errors.
 
-Last run (2 cores shared with other jobs, 2026-11-22, 20000 experiments, 3 min):
-false positives 0.0427 (Bonferroni and Holm; alpha 0.05, MC se 0.0015); detected vs
-Noether: 0.5 sd 0.129/0.140, 0.75 sd 0.342/0.348, 1.0 sd 0.627/0.595, 1.25 sd 0.857/0.787.
+Run: nice -n 10 .venv/bin/python bench/calibration.py [--experiments 400] [--runs 20 50 ...]
+     .venv/bin/python bench/calibration.py --order [EXPERIMENTS]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import platform
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_calibration import (  # noqa: E402
-    ALPHA, RUNS, TESTS, experiment_outcomes, noether_power, simulate,
+    ALPHA, ANALYSES, RUNS, SCENARIOS, TESTS, experiment_outcomes, false_positive_bound,
+    finding_rates, noether_power, simulate,
 )
 
 
-def main(experiments: int = 20000) -> None:
+def suite(experiments: int, runs_per_order: list[int]) -> bool:
+    """Print the suite's markdown table; True when every false-positive rate is in bounds."""
+    started = time.perf_counter()
+    bound = false_positive_bound(experiments)
+    print(f"{experiments} experiments per cell, {TESTS} tests, alpha {ALPHA}, "
+          f"bound alpha + 2 MC se = {bound:.4f}; {platform.node()}, "
+          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+    print("| scenario | runs per order | " + " | ".join(ANALYSES) + " |")
+    print("|---|---:|" + "---:|" * len(ANALYSES))
+    calibrated = True
+    for runs in runs_per_order:  # the small sizes of every scenario first
+        for s, scenario in enumerate(SCENARIOS):
+            rates = finding_rates(scenario, runs, experiments, seed=100_000 * (s + 1) + runs)
+            cells = []
+            for name, rate in rates.items():
+                if name in scenario.breaks:
+                    cells.append(f"power {rate:.3f}")
+                else:
+                    ok = rate <= bound
+                    calibrated &= ok
+                    cells.append(f"FP {rate:.3f} {'ok' if ok else 'ABOVE'}")
+            print(f"| {scenario.name} | {runs} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+    return calibrated
+
+
+def order_bulk(experiments: int) -> None:
+    """The order analysis' false positives and power, experiments simulated in bulk."""
     started = time.perf_counter()
     se = math.sqrt(ALPHA * (1 - ALPHA) / experiments)
     print(f"{experiments} experiments, {TESTS} tests, {RUNS} runs per order, alpha = {ALPHA}")
@@ -42,5 +77,18 @@ def main(experiments: int = 20000) -> None:
     print(f"elapsed {time.perf_counter() - started:.1f} s")
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiments", type=int, default=400)
+    parser.add_argument("--runs", type=int, nargs="+", default=[20, 50, 100, 200])
+    parser.add_argument("--order", type=int, nargs="?", const=20000, default=None,
+                        metavar="EXPERIMENTS", help="the order analysis in bulk instead")
+    args = parser.parse_args()
+    if args.order is not None:
+        order_bulk(args.order)
+        return
+    sys.exit(0 if suite(args.experiments, args.runs) else 1)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000)
+    main()

@@ -1,10 +1,17 @@
-"""Calibration: with no order effect the experiment-wide false-positive rate stays at or
-below alpha; with an injected shift the order analysis detects it as often as theory says.
+"""Calibration: where an analysis' null holds, its experiment-wide false-positive rate stays at
+or below alpha, also when other effects are present; where it does not, it finds the effect.
 
-Experiments are simulated in bulk: experiment e's test j is the comparison (test j, worker
-e) of one ``analyze_order(..., by_worker=True)`` call, so every p-value comes from the real
-vectorized code; each experiment's family of m tests is then corrected on its own with
-:func:`washout.stats.family.adjust`, the function ``analyze_order`` uses. A few experiments
+The suite: SCENARIOS (simulated experiments with known effects) x ANALYSES (each a named
+function ``frame -> bool``, "reported a finding"); a scenario names the analyses whose null
+it breaks, every other analysis must keep its false-positive rate at alpha there. The short
+seeded variant runs here; the full one (>= 400 experiments per scenario at 20, 50, 100 and
+200 runs per order) is ``bench/calibration.py``.
+
+The order analysis also has a bulk check: experiments are simulated in bulk, experiment e's
+test j being the comparison (test j, worker e) of one ``analyze_order(..., by_worker=True)``
+call, so every p-value comes from the real vectorized code; each experiment's family of m
+tests is then corrected on its own with :func:`washout.stats.family.adjust`, the function
+``analyze_order`` uses. A few experiments
 are also analysed one by one to check that this reproduces ``analyze_order``'s verdict.
 The full-size version is ``bench/calibration.py``.
 """
@@ -12,18 +19,118 @@ The full-size version is ``bench/calibration.py``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import norm
 
+import simulate_longformat
+from washout.stats.carryover import RESET, CarryoverResult, carryover
+from washout.stats.drift import drift
 from washout.stats.family import adjust
 from washout.stats.order import analyze_order
 
 ALPHA = 0.05
 TESTS = 5
 RUNS = 20
+TRIAL_CV = 0.01  # 1% trial-to-trial noise in every scenario
+CARRIED = ("c", "b")  # the true carryover of the carryover scenario: c right after b
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Simulated experiments with known effects; ``breaks``: the analyses whose null does
+    not hold here (their rate is power); every other analysis' null holds."""
+
+    name: str
+    effects: dict
+    breaks: frozenset[str]
+
+    def simulate(self, runs: int, seed: int) -> pd.DataFrame:
+        return simulate_longformat.simulate(runs=runs, cv=TRIAL_CV, seed=seed, **self.effects)
+
+
+def _carryover(frame: pd.DataFrame) -> CarryoverResult:
+    """carryover(frame), computed once per frame for the analyses that read it."""
+    if _last[0] is not frame:
+        _last[:] = [frame, carryover(frame)]
+    return _last[1]
+
+
+_last: list = [None, None]
+
+
+def order_verdict(frame: pd.DataFrame) -> bool:
+    """The order analysis says order matters (some test differs between fixed and random)."""
+    return analyze_order(frame, alpha=ALPHA).verdict == "order-matters"
+
+
+def predecessor_pair(frame: pd.DataFrame) -> bool:
+    """Some test is significantly shifted right after some other test."""
+    return any(p.predecessor != RESET for p in _carryover(frame).significant())
+
+
+def wrong_predecessor_pair(frame: pd.DataFrame) -> bool:
+    """A pair other than the simulated one (c after b) is blamed."""
+    return any(p.predecessor != RESET and (p.test, p.predecessor) != CARRIED
+               for p in _carryover(frame).significant())
+
+
+def first_after_reset(frame: pd.DataFrame) -> bool:
+    """The first trial after the reset differs from the trend of later ones, for some test or
+    pooled over the tests."""
+    result = _carryover(frame)
+    return (any(p.predecessor == RESET for p in result.significant())
+            or any(r.significant for r in result.first_after_reset))
+
+
+def drift_found(frame: pd.DataFrame) -> bool:
+    """Some test drifts with position, time since the reset or run."""
+    return bool(drift(frame, alpha=ALPHA).significant())
+
+
+ANALYSES: dict[str, Callable[[pd.DataFrame], bool]] = {
+    "order verdict": order_verdict,
+    "carryover": predecessor_pair,
+    "carryover, wrong pair": wrong_predecessor_pair,
+    "first after reset": first_after_reset,
+    "drift": drift_found,
+}
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("no effect", {}, frozenset()),
+    Scenario("first trial after the reset 10% slower", {"first_after_reset": 1.10},
+             frozenset({"order verdict", "first after reset"})),
+    Scenario("1% drift per position", {"drift_per_position": dict.fromkeys("abcde", 0.01)},
+             frozenset({"order verdict", "drift"})),
+    Scenario("e (last in fixed order) 5% faster in random orders only",
+             {"random_factor": {"e": 0.95}},
+             frozenset({"order verdict"})),
+    Scenario("5% run-level noise", {"run_cv": 0.05}, frozenset()),
+    Scenario("8% c-after-b carryover and first after reset 10% slower",
+             {"carryover": {CARRIED: 1.08}, "first_after_reset": 1.10},
+             frozenset({"order verdict", "carryover", "first after reset"})),
+)
+
+
+def finding_rates(scenario: Scenario, runs: int, experiments: int,
+                  seed: int) -> dict[str, float]:
+    """Per analysis, the share of ``experiments`` simulated experiments (seeds seed, seed + 1,
+    ...) in which it reported a finding."""
+    found = dict.fromkeys(ANALYSES, 0)
+    for e in range(experiments):
+        frame = scenario.simulate(runs, seed + e)
+        for name, analysis in ANALYSES.items():
+            found[name] += analysis(frame)
+    return {name: count / experiments for name, count in found.items()}
+
+
+def false_positive_bound(experiments: int, sigmas: float = 2.0) -> float:
+    """alpha + ``sigmas`` Monte-Carlo standard errors of a rate alpha over ``experiments``."""
+    return ALPHA + sigmas * math.sqrt(ALPHA * (1 - ALPHA) / experiments)
 
 
 def simulate(experiments: int, shift_sd: float, seed: int, skewed: bool = True) -> pd.DataFrame:
@@ -104,3 +211,18 @@ def test_bulk_outcome_matches_analyze_order_one_experiment_at_a_time() -> None:
                   for _, group in frame.groupby("worker", sort=False)]
     order = sorted(frame["worker"].unique(), key=lambda w: int(w[1:]))
     assert list(any_hit) == [one_by_one[list(frame["worker"].unique()).index(w)] for w in order]
+
+
+SHORT_RUNS, SHORT_EXPERIMENTS = 30, 100
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there(
+        scenario: Scenario) -> None:
+    rates = finding_rates(scenario, SHORT_RUNS, SHORT_EXPERIMENTS, seed=7000)
+    bound = false_positive_bound(SHORT_EXPERIMENTS)
+    too_high = {a: r for a, r in rates.items() if a not in scenario.breaks and r > bound}
+    assert not too_high, f"{scenario.name}: false positives above {bound:.3f}: {too_high}"
+    # the simulated effects are large enough to be found nearly always at 30 runs per order
+    missed = {a: rates[a] for a in scenario.breaks if rates[a] < 0.8}
+    assert not missed, f"{scenario.name}: power below 0.8: {missed}"

@@ -38,6 +38,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_run_summary_evaluates_the_specs_claims(store: tuple[Path, str]) -> None:
     _, summary = store
+    # and says why order matters or not: first trial after the reset, carryover, drift
+    assert "No evidence of carryover" in summary or "first trial after" in summary
+    assert "drift" in summary
     assert "Claim 'fast < slow' (wall) holds in both fixed and random order" in summary
     assert "Claim 'slow > 100 * fast' (wall) holds in neither" in summary
 
@@ -52,6 +55,8 @@ def test_analyze_json_has_carryover_drift_and_claims(store: tuple[Path, str]) ->
     for p in doc["carryover"]:
         assert set(p) >= {"test", "predecessor", "metric", "n_after", "n_other", "delta_pct",
                           "p", "significant"}
+    assert all(len(p["ci"]) == 2 for p in doc["carryover"])
+    assert [r["metric"] for r in doc["first_after_reset"]] == ["wall"]
     deltas = [abs(p["delta_pct"]) for p in doc["carryover"] if p["delta_pct"] is not None]
     assert deltas == sorted(deltas, reverse=True)
     assert {d["against"] for d in doc["drift"]} == {"position", "time_since_reset", "run"}
@@ -74,12 +79,16 @@ def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) 
     doc = json.loads(washout("analyze", MEMCACHED, "--carryover", "--format", "json").stdout)
     significant = [p for p in doc["carryover"] if p["significant"]]
     assert [(p["test"], p["predecessor"]) for p in significant] == [("./get_hits_test.sh", "(reset)")]
-    assert significant[0]["delta_pct"] < -4
-    assert {p["test"] for p in doc["carryover"][:2]} == {"./get_hits_test.sh"}  # largest first
+    assert significant[0]["delta_pct"] < -4 and significant[0]["ci"][1] < 0
+    assert doc["carryover"][0] == significant[0]  # largest first
     out = tmp_path / "m.html"
     washout("report", MEMCACHED, "-o", out)
     html = out.read_text()
-    assert '<section id="why">' in html and "right after the reset is 4.3% lower" in html
+    assert '<section id="why">' in html
+    assert ("The first trial after the reset differs from the trend of the later trials "
+            "(result) for 1 of 3 tests: ./get_hits_test.sh 4.4% lower") in html
+    assert "No test is shifted by the test before it" in html
+    assert "No evidence of drift" in html
 
 
 def test_test_names_are_never_terminal_markup(tmp_path: Path) -> None:

@@ -123,11 +123,12 @@ def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool
         return
     exp = experiment.spec.experiment
     out.print(render_analysis(analyze_order(frame, alpha=exp.alpha, correction=exp.correction)))
-    if exp.claims:
-        from washout.stats.why import explain, render_words
+    from washout.stats.why import explain, render_words
 
-        found = explain(frame, claims=exp.claims, alpha=exp.alpha, correction=exp.correction)
-        out.print("\n".join(render_words(found)))
+    # why order matters: the first trial after the reset, carryover, drift, the spec's claims
+    found = explain(frame, carryover=True, drift=True, claims=exp.claims, alpha=exp.alpha,
+                    correction=exp.correction)
+    out.print("\n".join(render_words(found)))
 
 
 @app.command("run")

@@ -1,8 +1,8 @@
 """The trials a statistic may use: successful trials with a finite value, and how many were not.
 
 docs/design.md: "successful trials only; the count of excluded trials is reported, never
-silently dropped". Every analysis of why order mattered (carryover, drift, claims, planning)
-starts here.
+silently dropped". Every analysis of why order matters (carryover, drift, claims) and
+planning starts here.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from washout.stats import drift as drift_stats
 if TYPE_CHECKING:
     import pandas as pd
 
+WALL = "wall"  # the metric washout measures itself: seconds, so higher is slower
+
 CLOCK_WORDS: dict[str, str] = {
     "position": "its position in the run",
     "time_since_reset": "the time since the reset",
@@ -36,15 +38,18 @@ def explain(
     by_worker: bool = False,
     metric: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """``{"carryover": [...], "drift": [...], "claims": [...]}``, keys only for what was
-    asked: carryover pairs (largest |Delta%| first), drift correlations (strongest first) and
-    claim evaluations, each a plain dict; each analysis corrected over its own family.
-    Undefined numbers (NaN) are None, so the result is strict JSON."""
+    """``{"carryover": [...], "first_after_reset": [...], "drift": [...], "claims": [...]}``,
+    keys only for what was asked: carryover pairs (largest |Delta%| first; predecessor
+    ``(reset)``: the test's first trial after the reset), the first trial after the reset
+    pooled over the tests of each metric, drift correlations (strongest first) and claim
+    evaluations, each a plain dict; each analysis corrected over its own family.
+    Undefined and infinite numbers are None, so the result is strict JSON."""
     out: dict[str, list[dict[str, Any]]] = {}
     if carryover:
         result = carryover_stats.carryover(df, alpha=alpha, correction=correction,
                                            by_worker=by_worker, metric=metric)
         out["carryover"] = [p.to_dict() for p in result.pairs]
+        out["first_after_reset"] = [r.to_dict() for r in result.first_after_reset]
     if drift:
         found = drift_stats.drift(df, alpha=alpha, correction=correction,
                                   by_worker=by_worker, metric=metric)
@@ -53,17 +58,18 @@ def explain(
         evaluated = claims_stats.evaluate_claims(df, list(claims), metric=metric, alpha=alpha,
                                                  correction=correction)
         out["claims"] = [c.to_dict() for c in evaluated]
-    return _without_nan(out)
+    return _finite_or_none(out)
 
 
-def _without_nan(value: Any) -> Any:
-    """``value`` with every float NaN replaced by None, recursively."""
-    if isinstance(value, float) and math.isnan(value):
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with every float NaN or infinity replaced by None, recursively (a t of a
+    sample without spread is infinite)."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _without_nan(v) for k, v in value.items()}
+        return {k: _finite_or_none(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_nan(v) for v in value]
+        return [_finite_or_none(v) for v in value]
     return value
 
 
@@ -75,30 +81,79 @@ def _where(row: dict[str, Any]) -> str:
     return f" on worker {row['worker']}" if row.get("worker") else ""
 
 
-def _carryover_words(pairs: list[dict[str, Any]]) -> list[str]:
-    if not pairs:
-        return ["Carryover: nothing to compare (no random, reverse or Williams runs, "
-                "so no test ever followed different tests)."]
-    found = [p for p in pairs if p["significant"]]
-    if not found:
-        return [f"No evidence of carryover: none of the {len(pairs)} predecessor comparisons "
-                "is significant after correction."]
+def _change(delta: float | None, metric: str) -> str:
+    """"12.0% slower" for the wall time, "12.0% higher" for other metrics."""
+    if delta is None:
+        return "different"
+    if metric == WALL:
+        return f"{abs(delta):.1f}% {'slower' if delta > 0 else 'faster'}"
+    return f"{abs(delta):.1f}% {'higher' if delta > 0 else 'lower'}"
+
+
+def _ci(row: dict[str, Any]) -> str:
+    """The finding's p-value (from ranks) and its family-wise interval (of the mean): they
+    answer different questions, so a skewed sample can have p < alpha/m and an interval
+    that includes 0; saying which is which keeps the sentence from contradicting itself."""
+    lo, hi = row["ci"]
+    interval = ("n/a" if lo is None or hi is None else f"{lo:+.1f}% to {hi:+.1f}%")
+    return f"{_p(row['p'])} on ranks; family-wise CI of the mean {interval}"
+
+
+def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
+    """One sentence per metric (and worker) whose first trial after the reset stands out:
+    pooled over the tests when that is significant, else for the tests where it is."""
     lines = []
-    for p in found:
-        delta = p["delta_pct"]
-        change = ("differs from" if delta is None else
-                  f"is {abs(delta):.1f}% {'higher' if delta > 0 else 'lower'} than")
-        what = (f"right after the reset {change} at later positions"
-                if p["predecessor"] == carryover_stats.RESET else
-                f"after {p['predecessor']} {change} after other tests")
-        lines.append(f"{p['test']} ({p['metric']}){_where(p)} {what} (mean {p['mean_after']:.4g} "
-                     f"vs {p['mean_other']:.4g}, {p['n_after']} vs {p['n_other']} trials, "
-                     f"{_p(p['p'])}).")
+    for r in pooled:
+        rows = [p for p in pairs if p["predecessor"] == carryover_stats.RESET
+                and p["metric"] == r["metric"] and p["worker"] == r["worker"]]
+        found = [p for p in rows if p["significant"]]
+        if r["significant"]:
+            each = ", ".join(f"{p['test']} {p['delta_pct']:+.1f}%" for p in rows
+                             if p["delta_pct"] is not None)
+            alone = (f"significant on its own for {', '.join(p['test'] for p in found)}"
+                     if found else "none significant on its own")
+            lines.append(
+                f"The first trial after each reset{_where(r)} is "
+                f"{_change(r['delta_pct'], r['metric'])} ({r['metric']}) than the trend of the "
+                f"later trials, on average over {r['tests']} tests ({_ci(r)}); "
+                f"by test: {each} ({alone}).")
+        elif found:
+            each = "; ".join(f"{p['test']} {_change(p['delta_pct'], r['metric'])} ({_ci(p)})"
+                             for p in found)
+            lines.append(
+                f"The first trial after the reset{_where(r)} differs from the trend of the "
+                f"later trials ({r['metric']}) for {len(found)} of {len(rows)} tests: {each}. "
+                f"On average over the tests it is {_change(r['delta_pct'], r['metric'])} "
+                f"({_p(r['p'])}, not significant).")
     return lines
+
+
+def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
+    if not pairs:
+        return ["Carryover: nothing to compare (no random-order runs, so no test ever followed "
+                "different tests)."]
+    reset = _reset_words(pairs, pooled)
+    predecessors = [p for p in pairs if p["predecessor"] != carryover_stats.RESET]
+    found = [p for p in predecessors if p["significant"]]
+    if not found:
+        if not reset:
+            return [f"No evidence of carryover: none of the {len(pairs)} comparisons (each "
+                    "test right after the reset and after each other test) is significant "
+                    "after correction."]
+        return reset + [f"No test is shifted by the test before it: none of the "
+                        f"{len(predecessors)} predecessor pairs is significant after "
+                        "correction."]
+    return reset + [
+        f"{p['test']} ({p['metric']}){_where(p)} right after {p['predecessor']} is "
+        f"{_change(p['delta_pct'], p['metric'])} than after other tests ({p['n_after']} vs "
+        f"{p['n_other']} trials, {_ci(p)})." for p in found]
 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
     tested = [r for r in rows if r["p"] is not None and not math.isnan(r["p"])]
+    if not tested:
+        return ["Drift: nothing to compare (no random-order trials after the first position "
+                "whose position, time or run varies)."]
     found = [r for r in rows if r["significant"]]
     if not found:
         return [f"No evidence of drift: none of the {len(tested)} correlations with position, "
@@ -144,11 +199,12 @@ def _claim_words(c: dict[str, Any]) -> str:
 
 
 def render_words(d: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Human sentences for :func:`explain`'s result: significant carryover and drift (or
-    that there is none), and for each claim whether it holds under each order."""
+    """Human sentences for :func:`explain`'s result: the first trial after the reset and
+    significant carryover and drift (or that there is none), and for each claim whether it
+    holds under each order."""
     lines: list[str] = []
     if "carryover" in d:
-        lines += _carryover_words(d["carryover"])
+        lines += _carryover_words(d["carryover"], d.get("first_after_reset", []))
     if "drift" in d:
         lines += _drift_words(d["drift"])
     for c in d.get("claims", []):
