@@ -70,3 +70,24 @@ command = "echo connecting to $DATABASE_URL; echo $DATABASE_URL >&2; exit 1"
         assert secret.encode() not in raw
     dump = washout("export", db).stdout + washout("status", db).stdout
     assert all(secret not in dump for secret in (token, aws, password))
+
+
+def test_provenance_command_output_is_redacted_before_it_is_stored(tmp_path: Path) -> None:
+    secret = "inherited-provenance-secret-77"
+    spec = tmp_path / "s.toml"
+    spec.write_text('''
+[experiment]
+runs = 1
+orders = ["fixed"]
+[[test]]
+name = "t"
+command = "true"
+[provenance]
+commands = ["echo key=$WASHOUT_TEST_SECRET_KEY url=$WASHOUT_TEST_DB"]
+''')
+    washout("run", spec, "--db", tmp_path / "s.db", "--quiet",
+            env={**os.environ, "WASHOUT_TEST_SECRET_KEY": secret,
+                 "WASHOUT_TEST_DB": "postgres://u:pw-4321@db/x"})
+    stored = store_bytes(tmp_path)
+    assert b"key=***" in stored and b"postgres://u:***@db/x" in stored
+    assert secret.encode() not in stored and b"pw-4321" not in stored

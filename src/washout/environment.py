@@ -29,6 +29,7 @@ from typing import Any
 from washout.errors import WashoutError
 from washout.execute.base import Executor
 from washout.execute.local import LocalExecutor
+from washout.secrets import redact, secret_values
 from washout.spec import ProvenanceSpec
 
 MOMENT_FILES = {
@@ -156,7 +157,8 @@ async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | Non
 
     The signatures are read before the hashes, so a file that changes in between shows
     as changed at the next check. A missing provenance file is recorded as ``missing``
-    (and so mismatches a worker that has it).
+    (and so mismatches a worker that has it). A provenance command's output is stored, so
+    the secrets washout inherits are redacted from it before it is cut, as from a trial's.
     """
     facts = await moment(executor, provenance, cwd)
     result = await executor.run(capture_script(provenance), timeout=60, cwd=cwd)
@@ -166,7 +168,8 @@ async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | Non
             facts["file:" + path] = "missing"
     for command in provenance.commands:
         out = await executor.run(command, timeout=60, cwd=cwd)
-        text = (out.stdout + out.stderr).decode("utf-8", errors="replace").strip()
+        text = redact((out.stdout + out.stderr).decode("utf-8", errors="replace"),
+                      secret_values([])).strip()
         facts["command:" + command] = text[:500] if out.status == "ok" else f"failed: {out.reason}"
     return facts
 
