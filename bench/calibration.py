@@ -3,10 +3,14 @@
 1. The suite: every scenario of tests/test_calibration.py (no effect; first trial after the
    reset 10% slower; 1% drift per position; one test 5% faster in random orders only; 5%
    run-level noise over 1% trial noise; an 8% c-after-b carryover with the first-after-reset
-   effect) at 20, 50, 100 and 200 runs per order, EXPERIMENTS simulated experiments each,
-   every analysis of ``ANALYSES`` run on each. Prints a markdown table: where an analysis'
-   null holds, its experiment-wide false-positive rate, marked "ok" when it is at most
-   alpha + 2 Monte-Carlo standard errors; elsewhere its power. Exits 1 if a rate is above.
+   effect; the claim's d truly 2% faster than e under 5% shared run noise; d 2% faster in
+   random orders only under that noise) at 20, 50, 100 and 200 runs per order, EXPERIMENTS
+   simulated experiments each, every analysis of ``ANALYSES`` run on each (the order
+   verdict, carryover, the wrong pair, first after reset, drift, and the claims analyses on
+   ``CLAIM``: a false claim held, the order changes the conclusion). Prints a markdown
+   table: where an analysis' null holds, its experiment-wide false-positive rate, marked
+   "ok" when it is at most alpha + 2 Monte-Carlo standard errors; elsewhere its power.
+   Exits 1 if a rate is above.
 2. The order analysis in bulk (``--order``): the false-positive rate of many experiments
    with no order effect, and the detection rate of shifts of one test next to Noether's
    (1987) power approximation, with Monte-Carlo standard errors.
@@ -28,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_calibration import (  # noqa: E402
-    ALPHA, ANALYSES, RUNS, SCENARIOS, TESTS, experiment_outcomes, false_positive_bound,
+    ALPHA, ANALYSES, CLAIM, RUNS, SCENARIOS, TESTS, experiment_outcomes, false_positive_bound,
     finding_rates, noether_power, simulate,
 )
 
@@ -39,7 +43,8 @@ def suite(experiments: int, runs_per_order: list[int]) -> bool:
     bound = false_positive_bound(experiments)
     print(f"{experiments} experiments per cell, {TESTS} tests, alpha {ALPHA}, "
           f"bound alpha + 2 MC se = {bound:.4f}; {platform.node()}, "
-          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; the claims analyses judge "
+          f"`{CLAIM}`\n")
     print("| scenario | runs per order | " + " | ".join(ANALYSES) + " |")
     print("|---|---:|" + "---:|" * len(ANALYSES))
     calibrated = True

@@ -2,10 +2,16 @@
 or below alpha, also when other effects are present; where it does not, it finds the effect.
 
 The suite: SCENARIOS (simulated experiments with known effects) x ANALYSES (each a named
-function ``frame -> bool``, "reported a finding"); a scenario names the analyses whose null
-it breaks, every other analysis must keep its false-positive rate at alpha there. The short
-seeded variant runs here; the full one (>= 400 experiments per scenario at 20, 50, 100 and
-200 runs per order) is ``bench/calibration.py``.
+function ``(frame, scenario) -> bool``, "reported a finding" on one simulated experiment of
+the scenario; only the claims analyses read the scenario, for the claim's truth); a scenario
+names the analyses whose null it breaks, every other analysis must keep its false-positive
+rate at alpha there. The claims analyses judge one claim, CLAIM (d faster than e beyond the
+ratio of their simulated means), in every scenario: "claims" is a false claim reported to
+hold (in an order kind where the scenario makes it false), "order changes conclusion" is
+the ordering trap reported where the claim's truth is the same in both orders. The short
+seeded variants run here (every analysis at 30 runs per order; the claims analyses also at
+20); the full one (>= 400 experiments per scenario at 20, 50, 100 and 200 runs per order) is
+``bench/calibration.py``.
 
 The order analysis also has a bulk check: experiments are simulated in bulk, experiment e's
 test j being the comparison (test j, worker e) of one ``analyze_order(..., by_worker=True)``
@@ -29,6 +35,7 @@ from scipy.stats import norm
 
 import simulate_longformat
 from washout.stats.carryover import RESET, CarryoverResult, carryover
+from washout.stats.claims import EVALUATED_ORDERS, ClaimResult, evaluate_claims
 from washout.stats.drift import drift
 from washout.stats.family import adjust
 from washout.stats.order import analyze_order
@@ -38,48 +45,75 @@ TESTS = 5
 RUNS = 20
 TRIAL_CV = 0.01  # 1% trial-to-trial noise in every scenario
 CARRIED = ("c", "b")  # the true carryover of the carryover scenario: c right after b
+# The claim the claims analyses judge: d (mean 130, position 3 in fixed order) faster than e
+# (mean 140, position 4) beyond the ratio of their simulated means, 130 / 140. Neither test
+# comes first in fixed runs, and in random runs either does as often, so the first-after-
+# reset effect leaves the per-run ratio alone; nor is either in the c-after-b carryover.
+CLAIM = f"d < {130 / 140!r} * e"
+MEANS = {"a": 100.0, "b": 110.0, "c": 120.0, "d": 130.0, "e": 140.0}  # simulate's default
 
 
 @dataclass(frozen=True)
 class Scenario:
     """Simulated experiments with known effects; ``breaks``: the analyses whose null does
-    not hold here (their rate is power); every other analysis' null holds."""
+    not hold here (their rate is power); every other analysis' null holds. ``claim_true_in``:
+    the order kinds where CLAIM is true. ``weak``: effects in ``breaks`` too small to be
+    found nearly always at the CI variants' sizes (their power is reported, not asserted)."""
 
     name: str
     effects: dict
     breaks: frozenset[str]
+    claim_true_in: tuple[str, ...] = ()
+    weak: frozenset[str] = frozenset()
+
+    @property
+    def claim_false_in(self) -> tuple[str, ...]:
+        """The order kinds where CLAIM is false (the claims analysis' null holds there)."""
+        return tuple(o for o in EVALUATED_ORDERS if o not in self.claim_true_in)
 
     def simulate(self, runs: int, seed: int) -> pd.DataFrame:
         return simulate_longformat.simulate(runs=runs, cv=TRIAL_CV, seed=seed, **self.effects)
 
 
+def _cached(frame: pd.DataFrame, what: str, compute: Callable[[pd.DataFrame], object]) -> object:
+    """compute(frame), computed once per frame for the analyses that read it."""
+    if _last.get("frame") is not frame:
+        _last.clear()
+        _last["frame"] = frame
+    if what not in _last:
+        _last[what] = compute(frame)
+    return _last[what]
+
+
+_last: dict[str, object] = {}
+
+
 def _carryover(frame: pd.DataFrame) -> CarryoverResult:
-    """carryover(frame), computed once per frame for the analyses that read it."""
-    if _last[0] is not frame:
-        _last[:] = [frame, carryover(frame)]
-    return _last[1]
+    return _cached(frame, "carryover", carryover)  # type: ignore[return-value]
 
 
-_last: list = [None, None]
+def _claim(frame: pd.DataFrame) -> ClaimResult:
+    return _cached(frame, "claim",  # type: ignore[return-value]
+                   lambda f: evaluate_claims(f, [CLAIM], alpha=ALPHA)[0])
 
 
-def order_verdict(frame: pd.DataFrame) -> bool:
+def order_verdict(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """The order analysis says order matters (some test differs between fixed and random)."""
     return analyze_order(frame, alpha=ALPHA).verdict == "order-matters"
 
 
-def predecessor_pair(frame: pd.DataFrame) -> bool:
+def predecessor_pair(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """Some test is significantly shifted right after some other test."""
     return any(p.predecessor != RESET for p in _carryover(frame).significant())
 
 
-def wrong_predecessor_pair(frame: pd.DataFrame) -> bool:
+def wrong_predecessor_pair(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """A pair other than the simulated one (c after b) is blamed."""
     return any(p.predecessor != RESET and (p.test, p.predecessor) != CARRIED
                for p in _carryover(frame).significant())
 
 
-def first_after_reset(frame: pd.DataFrame) -> bool:
+def first_after_reset(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """The first trial after the reset differs from the trend of later ones, for some test or
     pooled over the tests."""
     result = _carryover(frame)
@@ -87,25 +121,49 @@ def first_after_reset(frame: pd.DataFrame) -> bool:
             or any(r.significant for r in result.first_after_reset))
 
 
-def drift_found(frame: pd.DataFrame) -> bool:
+def drift_found(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """Some test drifts with position, time since the reset or run."""
     return bool(drift(frame, alpha=ALPHA).significant())
 
 
-ANALYSES: dict[str, Callable[[pd.DataFrame], bool]] = {
+def claim_holds(frame: pd.DataFrame, scenario: Scenario) -> bool:
+    """CLAIM reported to hold in an order kind where the scenario makes it false (a false
+    claim held); where it is true in both order kinds, reported to hold in both (power)."""
+    result = _claim(frame)
+    if scenario.claim_false_in:
+        return any(getattr(result, o).holds for o in scenario.claim_false_in)
+    return all(getattr(result, o).holds for o in EVALUATED_ORDERS)
+
+
+def order_changes_conclusion(frame: pd.DataFrame, scenario: Scenario) -> bool:
+    """The order was reported to change CLAIM's conclusion."""
+    return bool(_claim(frame).order_changes_conclusion)
+
+
+Analysis = Callable[[pd.DataFrame, Scenario], bool]
+ANALYSES: dict[str, Analysis] = {
     "order verdict": order_verdict,
     "carryover": predecessor_pair,
     "carryover, wrong pair": wrong_predecessor_pair,
     "first after reset": first_after_reset,
     "drift": drift_found,
+    "claims": claim_holds,
+    "order changes conclusion": order_changes_conclusion,
 }
+CLAIMS_ANALYSES = ("claims", "order changes conclusion")
 
+# "claims" breaks only where CLAIM is true in both order kinds (no order where a false claim
+# could hold); "order changes conclusion" only where CLAIM's truth differs between the
+# orders (its per-run ratio differs, and its truth with it).
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("no effect", {}, frozenset()),
     Scenario("first trial after the reset 10% slower", {"first_after_reset": 1.10},
              frozenset({"order verdict", "first after reset"})),
+    # Fixed runs put d one position before e: 1.03 / 1.04, d truly 1% faster there only.
     Scenario("1% drift per position", {"drift_per_position": dict.fromkeys("abcde", 0.01)},
-             frozenset({"order verdict", "drift"})),
+             frozenset({"order verdict", "drift", "order changes conclusion"}),
+             claim_true_in=("fixed",), weak=frozenset({"order changes conclusion"})),
+    # The ratio d / e differs between the orders, but the claim is false in both.
     Scenario("e (last in fixed order) 5% faster in random orders only",
              {"random_factor": {"e": 0.95}},
              frozenset({"order verdict"})),
@@ -113,18 +171,28 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("8% c-after-b carryover and first after reset 10% slower",
              {"carryover": {CARRIED: 1.08}, "first_after_reset": 1.10},
              frozenset({"order verdict", "carryover", "first after reset"})),
+    Scenario("claim: d truly 2% faster than e under 5% shared run noise",
+             {"means": dict(MEANS, d=130 * 0.98), "run_cv": 0.05},
+             frozenset({"claims"}), claim_true_in=EVALUATED_ORDERS),
+    # d's ratio to e truly differs between the orders: the claim is false in fixed order,
+    # true in random; the order analysis sees a 2% shift of d under 5% run noise (weakly).
+    Scenario("claim whose ratio truly differs between orders: d 2% faster in random order "
+             "only, 5% shared run noise",
+             {"random_factor": {"d": 0.98}, "run_cv": 0.05},
+             frozenset({"order verdict", "order changes conclusion"}),
+             claim_true_in=("random",), weak=frozenset({"order verdict"})),
 )
 
 
-def finding_rates(scenario: Scenario, runs: int, experiments: int,
-                  seed: int) -> dict[str, float]:
-    """Per analysis, the share of ``experiments`` simulated experiments (seeds seed, seed + 1,
-    ...) in which it reported a finding."""
-    found = dict.fromkeys(ANALYSES, 0)
+def finding_rates(scenario: Scenario, runs: int, experiments: int, seed: int,
+                  analyses: tuple[str, ...] = tuple(ANALYSES)) -> dict[str, float]:
+    """Per analysis (every one, or ``analyses``), the share of ``experiments`` simulated
+    experiments (seeds seed, seed + 1, ...) in which it reported a finding."""
+    found = dict.fromkeys(analyses, 0)
     for e in range(experiments):
         frame = scenario.simulate(runs, seed + e)
-        for name, analysis in ANALYSES.items():
-            found[name] += analysis(frame)
+        for name in analyses:
+            found[name] += ANALYSES[name](frame, scenario)
     return {name: count / experiments for name, count in found.items()}
 
 
@@ -213,6 +281,29 @@ def test_bulk_outcome_matches_analyze_order_one_experiment_at_a_time() -> None:
     assert list(any_hit) == [one_by_one[list(frame["worker"].unique()).index(w)] for w in order]
 
 
+def check_calibrated(scenario: Scenario, rates: dict[str, float], experiments: int) -> None:
+    """False positives at most alpha + 2 MC se where a null holds; where it does not, the
+    effect found nearly always (power >= 0.8) unless the scenario calls it weak."""
+    bound = false_positive_bound(experiments)
+    too_high = {a: r for a, r in rates.items() if a not in scenario.breaks and r > bound}
+    assert not too_high, f"{scenario.name}: false positives above {bound:.3f}: {too_high}"
+    missed = {a: r for a, r in rates.items()
+              if a in scenario.breaks and a not in scenario.weak and r < 0.8}
+    assert not missed, f"{scenario.name}: power below 0.8: {missed}"
+
+
+def test_the_claims_analyses_agree_with_evaluate_claims() -> None:
+    [drifting] = [s for s in SCENARIOS if s.claim_true_in == ("fixed",)]
+    frame = drifting.simulate(20, seed=3)
+    [result] = evaluate_claims(frame, [CLAIM], alpha=ALPHA)
+    assert claim_holds(frame, drifting) == result.random.holds
+    assert order_changes_conclusion(frame, drifting) == result.order_changes_conclusion
+    [both] = [s for s in SCENARIOS if s.claim_true_in == EVALUATED_ORDERS]
+    frame = both.simulate(20, seed=3)
+    [result] = evaluate_claims(frame, [CLAIM], alpha=ALPHA)
+    assert claim_holds(frame, both) == (result.fixed.holds and result.random.holds)
+
+
 SHORT_RUNS, SHORT_EXPERIMENTS = 30, 100
 
 
@@ -220,9 +311,19 @@ SHORT_RUNS, SHORT_EXPERIMENTS = 30, 100
 def test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there(
         scenario: Scenario) -> None:
     rates = finding_rates(scenario, SHORT_RUNS, SHORT_EXPERIMENTS, seed=7000)
-    bound = false_positive_bound(SHORT_EXPERIMENTS)
-    too_high = {a: r for a, r in rates.items() if a not in scenario.breaks and r > bound}
-    assert not too_high, f"{scenario.name}: false positives above {bound:.3f}: {too_high}"
-    # the simulated effects are large enough to be found nearly always at 30 runs per order
-    missed = {a: rates[a] for a in scenario.breaks if rates[a] < 0.8}
-    assert not missed, f"{scenario.name}: power below 0.8: {missed}"
+    check_calibrated(scenario, rates, SHORT_EXPERIMENTS)
+
+
+CLAIMS_RUNS, CLAIMS_EXPERIMENTS = 20, 200
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_claims_analyses_calibrated_at_20_runs_per_order(scenario: Scenario) -> None:
+    """The claims analyses at the smallest size, with more experiments: a false claim held
+    and the order changing the conclusion at alpha (+2 MC se) where not so; a true 2%
+    advantage under 5% shared run noise found nearly always (pairing by run is what finds
+    it: an unpaired test found it in 16% of such experiments)."""
+    rates = finding_rates(scenario, CLAIMS_RUNS, CLAIMS_EXPERIMENTS,
+                          seed=20_000 + 1000 * SCENARIOS.index(scenario),
+                          analyses=CLAIMS_ANALYSES)
+    check_calibrated(scenario, rates, CLAIMS_EXPERIMENTS)

@@ -290,7 +290,7 @@ def test_failed_trials_are_not_evaluated() -> None:
 def test_a_false_claim_holds_at_most_at_rate_alpha() -> None:
     """A and B identical: "A < B" must not hold, in either order, in more than alpha of
     experiments (+3 Monte-Carlo standard errors); it must hold sometimes (the test can).
-    tests/test_calibration_claims.py checks this under the confounds too."""
+    tests/test_calibration.py checks this under the confounds too."""
     n_exp, alpha = 200, 0.05
     held = 0
     for seed in range(n_exp):
