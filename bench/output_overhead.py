@@ -1,7 +1,7 @@
 """What a command's output costs it under washout: stored wall and washout's peak memory for
 a command that prints 2 GB (`yes | head -c 2G`).
 
-Goal (issue 15): the stored wall of a 2 GB-output command within 5% of the command alone,
+Goal: the stored wall of a 2 GB-output command within 5% of the command alone,
 and washout's memory bounded (before: 1.3 s alone stored as 21.7 s, 4.2 GB RSS).
 
 Each variant is a real `washout run` of one trial, the variants interleaved round by round
