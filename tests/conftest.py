@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,24 @@ def washout(*args: str | Path, cwd: Path | None = None, check: bool = True,
         raise AssertionError(f"washout {' '.join(map(str, args))} exited {proc.returncode}\n"
                              f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (its state in /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(predicate: Callable[[], object], seconds: float,
+             what: str = "condition not reached in time") -> None:
+    """Poll ``predicate`` every 50 ms until it is true; AssertionError(what) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(what)
+        time.sleep(0.05)
 
 
 @pytest.fixture

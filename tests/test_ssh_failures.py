@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import washout
+from conftest import alive, wait_for, washout
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 from washout.errors import WashoutError
 from washout.execute.ssh import SSHExecutor
@@ -31,21 +31,6 @@ pytestmark = pytest.mark.ssh
 def query(db: Path, sql: str) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(predicate, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
 
 
 def test_connection_dropped_mid_trial_reruns_the_run_whole_and_kills_the_orphan(
