@@ -44,8 +44,10 @@ def header(title: str) -> None:
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     print(f"# {title}")
     print(f"date (UTC):   {datetime.now(UTC).strftime('%Y-%m-%d %H:%M')}")
-    print(f"machine:      {os.cpu_count()} x {cpu_model()}, {mem_gb:.0f} GiB RAM, "
-          f"{platform.system()} {platform.release()}")
+    print(
+        f"machine:      {os.cpu_count()} x {cpu_model()}, {mem_gb:.0f} GiB RAM, "
+        f"{platform.system()} {platform.release()}"
+    )
     print(f"python:       {platform.python_version()} ({sys.executable})")
     print(f"load average: {load()} (at start)")
     print(f"command:      {' '.join([Path(sys.executable).name, *sys.argv])}")
@@ -62,8 +64,12 @@ class ChildRun:
     returncode: int
 
 
-def run_child(argv: list[str], stdout: int | None = subprocess.DEVNULL,
-              env: dict[str, str] | None = None, cwd: str | Path | None = None) -> ChildRun:
+def run_child(
+    argv: list[str],
+    stdout: int | None = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> ChildRun:
     """Run ``argv`` to completion; wall from fork to reap, rusage of that child alone (wait4)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=cwd)
@@ -73,8 +79,9 @@ def run_child(argv: list[str], stdout: int | None = subprocess.DEVNULL,
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err[-2000:]}")
-    return ChildRun(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0,
-                    proc.returncode)
+    return ChildRun(
+        wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode
+    )
 
 
 def median(xs: list[float]) -> float:
@@ -83,8 +90,10 @@ def median(xs: list[float]) -> float:
 
 def fmt_runs(xs: list[float], unit: str = "s", digits: int = 3) -> str:
     """``median (min .. max, n = k)``."""
-    return (f"{statistics.median(xs):.{digits}f} {unit} (min {min(xs):.{digits}f}, "
-            f"max {max(xs):.{digits}f}, n = {len(xs)})")
+    return (
+        f"{statistics.median(xs):.{digits}f} {unit} (min {min(xs):.{digits}f}, "
+        f"max {max(xs):.{digits}f}, n = {len(xs)})"
+    )
 
 
 def verdict(ok: bool) -> str:

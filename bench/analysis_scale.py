@@ -41,9 +41,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, WASHOUT, fmt_runs, header, load, median, run_child, verdict  # noqa: E402
 
-HARDWARE = ("c220g1", "c220g2", "c220g5", "c240g5", "c6220", "c6320", "c6420", "c6525-25g",
-            "c6525-100g", "c8220", "d430", "d710", "d820", "m400", "m510", "r320", "r6525",
-            "xl170", "c4130", "dss7500")
+HARDWARE = (
+    "c220g1",
+    "c220g2",
+    "c220g5",
+    "c240g5",
+    "c6220",
+    "c6320",
+    "c6420",
+    "c6525-25g",
+    "c6525-100g",
+    "c8220",
+    "d430",
+    "d710",
+    "d820",
+    "m400",
+    "m510",
+    "r320",
+    "r6525",
+    "xl170",
+    "c4130",
+    "dss7500",
+)
 NODES_PER_TYPE = 4
 RUNS_PER_ORDER = 610
 METRICS = ("perf", "wall")
@@ -53,8 +72,12 @@ SEED = 20230710  # USENIX ATC 2023
 def benchmarks() -> list[str]:
     """47 benchmark names in the spirit of the paper's suite (memory, disk, network, CPU)."""
     names = [f"stream-{op}-s{s}" for op in ("copy", "scale", "add", "triad") for s in (0, 1)]
-    names += [f"fio-{rw}-q{q}-{bs}" for rw in ("rd", "wr", "rrd", "rwr") for q in (1, 32)
-              for bs in ("4k", "1m")]
+    names += [
+        f"fio-{rw}-q{q}-{bs}"
+        for rw in ("rd", "wr", "rrd", "rwr")
+        for q in (1, 32)
+        for bs in ("4k", "1m")
+    ]
     names += [f"iperf-{p}-{n}" for p in ("tcp", "udp") for n in (1, 8)]
     names += [f"npb-{k}" for k in ("is", "ep", "cg", "mg", "ft", "lu", "bt", "sp")]
     names += [f"sysbench-{k}" for k in ("cpu", "mem", "threads", "mutex")]
@@ -85,7 +108,7 @@ def generate(seed: int = SEED):  # -> (pd.DataFrame, tests)
     runs = np.tile(np.arange(n_runs), n_h)
     hw = np.repeat(np.arange(n_h), n_runs)
     perms = np.tile(np.arange(n_b), (n_h * n_runs, 1))
-    is_random = (runs % 2 == 1)
+    is_random = runs % 2 == 1
     perms[is_random] = rng.permuted(perms[is_random], axis=1)
     node = rng.integers(0, NODES_PER_TYPE, n_h * n_runs)
     t_hw = np.repeat(hw, n_b)
@@ -105,10 +128,14 @@ def generate(seed: int = SEED):  # -> (pd.DataFrame, tests)
     r_pos = np.repeat(t_pos, n_m)
     cfg = (r_hw, r_bench, r_metric)
     noise = np.exp(sigma[cfg] * rng.standard_normal(r_hw.size))
-    tail = np.where(rng.random(r_hw.size) < 0.02,
-                    1.0 + rng.exponential(4 * sigma[cfg]), 1.0)
-    value = (scale[cfg] * noise * tail * (1 + drift[cfg] * r_pos / n_b)
-             * np.where(r_random, 1 + effect[cfg], 1.0))
+    tail = np.where(rng.random(r_hw.size) < 0.02, 1.0 + rng.exponential(4 * sigma[cfg]), 1.0)
+    value = (
+        scale[cfg]
+        * noise
+        * tail
+        * (1 + drift[cfg] * r_pos / n_b)
+        * np.where(r_random, 1 + effect[cfg], 1.0)
+    )
     is_count = counts[cfg]
     digits = np.where(rng.random(shape) < 0.5, 3, 4)[cfg]
     mag = np.floor(np.log10(value))
@@ -121,18 +148,22 @@ def generate(seed: int = SEED):  # -> (pd.DataFrame, tests)
 
     tests = [f"{h}/{b}" for h in HARDWARE for b in bench]
     nodes = [f"{h}-n{k}" for h in HARDWARE for k in range(NODES_PER_TYPE)]
-    frame = pd.DataFrame({
-        "run": np.repeat(t_run, n_m),
-        "order": pd.Categorical.from_codes(r_random.astype(np.int8), ["fixed", "random"]),
-        "position": r_pos,
-        "test": pd.Categorical.from_codes(r_hw * n_b + r_bench, tests),
-        "metric": pd.Categorical.from_codes(r_metric.astype(np.int8), list(METRICS)),
-        "value": value,
-        "status": pd.Categorical.from_codes(r_status.astype(np.int8),
-                                            ["ok", "failed", "timeout"]),
-        "worker": pd.Categorical.from_codes(np.repeat(t_hw * NODES_PER_TYPE + t_node, n_m),
-                                            nodes),
-    })
+    frame = pd.DataFrame(
+        {
+            "run": np.repeat(t_run, n_m),
+            "order": pd.Categorical.from_codes(r_random.astype(np.int8), ["fixed", "random"]),
+            "position": r_pos,
+            "test": pd.Categorical.from_codes(r_hw * n_b + r_bench, tests),
+            "metric": pd.Categorical.from_codes(r_metric.astype(np.int8), list(METRICS)),
+            "value": value,
+            "status": pd.Categorical.from_codes(
+                r_status.astype(np.int8), ["ok", "failed", "timeout"]
+            ),
+            "worker": pd.Categorical.from_codes(
+                np.repeat(t_hw * NODES_PER_TYPE + t_node, n_m), nodes
+            ),
+        }
+    )
     return frame, tests
 
 
@@ -149,24 +180,41 @@ def write_store(frame, tests: list[str], path: Path) -> None:
     from washout.store import ExperimentRecord, Store
 
     spec_text = "\n".join(
-        ["# synthetic: bench/analysis_scale.py", "[experiment]", 'name = "long-term-synthetic"',
-         f"runs = {RUNS_PER_ORDER}", f"seed = {SEED}", ""]
-        + [f'[[test]]\nname = "{t}"\ncommand = "run {t}"\n'
-           + "".join(f"[test.metrics.{m}]\nstdout = \"last-number\"\n" for m in METRICS)
-           for t in tests])
+        [
+            "# synthetic: bench/analysis_scale.py",
+            "[experiment]",
+            'name = "long-term-synthetic"',
+            f"runs = {RUNS_PER_ORDER}",
+            f"seed = {SEED}",
+            "",
+        ]
+        + [
+            f'[[test]]\nname = "{t}"\ncommand = "run {t}"\n'
+            + "".join(f'[test.metrics.{m}]\nstdout = "last-number"\n' for m in METRICS)
+            for t in tests
+        ]
+    )
     record = ExperimentRecord(
-        name="long-term-synthetic", spec_text=spec_text,
-        spec_source="bench/analysis_scale.py", seed=SEED, design="alternate",
-        runs_per_kind=RUNS_PER_ORDER, planned_trials=len(frame) // len(METRICS),
-        created=datetime.now(UTC).isoformat(), tool_version="bench")
+        name="long-term-synthetic",
+        spec_text=spec_text,
+        spec_source="bench/analysis_scale.py",
+        seed=SEED,
+        design="alternate",
+        runs_per_kind=RUNS_PER_ORDER,
+        planned_trials=len(frame) // len(METRICS),
+        created=datetime.now(UTC).isoformat(),
+        tool_version="bench",
+    )
     store = Store.create(path, record, [(t, f"run {t}", list(METRICS)) for t in tests])
     conn = store.conn
     trials = frame.iloc[:: len(METRICS)]
     workers = list(frame["worker"].cat.categories)
     epoch = datetime(2021, 1, 1, tzinfo=UTC)
     with store.transaction():
-        conn.executemany("INSERT INTO worker (id, name, host) VALUES (?, ?, ?)",
-                         [(i + 1, w, w) for i, w in enumerate(workers)])
+        conn.executemany(
+            "INSERT INTO worker (id, name, host) VALUES (?, ?, ?)",
+            [(i + 1, w, w) for i, w in enumerate(workers)],
+        )
         # One run row per (worker, run index); permutation as the run's test names.
         w_code = trials["worker"].cat.codes.to_numpy() + 1
         run_idx = trials["run"].to_numpy()
@@ -178,11 +226,20 @@ def write_store(frame, tests: list[str], path: Path) -> None:
         conn.executemany(
             "INSERT INTO run (id, worker_id, idx, order_kind, permutation, reset_started,"
             " reset_ended, reset_info, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'done')",
-            [(i + 1, int(k // 1_000_000), int(k % 1_000_000), order[f],
-              json.dumps(test_names[f : f + per_run].tolist()),
-              (epoch + timedelta(hours=int(f // per_run))).isoformat(),
-              (epoch + timedelta(hours=int(f // per_run), seconds=5)).isoformat(), "bench")
-             for i, (k, f) in enumerate(zip(run_keys.tolist(), first.tolist()))])
+            [
+                (
+                    i + 1,
+                    int(k // 1_000_000),
+                    int(k % 1_000_000),
+                    order[f],
+                    json.dumps(test_names[f : f + per_run].tolist()),
+                    (epoch + timedelta(hours=int(f // per_run))).isoformat(),
+                    (epoch + timedelta(hours=int(f // per_run), seconds=5)).isoformat(),
+                    "bench",
+                )
+                for i, (k, f) in enumerate(zip(run_keys.tolist(), first.tolist()))
+            ],
+        )
         status = trials["status"].astype(str).to_numpy()
         pos = trials["position"].to_numpy()
         started = [(epoch + timedelta(seconds=10 * i)).isoformat() for i in range(len(trials))]
@@ -190,18 +247,27 @@ def write_store(frame, tests: list[str], path: Path) -> None:
             "INSERT INTO trial (id, run_id, position, test, attempt, status, reason, exit_code,"
             " started, ended, duration, stdout_tail, stderr_tail, cpus)"
             " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, '', '', NULL)",
-            zip(range(1, len(trials) + 1), (run_of_trial + 1).tolist(), pos.tolist(),
-                test_names.tolist(), status.tolist(),
+            zip(
+                range(1, len(trials) + 1),
+                (run_of_trial + 1).tolist(),
+                pos.tolist(),
+                test_names.tolist(),
+                status.tolist(),
                 ("" if s == "ok" else "exit code 1" for s in status),
-                (0 if s == "ok" else 1 for s in status), started, started,
-                (5.0 for _ in started)))
+                (0 if s == "ok" else 1 for s in status),
+                started,
+                started,
+                (5.0 for _ in started),
+            ),
+        )
         values = frame["value"].to_numpy()
         metric_names = frame["metric"].astype(str).to_numpy()
         trial_ids = np.arange(len(frame)) // len(METRICS) + 1
         ok = ~np.isnan(values)
-        conn.executemany("INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
-                         zip(trial_ids[ok].tolist(), metric_names[ok].tolist(),
-                             values[ok].tolist()))
+        conn.executemany(
+            "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+            zip(trial_ids[ok].tolist(), metric_names[ok].tolist(), values[ok].tolist()),
+        )
     store.close()
 
 
@@ -211,8 +277,11 @@ def generate_into(work: Path, with_db: bool) -> None:
     t0 = time.perf_counter()
     frame, tests = generate()
     n_conf = frame.groupby(["test", "metric"], observed=True).ngroups
-    print(f"generated {len(frame):,} rows, {n_conf:,} configurations in "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"generated {len(frame):,} rows, {n_conf:,} configurations in "
+        f"{time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     if not csv_path.exists():
         write_csv(frame, csv_path)
     if with_db and not db_path.exists():
@@ -228,8 +297,15 @@ def pandas_read(path: str) -> None:
 
     t0, c0 = time.perf_counter(), time.process_time()
     frame = pd.read_csv(path)
-    print(json.dumps({"read_s": time.perf_counter() - t0, "read_cpu": time.process_time() - c0,
-                      "rows": len(frame)}))
+    print(
+        json.dumps(
+            {
+                "read_s": time.perf_counter() - t0,
+                "read_cpu": time.process_time() - c0,
+                "rows": len(frame),
+            }
+        )
+    )
 
 
 def baseline_loop(path: str, out: str | None) -> None:
@@ -251,8 +327,14 @@ def baseline_loop(path: str, out: str | None) -> None:
         h, p = stats.kruskal(f, r)
         if np.all(f == f[0]) and np.all(r == f[0]):  # all equal: H is 0/0 (docs/design.md)
             h = p = None
-        row = {"test": test, "metric": metric, "n_fixed": len(f), "n_random": len(r),
-               "kw_h": None if h is None else float(h), "kw_p": None if p is None else float(p)}
+        row = {
+            "test": test,
+            "metric": metric,
+            "n_fixed": len(f),
+            "n_random": len(r),
+            "kw_h": None if h is None else float(h),
+            "kw_p": None if p is None else float(p),
+        }
         for side, x in (("fixed", f), ("random", r)):
             n = len(x)
             xs = np.sort(x)
@@ -266,8 +348,9 @@ def baseline_loop(path: str, out: str | None) -> None:
             j = int(np.nonzero(achieved >= 0.95)[0][-1]) + 1
             row[f"ci_{side}"] = [float(xs[j - 1]), float(xs[n - j])]
         row["delta_pct"] = (row["mean_fixed"] - row["mean_random"]) / row["mean_fixed"] * 100
-        row["eta_squared"] = (None if h is None
-                              else max(0.0, (row["kw_h"] - 1) / (len(f) + len(r) - 2)))
+        row["eta_squared"] = (
+            None if h is None else max(0.0, (row["kw_h"] - 1) / (len(f) + len(r) - 2))
+        )
         rows.append(row)
     m = len(rows)
     for row in rows:
@@ -275,8 +358,7 @@ def baseline_loop(path: str, out: str | None) -> None:
     text = json.dumps({"tests": rows})
     if out:
         Path(out).write_text(text)
-    print(json.dumps({"read_s": t_read, "total_s": time.perf_counter() - t0,
-                      "configurations": m}))
+    print(json.dumps({"read_s": t_read, "total_s": time.perf_counter() - t0, "configurations": m}))
 
 
 def stages(path: str) -> None:
@@ -287,10 +369,12 @@ def stages(path: str) -> None:
         marks.append((name, time.process_time(), time.perf_counter()))
 
     import pandas  # noqa: F401
+
     mark("import pandas (+numpy)")
     from washout.cli.commands_analyze import _json_document
     from washout.sources import load_trials
     from washout.stats.order import COLUMNS, analyze_order
+
     mark("import washout")
     frame, _ = load_trials(path, COLUMNS)  # what `washout analyze` reads for the order analysis
     mark("load_trials (read + validate the CSV)")
@@ -314,8 +398,15 @@ def check_agreement(washout_json: Path, baseline_json: Path) -> str:
     worst = 0.0
     for key, a in ours.items():
         b = theirs[key]
-        for name in ("kw_h", "kw_p", "median_fixed", "median_random", "shapiro_p_fixed",
-                     "shapiro_p_random", "mean_fixed"):
+        for name in (
+            "kw_h",
+            "kw_p",
+            "median_fixed",
+            "median_random",
+            "shapiro_p_fixed",
+            "shapiro_p_random",
+            "mean_fixed",
+        ):
             x, y = a[name], b[name]
             if x is None or y is None or (isinstance(y, float) and math.isnan(y)):
                 if not (x is None and (y is None or math.isnan(y))):
@@ -363,10 +454,14 @@ def main() -> None:
         if not csv_path.exists() or (not args.no_db and not db_path.exists()):
             # In a child: this process stays small, so the children timed below do not
             # inherit a large RSS at fork (ru_maxrss counts the pre-exec image too).
-            argv = [PYTHON, __file__, "--_generate", str(work)] + (["--no-db"] if args.no_db else [])
+            argv = [PYTHON, __file__, "--_generate", str(work)] + (
+                ["--no-db"] if args.no_db else []
+            )
             subprocess.run(argv, check=True)
-        print(f"dataset:      {csv_path} ({csv_path.stat().st_size / 1e6:.0f} MB CSV)"
-              + ("" if args.no_db else f", {db_path.stat().st_size / 1e6:.0f} MB database"))
+        print(
+            f"dataset:      {csv_path} ({csv_path.stat().st_size / 1e6:.0f} MB CSV)"
+            + ("" if args.no_db else f", {db_path.stat().st_size / 1e6:.0f} MB database")
+        )
         sys.stdout.flush()
 
         analyze = [WASHOUT, "analyze", str(csv_path), "--format", "json"]
@@ -399,31 +494,45 @@ def main() -> None:
         w_cpu = median([x.cpu for x in w_runs])
         print("| side | wall (median of runs) | CPU user+sys (median) | peak RSS |")
         print("|---|---|---|---|")
-        print(f"| `washout analyze longterm.csv --format json` | {fmt_runs(w_wall)} | "
-              f"{w_cpu:.2f} s | {w_rss:.0f} MB |")
-        print(f"| per-configuration loop (pandas groupby + scipy.stats), process | "
-              f"{fmt_runs(b_wall)} | {median([x.cpu for x in b_runs]):.2f} s | "
-              f"{max(x.max_rss_mb for x in b_runs):.0f} MB |")
-        print(f"| `pandas.read_csv` alone, process (python + import + read) | {fmt_runs(r_wall)} | "
-              f"{median([x.cpu for x in r_runs]):.2f} s | "
-              f"{max(x.max_rss_mb for x in r_runs):.0f} MB |")
-        print(f"| `pandas.read_csv` alone, the read call only | {fmt_runs(r_inproc)} | "
-              f"{median(r_incpu):.2f} s | |")
+        print(
+            f"| `washout analyze longterm.csv --format json` | {fmt_runs(w_wall)} | "
+            f"{w_cpu:.2f} s | {w_rss:.0f} MB |"
+        )
+        print(
+            f"| per-configuration loop (pandas groupby + scipy.stats), process | "
+            f"{fmt_runs(b_wall)} | {median([x.cpu for x in b_runs]):.2f} s | "
+            f"{max(x.max_rss_mb for x in b_runs):.0f} MB |"
+        )
+        print(
+            f"| `pandas.read_csv` alone, process (python + import + read) | {fmt_runs(r_wall)} | "
+            f"{median([x.cpu for x in r_runs]):.2f} s | "
+            f"{max(x.max_rss_mb for x in r_runs):.0f} MB |"
+        )
+        print(
+            f"| `pandas.read_csv` alone, the read call only | {fmt_runs(r_inproc)} | "
+            f"{median(r_incpu):.2f} s | |"
+        )
         print()
         speedup = median(b_wall) / median(w_wall)
         vs_read = median(w_wall) / median(r_inproc)
         vs_read_proc = median(w_wall) / median(r_wall)
         print(f"agreement with the loop: {agreement}")
-        print(f"goal wall <= 3 s:                 {median(w_wall):.2f} s  "
-              f"{verdict(median(w_wall) <= 3.0)}")
+        print(
+            f"goal wall <= 3 s:                 {median(w_wall):.2f} s  "
+            f"{verdict(median(w_wall) <= 3.0)}"
+        )
         print(f"goal peak RSS <= 1.5 GB:          {w_rss:.0f} MB  {verdict(w_rss <= 1536)}")
         print(f"goal >= 3x faster than the loop:  {speedup:.1f}x  {verdict(speedup >= 3)}")
-        print(f"goal <= 2x pandas read alone:     {vs_read_proc:.2f}x the read process "
-              f"({vs_read:.2f}x the read call)  {verdict(vs_read_proc <= 2)}")
-        print(f"  in CPU time (less sensitive to other load): washout {w_cpu:.2f} s = "
-              f"{median([x.cpu for x in b_runs]) / w_cpu:.1f}x less than the loop, "
-              f"{w_cpu / median(r_incpu):.2f}x the read call, "
-              f"{w_cpu / median([x.cpu for x in r_runs]):.2f}x the read process")
+        print(
+            f"goal <= 2x pandas read alone:     {vs_read_proc:.2f}x the read process "
+            f"({vs_read:.2f}x the read call)  {verdict(vs_read_proc <= 2)}"
+        )
+        print(
+            f"  in CPU time (less sensitive to other load): washout {w_cpu:.2f} s = "
+            f"{median([x.cpu for x in b_runs]) / w_cpu:.1f}x less than the loop, "
+            f"{w_cpu / median(r_incpu):.2f}x the read call, "
+            f"{w_cpu / median([x.cpu for x in r_runs]):.2f}x the read process"
+        )
 
         _, stage_rows = _json_child([PYTHON, __file__, "--_stages", str(csv_path)])
         print()
@@ -431,8 +540,11 @@ def main() -> None:
         print("| stage | CPU | wall |")
         print("|---|---|---|")
         for name, cpu, wall in stage_rows:
-            print(f"| {name} | {cpu:.2f} s | {wall:.2f} s |" if wall else
-                  f"| {name} | {cpu:.2f} s | |")
+            print(
+                f"| {name} | {cpu:.2f} s | {wall:.2f} s |"
+                if wall
+                else f"| {name} | {cpu:.2f} s | |"
+            )
         print()
         if not args.no_db:
             db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json"]
@@ -440,10 +552,12 @@ def main() -> None:
             d_runs = [run_child(db_cmd) for _ in range(args.repeat)]
             d_wall = [x.wall for x in d_runs]
             d_rss = max(x.max_rss_mb for x in d_runs)
-            print(f"from the database (`washout analyze longterm.db --format json`): "
-                  f"{fmt_runs(d_wall)}, CPU {median([x.cpu for x in d_runs]):.2f} s, "
-                  f"peak RSS {d_rss:.0f} MB  "
-                  f"(wall {verdict(median(d_wall) <= 3.0)}, RSS {verdict(d_rss <= 1536)})")
+            print(
+                f"from the database (`washout analyze longterm.db --format json`): "
+                f"{fmt_runs(d_wall)}, CPU {median([x.cpu for x in d_runs]):.2f} s, "
+                f"peak RSS {d_rss:.0f} MB  "
+                f"(wall {verdict(median(d_wall) <= 3.0)}, RSS {verdict(d_rss <= 1536)})"
+            )
         print(f"load average: {load()} (at end)")
     finally:
         if tmp is not None:
@@ -452,7 +566,6 @@ def main() -> None:
 
 def _json_child(argv: list[str]):  # -> (ChildRun, dict)
     """Run a helper mode of this script; its last stdout line is JSON."""
-    import subprocess
 
     out = tempfile.TemporaryFile()
     child = run_child(argv, stdout=out.fileno())

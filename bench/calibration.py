@@ -26,14 +26,23 @@ import math
 import platform
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_calibration import (  # noqa: E402
-    ALPHA, ANALYSES, CLAIM, RUNS, SCENARIOS, TESTS, experiment_outcomes, false_positive_bound,
-    finding_rates, noether_power, simulate,
+    ALPHA,
+    ANALYSES,
+    CLAIM,
+    RUNS,
+    SCENARIOS,
+    TESTS,
+    experiment_outcomes,
+    false_positive_bound,
+    finding_rates,
+    noether_power,
+    simulate,
 )
 
 
@@ -41,10 +50,12 @@ def suite(experiments: int, runs_per_order: list[int]) -> bool:
     """Print the suite's markdown table; True when every false-positive rate is in bounds."""
     started = time.perf_counter()
     bound = false_positive_bound(experiments)
-    print(f"{experiments} experiments per cell, {TESTS} tests, alpha {ALPHA}, "
-          f"bound alpha + 2 MC se = {bound:.4f}; {platform.node()}, "
-          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; the claims analyses judge "
-          f"`{CLAIM}`\n")
+    print(
+        f"{experiments} experiments per cell, {TESTS} tests, alpha {ALPHA}, "
+        f"bound alpha + 2 MC se = {bound:.4f}; {platform.node()}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; the claims analyses judge "
+        f"`{CLAIM}`\n"
+    )
     print("| scenario | runs per order | " + " | ".join(ANALYSES) + " |")
     print("|---|---:|" + "---:|" * len(ANALYSES))
     calibrated = True
@@ -71,14 +82,19 @@ def order_bulk(experiments: int) -> None:
     print(f"{experiments} experiments, {TESTS} tests, {RUNS} runs per order, alpha = {ALPHA}")
     for correction in ("bonferroni", "holm"):
         any_hit, _ = experiment_outcomes(simulate(experiments, 0.0, seed=101), correction)
-        print(f"no effect, {correction:10s}: experiment-wide false positives "
-              f"{any_hit.mean():.4f} (alpha {ALPHA}, MC se {se:.4f})")
+        print(
+            f"no effect, {correction:10s}: experiment-wide false positives "
+            f"{any_hit.mean():.4f} (alpha {ALPHA}, MC se {se:.4f})"
+        )
     for shift in (0.5, 0.75, 1.0, 1.25):
-        _, hit = experiment_outcomes(simulate(experiments, shift, seed=102, skewed=False),
-                                     "bonferroni")
+        _, hit = experiment_outcomes(
+            simulate(experiments, shift, seed=102, skewed=False), "bonferroni"
+        )
         expected = noether_power(RUNS, shift, ALPHA / TESTS)
-        print(f"shift {shift:4.2f} sd: detected {hit.mean():.4f}, Noether {expected:.4f}, "
-              f"MC se {math.sqrt(expected * (1 - expected) / experiments):.4f}")
+        print(
+            f"shift {shift:4.2f} sd: detected {hit.mean():.4f}, Noether {expected:.4f}, "
+            f"MC se {math.sqrt(expected * (1 - expected) / experiments):.4f}"
+        )
     print(f"elapsed {time.perf_counter() - started:.1f} s")
 
 
@@ -86,8 +102,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiments", type=int, default=400)
     parser.add_argument("--runs", type=int, nargs="+", default=[20, 50, 100, 200])
-    parser.add_argument("--order", type=int, nargs="?", const=20000, default=None,
-                        metavar="EXPERIMENTS", help="the order analysis in bulk instead")
+    parser.add_argument(
+        "--order",
+        type=int,
+        nargs="?",
+        const=20000,
+        default=None,
+        metavar="EXPERIMENTS",
+        help="the order analysis in bulk instead",
+    )
     args = parser.parse_args()
     if args.order is not None:
         order_bulk(args.order)

@@ -71,19 +71,38 @@ def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple
         db = work / f"quick-{len(commands)}-{r}.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        measured.append(run_child([WASHOUT, "run", *commands, "--runs", str(r), "--db", str(db),
-                                   "--quiet"], cwd=work))
+        measured.append(
+            run_child(
+                [WASHOUT, "run", *commands, "--runs", str(r), "--db", str(db), "--quiet"], cwd=work
+            )
+        )
     trials = 2 * len(commands) * (runs[1] - runs[0])
-    return ((measured[1].wall - measured[0].wall) / trials,
-            (measured[1].cpu - measured[0].cpu) / trials)
+    return (
+        (measured[1].wall - measured[0].wall) / trials,
+        (measured[1].cpu - measured[0].cpu) / trials,
+    )
 
 
 def hyperfine_mean(args: list[str], runs: int, work: Path) -> tuple[float, float]:
     """hyperfine's mean wall time per run and mean user + system CPU of the command."""
     out = work / "hf.json"
-    subprocess.run(["hyperfine", "--runs", str(runs), "--warmup", "100", "--style", "none",
-                    "--export-json", str(out), *args], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "hyperfine",
+            "--runs",
+            str(runs),
+            "--warmup",
+            "100",
+            "--style",
+            "none",
+            "--export-json",
+            str(out),
+            *args,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     result = json.loads(out.read_text())["results"][0]
     return result["mean"], result["user"] + result["system"]
 
@@ -95,8 +114,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, nargs=2, default=(10, 110), help="two test counts")
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
-        sys.exit("hyperfine not found: install it with `apt-get install -y hyperfine` "
-                 "(Debian/Ubuntu) or `cargo install hyperfine`, then re-run")
+        sys.exit(
+            "hyperfine not found: install it with `apt-get install -y hyperfine` "
+            "(Debian/Ubuntu) or `cargo install hyperfine`, then re-run"
+        )
     header("Engine overhead per trial and per run (bench/engine_overhead.py)")
     k1, k2 = args.k
     r = args.runs
@@ -123,52 +144,74 @@ def main() -> None:
                 wall, cpu = quick_slope(work, commands, (10, 210))
                 quick[label].append(wall)
                 quick_cpu[label].append(cpu)
-            for sink, cpu_sink, argv, n in ((hf_n, hf_n_cpu, ["-N", "true"], 2000),
-                                           (hf_sh, hf_sh_cpu, ["-N", "/bin/sh -c true"], 2000),
-                                           (hf_shell, [], ["true"], 1000)):
+            for sink, cpu_sink, argv, n in (
+                (hf_n, hf_n_cpu, ["-N", "true"], 2000),
+                (hf_sh, hf_sh_cpu, ["-N", "/bin/sh -c true"], 2000),
+                (hf_shell, [], ["true"], 1000),
+            ):
                 mean, cpu = hyperfine_mean(argv, n, work)
                 sink.append(mean)
                 cpu_sink.append(cpu)
-            print(f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
-                  f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
-                  f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
-                  f"shell {hf_shell[-1] * 1e3:.3f} ms; quick form "
-                  + ", ".join(f"{label} {quick[label][-1] * 1e3:.3f} ms" for label in QUICK_FORMS)
-                  + f"; load {load()}", flush=True)
+            print(
+                f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
+                f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
+                f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
+                f"shell {hf_shell[-1] * 1e3:.3f} ms; quick form "
+                + ", ".join(f"{label} {quick[label][-1] * 1e3:.3f} ms" for label in QUICK_FORMS)
+                + f"; load {load()}",
+                flush=True,
+            )
     per_trial = median(slopes)
     print()
     print(f"| what | time per trial (median of {args.repeat}) | ratio to hyperfine -N true |")
     print("|---|---|---|")
     rows = [
-        (f"`washout run` marginal per trial (slope {trials[0]} -> {trials[1]} trials, --quiet)",
-         per_trial),
-        ("`washout run` marginal per trial, progress bar on (stderr not a TTY)",
-         median(loud_slopes)),
-        *((f"quick form `washout run {' '.join(commands)} --runs R --quiet` marginal per "
-           f"trial (slope R 10 -> 210, per-run costs included)", median(quick[label]))
-          for label, commands in QUICK_FORMS.items()),
+        (
+            f"`washout run` marginal per trial (slope {trials[0]} -> {trials[1]} trials, --quiet)",
+            per_trial,
+        ),
+        (
+            "`washout run` marginal per trial, progress bar on (stderr not a TTY)",
+            median(loud_slopes),
+        ),
+        *(
+            (
+                f"quick form `washout run {' '.join(commands)} --runs R --quiet` marginal per "
+                f"trial (slope R 10 -> 210, per-run costs included)",
+                median(quick[label]),
+            )
+            for label, commands in QUICK_FORMS.items()
+        ),
         ("`hyperfine -N true`", median(hf_n)),
-        ("`hyperfine -N '/bin/sh -c true'` (what washout starts for commands with shell syntax)", median(hf_sh)),
+        (
+            "`hyperfine -N '/bin/sh -c true'` (what washout starts for commands with shell syntax)",
+            median(hf_sh),
+        ),
         ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
     ]
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
     print()
-    print(f"CPU per trial (user + system, less sensitive to the machine's other load): "
-          f"washout (controller + its children) {median(cpu_slopes) * 1e3:.3f} ms; the child "
-          f"alone under hyperfine: `true` {median(hf_n_cpu) * 1e3:.3f} ms, `/bin/sh -c true` "
-          f"{median(hf_sh_cpu) * 1e3:.3f} ms; so washout's own CPU per trial (it starts `true` "
-          f"directly) is about {(median(cpu_slopes) - median(hf_n_cpu)) * 1e3:.3f} ms")
-    print(f"per run (environment capture + run bookkeeping, slope {2 * r1} -> {2 * r2} runs "
-          f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms")
+    print(
+        f"CPU per trial (user + system, less sensitive to the machine's other load): "
+        f"washout (controller + its children) {median(cpu_slopes) * 1e3:.3f} ms; the child "
+        f"alone under hyperfine: `true` {median(hf_n_cpu) * 1e3:.3f} ms, `/bin/sh -c true` "
+        f"{median(hf_sh_cpu) * 1e3:.3f} ms; so washout's own CPU per trial (it starts `true` "
+        f"directly) is about {(median(cpu_slopes) - median(hf_n_cpu)) * 1e3:.3f} ms"
+    )
+    print(
+        f"per run (environment capture + run bookkeeping, slope {2 * r1} -> {2 * r2} runs "
+        f"of {k1} tests, minus {k1} trials): {median(run_costs) * 1e3:.2f} ms"
+    )
     ratio = per_trial / median(hf_n)
     print(f"goal per trial <= 1.5x hyperfine -N true: {ratio:.2f}x  {verdict(ratio <= 1.5)}")
     for label in QUICK_FORMS:
         q = median(quick[label]) / median(hf_n)
-        print(f"goal quick form, {label}, per trial <= 1.2x hyperfine -N true: {q:.2f}x  "
-              f"{verdict(q <= 1.2)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)")
-    print(f"  against the same processes (-N '/bin/sh -c true'): "
-          f"{per_trial / median(hf_sh):.2f}x")
+        print(
+            f"goal quick form, {label}, per trial <= 1.2x hyperfine -N true: {q:.2f}x  "
+            f"{verdict(q <= 1.2)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)"
+        )
+    print(f"  against the same processes (-N '/bin/sh -c true'): {per_trial / median(hf_sh):.2f}x")
     print(f"load average: {load()} (at end)")
 
 

@@ -38,9 +38,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WASHOUT, header, load, verdict  # noqa: E402
 
-SAMPLE = ('for f in /proc/$PPID/task/*/schedstat; do read -r ns rest < "$f"; '
-          't=$((t + ns)); done; read -r s < /proc/$PPID/stat; '
-          'echo "$t $(echo "${s#*) }" | cut -d" " -f12-13)"')
+SAMPLE = (
+    'for f in /proc/$PPID/task/*/schedstat; do read -r ns rest < "$f"; '
+    "t=$((t + ns)); done; read -r s < /proc/$PPID/stat; "
+    'echo "$t $(echo "${s#*) }" | cut -d" " -f12-13)"'
+)
 """Shell: print the controller's on-CPU ns (all threads) and its utime, stime in ticks."""
 
 
@@ -48,13 +50,19 @@ def cpu_during_sleep(work: Path, runs: int) -> list[tuple[float, float]]:
     """(schedstat ms, stat-ticks ms) of controller CPU during each `sleep 2` trial."""
     out = work / "samples"
     out.mkdir()
-    command = (f't=0; {SAMPLE} > {out}/$$.before; sleep 2; t=0; {SAMPLE} > {out}/$$.after')
+    command = f"t=0; {SAMPLE} > {out}/$$.before; sleep 2; t=0; {SAMPLE} > {out}/$$.after"
     spec = work / "sleep.toml"
-    spec.write_text("[experiment]\nname = \"sleep\"\nruns = %d\nseed = 1\n\n"
-                    "[[test]]\nname = \"sleep-a\"\ncommand = '%s'\n\n"
-                    "[[test]]\nname = \"sleep-b\"\ncommand = '%s'\n" % (runs, command, command))
-    subprocess.run([WASHOUT, "run", str(spec), "--db", str(work / "sleep.db"), "--quiet"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    spec.write_text(
+        f'[experiment]\nname = "sleep"\nruns = {runs}\nseed = 1\n\n'
+        f"[[test]]\nname = \"sleep-a\"\ncommand = '{command}'\n\n"
+        f"[[test]]\nname = \"sleep-b\"\ncommand = '{command}'\n"
+    )
+    subprocess.run(
+        [WASHOUT, "run", str(spec), "--db", str(work / "sleep.db"), "--quiet"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     ticks_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
     results = []
     for before in sorted(out.glob("*.before")):
@@ -70,7 +78,9 @@ def trials_recorded(db: Path) -> int | None:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
         try:
-            return conn.execute("SELECT count(*) FROM trial WHERE status != 'running'").fetchone()[0]
+            return conn.execute("SELECT count(*) FROM trial WHERE status != 'running'").fetchone()[
+                0
+            ]
         finally:
             conn.close()
     except sqlite3.Error:
@@ -89,8 +99,11 @@ def memory_over_run(work: Path, budget: float, tests: int, runs: int):
         lines += ["[[test]]", f'name = "t{i}"', 'command = "true"', ""]
     spec.write_text("\n".join(lines))
     db = work / "long.db"
-    proc = subprocess.Popen([WASHOUT, "run", str(spec), "--db", str(db)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [WASHOUT, "run", str(spec), "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ps = psutil.Process(proc.pid)
     samples = []
     summary_peak = 0.0
@@ -125,8 +138,12 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=float, default=300.0,
-                        help="seconds the long run may take before it is stopped")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=300.0,
+        help="seconds the long run may take before it is stopped",
+    )
     parser.add_argument("--sleep-runs", type=int, default=3, help="runs per order of `sleep 2`")
     args = parser.parse_args()
     header("Invisible while measuring (bench/invisible.py)")
@@ -138,8 +155,10 @@ def main() -> None:
         print("  schedstat (ns resolution): " + ", ".join(f"{c:.2f}" for c, _ in cpu) + " ms")
         print("  stat utime+stime (10 ms ticks): " + ", ".join(f"{t:.0f}" for _, t in cpu) + " ms")
         worst = max(c for c, _ in cpu)
-        print(f"goal <= 10 ms of controller CPU during a 2 s trial: worst {worst:.2f} ms  "
-              f"{verdict(worst <= 10.0)}")
+        print(
+            f"goal <= 10 ms of controller CPU during a 2 s trial: worst {worst:.2f} ms  "
+            f"{verdict(worst <= 10.0)}"
+        )
         sys.stdout.flush()
 
         tests, runs = 100, 500
@@ -153,8 +172,10 @@ def main() -> None:
     per_1000 = slope([x[1] for x in late], [x[2] for x in late]) * 1000 if len(late) > 2 else 0.0
     elapsed = samples[-1][0]
     print()
-    print(f"long run: {done:,} of {planned:,} trials of `true` in {elapsed:.0f} s "
-          f"({'finished' if finished else f'stopped by SIGINT after the {args.budget:.0f} s budget'})")
+    print(
+        f"long run: {done:,} of {planned:,} trials of `true` in {elapsed:.0f} s "
+        f"({'finished' if finished else f'stopped by SIGINT after the {args.budget:.0f} s budget'})"
+    )
     print("| trials recorded | controller RSS |")
     print("|---|---|")
     step = max(1, len(samples) // 12)
@@ -164,21 +185,33 @@ def main() -> None:
     for _, n, rss in shown:
         print(f"| {n:,} | {rss:.1f} MB |")
     first = next(x for x in samples if x[1] > 0)
-    print(f"RSS {first[2]:.1f} MB at {first[1]:,} trials, {late[0][2]:.1f} MB at {late[0][1]:,}, "
-          f"{samples[-1][2]:.1f} MB at {done:,} (max {max(x[2] for x in samples):.1f} MB)")
-    print("  (early growth is SQLite's page cache filling up to its bound, PRAGMA cache_size "
-          "= 2 MB by default)")
+    print(
+        f"RSS {first[2]:.1f} MB at {first[1]:,} trials, {late[0][2]:.1f} MB at {late[0][1]:,}, "
+        f"{samples[-1][2]:.1f} MB at {done:,} (max {max(x[2] for x in samples):.1f} MB)"
+    )
+    print(
+        "  (early growth is SQLite's page cache filling up to its bound, PRAGMA cache_size "
+        "= 2 MB by default)"
+    )
     print(f"slope over the second half of the trials: {per_1000 * 1024:.1f} KB per 1,000 trials")
     rest = max(planned - done, 0)
     growth = per_1000 * rest / 1000
-    scope = "measured" if finished else f"extrapolated from the second-half slope over the remaining {rest:,}"
+    scope = (
+        "measured"
+        if finished
+        else f"extrapolated from the second-half slope over the remaining {rest:,}"
+    )
     print(f"growth over the remaining trials to {planned:,} ({scope}): {growth:+.1f} MB")
     flat = abs(growth) <= 5.0 and abs(late[-1][2] - late[0][2]) <= 5.0
-    print(f"goal memory flat over 100,000 trials (second-half growth and extrapolation within 5 MB): "
-          f"{verdict(flat)}" + ("" if finished else " (extrapolated)"))
+    print(
+        f"goal memory flat over 100,000 trials (second-half growth and extrapolation within 5 MB): "
+        f"{verdict(flat)}" + ("" if finished else " (extrapolated)")
+    )
     if summary_peak:
-        print(f"after the last trial, the run's summary (analysis of all {planned:,} trials) "
-              f"peaked at {summary_peak:.1f} MB RSS")
+        print(
+            f"after the last trial, the run's summary (analysis of all {planned:,} trials) "
+            f"peaked at {summary_peak:.1f} MB RSS"
+        )
     print(f"load average: {load()} (at end)")
 
 

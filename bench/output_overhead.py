@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WASHOUT, header, load, median, run_child, verdict  # noqa: E402
 
 
-def stored_wall(work: Path, name: str, command: str,
-                output_tail: str | None = None) -> tuple[float, float]:
+def stored_wall(
+    work: Path, name: str, command: str, output_tail: str | None = None
+) -> tuple[float, float]:
     """Stored wall (s) of one trial and peak RSS (MB) of its `washout run`."""
     spec = work / f"{name}.toml"
     lines = ["[experiment]", f'name = "{name}"', "runs = 1", 'orders = ["fixed"]', "seed = 1"]
@@ -43,10 +44,14 @@ def stored_wall(work: Path, name: str, command: str,
     db = work / f"{name}.db"
     db.unlink(missing_ok=True)
     child = run_child([WASHOUT, "run", str(spec), "--db", str(db), "--quiet"], cwd=work)
-    exported = subprocess.run([WASHOUT, "export", str(db)], capture_output=True, text=True,
-                              check=True).stdout
-    wall, = [float(row["value"]) for row in csv.DictReader(io.StringIO(exported))
-             if row["metric"] == "wall" and row["status"] == "ok"]
+    exported = subprocess.run(
+        [WASHOUT, "export", str(db)], capture_output=True, text=True, check=True
+    ).stdout
+    (wall,) = [
+        float(row["value"])
+        for row in csv.DictReader(io.StringIO(exported))
+        if row["metric"] == "wall" and row["status"] == "ok"
+    ]
     return wall, child.max_rss_mb
 
 
@@ -57,9 +62,12 @@ def main() -> None:
     args = parser.parse_args()
     header(f"Output overhead: `yes | head -c {args.bytes}` (bench/output_overhead.py)")
     command = f"yes | head -c {args.bytes}"
-    variants = [("read", command, None), ("discarded", command, "0"),
-                ("cat", f"{command} | cat > /dev/null", None),
-                ("alone", f"{command} > /dev/null", None)]
+    variants = [
+        ("read", command, None),
+        ("discarded", command, "0"),
+        ("cat", f"{command} | cat > /dev/null", None),
+        ("alone", f"{command} > /dev/null", None),
+    ]
     walls: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     rss: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
@@ -68,25 +76,33 @@ def main() -> None:
                 wall, peak = stored_wall(Path(tmp), name, cmd, tail)
                 walls[name].append(wall)
                 rss[name].append(peak)
-            print("  round: " + ", ".join(f"{name} {w[-1]:.3f} s" for name, w in walls.items())
-                  + f"; load {load()}", flush=True)
+            print(
+                "  round: "
+                + ", ".join(f"{name} {w[-1]:.3f} s" for name, w in walls.items())
+                + f"; load {load()}",
+                flush=True,
+            )
     results = {name: (median(walls[name]), max(rss[name])) for name in walls}
     alone = results["alone"][0]
     print()
     print(f"| variant | stored wall (median of {args.rounds}) | vs alone | washout peak RSS |")
     print("|---|---|---|---|")
-    labels = {"read": f"`{command}`, output read (output_tail 1 MiB)",
-              "discarded": f"`{command}`, `output_tail = 0`",
-              "cat": f"`{command} | cat > /dev/null`",
-              "alone": f"`{command} > /dev/null` (alone)"}
+    labels = {
+        "read": f"`{command}`, output read (output_tail 1 MiB)",
+        "discarded": f"`{command}`, `output_tail = 0`",
+        "cat": f"`{command} | cat > /dev/null`",
+        "alone": f"`{command} > /dev/null` (alone)",
+    }
     for name, (wall, rss) in results.items():
         print(f"| {labels[name]} | {wall:.3f} s | {wall / alone:.2f}x | {rss:.0f} MB |")
     print()
     ratio = results["discarded"][0] / alone
     print(f"goal within 5% of alone, output_tail = 0: {ratio:.3f}x  {verdict(ratio <= 1.05)}")
     read = results["read"][0] / results["cat"][0]
-    print(f"output read by washout vs read by cat: {read:.2f}x; vs alone: "
-          f"{results['read'][0] / alone:.2f}x  {verdict(results['read'][0] / alone <= 1.05)}")
+    print(
+        f"output read by washout vs read by cat: {read:.2f}x; vs alone: "
+        f"{results['read'][0] / alone:.2f}x  {verdict(results['read'][0] / alone <= 1.05)}"
+    )
     print(f"load average: {load()} (at end)")
 
 

@@ -58,8 +58,13 @@ def run_washout(work: Path, name: str, text: str, env: dict[str, str] | None = N
     """One `washout run` into ``work/name.db``; returns the store."""
     spec, db = work / f"{name}.toml", work / f"{name}.db"
     spec.write_text(text)
-    subprocess.run([WASHOUT, "run", str(spec), "--db", str(db), "--quiet"], check=True,
-                   stdout=subprocess.DEVNULL, env=env, cwd=work)
+    subprocess.run(
+        [WASHOUT, "run", str(spec), "--db", str(db), "--quiet"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        cwd=work,
+    )
     return db
 
 
@@ -75,14 +80,16 @@ def positions(db: Path) -> dict[tuple[str, int], dict[int, float]]:
         store.close()
     frame = frame[(frame["metric"] == "wall") & (frame["status"] == "ok")]
     runs: dict[tuple[str, int], dict[int, float]] = {}
-    for worker, run, position, wall in zip(frame["worker"], frame["run"], frame["position"],
-                                           frame["value"]):
+    for worker, run, position, wall in zip(
+        frame["worker"], frame["run"], frame["position"], frame["value"]
+    ):
         runs.setdefault((str(worker), int(run)), {})[int(position)] = float(wall)
     return runs
 
 
-def bootstrap_interval(complete: list[dict[int, float]], k: int, draws: int = 2000,
-                       seed: int = 0) -> tuple[float, float]:
+def bootstrap_interval(
+    complete: list[dict[int, float]], k: int, draws: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     """95% percentile bootstrap interval (Efron & Tibshirani 1993, ch. 13) of position 0's
     median over the later positions' pooled median, resampling whole runs (a run's trials
     share its moment on the machine)."""
@@ -92,20 +99,26 @@ def bootstrap_interval(complete: list[dict[int, float]], k: int, draws: int = 20
     later = np.array([[r[p] for p in range(1, k)] for r in complete])
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(complete), (draws, len(complete)))
-    ratios = (np.median(first[picks], axis=1)
-              / np.median(later[picks].reshape(draws, -1), axis=1))
+    ratios = np.median(first[picks], axis=1) / np.median(later[picks].reshape(draws, -1), axis=1)
     low, high = np.percentile(ratios, [2.5, 97.5])
     return float(low), float(high)
 
 
 def analyze(db: Path) -> tuple[str, list[str], dict[str, int]]:
     """`washout analyze`'s verdict, the significant tests and each test's CI case."""
-    out = subprocess.run([WASHOUT, "analyze", str(db), "--format", "json"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [WASHOUT, "analyze", str(db), "--format", "json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     result = json.loads(out)
     rows = result["tests"]
-    return (result["verdict"], [r["test"] for r in rows if r["significant"]],
-            {r["test"]: r["ci_case"] for r in rows})
+    return (
+        result["verdict"],
+        [r["test"] for r in rows if r["significant"]],
+        {r["test"]: r["ci_case"] for r in rows},
+    )
 
 
 def report(label: str, db: Path) -> bool:
@@ -115,30 +128,41 @@ def report(label: str, db: Path) -> bool:
     by_position = {p: statistics.median(r[p] for r in runs.values() if p in r) for p in range(k)}
     later = statistics.median(w for r in runs.values() for p, w in r.items() if p > 0)
     complete = [r for r in runs.values() if len(r) == k]
-    within = statistics.median(r[0] / statistics.mean(r[p] for p in range(1, k))
-                               for r in complete)
+    within = statistics.median(r[0] / statistics.mean(r[p] for p in range(1, k)) for r in complete)
     control = statistics.median(r[1] / r[k - 1] for r in complete) if k > 2 else float("nan")
     off = abs(by_position[0] / later - 1)
     verdict_text, significant, cases = analyze(db)
     print(f"\n{label}: {len(runs)} runs, {sum(len(r) for r in runs.values())} trials")
     print("| position | " + " | ".join(str(p) for p in range(k)) + " | later pooled |")
     print("|---" * (k + 2) + "|")
-    print("| median wall | " + " | ".join(f"{by_position[p] * 1e3:.4f} ms" for p in range(k))
-          + f" | {later * 1e3:.4f} ms |")
-    print("| position 0 / this | " + " | ".join(f"{by_position[0] / by_position[p]:.4f}"
-                                               for p in range(k))
-          + f" | {by_position[0] / later:.4f} |")
+    print(
+        "| median wall | "
+        + " | ".join(f"{by_position[p] * 1e3:.4f} ms" for p in range(k))
+        + f" | {later * 1e3:.4f} ms |"
+    )
+    print(
+        "| position 0 / this | "
+        + " | ".join(f"{by_position[0] / by_position[p]:.4f}" for p in range(k))
+        + f" | {by_position[0] / later:.4f} |"
+    )
     low, high = bootstrap_interval(complete, k)
-    print(f"position 0 / later pooled: {by_position[0] / later:.4f}, 95% bootstrap interval "
-          f"over runs {low:.4f}-{high:.4f}")
-    print(f"within-run ratio, position 0 / mean of the others (median over runs): {within:.4f};"
-          f" ctl, position 1 / position {k - 1}: {control:.4f}")
-    print(f"washout analyze: verdict {verdict_text}, significant: {significant or 'none'}; "
-          f"CI cases {cases}")
+    print(
+        f"position 0 / later pooled: {by_position[0] / later:.4f}, 95% bootstrap interval "
+        f"over runs {low:.4f}-{high:.4f}"
+    )
+    print(
+        f"within-run ratio, position 0 / mean of the others (median over runs): {within:.4f};"
+        f" ctl, position 1 / position {k - 1}: {control:.4f}"
+    )
+    print(
+        f"washout analyze: verdict {verdict_text}, significant: {significant or 'none'}; "
+        f"CI cases {cases}"
+    )
     ok_median = off <= GOAL
     ok_analyze = not significant
-    print(f"goal position 0 within 1% of the later positions: {off * 100:.2f}%  "
-          f"{verdict(ok_median)}")
+    print(
+        f"goal position 0 within 1% of the later positions: {off * 100:.2f}%  {verdict(ok_median)}"
+    )
     print(f"goal no evidence from washout analyze: {verdict(ok_analyze)}")
     return ok_median and ok_analyze
 
@@ -153,7 +177,7 @@ def ssh_setting(work: Path, tests: int, runs: int, name: str) -> Path:
     (work / f"sshd-{name}").mkdir()
     farm = SshdFarm(work / f"sshd-{name}")
     try:
-        server, = farm.start(1)
+        (server,) = farm.start(1)
         worker = server.worker_toml("w", farm.known_hosts)
         return run_washout(work, name, spec_text(tests, runs, worker), env)
     finally:
@@ -167,10 +191,11 @@ def main() -> None:
     parser.add_argument("--where", nargs="+", default=["local", "ssh"], choices=["local", "ssh"])
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    header("Position 0 against later positions, identical no-op tests "
-           "(bench/position_zero.py)")
-    print(f"{args.tests} tests of `true`, {args.runs} runs per order; scheduling: "
-          f"{'SCHED_FIFO (chrt -f)' if os.sched_getscheduler(0) == os.SCHED_FIFO else 'normal'}")
+    header("Position 0 against later positions, identical no-op tests (bench/position_zero.py)")
+    print(
+        f"{args.tests} tests of `true`, {args.runs} runs per order; scheduling: "
+        f"{'SCHED_FIFO (chrt -f)' if os.sched_getscheduler(0) == os.SCHED_FIFO else 'normal'}"
+    )
     results = []
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
         work = Path(tmp)
@@ -182,8 +207,10 @@ def main() -> None:
                 else:
                     db = ssh_setting(work, args.tests, args.runs, name)
                 results.append(report(f"{where}, repeat {i + 1} (load {load()})", db))
-    print(f"\nall goals met in {sum(results)} of {len(results)} settings; load average: "
-          f"{load()} (at end)")
+    print(
+        f"\nall goals met in {sum(results)} of {len(results)} settings; load average: "
+        f"{load()} (at end)"
+    )
 
 
 if __name__ == "__main__":

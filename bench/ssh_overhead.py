@@ -31,10 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
+import asyncssh  # noqa: E402
 from _common import header, load  # noqa: E402
 from sshd import SshdFarm  # noqa: E402
-
-import asyncssh  # noqa: E402
 
 from washout.engine import Experiment, execute  # noqa: E402
 from washout.execute.ssh import SSHExecutor  # noqa: E402
@@ -42,16 +41,29 @@ from washout.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
 
 def workers_of(farm: SshdFarm) -> list[WorkerSpec]:
-    return [WorkerSpec(host="127.0.0.1", port=s.port, user=s.user, key=str(farm.client_key),
-                       known_hosts=str(farm.known_hosts), name=f"w{i}")
-            for i, s in enumerate(farm.servers)]
+    return [
+        WorkerSpec(
+            host="127.0.0.1",
+            port=s.port,
+            user=s.user,
+            key=str(farm.client_key),
+            known_hosts=str(farm.known_hosts),
+            name=f"w{i}",
+        )
+        for i, s in enumerate(farm.servers)
+    ]
 
 
 async def floor(workers: list[WorkerSpec], trials: int) -> tuple[float, float]:
     """asyncssh alone: (wall per command per worker, controller CPU per command)."""
-    conns = await asyncio.gather(*(asyncssh.connect(
-        w.host, port=w.port, username=w.user, client_keys=[w.key], known_hosts=w.known_hosts)
-        for w in workers))
+    conns = await asyncio.gather(
+        *(
+            asyncssh.connect(
+                w.host, port=w.port, username=w.user, client_keys=[w.key], known_hosts=w.known_hosts
+            )
+            for w in workers
+        )
+    )
 
     async def loop(conn: asyncssh.SSHClientConnection) -> None:
         for _ in range(trials):
@@ -130,17 +142,27 @@ def main() -> None:
             farm.stop_all()
     print(f"load average: {load()} (at end)")
     print(f"{'layer':<44}{'wall/trial/worker':>19}{'overhead':>11}{'ctl CPU/trial':>15}")
-    print(f"{'1 asyncssh conn.run(true) (floor)':<44}{f_wall * 1e3:>16.1f} ms"
-          f"{'':>11}{f_cpu * 1e3:>12.2f} ms")
-    print(f"{'2 SSHExecutor.run(true)':<44}{e_wall * 1e3:>16.1f} ms"
-          f"{(e_wall - e_dur) * 1e3:>8.1f} ms{e_cpu * 1e3:>12.2f} ms")
+    print(
+        f"{'1 asyncssh conn.run(true) (floor)':<44}{f_wall * 1e3:>16.1f} ms"
+        f"{'':>11}{f_cpu * 1e3:>12.2f} ms"
+    )
+    print(
+        f"{'2 SSHExecutor.run(true)':<44}{e_wall * 1e3:>16.1f} ms"
+        f"{(e_wall - e_dur) * 1e3:>8.1f} ms{e_cpu * 1e3:>12.2f} ms"
+    )
     label = f"3 engine: {args.tests} tests x {2 * args.runs} runs ({total} trials)"
-    print(f"{label:<44}{g_wall * 1e3:>16.1f} ms{(g_wall - g_dur) * 1e3:>8.1f} ms"
-          f"{g_cpu * 1e3:>12.2f} ms")
-    print(f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms, "
-          f"engine {g_dur * 1e3:.1f} ms")
-    print(f"washout's own cost over the floor: {(e_wall - f_wall) * 1e3:+.1f} ms wall, "
-          f"{(e_cpu - f_cpu) * 1e3:+.2f} ms controller CPU per trial")
+    print(
+        f"{label:<44}{g_wall * 1e3:>16.1f} ms{(g_wall - g_dur) * 1e3:>8.1f} ms"
+        f"{g_cpu * 1e3:>12.2f} ms"
+    )
+    print(
+        f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms, "
+        f"engine {g_dur * 1e3:.1f} ms"
+    )
+    print(
+        f"washout's own cost over the floor: {(e_wall - f_wall) * 1e3:+.1f} ms wall, "
+        f"{(e_cpu - f_cpu) * 1e3:+.2f} ms controller CPU per trial"
+    )
 
 
 if __name__ == "__main__":

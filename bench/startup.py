@@ -19,22 +19,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, WASHOUT, fmt_runs, header, load, median, run_child, verdict  # noqa: E402
 
-HEAVY = ("pandas", "numpy", "scipy", "matplotlib", "asyncssh", "sklearn", "statsmodels",
-         "pydantic", "jinja2", "sqlite3")
+HEAVY = (
+    "pandas",
+    "numpy",
+    "scipy",
+    "matplotlib",
+    "asyncssh",
+    "sklearn",
+    "statsmodels",
+    "pydantic",
+    "jinja2",
+    "sqlite3",
+)
 
 
 def import_profile(args: list[str], top: int = 8) -> tuple[list[tuple[int, str]], list[str]]:
     """(the ``top`` slowest top-level imports in microseconds, heavy packages imported)."""
-    code = ("import sys; sys.argv = ['washout', *sys.argv[1:]]\n"
-            "from washout.cli import main\nmain()")
-    out = subprocess.run([PYTHON, "-X", "importtime", "-c", code, *args],
-                         capture_output=True, text=True)
+    code = "import sys; sys.argv = ['washout', *sys.argv[1:]]\nfrom washout.cli import main\nmain()"
+    out = subprocess.run(
+        [PYTHON, "-X", "importtime", "-c", code, *args], capture_output=True, text=True
+    )
     rows = []
     heavy = set()
     for line in out.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        _, cumulative, name = (p.strip() for p in line[len("import time:"):].split("|"))
+        _, cumulative, name = (p.strip() for p in line[len("import time:") :].split("|"))
         if not cumulative.isdigit():
             continue
         base = name.strip().split(".")[0]
@@ -52,12 +62,14 @@ def main() -> None:
     args = parser.parse_args()
     header("Start-up (bench/startup.py)")
     plain = {**os.environ, "TYPER_USE_RICH": "0"}
-    cases = [("python -c pass", [PYTHON, "-c", "pass"], None),
-             ("washout --version", [WASHOUT, "--version"], None),
-             ("washout --help", [WASHOUT, "--help"], None),
-             ("washout analyze --help", [WASHOUT, "analyze", "--help"], None),
-             ("TYPER_USE_RICH=0 washout --help", [WASHOUT, "--help"], plain),
-             ("TYPER_USE_RICH=0 washout analyze --help", [WASHOUT, "analyze", "--help"], plain)]
+    cases = [
+        ("python -c pass", [PYTHON, "-c", "pass"], None),
+        ("washout --version", [WASHOUT, "--version"], None),
+        ("washout --help", [WASHOUT, "--help"], None),
+        ("washout analyze --help", [WASHOUT, "analyze", "--help"], None),
+        ("TYPER_USE_RICH=0 washout --help", [WASHOUT, "--help"], plain),
+        ("TYPER_USE_RICH=0 washout analyze --help", [WASHOUT, "analyze", "--help"], plain),
+    ]
     for _, argv, env in cases:  # warm the page cache
         run_child(argv, env=env)
     results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
@@ -68,13 +80,17 @@ def main() -> None:
             results[name].append(child.wall)
             cpu[name].append(child.cpu)
     print()
-    print(f"| command | wall (median of {args.runs}) | CPU user+sys (median) | goal wall <= 0.3 s |")
+    print(
+        f"| command | wall (median of {args.runs}) | CPU user+sys (median) | goal wall <= 0.3 s |"
+    )
     print("|---|---|---|---|")
     for name, _, _ in cases:
         goal = "" if not name.startswith("washout") else verdict(median(results[name]) <= 0.3)
         print(f"| `{name}` | {fmt_runs(results[name])} | {median(cpu[name]):.3f} s | {goal} |")
-    print("(TYPER_USE_RICH=0: Typer's plain Click help instead of its rich panels, what "
-          "`rich_markup_mode=None` on the app would give; shown for comparison)")
+    print(
+        "(TYPER_USE_RICH=0: Typer's plain Click help instead of its rich panels, what "
+        "`rich_markup_mode=None` on the app would give; shown for comparison)"
+    )
     print()
     for what in (["--help"], ["--version"]):
         rows, heavy = import_profile(what)

@@ -32,8 +32,15 @@ def space_13k(seed: int = 0):
     space = full_grid([f"opt{i}" for i in range(7)] + ["level", "cpus", "ram"], levels)
     rng = np.random.default_rng(seed)
     c = space.codes.astype(float)
-    y = (100 + 30 * c[:, 0] - 20 * c[:, 1] + 8 * np.log1p(c[:, 7]) * (1 + c[:, 2])
-         + 5 * c[:, 8] + 3 * c[:, 9] * c[:, 8] + rng.normal(0, 4, len(space)))
+    y = (
+        100
+        + 30 * c[:, 0]
+        - 20 * c[:, 1]
+        + 8 * np.log1p(c[:, 7]) * (1 + c[:, 2])
+        + 5 * c[:, 8]
+        + 3 * c[:, 9] * c[:, 8]
+        + rng.normal(0, 4, len(space))
+    )
     space.y = y
     return space
 
@@ -44,8 +51,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     space = space_13k()
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"space: {len(space)} settings, levels {space.n_levels}")
     print("times: wall (CPU of this process); on a busy machine wall >> CPU, idle they agree")
     with threadpool_limits(1):
@@ -58,17 +67,21 @@ def main() -> None:
                 scores = split_r2(space, measured, space.y[measured], "anova", 10)
                 times.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - start_cpu)
-            print(f"rate {rate:.2f} ({len(measured)} settings): 10-split ANOVA iteration "
-                  f"median {np.median(times):.2f} s ({np.median(cpu):.2f} s CPU), best "
-                  f"{min(times):.2f} s ({min(cpu):.2f} s CPU); min R^2 {min(scores):.3f}; "
-                  f"load {os.getloadavg()[0]:.1f}")
+            print(
+                f"rate {rate:.2f} ({len(measured)} settings): 10-split ANOVA iteration "
+                f"median {np.median(times):.2f} s ({np.median(cpu):.2f} s CPU), best "
+                f"{min(times):.2f} s ({min(cpu):.2f} s CPU); min R^2 {min(scores):.3f}; "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
         measured = np.random.default_rng(1).permutation(len(space))[: int(0.1 * len(space))]
         k = int(0.05 * len(space))
         for name in ("random", "balanced", "stratified", "dist-aware", "coverage"):
             start, start_cpu = time.perf_counter(), time.process_time()
             get_sampler(name)(space, measured, space.y[measured], k, 0, 2)
-            print(f"sampler {name}: next {k} settings in {time.perf_counter() - start:.2f} s "
-                  f"({time.process_time() - start_cpu:.2f} s CPU)")
+            print(
+                f"sampler {name}: next {k} settings in {time.perf_counter() - start:.2f} s "
+                f"({time.process_time() - start_cpu:.2f} s CPU)"
+            )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,10 @@ def paper_curve(space: Space, model: str, seeds: range, skip_unseen: bool) -> li
             scores = []
             for split in range(10):
                 exp, unexp = train_test_split(sample, test_size=0.2, random_state=split)
-                seen = all(np.isin(space.codes[unexp, f], space.codes[exp, f]).all()
-                           for f in range(len(space.parameters)))
+                seen = all(
+                    np.isin(space.codes[unexp, f], space.codes[exp, f]).all()
+                    for f in range(len(space.parameters))
+                )
                 if skip_unseen and not seen:
                     continue
                 try:
@@ -85,11 +87,20 @@ def loop_curve(space: Space, options: LoopOptions, seeds: range) -> list[list[fl
     """The same measure for our loop (its sampler and model), every ratio, no early stop."""
     rows = []
     for seed in seeds:
-        opts = LoopOptions(**{**options.__dict__, "seed": seed, "threshold": 1.0,
-                              "budget": int(len(space) * 0.95) + 1})
+        opts = LoopOptions(
+            **{
+                **options.__dict__,
+                "seed": seed,
+                "threshold": 1.0,
+                "budget": int(len(space) * 0.95) + 1,
+            }
+        )
         result = run_loop(space, lambda idx: space.y[idx], opts)
-        rows.append([min(s.r2_splits) if np.isfinite(s.r2_splits).all() else np.nan
-                     for s in result.steps][: len(RATIOS)])
+        rows.append(
+            [min(s.r2_splits) if np.isfinite(s.r2_splits).all() else np.nan for s in result.steps][
+                : len(RATIOS)
+            ]
+        )
     return rows
 
 
@@ -99,8 +110,10 @@ def first_reaching(curve: list[list[float]], threshold: float = 0.9) -> dict:
     arr = np.where(np.isnan(arr), -np.inf, arr)  # a seed with no usable split has not reached
     p50 = np.percentile(arr, 50, axis=0, method="nearest")
     hit = np.flatnonzero(p50 >= threshold)
-    return {"first_ratio": float(RATIOS[hit[0]]) if len(hit) else None,
-            "p50": [float(v) if np.isfinite(v) else None for v in p50]}
+    return {
+        "first_ratio": float(RATIOS[hit[0]]) if len(hit) else None,
+        "p50": [float(v) if np.isfinite(v) else None for v in p50],
+    }
 
 
 CONFIGS = {
@@ -110,11 +123,24 @@ CONFIGS = {
     "paper: dist-aware + ANOVA": dict(sampler="dist-aware", model=None, rule="paper"),
     "paper: random + MLP": dict(sampler="random", model="mlp", rule="paper"),
     "ours: coverage + smooth, holdout rule, predicted-space conclusions": dict(
-        sampler="coverage", model="smooth", rule="holdout", conclude="predicted"),
-    "ours, 2.5% steps": dict(sampler="coverage", model="smooth", rule="holdout",
-                             conclude="predicted", start=0.025, step=0.025),
-    "ours, 2.5% steps, stable rule": dict(sampler="coverage", model="smooth", rule="stable",
-                                          conclude="predicted", start=0.025, step=0.025),
+        sampler="coverage", model="smooth", rule="holdout", conclude="predicted"
+    ),
+    "ours, 2.5% steps": dict(
+        sampler="coverage",
+        model="smooth",
+        rule="holdout",
+        conclude="predicted",
+        start=0.025,
+        step=0.025,
+    ),
+    "ours, 2.5% steps, stable rule": dict(
+        sampler="coverage",
+        model="smooth",
+        rule="stable",
+        conclude="predicted",
+        start=0.025,
+        step=0.025,
+    ),
 }
 
 
@@ -124,19 +150,30 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
     runs = []
     for seed in seeds:
         model = config["model"] or paper_model
-        options = LoopOptions(sampler=config["sampler"], model=model, rule=config["rule"], seed=seed,
-                              conclude=config.get("conclude", "measured"),
-                              start=config.get("start", 0.05), step=config.get("step", 0.05),
-                              analysis=paper_model)
+        options = LoopOptions(
+            sampler=config["sampler"],
+            model=model,
+            rule=config["rule"],
+            seed=seed,
+            conclude=config.get("conclude", "measured"),
+            start=config.get("start", 0.05),
+            step=config.get("step", 0.05),
+            analysis=paper_model,
+        )
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
         elapsed = time.perf_counter() - start
         sample, _ = loop_conclusions(space, result, options)
-        runs.append({
-            "seed": seed, "rate": len(result.measured) / len(space), "terminated": result.terminated,
-            "r2_unmeasured": unmeasured(space, result, options), **compare(sample, full),
-            "seconds": elapsed,
-        })
+        runs.append(
+            {
+                "seed": seed,
+                "rate": len(result.measured) / len(space),
+                "terminated": result.terminated,
+                "r2_unmeasured": unmeasured(space, result, options),
+                **compare(sample, full),
+                "seconds": elapsed,
+            }
+        )
     done = [r for r in runs if r["terminated"]]
     bad = [r for r in done if not (r["r2_unmeasured"] >= 0.8)]
     return {
@@ -157,16 +194,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--spaces", default=",".join(SPACES))
-    parser.add_argument("--configs", default="all", help="comma-separated names from CONFIGS, or all")
+    parser.add_argument(
+        "--configs", default="all", help="comma-separated names from CONFIGS, or all"
+    )
     parser.add_argument("--part", choices=["a", "b", "ab"], default="ab")
     parser.add_argument("--out", type=Path, default=Path("bench/sweep_quality.json"))
     args = parser.parse_args()
     seeds = range(args.seeds)
     configs = CONFIGS if args.configs == "all" else {k: CONFIGS[k] for k in args.configs.split(";")}
-    report: dict = {"machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-                               f"Python {platform.python_version()}",
-                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                    "command": " ".join(sys.argv), "a": {}, "b": {}}
+    report: dict = {
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(sys.argv),
+        "a": {},
+        "b": {},
+    }
     ours = LoopOptions(sampler="coverage", model="smooth", rule="holdout")
     with threadpool_limits(1):
         for name in args.spaces.split(","):
@@ -175,18 +218,26 @@ def main() -> None:
                 report["a"][name] = {
                     "paper": first_reaching(paper_curve(space, paper_model, seeds, True)),
                     "paper, unseen levels predicted (no skip)": first_reaching(
-                        paper_curve(space, paper_model, seeds, False)),
+                        paper_curve(space, paper_model, seeds, False)
+                    ),
                     "ours (coverage + smooth)": first_reaching(loop_curve(space, ours, seeds)),
                 }
-                print(name, json.dumps({k: v["first_ratio"] for k, v in report["a"][name].items()}),
-                      flush=True)
+                print(
+                    name,
+                    json.dumps({k: v["first_ratio"] for k, v in report["a"][name].items()}),
+                    flush=True,
+                )
             if "b" in args.part:
                 report["b"][name] = {}
                 for label, config in configs.items():
                     q = quality(space, paper_model, config, seeds)
                     report["b"][name][label] = q
-                    print(name, label, json.dumps({k: v for k, v in q.items() if k != "runs"}),
-                          flush=True)
+                    print(
+                        name,
+                        label,
+                        json.dumps({k: v for k, v in q.items() if k != "runs"}),
+                        flush=True,
+                    )
                     args.out.write_text(json.dumps(report, indent=1))
             args.out.write_text(json.dumps(report, indent=1))
 

@@ -19,18 +19,28 @@ from typing import Any
 import pytest
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
 def chromium_path() -> str:
     """The Chromium executable: $WASHOUT_CHROMIUM, else chromium on PATH."""
-    found = os.environ.get("WASHOUT_CHROMIUM") or shutil.which("chromium") \
+    found = (
+        os.environ.get("WASHOUT_CHROMIUM")
+        or shutil.which("chromium")
         or shutil.which("chromium-browser")
+    )
     if not found:
-        pytest.fail("chromium is not installed: run scripts/services/chromium.sh "
-                    "(scripts/test does)")
+        pytest.fail(
+            "chromium is not installed: run scripts/services/chromium.sh (scripts/test does)"
+        )
     return found
 
 
@@ -58,7 +68,10 @@ class Chromium:
         self.profile = tempfile.mkdtemp(prefix="washout-chromium-")
         self.playwright = sync_playwright().start()
         self.context = self.playwright.chromium.launch_persistent_context(
-            self.profile, executable_path=chromium_path(), headless=True, args=FLAGS,
+            self.profile,
+            executable_path=chromium_path(),
+            headless=True,
+            args=FLAGS,
             viewport={"width": width, "height": height},
         )
 

@@ -19,14 +19,23 @@ NPBENCH = ARTIFACT / "npbench" / "all_test_results.csv"
 CONFIGSPACES = FIXTURES / "configspaces"  # fully measured parameter spaces
 
 
-def washout(*args: str | Path, cwd: Path | None = None, check: bool = True,
-            timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+def washout(
+    *args: str | Path, cwd: Path | None = None, check: bool = True, timeout: float = 120, **kwargs
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``washout`` CLI (this interpreter's package) and capture its output."""
-    proc = subprocess.run([sys.executable, "-m", "washout", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, **kwargs)
+    proc = subprocess.run(
+        [sys.executable, "-m", "washout", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"washout {' '.join(map(str, args))} exited {proc.returncode}\n"
-                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(
+            f"washout {' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
     return proc
 
 
@@ -38,8 +47,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_for(predicate: Callable[[], object], seconds: float,
-             what: str = "condition not reached in time") -> None:
+def wait_for(
+    predicate: Callable[[], object], seconds: float, what: str = "condition not reached in time"
+) -> None:
     """Poll ``predicate`` every 50 ms until it is true; AssertionError(what) after ``seconds``."""
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -54,37 +64,53 @@ def run_washout():
 
 
 SLOW = {
-    "test_analyze_cli.py": {"test_json_is_the_python_api_result",
-                            "test_compat_ordersage_csv_reproduces_memcached_node_stats",
-                            "test_compat_ordersage_csv_reproduces_npbench_node_stats",
-                            "test_compat_table_is_readable",
-                            "test_bad_input_is_one_line_naming_file_line_field_value"},
+    "test_analyze_cli.py": {
+        "test_json_is_the_python_api_result",
+        "test_compat_ordersage_csv_reproduces_memcached_node_stats",
+        "test_compat_ordersage_csv_reproduces_npbench_node_stats",
+        "test_compat_table_is_readable",
+        "test_bad_input_is_one_line_naming_file_line_field_value",
+    },
     "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
-    "test_report_markdown.py": {"test_cli_writes_html_and_markdown",
-                                "test_cli_report_of_a_store_shows_what_ran",
-                                "test_progress_hears_every_figure"},
+    "test_report_markdown.py": {
+        "test_cli_writes_html_and_markdown",
+        "test_cli_report_of_a_store_shows_what_ran",
+        "test_progress_hears_every_figure",
+    },
     "test_report_sweep.py": {"test_sweep_section_html"},
-    "test_robustness.py": {"test_sigkill_at_random_moments_then_resume",
-                           "test_databases_of_another_kind_get_a_clear_message"},
-    "test_run_cli.py": {"test_same_seed_same_schedule_in_two_databases_different_seed_differs",
-                        "test_schedule_from_exported_data_and_log"},
-    "test_ssh_workers.py": {"test_unreachable_and_untrusted_workers_fail_alone",
-                            "test_two_workers_concurrent_synced_pinned_with_per_worker_results"},
+    "test_robustness.py": {
+        "test_sigkill_at_random_moments_then_resume",
+        "test_databases_of_another_kind_get_a_clear_message",
+    },
+    "test_run_cli.py": {
+        "test_same_seed_same_schedule_in_two_databases_different_seed_differs",
+        "test_schedule_from_exported_data_and_log",
+    },
+    "test_ssh_workers.py": {
+        "test_unreachable_and_untrusted_workers_fail_alone",
+        "test_two_workers_concurrent_synced_pinned_with_per_worker_results",
+    },
     "test_stats_carryover.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_claims.py": {"test_a_false_claim_holds_at_most_at_rate_alpha"},
     "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
-    "test_stats_power.py": {"test_cli_plan_from_a_real_pilot_store",
-                            "test_cli_plan_json_and_table"},
+    "test_stats_power.py": {
+        "test_cli_plan_from_a_real_pilot_store",
+        "test_cli_plan_json_and_table",
+    },
     "test_sweep_cli.py": {"test_explore_json_on_herd"},
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
-    "test_sweep_report_cli.py": {"test_report_reads_a_sweep_directory",
-                                 "test_explore_writes_a_sweep_report"},
-    "test_why_cli.py": {"test_test_names_are_never_terminal_markup",
-                        "test_memcached_carryover_points_at_get_hits_after_the_reset",
-                        "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
-                        "test_analyze_json_has_carryover_drift_and_claims",
-                        "test_bad_claim_is_one_line"},
+    "test_sweep_report_cli.py": {
+        "test_report_reads_a_sweep_directory",
+        "test_explore_writes_a_sweep_report",
+    },
+    "test_why_cli.py": {
+        "test_test_names_are_never_terminal_markup",
+        "test_memcached_carryover_points_at_get_hits_after_the_reset",
+        "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
+        "test_analyze_json_has_carryover_drift_and_claims",
+        "test_bad_claim_is_one_line",
+    },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by
 file. Together with every Chromium test (browser start-up) and tests/test_examples.py (real
@@ -104,5 +130,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if getattr(item, "originalname", None) in names or item.get_closest_marker("chromium"):
             item.add_marker(pytest.mark.slow)
     if stale:
-        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: "
-                                f"{', '.join(sorted(stale))}")
+        raise pytest.UsageError(
+            f"tests/conftest.py SLOW names tests that do not exist: {', '.join(sorted(stale))}"
+        )

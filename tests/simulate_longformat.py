@@ -8,12 +8,12 @@ statistics can be checked for finding it (power) and for not finding what is not
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def simulate(
@@ -67,11 +67,32 @@ def simulate(
                     value *= run_level * (first_after_reset if pos == 0 else 1.0)
                     if order == "random":
                         value *= factor.get(test, 1.0)
-                    rows.append((
-                        run, order, pos, test, metric, value, "ok", worker,
-                        started.isoformat(), (started + timedelta(seconds=5)).isoformat(),
-                    ))
-    return pd.DataFrame(rows, columns=[
-        "run", "order", "position", "test", "metric", "value", "status", "worker",
-        "started", "ended",
-    ])
+                    rows.append(
+                        (
+                            run,
+                            order,
+                            pos,
+                            test,
+                            metric,
+                            value,
+                            "ok",
+                            worker,
+                            started.isoformat(),
+                            (started + timedelta(seconds=5)).isoformat(),
+                        )
+                    )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "order",
+            "position",
+            "test",
+            "metric",
+            "value",
+            "status",
+            "worker",
+            "started",
+            "ended",
+        ],
+    )

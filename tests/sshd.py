@@ -28,6 +28,7 @@ import pytest
 SSHD = "/usr/sbin/sshd"
 T = TypeVar("T")
 
+
 def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` in a thread of its own: other tests in the session (Playwright's sync
     API) may leave an event loop running in the main thread."""
@@ -42,8 +43,11 @@ def free_port() -> int:
 
 
 def keygen(path: Path) -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -74,34 +78,43 @@ class Sshd:
         self.boot_id_file.write_text(str(uuid.uuid4()) + "\n")
         (self.dir / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
         self.config = self.dir / "sshd_config"
-        self.config.write_text("\n".join([
-            f"Port {self.port}",
-            "ListenAddress 127.0.0.1",
-            f"HostKey {self.host_key}",
-            f"PidFile {self.pid_file}",
-            f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
-            "PermitRootLogin prohibit-password",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "UsePAM no",
-            "StrictModes no",
-            "MaxStartups 200",
-            "MaxSessions 200",
-            "LogLevel ERROR",
-            # bash sources ~/.bashrc in a top-level shell started by sshd, SHLVL=1 makes it
-            # a nested one: the machine's own rc files (pyenv init on a developer's box: half
-            # a second per command) stay out of the tests and benchmarks.
-            "SetEnv SHLVL=1",
-            f"Subsystem sftp {_sftp_server()}",
-        ]) + "\n")
+        self.config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key}",
+                    f"PidFile {self.pid_file}",
+                    f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "MaxStartups 200",
+                    "MaxSessions 200",
+                    "LogLevel ERROR",
+                    # bash sources ~/.bashrc in a top-level shell started by sshd, SHLVL=1
+                    # makes it a nested one: the machine's own rc files (pyenv init on a
+                    # developer's box: half a second per command) stay out of the tests and
+                    # benchmarks.
+                    "SetEnv SHLVL=1",
+                    f"Subsystem sftp {_sftp_server()}",
+                ]
+            )
+            + "\n"
+        )
 
     def start(self) -> None:
         """Start (daemonized; pid in ``pid_file``) and wait until it answers."""
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(exist_ok=True)
         self.pid_file.unlink(missing_ok=True)
-        subprocess.run([SSHD, "-f", str(self.config), "-E", str(self.dir / "sshd.log")],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [SSHD, "-f", str(self.config), "-E", str(self.dir / "sshd.log")],
+            check=True,
+            capture_output=True,
+        )
         _wait_listening(self.port, time.monotonic() + 10)
 
     def listener_pid(self) -> int | None:
@@ -135,12 +148,19 @@ class Sshd:
         key = Path(f"{self.host_key}.pub").read_text().split()
         return f"[127.0.0.1]:{self.port} {key[0]} {key[1]}\n"
 
-    def worker_toml(self, name: str, known_hosts: Path, workdir: Path | None = None,
-                    extra: str = "") -> str:
+    def worker_toml(
+        self, name: str, known_hosts: Path, workdir: Path | None = None, extra: str = ""
+    ) -> str:
         """A ``[[worker]]`` table for this server."""
-        lines = ["[[worker]]", f'name = "{name}"', 'host = "127.0.0.1"', f"port = {self.port}",
-                 f'user = "{self.user}"', f'key = "{self.client_key}"',
-                 f'known_hosts = "{known_hosts}"']
+        lines = [
+            "[[worker]]",
+            f'name = "{name}"',
+            'host = "127.0.0.1"',
+            f"port = {self.port}",
+            f'user = "{self.user}"',
+            f'key = "{self.client_key}"',
+            f'known_hosts = "{known_hosts}"',
+        ]
         if workdir is not None:
             lines.append(f'workdir = "{workdir}"')
         return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ARTIFACT, MEMCACHED, NPBENCH
 from test_stats_ordersage_compat import assert_matches_node_stats
+
 from washout.sources import load_trials
 from washout.stats.order import JSON_TEST_KEYS, analyze_order
 
@@ -18,8 +18,9 @@ WASHOUT = Path(sys.executable).parent / "washout"
 
 
 def analyze(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(WASHOUT), "analyze", *map(str, args)], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [str(WASHOUT), "analyze", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_table_leads_with_the_verdict_and_marks_the_significant_test() -> None:
@@ -57,17 +58,23 @@ def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
 def test_ci_confidence_defaults_to_the_verdicts_level_and_the_option_sets_it() -> None:
     default = json.loads(analyze(NPBENCH, "--format", "json").stdout)["tests"]
     assert all(1 - 0.05 / 3 <= t["ci_confidence_fixed"] < 1 for t in default)
-    assert default == json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence",
-                                         str(1 - 0.05 / 3)).stdout)["tests"]
+    assert (
+        default
+        == json.loads(
+            analyze(NPBENCH, "--format", "json", "--ci-confidence", str(1 - 0.05 / 3)).stdout
+        )["tests"]
+    )
     loose = json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence", "0.9").stdout)
     assert all(0.9 <= t["ci_confidence_fixed"] < 1 - 0.05 / 3 for t in loose["tests"])
 
 
 def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
     path = tmp_path / "l.csv"
-    path.write_text("run,order,position,test,metric,value,status,worker,started,ended\n"
-                    "0,fixed,0,a,wall,0,ok,local,,\n1,random,0,a,wall,0,ok,local,,\n"
-                    "0,fixed,1,b,wall,,failed,local,,\n")
+    path.write_text(
+        "run,order,position,test,metric,value,status,worker,started,ended\n"
+        "0,fixed,0,a,wall,0,ok,local,,\n1,random,0,a,wall,0,ok,local,,\n"
+        "0,fixed,1,b,wall,,failed,local,,\n"
+    )
     proc = analyze(path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert "NaN" not in proc.stdout and "Infinity" not in proc.stdout
@@ -87,16 +94,18 @@ def test_compat_ordersage_csv_reproduces_memcached_node_stats() -> None:
     proc = analyze(MEMCACHED, "--compat", "ordersage", "--format", "csv", "--ci-confidence", "0.95")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("exp_command,coeff_of_variation,KW_dist_type,")
-    assert_matches_node_stats(proc.stdout, ARTIFACT / "memcached" / "node_stats.csv",
-                              full_precision=True)
+    assert_matches_node_stats(
+        proc.stdout, ARTIFACT / "memcached" / "node_stats.csv", full_precision=True
+    )
 
 
 def test_compat_ordersage_csv_reproduces_npbench_node_stats() -> None:
     proc = analyze(NPBENCH, "--compat", "ordersage", "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("test_command,coeff_of_variation_fixed,")
-    assert_matches_node_stats(proc.stdout, ARTIFACT / "npbench" / "node_stats.csv",
-                              full_precision=False)
+    assert_matches_node_stats(
+        proc.stdout, ARTIFACT / "npbench" / "node_stats.csv", full_precision=False
+    )
 
 
 def test_compat_table_is_readable() -> None:
@@ -107,25 +116,46 @@ def test_compat_table_is_readable() -> None:
 
 def test_a_store_written_by_washout_run_is_analyzed(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
-    subprocess.run([str(WASHOUT), "run", "true", "sleep 0.01", "--runs", "6", "--seed", "3",
-                    "--db", str(db), "-q"], check=True, capture_output=True, timeout=120,
-                   cwd=tmp_path)
+    subprocess.run(
+        [
+            str(WASHOUT),
+            "run",
+            "true",
+            "sleep 0.01",
+            "--runs",
+            "6",
+            "--seed",
+            "3",
+            "--db",
+            str(db),
+            "-q",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     proc = analyze(db, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["family_size"] == 2
     assert {(t["test"], t["metric"], t["n_fixed"], t["n_random"]) for t in data["tests"]} == {
-        ("true", "wall", 6, 6), ("sleep 0.01", "wall", 6, 6)}
+        ("true", "wall", 6, 6),
+        ("sleep 0.01", "wall", 6, 6),
+    }
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--format", "xml"], "--format = 'xml': expected one of table, json, csv"),
-    (["--correction", "sidak"], "correction = 'sidak': expected one of bonferroni, holm"),
-    (["--by", "host"], "--by = 'host': expected one of worker"),
-    (["--compat", "rebench"], "--compat = 'rebench': expected one of ordersage"),
-    (["--alpha", "1.5"], "alpha = 1.5: expected a number between 0 and 1"),
-    (["--ci-confidence", "95"], "ci-confidence = 95.0: expected a number between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--format", "xml"], "--format = 'xml': expected one of table, json, csv"),
+        (["--correction", "sidak"], "correction = 'sidak': expected one of bonferroni, holm"),
+        (["--by", "host"], "--by = 'host': expected one of worker"),
+        (["--compat", "rebench"], "--compat = 'rebench': expected one of ordersage"),
+        (["--alpha", "1.5"], "alpha = 1.5: expected a number between 0 and 1"),
+        (["--ci-confidence", "95"], "ci-confidence = 95.0: expected a number between 0 and 1"),
+    ],
+)
 def test_bad_options_are_one_line_errors(args: list[str], expected: str) -> None:
     proc = analyze(NPBENCH, *args)
     assert proc.returncode == 2
@@ -134,18 +164,22 @@ def test_bad_options_are_one_line_errors(args: list[str], expected: str) -> None
 
 def test_bad_input_is_one_line_naming_file_line_field_value(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
-    path.write_text("run,order,position,test,metric,value,status,worker,started,ended\n"
-                    "0,fixed,0,a,wall,1,ok,local,,\n0,fixed,1,b,wall,inf,ok,local,,\n")
+    path.write_text(
+        "run,order,position,test,metric,value,status,worker,started,ended\n"
+        "0,fixed,0,a,wall,1,ok,local,,\n0,fixed,1,b,wall,inf,ok,local,,\n"
+    )
     proc = analyze(path)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == (f"washout: error: {path}: line 3: value = inf: "
-                                   "expected a finite number")
+    assert proc.stderr.strip() == (
+        f"washout: error: {path}: line 3: value = inf: expected a finite number"
+    )
     missing = analyze(tmp_path / "absent.csv")
     assert missing.returncode == 2 and "absent.csv: no such file" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
 
 
 # -- the renderer the post-run summary reuses, called from Python -----------------------------
+
 
 def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
     import pandas as pd
@@ -156,10 +190,28 @@ def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
     for worker in ("n1", "n2"):
         for i in range(8):
             for order, shift in (("fixed", 0.0), ("random", 100.0 if worker == "n1" else 0.0)):
-                rows.append({"run": i, "order": order, "test": "get", "metric": "p99",
-                             "value": 10.0 + i + shift, "status": "ok", "worker": worker})
-    rows.append({"run": 9, "order": "fixed", "test": "get", "metric": "p99", "value": None,
-                 "status": "timeout", "worker": "n2"})
+                rows.append(
+                    {
+                        "run": i,
+                        "order": order,
+                        "test": "get",
+                        "metric": "p99",
+                        "value": 10.0 + i + shift,
+                        "status": "ok",
+                        "worker": worker,
+                    }
+                )
+    rows.append(
+        {
+            "run": 9,
+            "order": "fixed",
+            "test": "get",
+            "metric": "p99",
+            "value": None,
+            "status": "timeout",
+            "worker": "n2",
+        }
+    )
     analysis = analyze_order(pd.DataFrame(rows), by_worker=True)
     text = to_text(render_analysis(analysis), width=140)
     first, *rest = text.splitlines()
@@ -177,8 +229,16 @@ def test_render_with_nothing_to_compare_says_so() -> None:
 
     from washout.report.terminal import render_analysis, to_text
 
-    frame = pd.DataFrame({"run": [0], "order": ["fixed"], "test": ["a"], "metric": ["wall"],
-                          "value": [1.0], "status": ["ok"]})
+    frame = pd.DataFrame(
+        {
+            "run": [0],
+            "order": ["fixed"],
+            "test": ["a"],
+            "metric": ["wall"],
+            "value": [1.0],
+            "status": ["ok"],
+        }
+    )
     analysis = analyze_order(frame)
     assert analysis.family_size == 0 and analysis.verdict == "no-evidence"
     assert to_text(render_analysis(analysis)).startswith("No comparison possible")
@@ -188,19 +248,25 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
     """scipy.stats cost a third of a paper-scale analysis to import (bench/analysis_scale.py):
     the CSV read and the order analysis, CIs, Shapiro-Wilk and verdict included, need none."""
     rows = ["run,order,test,metric,value,status"]
-    rows += [f"{i},{'fixed' if i % 2 else 'random'},t{k},wall,{1 + i % 7 + k},ok"
-             for i in range(40) for k in range(3)]
+    rows += [
+        f"{i},{'fixed' if i % 2 else 'random'},t{k},wall,{1 + i % 7 + k},ok"
+        for i in range(40)
+        for k in range(3)
+    ]
     path = tmp_path / "long.csv"
     path.write_text("\n".join(rows) + "\n")
-    script = ("import sys, json\n"
-              "from washout.sources import load_trials\n"
-              "from washout.stats.order import analyze_order\n"
-              f"frame, _ = load_trials({str(path)!r})\n"
-              "result = analyze_order(frame).to_dict()\n"
-              "assert result['tests'][0]['shapiro_p_fixed'] is not None\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy'))))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    script = (
+        "import sys, json\n"
+        "from washout.sources import load_trials\n"
+        "from washout.stats.order import analyze_order\n"
+        f"frame, _ = load_trials({str(path)!r})\n"
+        "result = analyze_order(frame).to_dict()\n"
+        "assert result['tests'][0]['shapiro_p_fixed'] is not None\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy'))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
 
@@ -210,10 +276,12 @@ def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
     its CI in each order, the random-order (order-safe) ratio on top and interaction_p; the
     sentence gives the ratio; it is evaluate_claims' own result."""
     from simulate_longformat import simulate
+
     from washout.stats.claims import evaluate_claims
 
-    frame = simulate(tests=("A", "B"), means={"A": 98.0, "B": 100.0}, runs=15, cv=0.01,
-                     run_cv=0.05, seed=2)
+    frame = simulate(
+        tests=("A", "B"), means={"A": 98.0, "B": 100.0}, runs=15, cv=0.01, run_cv=0.05, seed=2
+    )
     path = tmp_path / "claim.csv"
     frame.to_csv(path, index=False)
     proc = analyze(path, "--claim", "A < B", "--format", "json")
@@ -223,8 +291,10 @@ def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
     assert claim == json.loads(json.dumps(expected.to_dict()))
     assert claim["fixed"]["holds"] and claim["random"]["holds"]
     assert claim["order_changes_conclusion"] is False and claim["interaction_p"] > 0.05
-    assert (claim["ratio"], claim["ratio_ci"]) == (claim["random"]["ratio"],
-                                                   claim["random"]["ratio_ci"])
+    assert (claim["ratio"], claim["ratio_ci"]) == (
+        claim["random"]["ratio"],
+        claim["random"]["ratio_ci"],
+    )
     for side in (claim["fixed"], claim["random"]):
         assert side["ratio_ci"][0] < 0.98 < side["ratio_ci"][1] < 1 and side["n_runs"] == 15
     words = " ".join(analyze(path, "--claim", "A < B").stdout.split())

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+import simulate_longformat
 from scipy.stats import norm
 
-import simulate_longformat
 from washout.stats.carryover import RESET, CarryoverResult, carryover
 from washout.stats.claims import EVALUATED_ORDERS, ClaimResult, evaluate_claims
 from washout.stats.drift import drift
@@ -93,8 +93,11 @@ def _carryover(frame: pd.DataFrame) -> CarryoverResult:
 
 
 def _claim(frame: pd.DataFrame) -> ClaimResult:
-    return _cached(frame, "claim",  # type: ignore[return-value]
-                   lambda f: evaluate_claims(f, [CLAIM], alpha=ALPHA)[0])
+    return _cached(
+        frame,
+        "claim",  # type: ignore[return-value]
+        lambda f: evaluate_claims(f, [CLAIM], alpha=ALPHA)[0],
+    )
 
 
 def order_verdict(frame: pd.DataFrame, scenario: Scenario) -> bool:
@@ -109,16 +112,19 @@ def predecessor_pair(frame: pd.DataFrame, scenario: Scenario) -> bool:
 
 def wrong_predecessor_pair(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """A pair other than the simulated one (c after b) is blamed."""
-    return any(p.predecessor != RESET and (p.test, p.predecessor) != CARRIED
-               for p in _carryover(frame).significant())
+    return any(
+        p.predecessor != RESET and (p.test, p.predecessor) != CARRIED
+        for p in _carryover(frame).significant()
+    )
 
 
 def first_after_reset(frame: pd.DataFrame, scenario: Scenario) -> bool:
     """The first trial after the reset differs from the trend of later ones, for some test or
     pooled over the tests."""
     result = _carryover(frame)
-    return (any(p.predecessor == RESET for p in result.significant())
-            or any(r.significant for r in result.first_after_reset))
+    return any(p.predecessor == RESET for p in result.significant()) or any(
+        r.significant for r in result.first_after_reset
+    )
 
 
 def drift_found(frame: pd.DataFrame, scenario: Scenario) -> bool:
@@ -157,35 +163,57 @@ CLAIMS_ANALYSES = ("claims", "order changes conclusion")
 # orders (its per-run ratio differs, and its truth with it).
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("no effect", {}, frozenset()),
-    Scenario("first trial after the reset 10% slower", {"first_after_reset": 1.10},
-             frozenset({"order verdict", "first after reset"})),
+    Scenario(
+        "first trial after the reset 10% slower",
+        {"first_after_reset": 1.10},
+        frozenset({"order verdict", "first after reset"}),
+    ),
     # Fixed runs put d one position before e: 1.03 / 1.04, d truly 1% faster there only.
-    Scenario("1% drift per position", {"drift_per_position": dict.fromkeys("abcde", 0.01)},
-             frozenset({"order verdict", "drift", "order changes conclusion"}),
-             claim_true_in=("fixed",), weak=frozenset({"order changes conclusion"})),
+    Scenario(
+        "1% drift per position",
+        {"drift_per_position": dict.fromkeys("abcde", 0.01)},
+        frozenset({"order verdict", "drift", "order changes conclusion"}),
+        claim_true_in=("fixed",),
+        weak=frozenset({"order changes conclusion"}),
+    ),
     # The ratio d / e differs between the orders, but the claim is false in both.
-    Scenario("e (last in fixed order) 5% faster in random orders only",
-             {"random_factor": {"e": 0.95}},
-             frozenset({"order verdict"})),
+    Scenario(
+        "e (last in fixed order) 5% faster in random orders only",
+        {"random_factor": {"e": 0.95}},
+        frozenset({"order verdict"}),
+    ),
     Scenario("5% run-level noise", {"run_cv": 0.05}, frozenset()),
-    Scenario("8% c-after-b carryover and first after reset 10% slower",
-             {"carryover": {CARRIED: 1.08}, "first_after_reset": 1.10},
-             frozenset({"order verdict", "carryover", "first after reset"})),
-    Scenario("claim: d truly 2% faster than e under 5% shared run noise",
-             {"means": dict(MEANS, d=130 * 0.98), "run_cv": 0.05},
-             frozenset({"claims"}), claim_true_in=EVALUATED_ORDERS),
+    Scenario(
+        "8% c-after-b carryover and first after reset 10% slower",
+        {"carryover": {CARRIED: 1.08}, "first_after_reset": 1.10},
+        frozenset({"order verdict", "carryover", "first after reset"}),
+    ),
+    Scenario(
+        "claim: d truly 2% faster than e under 5% shared run noise",
+        {"means": dict(MEANS, d=130 * 0.98), "run_cv": 0.05},
+        frozenset({"claims"}),
+        claim_true_in=EVALUATED_ORDERS,
+    ),
     # d's ratio to e truly differs between the orders: the claim is false in fixed order,
     # true in random; the order analysis sees a 2% shift of d under 5% run noise (weakly).
-    Scenario("claim whose ratio truly differs between orders: d 2% faster in random order "
-             "only, 5% shared run noise",
-             {"random_factor": {"d": 0.98}, "run_cv": 0.05},
-             frozenset({"order verdict", "order changes conclusion"}),
-             claim_true_in=("random",), weak=frozenset({"order verdict"})),
+    Scenario(
+        "claim whose ratio truly differs between orders: d 2% faster in random order "
+        "only, 5% shared run noise",
+        {"random_factor": {"d": 0.98}, "run_cv": 0.05},
+        frozenset({"order verdict", "order changes conclusion"}),
+        claim_true_in=("random",),
+        weak=frozenset({"order verdict"}),
+    ),
 )
 
 
-def finding_rates(scenario: Scenario, runs: int, experiments: int, seed: int,
-                  analyses: tuple[str, ...] = tuple(ANALYSES)) -> dict[str, float]:
+def finding_rates(
+    scenario: Scenario,
+    runs: int,
+    experiments: int,
+    seed: int,
+    analyses: tuple[str, ...] = tuple(ANALYSES),
+) -> dict[str, float]:
     """Per analysis (every one, or ``analyses``), the share of ``experiments`` simulated
     experiments (seeds seed, seed + 1, ...) in which it reported a finding."""
     found = dict.fromkeys(analyses, 0)
@@ -217,11 +245,18 @@ def simulate(experiments: int, shift_sd: float, seed: int, skewed: bool = True) 
         values = rng.normal(0.0, 1.0, shape)
     values[:, 0, 1, :] += shift_sd * (0.25 if skewed else 1.0)
     e, t, o, r = np.indices(shape).reshape(4, -1)
-    return pd.DataFrame({
-        "run": 2 * r + o, "order": np.where(o == 0, "fixed", "random"), "position": t,
-        "test": np.char.add("t", t.astype(str)), "metric": "wall", "value": values.ravel() + 100,
-        "status": "ok", "worker": np.char.add("e", e.astype(str)),
-    })
+    return pd.DataFrame(
+        {
+            "run": 2 * r + o,
+            "order": np.where(o == 0, "fixed", "random"),
+            "position": t,
+            "test": np.char.add("t", t.astype(str)),
+            "metric": "wall",
+            "value": values.ravel() + 100,
+            "status": "ok",
+            "worker": np.char.add("e", e.astype(str)),
+        }
+    )
 
 
 def experiment_outcomes(frame: pd.DataFrame, correction: str) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +266,7 @@ def experiment_outcomes(frame: pd.DataFrame, correction: str) -> tuple[np.ndarra
     for t in analysis.tests:
         pvalues.setdefault(t.worker, {})[t.test] = t.kw_p
     any_hit, first_hit = [], []
-    for worker, by_test in pvalues.items():
+    for by_test in pvalues.values():
         names = sorted(by_test)
         significant, _ = adjust([by_test[n] for n in names], ALPHA, correction)
         any_hit.append(any(significant))
@@ -244,8 +279,9 @@ def noether_power(n: int, shift_sd: float, level: float) -> float:
     determination for some common nonparametric tests", JASA 82(398), eq. 4):
     Phi(sqrt(12 n1 n2 / (N + 1)) |P(Y > X) - 1/2| - z_{1 - level/2}), P(Y > X) = Phi(d/sqrt 2)."""
     p = norm.cdf(shift_sd / math.sqrt(2))
-    return float(norm.cdf(math.sqrt(12 * n * n / (2 * n + 1)) * abs(p - 0.5)
-                          - norm.ppf(1 - level / 2)))
+    return float(
+        norm.cdf(math.sqrt(12 * n * n / (2 * n + 1)) * abs(p - 0.5) - norm.ppf(1 - level / 2))
+    )
 
 
 def mc_bound(rate: float, count: int, sigmas: float = 3.0) -> float:
@@ -254,7 +290,8 @@ def mc_bound(rate: float, count: int, sigmas: float = 3.0) -> float:
 
 @pytest.mark.parametrize("correction", ["bonferroni", "holm"])
 def test_no_order_effect_keeps_the_experiment_wide_false_positive_rate_at_alpha(
-        correction: str) -> None:
+    correction: str,
+) -> None:
     experiments = 1000
     any_hit, _ = experiment_outcomes(simulate(experiments, 0.0, seed=11), correction)
     rate = any_hit.mean()
@@ -264,8 +301,9 @@ def test_no_order_effect_keeps_the_experiment_wide_false_positive_rate_at_alpha(
 
 def test_injected_shift_is_detected_at_the_expected_rate() -> None:
     experiments, shift = 1000, 1.0
-    any_hit, first_hit = experiment_outcomes(simulate(experiments, shift, seed=12, skewed=False),
-                                             "bonferroni")
+    any_hit, first_hit = experiment_outcomes(
+        simulate(experiments, shift, seed=12, skewed=False), "bonferroni"
+    )
     expected = noether_power(RUNS, shift, ALPHA / TESTS)
     # Noether's normal approximation is itself good to a few percent at n = 20.
     assert abs(first_hit.mean() - expected) <= mc_bound(expected, experiments) + 0.04
@@ -275,8 +313,10 @@ def test_injected_shift_is_detected_at_the_expected_rate() -> None:
 def test_bulk_outcome_matches_analyze_order_one_experiment_at_a_time() -> None:
     frame = simulate(40, 0.8, seed=13)
     any_hit, _ = experiment_outcomes(frame, "holm")
-    one_by_one = [analyze_order(group, correction="holm").verdict == "order-matters"
-                  for _, group in frame.groupby("worker", sort=False)]
+    one_by_one = [
+        analyze_order(group, correction="holm").verdict == "order-matters"
+        for _, group in frame.groupby("worker", sort=False)
+    ]
     order = sorted(frame["worker"].unique(), key=lambda w: int(w[1:]))
     assert list(any_hit) == [one_by_one[list(frame["worker"].unique()).index(w)] for w in order]
 
@@ -287,8 +327,11 @@ def check_calibrated(scenario: Scenario, rates: dict[str, float], experiments: i
     bound = false_positive_bound(experiments)
     too_high = {a: r for a, r in rates.items() if a not in scenario.breaks and r > bound}
     assert not too_high, f"{scenario.name}: false positives above {bound:.3f}: {too_high}"
-    missed = {a: r for a, r in rates.items()
-              if a in scenario.breaks and a not in scenario.weak and r < 0.8}
+    missed = {
+        a: r
+        for a, r in rates.items()
+        if a in scenario.breaks and a not in scenario.weak and r < 0.8
+    }
     assert not missed, f"{scenario.name}: power below 0.8: {missed}"
 
 
@@ -309,7 +352,8 @@ SHORT_RUNS, SHORT_EXPERIMENTS = 30, 100
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there(
-        scenario: Scenario) -> None:
+    scenario: Scenario,
+) -> None:
     rates = finding_rates(scenario, SHORT_RUNS, SHORT_EXPERIMENTS, seed=7000)
     check_calibrated(scenario, rates, SHORT_EXPERIMENTS)
 
@@ -323,7 +367,11 @@ def test_claims_analyses_calibrated_at_20_runs_per_order(scenario: Scenario) -> 
     and the order changing the conclusion at alpha (+2 MC se) where not so; a true 2%
     advantage under 5% shared run noise found nearly always (pairing by run is what finds
     it: an unpaired test found it in 16% of such experiments)."""
-    rates = finding_rates(scenario, CLAIMS_RUNS, CLAIMS_EXPERIMENTS,
-                          seed=20_000 + 1000 * SCENARIOS.index(scenario),
-                          analyses=CLAIMS_ANALYSES)
+    rates = finding_rates(
+        scenario,
+        CLAIMS_RUNS,
+        CLAIMS_EXPERIMENTS,
+        seed=20_000 + 1000 * SCENARIOS.index(scenario),
+        analyses=CLAIMS_ANALYSES,
+    )
     check_calibrated(scenario, rates, CLAIMS_EXPERIMENTS)

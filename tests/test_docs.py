@@ -7,6 +7,7 @@ import re
 import subprocess
 
 from conftest import ROOT
+
 from washout.spec import expand_tests, parse_spec_text
 
 README = (ROOT / "README.md").read_text()
@@ -36,8 +37,11 @@ def tracked_files() -> list[str]:
 def test_no_tracked_file_refers_outside_the_repository() -> None:
     # [x] classes keep this file from matching itself.
     outside = re.compile(rb"\.\./shared|shared/[f]ixtures|METHOD-[N]OTES|(?<![\w/])[D]ESIGN\.md")
-    offenders = [name for name in tracked_files()
-                 if (ROOT / name).is_file() and outside.search((ROOT / name).read_bytes())]
+    offenders = [
+        name
+        for name in tracked_files()
+        if (ROOT / name).is_file() and outside.search((ROOT / name).read_bytes())
+    ]
     assert offenders == []
 
 

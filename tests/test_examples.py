@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, washout
 
 pytestmark = [
@@ -44,18 +43,37 @@ class Example:
     metrics: dict[str, tuple[str, ...]]
 
 
-REDIS = Example("redis", "examples/redis/spec.toml", {
-    t: ("rps", "p50_ms", "p99_ms", "server_cpu_ms")
-    for t in ("set", "get", "incr", "lpush", "lpop", "sadd", "hset", "mset")})
-SYSBENCH = Example("sysbench", "examples/sysbench/spec.toml", {
-    "cpu": ("events_per_s", "p99_ms"), "memory": ("MiB_per_s", "p99_ms"),
-    "threads": ("events", "p99_ms"), "mutex": ("total_s", "avg_ms")})
-NUMPY = Example("numpy", "examples/numpy/spec.toml", {
-    t: ("median_s", "first_s", "wall") for t in ("softmax", "spmv", "sort", "fft")})
+REDIS = Example(
+    "redis",
+    "examples/redis/spec.toml",
+    {
+        t: ("rps", "p50_ms", "p99_ms", "server_cpu_ms")
+        for t in ("set", "get", "incr", "lpush", "lpop", "sadd", "hset", "mset")
+    },
+)
+SYSBENCH = Example(
+    "sysbench",
+    "examples/sysbench/spec.toml",
+    {
+        "cpu": ("events_per_s", "p99_ms"),
+        "memory": ("MiB_per_s", "p99_ms"),
+        "threads": ("events", "p99_ms"),
+        "mutex": ("total_s", "avg_ms"),
+    },
+)
+NUMPY = Example(
+    "numpy",
+    "examples/numpy/spec.toml",
+    {t: ("median_s", "first_s", "wall") for t in ("softmax", "spmv", "sort", "fft")},
+)
 PAGECACHE = {
-    spec: Example("pagecache", f"examples/pagecache/{spec}", {
-        t: ("KiB_per_s", "clat_p99_ns") for t in ("write-a", "write-b", "seqread", "randread")})
-    for spec in ("spec.toml", "spec-drop.toml")}
+    spec: Example(
+        "pagecache",
+        f"examples/pagecache/{spec}",
+        {t: ("KiB_per_s", "clat_p99_ns") for t in ("write-a", "write-b", "seqread", "randread")},
+    )
+    for spec in ("spec.toml", "spec-drop.toml")
+}
 
 
 def _free_port() -> int:
@@ -91,8 +109,13 @@ def example_env(tmp_path: Path, disk_dir: Path) -> dict[str, str]:
 
 def _prerequisites(name: str, env: dict[str, str]) -> None:
     """The example's own install script in check mode; skip with its message when unmet."""
-    proc = subprocess.run(["bash", str(ROOT / "examples" / name / "install.sh"), "--check"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "examples" / name / "install.sh"), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     if proc.returncode != 0:
         pytest.skip(f"examples/{name}: {proc.stderr.strip()}")
 
@@ -101,8 +124,9 @@ def _run_example(example: Example, tmp_path: Path, env: dict[str, str]) -> None:
     """Run the spec shortened, then check the store, the analysis and the report."""
     _prerequisites(example.name, env)
     db = tmp_path / "results.db"
-    washout("run", example.spec, "--runs", RUNS, "--db", db, "--quiet",
-            cwd=ROOT, env=env, timeout=150)
+    washout(
+        "run", example.spec, "--runs", RUNS, "--db", db, "--quiet", cwd=ROOT, env=env, timeout=150
+    )
 
     pairs = {(t, m) for t, metrics in example.metrics.items() for m in metrics}
     rows = list(csv.DictReader(io.StringIO(washout("export", db).stdout)))
@@ -156,13 +180,18 @@ def test_numpy_example(tmp_path: Path, example_env: dict[str, str]) -> None:
 
 def _cached_pages(path: Path) -> int:
     """Pages of the file in the page cache, as fincore(1) (mincore(2)) counts them."""
-    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "PAGES", str(path)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "PAGES", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out.strip())
 
 
-@pytest.mark.skipif(shutil.which("fincore") is None,
-                    reason="fincore missing: run scripts/services/examples.sh")
+@pytest.mark.skipif(
+    shutil.which("fincore") is None, reason="fincore missing: run scripts/services/examples.sh"
+)
 @pytest.mark.parametrize("way", ["", "fadvise"])
 def test_pagecache_drop_reset_evicts_the_data(way: str, disk_dir: Path) -> None:
     """The drop reset leaves no page of the data cached: by drop_caches where it can (root),
@@ -176,9 +205,13 @@ def test_pagecache_drop_reset_evicts_the_data(way: str, disk_dir: Path) -> None:
     subprocess.run(["sync"], check=True)
     pages = (4 << 20) // os.sysconf("SC_PAGE_SIZE")
     assert [_cached_pages(f) for f in files] == [pages, pages]
-    proc = subprocess.run(["sh", str(ROOT / "examples/pagecache/drop-cache.sh"), str(data)],
-                          capture_output=True, text=True, check=True,
-                          env={**os.environ, "PAGECACHE_DROP": way})
+    proc = subprocess.run(
+        ["sh", str(ROOT / "examples/pagecache/drop-cache.sh"), str(data)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PAGECACHE_DROP": way},
+    )
     if way == "fadvise" or os.geteuid() != 0:
         assert proc.stdout.startswith("evicted"), proc.stdout
     else:

@@ -10,19 +10,25 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, washout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, washout
 from washout.errors import WashoutError
 from washout.measure import MetricError, extract
 from washout.sources import load_trials
-from washout.spec import (MetricSpec, Spec, expand_tests, parse_spec_text, spec_from_data,
-                          unsafe_placeholder)
+from washout.spec import (
+    MetricSpec,
+    Spec,
+    expand_tests,
+    parse_spec_text,
+    spec_from_data,
+    unsafe_placeholder,
+)
 
 DEADLINE = timedelta(seconds=10)  # generous on a loaded machine; a hang still fails
 
-VALID_SPEC = '''[experiment]
+VALID_SPEC = """[experiment]
 name = "fuzz"
 runs = 3
 design = "alternate"
@@ -50,16 +56,24 @@ command = "echo 1"
 cpus = "0-1"
 [test.metrics.n]
 stdout = "last-number"
-'''
+"""
 
-SCALARS = st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True), st.booleans(),
-                    st.text(max_size=12), st.lists(st.integers(), max_size=3))
+SCALARS = st.one_of(
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=3),
+)
 
 
 def one_line_or_spec(text: str | dict) -> None:
     try:
-        spec = parse_spec_text(text, "fuzz.toml") if isinstance(text, str) \
+        spec = (
+            parse_spec_text(text, "fuzz.toml")
+            if isinstance(text, str)
             else spec_from_data(text, "fuzz.toml")
+        )
     except WashoutError as err:
         message = str(err)
         assert message.startswith("fuzz.toml") and "\n" not in message
@@ -83,14 +97,19 @@ def test_mutated_specs_fail_cleanly(data: st.DataObject) -> None:
         elif action == "value" and "=" in line:
             key = line.split("=", 1)[0]
             value = data.draw(SCALARS)
-            rendered = repr(value).replace("'", '"') if not isinstance(value, bool) else str(value).lower()
+            rendered = (
+                repr(value).replace("'", '"') if not isinstance(value, bool) else str(value).lower()
+            )
             lines[i] = f"{key}= {rendered}"
         elif action == "key" and "=" in line:
-            lines[i] = data.draw(st.sampled_from(["bogus", "runs", "name", "timeout", "metrics"])) \
-                + " =" + line.split("=", 1)[1]
+            lines[i] = (
+                data.draw(st.sampled_from(["bogus", "runs", "name", "timeout", "metrics"]))
+                + " ="
+                + line.split("=", 1)[1]
+            )
         else:
             j = data.draw(st.integers(0, max(0, len(line) - 1)))
-            lines[i] = line[:j] + data.draw(st.text(max_size=3)) + line[j + 1:]
+            lines[i] = line[:j] + data.draw(st.text(max_size=3)) + line[j + 1 :]
         if not lines:
             break
     one_line_or_spec("\n".join(lines))
@@ -103,39 +122,133 @@ def test_arbitrary_text_as_spec_fails_cleanly(text: str) -> None:
 
 
 # What TOML can give: scalars of every type, hostile strings, nested tables and arrays.
-HOSTILE_TEXT = st.one_of(st.text(max_size=8), st.sampled_from(
-    ["", " ", "\t\n", "a\x00b", "\ufeff", "A=B", "{x}", '"{x}"', "$(touch x)", "x' ; y",
-     "1e999", "-0", "99999", "0-1", "a < b", "a <", "fixed", "retry:2", "30s"]))
-LEAVES = st.one_of(HOSTILE_TEXT, st.integers(-2**63, 2**63 - 1), st.floats(), st.booleans())
-KEYS = st.one_of(st.sampled_from(
-    ["name", "command", "runs", "seed", "port", "host", "env", "params", "metrics", "claims",
-     "timeout", "cpus", "orders", "design", "on_failure", "regex", "json", "file", "wall",
-     "stdout", "kind", "comand", "x"]), HOSTILE_TEXT)
-TOML_VALUES = st.recursive(LEAVES, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\t\n",
+            "a\x00b",
+            "\ufeff",
+            "A=B",
+            "{x}",
+            '"{x}"',
+            "$(touch x)",
+            "x' ; y",
+            "1e999",
+            "-0",
+            "99999",
+            "0-1",
+            "a < b",
+            "a <",
+            "fixed",
+            "retry:2",
+            "30s",
+        ]
+    ),
+)
+LEAVES = st.one_of(HOSTILE_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(), st.booleans())
+KEYS = st.one_of(
+    st.sampled_from(
+        [
+            "name",
+            "command",
+            "runs",
+            "seed",
+            "port",
+            "host",
+            "env",
+            "params",
+            "metrics",
+            "claims",
+            "timeout",
+            "cpus",
+            "orders",
+            "design",
+            "on_failure",
+            "regex",
+            "json",
+            "file",
+            "wall",
+            "stdout",
+            "kind",
+            "comand",
+            "x",
+        ]
+    ),
+    HOSTILE_TEXT,
+)
+TOML_VALUES = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=150, deadline=DEADLINE)
-@given(experiment=st.dictionaries(KEYS, TOML_VALUES, max_size=4),
-       tests=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=5), max_size=3),
-       workers=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=3), max_size=3),
-       top=st.dictionaries(KEYS, TOML_VALUES, max_size=2))
-def test_random_spec_tables_fail_cleanly(experiment: dict, tests: list, workers: list,
-                                         top: dict) -> None:
+@given(
+    experiment=st.dictionaries(KEYS, TOML_VALUES, max_size=4),
+    tests=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=5), max_size=3),
+    workers=st.lists(st.dictionaries(KEYS, TOML_VALUES, max_size=3), max_size=3),
+    top=st.dictionaries(KEYS, TOML_VALUES, max_size=2),
+)
+def test_random_spec_tables_fail_cleanly(
+    experiment: dict, tests: list, workers: list, top: dict
+) -> None:
     """Any value of any type in any field (and keys that are no field) of [experiment],
     [[test]] and [[worker]]: a Spec, or one line naming the file."""
-    data = {**top, "experiment": experiment,
-            "test": [{"name": f"t{i}", "command": "true", **t} for i, t in enumerate(tests)],
-            "worker": workers}
+    data = {
+        **top,
+        "experiment": experiment,
+        "test": [{"name": f"t{i}", "command": "true", **t} for i, t in enumerate(tests)],
+        "worker": workers,
+    }
     one_line_or_spec(data)
 
 
 # Shell fragments: quotes, escapes, substitutions, here-documents, comments and a placeholder.
-FRAGMENTS = st.lists(st.sampled_from(
-    ["echo", " ", "x", "y", '"', "'", "$(", ")", "(", "`", "\\", "#", "\n", "<<E", "E",
-     "${", "}", ";", "|", "=", "$", "{v}", "{{", "}}"]), max_size=14).map("".join)
-INJECTIONS = ["$(touch MARK)", "`touch MARK`", "; touch MARK", "' ; touch MARK ; '",
-              '" ; touch MARK ; "', "\n touch MARK", "$(touch MARK)'\"`", "\\'$(touch MARK)"]
+FRAGMENTS = st.lists(
+    st.sampled_from(
+        [
+            "echo",
+            " ",
+            "x",
+            "y",
+            '"',
+            "'",
+            "$(",
+            ")",
+            "(",
+            "`",
+            "\\",
+            "#",
+            "\n",
+            "<<E",
+            "E",
+            "${",
+            "}",
+            ";",
+            "|",
+            "=",
+            "$",
+            "{v}",
+            "{{",
+            "}}",
+        ]
+    ),
+    max_size=14,
+).map("".join)
+INJECTIONS = [
+    "$(touch MARK)",
+    "`touch MARK`",
+    "; touch MARK",
+    "' ; touch MARK ; '",
+    '" ; touch MARK ; "',
+    "\n touch MARK",
+    "$(touch MARK)'\"`",
+    "\\'$(touch MARK)",
+]
 
 
 @settings(max_examples=150, deadline=DEADLINE)
@@ -152,8 +265,13 @@ def test_an_accepted_placeholder_never_runs_its_value(template: str, injection: 
     assert unsafe_placeholder(template) is None
     (test,) = expand_tests(spec)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["/bin/sh", "-c", test.command], cwd=tmp, stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=10)
+        subprocess.run(
+            ["/bin/sh", "-c", test.command],
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+        )
         assert not (Path(tmp) / "MARK").exists(), test.command
 
 
@@ -171,7 +289,9 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
     else:
         lines = ["run,order,position,test,metric,value,status,worker,started,ended"] + [
             f"{r},{'fixed' if r % 2 == 0 else 'random'},{p},t{p},wall,{1 + r * 0.01 + p},ok,local,,"
-            for r in range(8) for p in range(3)]
+            for r in range(8)
+            for p in range(3)
+        ]
     for _ in range(data.draw(st.integers(1, 3))):
         i = data.draw(st.integers(0, len(lines) - 1))
         if data.draw(st.booleans()):
@@ -179,8 +299,11 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
             continue
         cells = lines[i].split(",")
         j = data.draw(st.integers(0, len(cells) - 1))
-        cells[j] = data.draw(st.one_of(st.sampled_from(["", "nan", "inf", "-1", "x", "fixed", '"']),
-                                       st.text(max_size=4)))
+        cells[j] = data.draw(
+            st.one_of(
+                st.sampled_from(["", "nan", "inf", "-1", "x", "fixed", '"']), st.text(max_size=4)
+            )
+        )
         lines[i] = ",".join(cells)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.csv"
@@ -195,38 +318,66 @@ def test_mutated_csvs_load_or_fail_cleanly(data: st.DataObject) -> None:
         assert not ok.duplicated(["run", "position", "test", "metric", "worker"]).any()
 
 
-METRICS = [MetricSpec(stdout="last-number"), MetricSpec(json="a.0.b"), MetricSpec(json="x"),
-           MetricSpec(regex=r"v=(?P<value>\S+)"), MetricSpec(regex=r"(?P<value>[0-9.]+)?$"),
-           MetricSpec(file="out.txt"), MetricSpec(file="out.json", json="a.0.b")]
+METRICS = [
+    MetricSpec(stdout="last-number"),
+    MetricSpec(json="a.0.b"),
+    MetricSpec(json="x"),
+    MetricSpec(regex=r"v=(?P<value>\S+)"),
+    MetricSpec(regex=r"(?P<value>[0-9.]+)?$"),
+    MetricSpec(file="out.txt"),
+    MetricSpec(file="out.json", json="a.0.b"),
+]
 OUTPUTS = st.one_of(
-    st.binary(max_size=300), st.text(max_size=300).map(str.encode),
-    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)),
-                 lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                         st.dictionaries(st.sampled_from(["a", "b", "x"]), inner,
-                                                         max_size=3)),
-                 max_leaves=10).map(lambda v: __import__("json").dumps(v).encode()),
-    st.sampled_from([b"v=1e999", b"v=nan", b"1,234,567", b"2024-01-02", b"v1.2.3", b"\xff\xfe",
-                     b'{"a": [{"b": true}]}', b'{"a": [{"b": "12"}]}', b"[" * 50 + b"]" * 50]))
+    st.binary(max_size=300),
+    st.text(max_size=300).map(str.encode),
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.dictionaries(st.sampled_from(["a", "b", "x"]), inner, max_size=3),
+        ),
+        max_leaves=10,
+    ).map(lambda v: __import__("json").dumps(v).encode()),
+    st.sampled_from(
+        [
+            b"v=1e999",
+            b"v=nan",
+            b"1,234,567",
+            b"2024-01-02",
+            b"v1.2.3",
+            b"\xff\xfe",
+            b'{"a": [{"b": true}]}',
+            b'{"a": [{"b": "12"}]}',
+            b"[" * 50 + b"]" * 50,
+        ]
+    ),
+)
 
 
 @settings(max_examples=300, deadline=DEADLINE)
 @given(output=OUTPUTS, spec=st.sampled_from(METRICS), readable=st.booleans())
-def test_any_output_gives_a_value_or_a_failed_trial(output: bytes, spec: MetricSpec,
-                                                    readable: bool) -> None:
+def test_any_output_gives_a_value_or_a_failed_trial(
+    output: bytes, spec: MetricSpec, readable: bool
+) -> None:
     """stdout or a metric file of any content: a finite number or a MetricError (the trial
     is recorded as failed with that reason), never another exception or a hang."""
     try:
-        value = extract(spec, stdout=output, wall=1.0,
-                        file_content=output if readable else None)
+        value = extract(spec, stdout=output, wall=1.0, file_content=output if readable else None)
     except MetricError as err:
         assert str(err) and "\n" not in str(err)
         return
     assert value == value and abs(value) != float("inf")
 
 
-@pytest.mark.parametrize("output", [
-    b'{"a": [{"b": ' + b"9" * 5000 + b"}]}", b"[" * 100_000 + b"]" * 100_000, b"9" * 5000,
-], ids=["5000-digit JSON integer", "100k nested brackets", "5000-digit number"])
+@pytest.mark.parametrize(
+    "output",
+    [
+        b'{"a": [{"b": ' + b"9" * 5000 + b"}]}",
+        b"[" * 100_000 + b"]" * 100_000,
+        b"9" * 5000,
+    ],
+    ids=["5000-digit JSON integer", "100k nested brackets", "5000-digit number"],
+)
 def test_huge_numbers_and_deep_json_fail_the_trial_not_washout(output: bytes) -> None:
     """A value or a MetricError (a failed trial with its reason) from every source."""
     for spec in METRICS:
@@ -243,44 +394,86 @@ TEST = "[[test]]\nname='a'\ncommand='x'\n"
 def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
     cases = {
         "syntax.toml": ("[experiment\nruns = 1\n", "line 1"),
-        "runs.toml": ("[experiment]\nruns = -1\n[[test]]\nname='a'\ncommand='x'\n", "experiment.runs = -1"),
+        "runs.toml": (
+            "[experiment]\nruns = -1\n[[test]]\nname='a'\ncommand='x'\n",
+            "experiment.runs = -1",
+        ),
         "empty.toml": ("[experiment]\nruns = 1\ntest = []\n", "unknown key 'test' in [experiment]"),
         "notests.toml": ("test = []\n", "test = []"),
-        "dup.toml": ("[[test]]\nname='a'\ncommand='x'\n[[test]]\nname='a'\ncommand='y'\n", "duplicate test name"),
-        "regex.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregex='(?P<v>1'\n", "test[0].metrics.m.regex"),
-        "placeholder.toml": ("[[test]]\nname='a-{x}'\ncommand='x {y}'\nparams={x=[1]}\n", "unknown placeholder {y}"),
-        "type.toml": ("[experiment]\nalpha = 'high'\n[[test]]\nname='a'\ncommand='x'\n", "experiment.alpha = 'high'"),
+        "dup.toml": (
+            "[[test]]\nname='a'\ncommand='x'\n[[test]]\nname='a'\ncommand='y'\n",
+            "duplicate test name",
+        ),
+        "regex.toml": (
+            "[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregex='(?P<v>1'\n",
+            "test[0].metrics.m.regex",
+        ),
+        "placeholder.toml": (
+            "[[test]]\nname='a-{x}'\ncommand='x {y}'\nparams={x=[1]}\n",
+            "unknown placeholder {y}",
+        ),
+        "type.toml": (
+            "[experiment]\nalpha = 'high'\n[[test]]\nname='a'\ncommand='x'\n",
+            "experiment.alpha = 'high'",
+        ),
         "cpus.toml": ("[[test]]\nname='a'\ncommand='x'\ncpus='3-1'\n", "test[0].cpus = '3-1'"),
         # Validation up front: each of these passed validate (or crashed) before.
-        "typo.toml": ("[[test]]\nname='a'\ncomand='x'\n",
-                      "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)"),
-        "metric-typo.toml": ("[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregx='(?P<value>1)'\n",
-                             "unknown key 'regx' in [test.metrics.m] of [[test]] 1 (did you mean 'regex'?)"),
-        "huge.toml": (f"[experiment]\nruns = 100000000000\n{TEST}", "experiment.runs = 100000000000: at most"),
-        "trials.toml": ("[experiment]\nruns = 1000000\n[[test]]\nname='t{x}'\ncommand='x'\n"
-                        "params={x=[1,2,3,4,5,6]}\n", "= 12,000,000 trials; at most 10,000,000"),
+        "typo.toml": (
+            "[[test]]\nname='a'\ncomand='x'\n",
+            "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)",
+        ),
+        "metric-typo.toml": (
+            "[[test]]\nname='a'\ncommand='x'\n[test.metrics.m]\nregx='(?P<value>1)'\n",
+            "unknown key 'regx' in [test.metrics.m] of [[test]] 1 (did you mean 'regex'?)",
+        ),
+        "huge.toml": (
+            f"[experiment]\nruns = 100000000000\n{TEST}",
+            "experiment.runs = 100000000000: at most",
+        ),
+        "trials.toml": (
+            "[experiment]\nruns = 1000000\n[[test]]\nname='t{x}'\ncommand='x'\n"
+            "params={x=[1,2,3,4,5,6]}\n",
+            "= 12,000,000 trials; at most 10,000,000",
+        ),
         "bool.toml": (f"[experiment]\nruns = true\n{TEST}", "experiment.runs = True"),
         "port.toml": (f"{TEST}[[worker]]\nhost='h'\nport=99999\n", "worker[0].port = 99999"),
-        "twins.toml": (f"{TEST}[[worker]]\nhost='h'\nport=2200\n[[worker]]\nhost='h'\nport=2200\n",
-                       "worker[1] = 'h:2200': the same host and port as worker[0]"),
+        "twins.toml": (
+            f"{TEST}[[worker]]\nhost='h'\nport=2200\n[[worker]]\nhost='h'\nport=2200\n",
+            "worker[1] = 'h:2200': the same host and port as worker[0]",
+        ),
         "blank.toml": ("[[test]]\nname='  '\ncommand='x'\n", "test[0].name = '  ': must not be"),
         "blankcmd.toml": ("[[test]]\nname='a'\ncommand=' \t'\n", "test[0].command = ' \\t'"),
-        "nul.toml": ("[[test]]\nname='a'\ncommand=\"x\\u0000y\"\n", "test[0].command = 'x\\x00y': contains a NUL"),
+        "nul.toml": (
+            "[[test]]\nname='a'\ncommand=\"x\\u0000y\"\n",
+            "test[0].command = 'x\\x00y': contains a NUL",
+        ),
         "envkey.toml": (f"{TEST}env = {{'A=B' = '1'}}\n", "'A=B' is not a variable name"),
-        "claim.toml": (f"[experiment]\nclaims = ['a <']\n{TEST}", "experiment.claims[0]: claim 'a <'"),
-        "claimtest.toml": (f"[experiment]\nclaims = ['a < b']\n{TEST}",
-                           "experiment.claims[0] = 'a < b': unknown test 'b'"),
-        "sweep.toml": ("[sweep]\ncommand = 'x {a}'\n[sweep.params]\na = [1, 2]\n",
-                       "has a [sweep] table: run it with `washout sweep"),
-        "quoted.toml": ("[[test]]\nname='t{x}'\ncommand='echo \"{x}\"'\nparams={x=['$(touch pwned)']}\n",
-                        "placeholder {x} inside quotes"),
+        "claim.toml": (
+            f"[experiment]\nclaims = ['a <']\n{TEST}",
+            "experiment.claims[0]: claim 'a <'",
+        ),
+        "claimtest.toml": (
+            f"[experiment]\nclaims = ['a < b']\n{TEST}",
+            "experiment.claims[0] = 'a < b': unknown test 'b'",
+        ),
+        "sweep.toml": (
+            "[sweep]\ncommand = 'x {a}'\n[sweep.params]\na = [1, 2]\n",
+            "has a [sweep] table: run it with `washout sweep",
+        ),
+        "quoted.toml": (
+            "[[test]]\nname='t{x}'\ncommand='echo \"{x}\"'\nparams={x=['$(touch pwned)']}\n",
+            "placeholder {x} inside quotes",
+        ),
     }
     for name, (text, expected) in cases.items():
         path = tmp_path / name
         path.write_text(text)
         for command in ("validate", "run"):
-            proc = washout(command, path, "--db", tmp_path / f"{name}.db", check=False) \
-                if command == "run" else washout(command, path, check=False)
+            proc = (
+                washout(command, path, "--db", tmp_path / f"{name}.db", check=False)
+                if command == "run"
+                else washout(command, path, check=False)
+            )
             assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
             assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
             assert str(path) in proc.stderr and expected in proc.stderr, (name, proc.stderr)

@@ -17,9 +17,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import washout
 from sshd import run_async, sshd_farm  # noqa: F401 (fixture)
+
 from washout.environment import MOMENT_FILES, moment_script, parse_capture, read_moment
 from washout.execute.local import LocalExecutor
 from washout.spec import ProvenanceSpec
@@ -104,8 +104,14 @@ def test_identical_no_op_tests_show_no_order_effect(tmp_path: Path) -> None:
     significant. alpha = 0.01: with no effect at all the family still comes out significant
     in alpha of the experiments, and a guard must not fail one run in twenty."""
     db = tmp_path / "n.db"
-    washout("run", spec(tmp_path / "n.toml", runs=40, command="true"), "--db", db, "--quiet",
-            **realtime())
+    washout(
+        "run",
+        spec(tmp_path / "n.toml", runs=40, command="true"),
+        "--db",
+        db,
+        "--quiet",
+        **realtime(),
+    )
     runs = by_run(db)
     ratio = statistics.median(run[0] / statistics.mean((run[1], run[2])) for run in runs)
     assert abs(ratio - 1) <= 0.05, runs
@@ -132,7 +138,8 @@ command = "true"
 
 @pytest.mark.parametrize("where", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
 def test_whole_capture_once_per_session_and_again_when_a_file_changes(
-        where: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Before each run only the moment and the provenance files' signatures are read: the
     provenance command runs at the session's start and again only after the file changed
     (its hash then refused, or recorded with --allow-mismatch), not before each of the six
@@ -144,7 +151,7 @@ def test_whole_capture_once_per_session_and_again_when_a_file_changes(
     text = WATCHED
     if where == "ssh":
         farm = request.getfixturevalue("sshd_farm")
-        server, = farm.start(1)
+        (server,) = farm.start(1)
         text += server.worker_toml("w", farm.known_hosts, workdir)
     spec = tmp_path / "w.toml"
     spec.write_text(text)
@@ -174,8 +181,9 @@ def test_the_moment_reads_the_same_facts_in_process_as_by_script(tmp_path: Path)
     (tmp_path / "present").write_text("x")
     provenance = ProvenanceSpec(files=["present", "absent"])
     in_process = read_moment(provenance, str(tmp_path))
-    result = run_async(LocalExecutor().run(moment_script(provenance), timeout=30,
-                                           cwd=str(tmp_path)))
+    result = run_async(
+        LocalExecutor().run(moment_script(provenance), timeout=30, cwd=str(tmp_path))
+    )
     by_script = parse_capture(result.stdout.decode())
     assert set(in_process) == set(by_script) == {*MOMENT_FILES, "stat:present", "stat:absent"}
     for key in ("boot_id", "governor"):

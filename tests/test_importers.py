@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import ARTIFACT
+
 from washout.errors import WashoutError
 from washout.longformat import COLUMNS
 from washout.sources import load_trials
@@ -25,10 +25,13 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("study,raw,column,generation,runs", [
-    ("memcached", "all_exp_results.csv", "exp_command", "exp", 100),
-    ("npbench", "all_test_results.csv", "test_command", "test", 200),
-])
+@pytest.mark.parametrize(
+    "study,raw,column,generation,runs",
+    [
+        ("memcached", "all_exp_results.csv", "exp_command", "exp", 100),
+        ("npbench", "all_test_results.csv", "test_command", "test", 200),
+    ],
+)
 def test_ordersage_files_become_long_format(study, raw, column, generation, runs) -> None:
     frame, info = load_trials(ARTIFACT / study / raw)
     source = pd.read_csv(ARTIFACT / study / raw)
@@ -46,28 +49,36 @@ def test_ordersage_files_become_long_format(study, raw, column, generation, runs
 
 
 def _ordersage(tmp_path: Path, rows: list[str]) -> Path:
-    head = ("run_uuid,hostname,run_num,total_runs,test_command,test_number,order_number,"
-            "order_type,time_start,time_stop,completion_status,result")
+    head = (
+        "run_uuid,hostname,run_num,total_runs,test_command,test_number,order_number,"
+        "order_type,time_start,time_stop,completion_status,result"
+    )
     return write(tmp_path / "x_test_results.csv", "\n".join([head, *rows]) + "\n")
 
 
 def test_ordersage_failures_become_failed_trials_without_values(tmp_path: Path) -> None:
-    path = _ordersage(tmp_path, ["u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,3.5",
-                                 "u1,h,0,1,./b.sh,1,1,fixed,2,3,Failure,"])
+    path = _ordersage(
+        tmp_path,
+        ["u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,3.5", "u1,h,0,1,./b.sh,1,1,fixed,2,3,Failure,"],
+    )
     frame, _ = load_trials(path)
     assert list(frame["status"]) == ["ok", "failed"]
     assert frame["value"].iloc[0] == 3.5 and np.isnan(frame["value"].iloc[1])
 
 
-@pytest.mark.parametrize("row,field,shown", [
-    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,", "result", "''"),
-    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,inf", "result", "inf"),
-    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,12ms", "result", "'12ms'"),
-    ("u1,h,0,1,./a.sh,0,0,sorted,1,2,Success,1", "order_type", "'sorted'"),
-    ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Done,1", "completion_status", "'Done'"),
-])
+@pytest.mark.parametrize(
+    "row,field,shown",
+    [
+        ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,", "result", "''"),
+        ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,inf", "result", "inf"),
+        ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Success,12ms", "result", "'12ms'"),
+        ("u1,h,0,1,./a.sh,0,0,sorted,1,2,Success,1", "order_type", "'sorted'"),
+        ("u1,h,0,1,./a.sh,0,0,fixed,1,2,Done,1", "completion_status", "'Done'"),
+    ],
+)
 def test_bad_ordersage_rows_are_one_line_errors_naming_file_line_field_value(
-        tmp_path: Path, row: str, field: str, shown: str) -> None:
+    tmp_path: Path, row: str, field: str, shown: str
+) -> None:
     path = _ordersage(tmp_path, ["u0,h,0,1,./a.sh,0,0,fixed,1,2,Success,1", row])
     with pytest.raises(WashoutError) as err:
         load_trials(path)
@@ -77,13 +88,20 @@ def test_bad_ordersage_rows_are_one_line_errors_naming_file_line_field_value(
 
 
 def test_long_csv_round_trips_what_export_writes(tmp_path: Path) -> None:
-    frame = pd.DataFrame({
-        "run": [0, 0, 1, 1], "order": ["fixed", "fixed", "random", "random"],
-        "position": [0, 1, 0, 1], "test": ["NA", "null", "null", "NA"],
-        "metric": ["wall", "wall", "wall", "wall"], "value": [1.5, np.nan, 2.0, 3.25],
-        "status": ["ok", "failed", "ok", "ok"], "worker": ["local"] * 4,
-        "started": ["2026-01-01T00:00:00+00:00"] * 4, "ended": [np.nan] * 4,
-    })
+    frame = pd.DataFrame(
+        {
+            "run": [0, 0, 1, 1],
+            "order": ["fixed", "fixed", "random", "random"],
+            "position": [0, 1, 0, 1],
+            "test": ["NA", "null", "null", "NA"],
+            "metric": ["wall", "wall", "wall", "wall"],
+            "value": [1.5, np.nan, 2.0, 3.25],
+            "status": ["ok", "failed", "ok", "ok"],
+            "worker": ["local"] * 4,
+            "started": ["2026-01-01T00:00:00+00:00"] * 4,
+            "ended": [np.nan] * 4,
+        }
+    )
     path = tmp_path / "long.csv"
     frame.to_csv(path, index=False)
     read, info = load_trials(path)
@@ -100,13 +118,16 @@ def test_long_csv_without_optional_columns_means_the_local_machine(tmp_path: Pat
     assert list(read.columns) == list(COLUMNS) and read["worker"].iloc[0] == "local"
 
 
-@pytest.mark.parametrize("cell,field,shown", [
-    ("0,fixed,0,a,wall,nan,ok,local,,", "value", "'nan'"),
-    ("0,fixed,0,a,wall,-inf,ok,local,,", "value", "-inf"),
-    ("0,fixed,0,a,wall,1.2.3,failed,local,,", "value", "'1.2.3'"),
-    ("0,sorted,0,a,wall,1,ok,local,,", "order", "'sorted'"),
-    ("0,fixed,0,a,wall,1,done,local,,", "status", "'done'"),
-])
+@pytest.mark.parametrize(
+    "cell,field,shown",
+    [
+        ("0,fixed,0,a,wall,nan,ok,local,,", "value", "'nan'"),
+        ("0,fixed,0,a,wall,-inf,ok,local,,", "value", "-inf"),
+        ("0,fixed,0,a,wall,1.2.3,failed,local,,", "value", "'1.2.3'"),
+        ("0,sorted,0,a,wall,1,ok,local,,", "order", "'sorted'"),
+        ("0,fixed,0,a,wall,1,done,local,,", "status", "'done'"),
+    ],
+)
 def test_bad_long_csv_cells_are_one_line_errors(tmp_path: Path, cell, field, shown) -> None:
     path = write(tmp_path / "l.csv", f"{HEADER}\n0,fixed,0,a,wall,1,ok,local,,\n{cell}\n")
     with pytest.raises(WashoutError) as err:
@@ -124,8 +145,9 @@ def test_unknown_csv_and_missing_files_are_one_line_errors(tmp_path: Path) -> No
     with pytest.raises(WashoutError, match="not a washout store or a CSV"):
         load_trials(binary)
     with pytest.raises(WashoutError, match="column.* missing"):
-        load_trials(write(tmp_path / "half.csv",
-                          "exp_command,order_type,result,completion_status\n"))
+        load_trials(
+            write(tmp_path / "half.csv", "exp_command,order_type,result,completion_status\n")
+        )
 
 
 def test_sqlite_file_is_read_as_a_store_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
@@ -138,12 +160,32 @@ def test_sqlite_file_is_read_as_a_store_and_a_foreign_one_is_refused(tmp_path: P
 
 def test_a_real_store_and_its_export_give_the_same_trials(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
-    subprocess.run([str(WASHOUT), "run", "true", "sleep 0.01", "--runs", "3", "--seed", "5",
-                    "--db", str(db), "-q"], check=True, capture_output=True, cwd=tmp_path,
-                   timeout=120)
+    subprocess.run(
+        [
+            str(WASHOUT),
+            "run",
+            "true",
+            "sleep 0.01",
+            "--runs",
+            "3",
+            "--seed",
+            "5",
+            "--db",
+            str(db),
+            "-q",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     exported = tmp_path / "x.csv"
-    subprocess.run([str(WASHOUT), "export", str(db), "-o", str(exported)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [str(WASHOUT), "export", str(db), "-o", str(exported)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     from_store, info = load_trials(db)
     from_csv, info_csv = load_trials(exported)
     assert (info.kind, info_csv.kind) == ("store", "long-csv")
@@ -151,7 +193,8 @@ def test_a_real_store_and_its_export_give_the_same_trials(tmp_path: Path) -> Non
     pd.testing.assert_frame_equal(
         from_store[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
         from_csv[["run", "order", "test", "metric", "value", "status"]].reset_index(drop=True),
-        check_dtype=False)
+        check_dtype=False,
+    )
 
 
 def test_spreadsheet_saved_csv_with_bom_and_crlf_is_read(tmp_path: Path) -> None:
@@ -169,8 +212,10 @@ def test_spreadsheet_saved_csv_with_bom_and_crlf_is_read(tmp_path: Path) -> None
 def test_a_column_subset_reads_only_what_is_asked_and_still_checks_every_row(
     tmp_path: Path,
 ) -> None:
-    text = ("run,order,position,test,metric,value,status,worker\n"
-            "0,fixed,0,a,wall,1,ok,n1\n1,random,0,a,wall,2,ok,n2\n")
+    text = (
+        "run,order,position,test,metric,value,status,worker\n"
+        "0,fixed,0,a,wall,1,ok,n1\n1,random,0,a,wall,2,ok,n2\n"
+    )
     path = write(tmp_path / "l.csv", text)
     read, _ = load_trials(path, ("order", "test", "metric", "value", "status", "worker"))
     assert list(read.columns) == ["order", "test", "metric", "value", "status", "worker"]
@@ -186,9 +231,14 @@ def test_a_column_subset_reads_only_what_is_asked_and_still_checks_every_row(
 def test_a_second_ok_row_for_one_trial_is_refused(tmp_path: Path) -> None:
     """Rows appended twice were taken as more samples (and could flip a verdict); a failed
     attempt and its ok retry share the trial's key and are kept."""
-    rows = ["0,fixed,0,a,wall,1.0,ok,n1,,", "0,fixed,1,b,wall,2.0,failed,n1,,",
-            "0,fixed,1,b,wall,2.5,ok,n1,,", "0,fixed,0,a,wall,1.0,ok,n2,,",
-            "1,random,0,b,wall,2.1,ok,n1,,", "1,random,1,a,wall,1.1,ok,n1,,"]
+    rows = [
+        "0,fixed,0,a,wall,1.0,ok,n1,,",
+        "0,fixed,1,b,wall,2.0,failed,n1,,",
+        "0,fixed,1,b,wall,2.5,ok,n1,,",
+        "0,fixed,0,a,wall,1.0,ok,n2,,",
+        "1,random,0,b,wall,2.1,ok,n1,,",
+        "1,random,1,a,wall,1.1,ok,n1,,",
+    ]
     path = write(tmp_path / "retry.csv", "\n".join([HEADER, *rows]) + "\n")
     frame, _ = load_trials(path)
     assert list(frame["status"]) == ["ok", "failed", "ok", "ok", "ok", "ok"]
@@ -198,9 +248,12 @@ def test_a_second_ok_row_for_one_trial_is_refused(tmp_path: Path) -> None:
     assert str(err.value) == (
         f"{doubled}: line 8: (run, position, test, metric, worker) = (1, 0, 'b', 'wall', 'n1'): "
         "a second ok row for this trial and metric (the first is line 6); each trial has one "
-        "value per metric")
-    no_position = write(tmp_path / "short.csv", "run,order,test,metric,value,status\n"
-                        "0,fixed,a,wall,1,ok\n0,fixed,a,wall,1,ok\n")
+        "value per metric"
+    )
+    no_position = write(
+        tmp_path / "short.csv",
+        "run,order,test,metric,value,status\n0,fixed,a,wall,1,ok\n0,fixed,a,wall,1,ok\n",
+    )
     with pytest.raises(WashoutError, match=r"short.csv: line 3: \(run, test, metric\) = "):
         load_trials(no_position)
 

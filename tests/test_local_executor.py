@@ -72,8 +72,9 @@ def test_cancelling_kills_the_group_at_once(tmp_path: Path, waiting: str) -> Non
     pids = tmp_path / "pids"
 
     async def cancelled() -> None:
-        task = asyncio.ensure_future(LocalExecutor().run(
-            f"sleep 300 & echo $! > {pids}; wait", timeout=None))
+        task = asyncio.ensure_future(
+            LocalExecutor().run(f"sleep 300 & echo $! > {pids}; wait", timeout=None)
+        )
         while not pids.exists() or not pids.read_text().strip():
             await asyncio.sleep(0.02)
         task.cancel()

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import washout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import washout
 from washout.execute.base import OUTPUT_TAIL
 from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract, json_value, last_number
@@ -32,35 +32,50 @@ def trials(db: Path) -> list[tuple[str, str, str]]:
 
 def metric_values(db: Path) -> dict[str, list[float]]:
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT t.test, m.value FROM metric m JOIN trial t ON t.id = "
-                            "m.trial_id ORDER BY t.id").fetchall()
+        rows = conn.execute(
+            "SELECT t.test, m.value FROM metric m JOIN trial t ON t.id = m.trial_id ORDER BY t.id"
+        ).fetchall()
     values: dict[str, list[float]] = {}
     for test, value in rows:
         values.setdefault(test, []).append(value)
     return values
 
 
-def run_spec(tmp_path: Path, body: str, *, experiment: str = "", check: bool = False,
-             timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_spec(
+    tmp_path: Path, body: str, *, experiment: str = "", check: bool = False, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     spec = tmp_path / "spec.toml"
     spec.write_text('[experiment]\nruns = 1\norders = ["fixed"]\n' + experiment + body)
     db = tmp_path / "spec.db"
-    return washout("run", spec, "--db", db, "--quiet", cwd=tmp_path, check=check,
-                   timeout=timeout), db
+    return washout(
+        "run", spec, "--db", db, "--quiet", cwd=tmp_path, check=check, timeout=timeout
+    ), db
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("result 42", 42.0), ("took 1.5 s", 1.5), ("rps: 1e6.", 1e6), ("(3)", 3.0),
-    ("-3.5\n\n", -3.5), ("x 12 y 1,234,567", 12.0), ("7 on 2024-01-02", 7.0),
-    ("9 v1.2.3", 9.0), ("5 then 12ms", 5.0), ('"8",', 8.0), ("energy=12e3 J", 12000.0),
-    ("rps=1,234 n=3", 3.0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("result 42", 42.0),
+        ("took 1.5 s", 1.5),
+        ("rps: 1e6.", 1e6),
+        ("(3)", 3.0),
+        ("-3.5\n\n", -3.5),
+        ("x 12 y 1,234,567", 12.0),
+        ("7 on 2024-01-02", 7.0),
+        ("9 v1.2.3", 9.0),
+        ("5 then 12ms", 5.0),
+        ('"8",', 8.0),
+        ("energy=12e3 J", 12000.0),
+        ("rps=1,234 n=3", 3.0),
+    ],
+)
 def test_last_number_is_the_last_whole_numeric_token(text: str, expected: float) -> None:
     assert last_number(text) == expected
 
 
-@pytest.mark.parametrize("text", ["1,234,567", "2024-01-02", "v1.2.3", "12ms", "nan inf", "",
-                                  "t=12ms", "x="])
+@pytest.mark.parametrize(
+    "text", ["1,234,567", "2024-01-02", "v1.2.3", "12ms", "nan inf", "", "t=12ms", "x="]
+)
 def test_digits_inside_other_tokens_are_not_numbers(text: str) -> None:
     with pytest.raises(MetricError, match="no number in stdout"):
         last_number(text)
@@ -77,7 +92,9 @@ def test_json_beyond_the_parser_limits_is_a_reason_not_a_crash() -> None:
 def test_hostile_json_fails_its_trial_and_leaves_the_store_resumable(tmp_path: Path) -> None:
     (tmp_path / "digits.json").write_text('{"v": ' + "1" * 5000 + "}")
     (tmp_path / "deep.json").write_text("[" * 100_000)
-    proc, db = run_spec(tmp_path, """
+    proc, db = run_spec(
+        tmp_path,
+        """
 [[test]]
 name = "digits"
 command = "cat digits.json"
@@ -88,7 +105,8 @@ name = "deep"
 command = "cat deep.json"
 [test.metrics.v]
 json = "0"
-""")
+""",
+    )
     assert "Traceback" not in proc.stdout + proc.stderr
     reasons = {test: (status, reason) for test, status, reason in trials(db)}
     assert reasons["digits"] == ("failed", "metric v: json path v is inf, not a finite number")
@@ -100,7 +118,9 @@ json = "0"
 def test_a_file_metric_must_be_written_by_this_trial(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text("99\n")  # left by an earlier trial
     (tmp_path / "written.txt").write_text("99\n")
-    proc, db = run_spec(tmp_path, """
+    proc, db = run_spec(
+        tmp_path,
+        """
 [[test]]
 name = "stale"
 command = "true"
@@ -111,11 +131,14 @@ name = "fresh"
 command = "echo 7 > written.txt"
 [test.metrics.v]
 file = "written.txt"
-""")
+""",
+    )
     assert "Traceback" not in proc.stderr
     reasons = {test: (status, reason) for test, status, reason in trials(db)}
-    assert reasons["stale"] == ("failed", "metric v: file out.txt could not be read: "
-                                          "No such file or directory")
+    assert reasons["stale"] == (
+        "failed",
+        "metric v: file out.txt could not be read: No such file or directory",
+    )
     assert reasons["fresh"] == ("ok", "")
     assert metric_values(db)["fresh"] == [7.0]
     assert not (tmp_path / "out.txt").exists()
@@ -125,7 +148,9 @@ def test_special_files_are_refused_without_waiting(tmp_path: Path) -> None:
     (tmp_path / "old.dir").mkdir()  # special files where the metric file goes: left alone
     os.mkfifo(tmp_path / "old.fifo")
     t0 = time.monotonic()
-    proc, db = run_spec(tmp_path, """
+    proc, db = run_spec(
+        tmp_path,
+        """
 [[test]]
 name = "fifo"
 command = "mkfifo made.fifo"
@@ -147,17 +172,26 @@ name = "old-dir"
 command = "touch ran-dir"
 [test.metrics.v]
 file = "old.dir"
-""", timeout=60)
+""",
+        timeout=60,
+    )
     assert time.monotonic() - t0 < 20, "a FIFO metric must not wait for a writer"
     assert "Traceback" not in proc.stderr
     reasons = {test: (status, reason) for test, status, reason in trials(db)}
-    assert reasons["fifo"] == ("failed", "metric v: file made.fifo could not be read: "
-                                         "a FIFO, not a regular file")
-    assert reasons["dir"] == ("failed", "metric v: file made.dir could not be read: "
-                                        "a directory, not a regular file")
-    assert reasons["old-fifo"] == ("failed", "metric v: file old.fifo cannot be removed "
-                                             "before the trial (a value must come from this "
-                                             "trial): a FIFO, not a regular file")
+    assert reasons["fifo"] == (
+        "failed",
+        "metric v: file made.fifo could not be read: a FIFO, not a regular file",
+    )
+    assert reasons["dir"] == (
+        "failed",
+        "metric v: file made.dir could not be read: a directory, not a regular file",
+    )
+    assert reasons["old-fifo"] == (
+        "failed",
+        "metric v: file old.fifo cannot be removed "
+        "before the trial (a value must come from this "
+        "trial): a FIFO, not a regular file",
+    )
     assert "old.dir cannot be removed" in reasons["old-dir"][1]
     assert (tmp_path / "old.fifo").exists() and (tmp_path / "old.dir").is_dir()
     assert not (tmp_path / "ran-fifo").exists() and not (tmp_path / "ran-dir").exists()
@@ -178,13 +212,16 @@ peak_kb = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text
 print(result.status, len(result.stdout), result.stdout_cut, result.stdout[-5:].decode().strip(),
       peak_kb // 1024)
 """)
-    out = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
-                         check=True, timeout=180).stdout.split()
+    out = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, check=True, timeout=180
+    ).stdout.split()
     status, kept, cut, last, rss_mb = out
     assert (status, kept, cut, last) == ("ok", str(OUTPUT_TAIL), "True", "1234")
     assert int(rss_mb) < 80, f"{rss_mb} MB for 300 MB of output"
 
-    proc, db = run_spec(tmp_path, """
+    proc, db = run_spec(
+        tmp_path,
+        """
 [[test]]
 name = "count"
 command = "seq 1 300000"
@@ -195,7 +232,9 @@ name = "json"
 command = "printf '{\\"v\\": 1, \\"pad\\": \\"%070000d\\"}' 0"
 [test.metrics.v]
 json = "v"
-""", experiment='output_tail = "64KiB"\n')
+""",
+        experiment='output_tail = "64KiB"\n',
+    )
     assert "Traceback" not in proc.stderr
     assert metric_values(db)["count"] == [300000.0]
     reasons = {test: (status, reason) for test, status, reason in trials(db)}
@@ -212,14 +251,19 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
     gigabyte = "yes | head -c 300000000"
 
     async def wall(command: str, output_tail: int = OUTPUT_TAIL) -> float:
-        walls = [(await LocalExecutor().run(command, timeout=120,
-                                            output_tail=output_tail)).duration
-                 for _ in range(3)]
+        walls = [
+            (await LocalExecutor().run(command, timeout=120, output_tail=output_tail)).duration
+            for _ in range(3)
+        ]
         return min(walls)
 
     async def walls() -> tuple[float, float, float, float]:
-        return (await wall(gigabyte), await wall(f"{gigabyte} | cat"),
-                await wall(gigabyte, output_tail=0), await wall(f"{gigabyte} > /dev/null"))
+        return (
+            await wall(gigabyte),
+            await wall(f"{gigabyte} | cat"),
+            await wall(gigabyte, output_tail=0),
+            await wall(f"{gigabyte} > /dev/null"),
+        )
 
     read_by_washout, read_by_cat, discarded, alone = asyncio.run(walls())
     assert read_by_washout < 1.5 * read_by_cat + 0.2, (read_by_washout, read_by_cat)
@@ -227,22 +271,32 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-10**4000, max_value=10**4000)
-    | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("ab0"), inner,
-                                                               max_size=3),
-    max_leaves=30)
-SOURCES = [MetricSpec(stdout="last-number"), MetricSpec(**{"json": "a.0"}),
-           MetricSpec(regex=r"v=(?P<value>\S+)")]
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**4000), max_value=10**4000)
+    | st.floats()
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("ab0"), inner, max_size=3)
+    ),
+    max_leaves=30,
+)
+SOURCES = [
+    MetricSpec(stdout="last-number"),
+    MetricSpec(**{"json": "a.0"}),
+    MetricSpec(regex=r"v=(?P<value>\S+)"),
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(
-    st.binary(max_size=3000),
-    st.text(alphabet="0123456789.,-+eE v=:[]{}\"'\n", max_size=300).map(str.encode),
-    JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
-    st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * (n % 3)),
-))
+@given(
+    st.one_of(
+        st.binary(max_size=3000),
+        st.text(alphabet="0123456789.,-+eE v=:[]{}\"'\n", max_size=300).map(str.encode),
+        JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
+        st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * (n % 3)),
+    )
+)
 def test_any_output_gives_a_finite_value_or_a_reason(output: bytes) -> None:
     """Whatever a command prints, every source gives a finite number or a MetricError
     (the engine's reason for a failed trial), never another exception."""

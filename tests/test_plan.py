@@ -54,7 +54,11 @@ def test_schedule_is_portable_golden_values() -> None:
     """Pinned output: the schedule must not change across machines or Python versions."""
     plan = schedule(5, 2, ("fixed", "random"), "alternate", seed=7)
     assert [r.tests for r in plan.runs] == [
-        (0, 1, 2, 3, 4), (0, 1, 4, 3, 2), (0, 1, 2, 3, 4), (4, 0, 3, 1, 2)]
+        (0, 1, 2, 3, 4),
+        (0, 1, 4, 3, 2),
+        (0, 1, 2, 3, 4),
+        (4, 0, 3, 1, 2),
+    ]
 
 
 def test_reverse_is_baseline_reversed() -> None:
@@ -80,8 +84,12 @@ def test_williams_runs_in_schedule_cycle_the_square() -> None:
     assert len(pairs) == 12 and set(pairs.values()) == {2}
 
 
-@given(n=st.integers(1, 12), runs=st.integers(1, 6), seed=st.integers(0, 2**31 - 1),
-       design=st.sampled_from(["alternate", "coin", "blocked"]))
+@given(
+    n=st.integers(1, 12),
+    runs=st.integers(1, 6),
+    seed=st.integers(0, 2**31 - 1),
+    design=st.sampled_from(["alternate", "coin", "blocked"]),
+)
 def test_every_run_has_each_test_once(n: int, runs: int, seed: int, design: str) -> None:
     plan = schedule(n, runs, ("fixed", "random", "reverse"), design, seed)
     assert len(plan.runs) == 3 * runs

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-
 from browser import Chromium, chromium  # noqa: F401 (the fixture)
 from conftest import MEMCACHED
 from simulate_longformat import simulate
 from test_report_sweep import silo_sweep
+
 from washout.report.html import render_html
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
@@ -42,12 +42,16 @@ def memcached_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memcached case study's report (the paper's Table 3), rendered once."""
     trials, _ = load_trials(MEMCACHED)
     analysis = analyze_order(trials).to_dict()
-    return _report(tmp_path_factory.mktemp("memcached"), "report.html", render_html(
-        analysis, trials, {"source": "all_exp_results.csv (OrderSage results CSV)"}))
+    return _report(
+        tmp_path_factory.mktemp("memcached"),
+        "report.html",
+        render_html(analysis, trials, {"source": "all_exp_results.csv (OrderSage results CSV)"}),
+    )
 
 
-def test_memcached_report_renders_in_chromium(chromium: Chromium, memcached_report: Path,
-                                               tmp_path: Path) -> None:
+def test_memcached_report_renders_in_chromium(
+    chromium: Chromium, memcached_report: Path, tmp_path: Path
+) -> None:
     path = memcached_report
 
     with chromium.open(path) as seen:
@@ -58,8 +62,14 @@ def test_memcached_report_renders_in_chromium(chromium: Chromium, memcached_repo
         sizes = page.evaluate(FIGURE_SIZES)
         # Figures 1-4 and one trials figure per test (one worker: no per-worker figures).
         assert [key for key, _, _ in sizes] == [
-            "fig-ci-medians", "fig-kw-significance", "fig-delta-pct", "fig-ci-cases",
-            "fig-trials-0", "fig-trials-1", "fig-trials-2"]
+            "fig-ci-medians",
+            "fig-kw-significance",
+            "fig-delta-pct",
+            "fig-ci-cases",
+            "fig-trials-0",
+            "fig-trials-1",
+            "fig-trials-2",
+        ]
         assert all(w > 200 and h > 100 for _, w, h in sizes), sizes
         verdict = page.inner_text("#verdict")
         assert verdict.startswith("Order matters: 1 of 3")
@@ -94,13 +104,25 @@ def test_report_prints(chromium: Chromium, memcached_report: Path) -> None:
 
 
 def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
-    trials = simulate(tests=(HOSTILE, "plain"), runs=8, workers=("w1", "w2"),
-                      metrics=(HOSTILE_METRIC,), random_factor={HOSTILE: 1.2}, seed=3)
+    trials = simulate(
+        tests=(HOSTILE, "plain"),
+        runs=8,
+        workers=("w1", "w2"),
+        metrics=(HOSTILE_METRIC,),
+        random_factor={HOSTILE: 1.2},
+        seed=3,
+    )
     analysis = analyze_order(trials).to_dict()
     assert analysis["verdict"] == "order-matters"
-    html = render_html(analysis, trials, {
-        "name": HOSTILE, "spec_text": f'[[test]]\nname = "{HOSTILE}"\n',
-        "workers": [{"name": HOSTILE, "host": "h", "fingerprint": "f", "matched": False}]})
+    html = render_html(
+        analysis,
+        trials,
+        {
+            "name": HOSTILE,
+            "spec_text": f'[[test]]\nname = "{HOSTILE}"\n',
+            "workers": [{"name": HOSTILE, "host": "h", "fingerprint": "f", "matched": False}],
+        },
+    )
 
     # In the source: no script element anywhere, the name only in escaped form.
     assert "<script" not in html.lower()
@@ -124,20 +146,27 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
         assert HOSTILE in page.inner_text("#verdict")
         assert HOSTILE in page.inner_text("pre.spec")
         svg_text = page.evaluate(
-            "Array.from(document.querySelectorAll('svg text')).map(t => t.textContent)")
-        assert any(HOSTILE in t for t in svg_text)        # titles, $x$ not read as math
+            "Array.from(document.querySelectorAll('svg text')).map(t => t.textContent)"
+        )
+        assert any(HOSTILE in t for t in svg_text)  # titles, $x$ not read as math
         assert any(HOSTILE_METRIC in t for t in svg_text)  # axis labels
         # Several workers: figure 6 is there, one per test.
         keys = [k for k, _, _ in page.evaluate(FIGURE_SIZES)]
-        assert [k for k in keys if k.startswith("fig-workers")] == ["fig-workers-0",
-                                                                    "fig-workers-1"]
+        assert [k for k in keys if k.startswith("fig-workers")] == [
+            "fig-workers-0",
+            "fig-workers-1",
+        ]
 
 
 def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
     settings, sweep, history = silo_sweep()
     path = tmp_path / "sweep.html"
-    path.write_text(render_html(None, None, {"name": "silo-ycsb"}, sweep, settings=settings,
-                                r2_history=history), encoding="utf-8")
+    path.write_text(
+        render_html(
+            None, None, {"name": "silo-ycsb"}, sweep, settings=settings, r2_history=history
+        ),
+        encoding="utf-8",
+    )
     with chromium.open(path) as seen:
         assert seen.errors == []
         sizes = seen.page.evaluate("""() => Array.from(document.querySelectorAll('figure svg'))

@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-
 from conftest import NPBENCH
 from simulate_longformat import simulate
+
 from washout.report import figures
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
@@ -34,8 +34,12 @@ def _title(fig) -> str:
 def test_order_figures_have_titles_labels_units_and_legends(npbench) -> None:
     analysis, _ = npbench
     tests = analysis["tests"]
-    for fig in (figures.ci_medians(tests), figures.kw_significance(analysis),
-                figures.delta_pct(analysis), figures.ci_case_counts(analysis)):
+    for fig in (
+        figures.ci_medians(tests),
+        figures.kw_significance(analysis),
+        figures.delta_pct(analysis),
+        figures.ci_case_counts(analysis),
+    ):
         assert _title(fig)
         assert _has_legend(fig)
         for ax in fig.axes:
@@ -43,8 +47,9 @@ def test_order_figures_have_titles_labels_units_and_legends(npbench) -> None:
             assert ax.get_xlabel() or ax.get_xticklabels() or shares_x
             assert ax.get_ylabel() or ax.get_yticklabels()
     assert figures.delta_pct(analysis).axes[0].get_xlabel().endswith("(%)")
-    assert all(ax.get_ylabel() == "result" for ax in figures.ci_medians(tests).axes
-               if ax.get_visible())
+    assert all(
+        ax.get_ylabel() == "result" for ax in figures.ci_medians(tests).axes if ax.get_visible()
+    )
 
 
 def test_ci_medians_plot_the_medians_and_cis_coloured_by_case(npbench) -> None:
@@ -57,13 +62,14 @@ def test_ci_medians_plot_the_medians_and_cis_coloured_by_case(npbench) -> None:
         # The CI whiskers span exactly the CI.
         segs = [c.get_segments()[0] for c in ax.collections]
         assert [v for s in segs for v in (s[0][1], s[1][1])] == pytest.approx(
-            [*t["ci_fixed"], *t["ci_random"]])
+            [*t["ci_fixed"], *t["ci_random"]]
+        )
         spine = ax.spines["left"].get_edgecolor()
         assert np.allclose(spine[:3], _rgb(figures.CASE_COLOURS[t["ci_case"]]))
 
 
 def _rgb(hex_colour: str) -> tuple[float, float, float]:
-    return tuple(int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
+    return tuple(int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
 
 
 def test_kw_figure_sorts_by_effect_size_and_draws_the_corrected_threshold(npbench) -> None:
@@ -119,8 +125,12 @@ def test_per_worker_figure_shows_each_worker() -> None:
     frame = trials[trials["test"] == "a"]
     ax = figures.per_worker(frame, "a", "wall").axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["n1", "n2", "n3"]
-    medians = [line.get_ydata()[0] for line in ax.get_lines() if line.get_label() == "median"
-               or (len(line.get_xdata()) == 2 and line.get_linewidth() == 2)]
+    medians = [
+        line.get_ydata()[0]
+        for line in ax.get_lines()
+        if line.get_label() == "median"
+        or (len(line.get_xdata()) == 2 and line.get_linewidth() == 2)
+    ]
     expected = frame.groupby(["worker", "order"])["value"].median()
     assert sorted(medians) == pytest.approx(sorted(expected))
 
@@ -141,18 +151,26 @@ def test_svg_inlines_safely_and_reproducibly(npbench) -> None:
 
 
 def test_user_text_is_literal_in_svg() -> None:
-    name = "<b>x</b> & $\\alpha$ \\$ \"q\""
-    analysis = {"alpha": 0.05, "correction": "holm", "family_size": 1, "alpha_per_test": None,
-                "tests": [{"test": name, "metric": "m", "delta_pct": 1.0, "significant": False}]}
+    name = '<b>x</b> & $\\alpha$ \\$ "q"'
+    analysis = {
+        "alpha": 0.05,
+        "correction": "holm",
+        "family_size": 1,
+        "alpha_per_test": None,
+        "tests": [{"test": name, "metric": "m", "delta_pct": 1.0, "significant": False}],
+    }
     svg = figures.svg(figures.delta_pct(analysis), "k")
-    texts = ["".join(el.itertext()) for el in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+    texts = [
+        "".join(el.itertext()) for el in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")
+    ]
     assert name in texts
     assert "<b>" not in svg
 
 
 def test_kw_figure_draws_holm_thresholds_by_rank() -> None:
-    trials = simulate(tests=("a", "b", "c", "d"), runs=10, random_factor={"a": 1.05, "b": 1.02},
-                      seed=6)
+    trials = simulate(
+        tests=("a", "b", "c", "d"), runs=10, random_factor={"a": 1.05, "b": 1.02}, seed=6
+    )
     analysis = analyze_order(trials, correction="holm").to_dict()
     ax_p, ax_e = figures.kw_significance(analysis).axes
     holm = next(line for line in ax_p.get_lines() if line.get_marker() == "_")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import MEMCACHED, NPBENCH, washout
 from simulate_longformat import simulate
+
 from washout.report.markdown import md_text, write_markdown
 from washout.sources import load_trials
 from washout.stats.order import analyze_order
@@ -31,9 +32,15 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
     softmax = next(line for line in table if "softmax" in line)
     assert "| 3 |" in softmax and "+0.46" in softmax
     images = _linked_images(out)
-    assert [p.name for p in images] == ["ci-medians.png", "kw-significance.png",
-                                        "delta-pct.png", "ci-cases.png", "trials-0.png",
-                                        "trials-1.png", "trials-2.png"]
+    assert [p.name for p in images] == [
+        "ci-medians.png",
+        "kw-significance.png",
+        "delta-pct.png",
+        "ci-cases.png",
+        "trials-0.png",
+        "trials-1.png",
+        "trials-2.png",
+    ]
     for image in images:
         assert image.parent == tmp_path / "npbench-figures"
         assert image.read_bytes().startswith(PNG_MAGIC) and image.stat().st_size > 5000
@@ -42,16 +49,17 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
 def test_markdown_escapes_names(tmp_path: Path) -> None:
     hostile = "<img src=x onerror=alert(1)> | *bold* [link](http://x)"
     trials = simulate(tests=(hostile, "b"), runs=6, seed=4)
-    out = write_markdown(tmp_path / "r.md", analyze_order(trials).to_dict(), trials,
-                         {"spec_text": "name = \"```\"\n"})
+    out = write_markdown(
+        tmp_path / "r.md", analyze_order(trials).to_dict(), trials, {"spec_text": 'name = "```"\n'}
+    )
     text = out.read_text()
     assert "<img" not in text
     assert md_text(hostile) in text
     # The escaped pipe keeps the table to its columns.
     row = next(line for line in text.splitlines() if line.startswith("| &lt;img"))
-    assert len(re.findall(r"(?<!\\)\|", row)) == len(re.findall(r"(?<!\\)\|",
-                                                                  text.splitlines()[
-                                                                      text.splitlines().index(row) - 2]))
+    assert len(re.findall(r"(?<!\\)\|", row)) == len(
+        re.findall(r"(?<!\\)\|", text.splitlines()[text.splitlines().index(row) - 2])
+    )
     assert "````toml" in text  # the fence outgrows the backticks in the spec
     assert md_text("# x") == "\\# x" and md_text("1. x") == "1\\. x"
 
@@ -82,8 +90,9 @@ def test_cli_bad_source_is_one_line(tmp_path: Path) -> None:
 
 def test_cli_report_of_a_store_shows_what_ran(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
-    washout("run", "true", "false", "--runs", "6", "--seed", "5", "--db", db, "--quiet",
-            check=False)
+    washout(
+        "run", "true", "false", "--runs", "6", "--seed", "5", "--db", db, "--quiet", check=False
+    )
     washout("report", db, "-o", tmp_path / "s.html")
     html = (tmp_path / "s.html").read_text()
     facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
-
 from conftest import FIXTURES
+
 from washout.report import document, figures
 from washout.report.html import render_html, render_sweep_section
 from washout.sweep.anova import fit_anova
@@ -29,16 +29,22 @@ def silo_sweep() -> tuple[pd.DataFrame, dict, list[dict]]:
     fit = fit_anova(space.codes, space.y, space.n_levels)
     found = conclude(fit, space)
     sweep = {
-        "sampling_rate": 1.0, "settings_measured": len(settings),
-        "settings_total": len(settings), "terminated": "every setting measured",
+        "sampling_rate": 1.0,
+        "settings_measured": len(settings),
+        "settings_total": len(settings),
+        "terminated": "every setting measured",
         "r2_validation": [fit.r2] * 10,
         "significant_terms": terms_json(found),
         "important_points": points_json(found, space),
         "ranges": fair_ranges(space, found),
     }
-    history = [{"sampling_rate": r, "r2_validation": [fit.r2 - 0.2 * (1 - r) - 0.01 * k
-                                                      for k in range(10)]}
-               for r in (0.05, 0.10, 0.15, 0.20)]
+    history = [
+        {
+            "sampling_rate": r,
+            "r2_validation": [fit.r2 - 0.2 * (1 - r) - 0.01 * k for k in range(10)],
+        }
+        for r in (0.05, 0.10, 0.15, 0.20)
+    ]
     return settings, sweep, history
 
 
@@ -50,8 +56,7 @@ def silo() -> tuple[pd.DataFrame, dict, list[dict]]:
 def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
     settings, sweep, _ = silo
     params = ["threads", "keys", "ReadRatio"]
-    panels, marks = document.coefficient_panels(settings, params, "tput",
-                                                sweep["important_points"])
+    panels, marks = document.coefficient_panels(settings, params, "tput", sweep["important_points"])
     # The same model in statsmodels (treatment coding, the terms the elimination kept).
     space = space_from_frame(settings, "tput", None, "silo")
     kept = fit_anova(space.codes, space.y, space.n_levels).terms
@@ -60,11 +65,13 @@ def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
     threads = panels["threads"]["main effect"]
     assert threads[0] == (1.0, 0.0)  # the reference level
     assert [y for _, y in threads[1:]] == pytest.approx(
-        [coef[f"C(threads)[T.{lv}]"] for lv in (2, 4, 8, 16, 28)], rel=1e-6)
+        [coef[f"C(threads)[T.{lv}]"] for lv in (2, 4, 8, 16, 28)], rel=1e-6
+    )
     line = panels["keys by threads (threads:keys)"]["threads = 1"]
     assert [y for _, y in line] == pytest.approx(
         [coef[f"C(threads)[1]:C(keys)[T.{lv}]"] for lv in (512, 2048, 8192, 32768, 131072)],
-        rel=1e-6)
+        rel=1e-6,
+    )
     # Every point the sweep found is drawn on a curve of the figure.
     assert len(marks) == len(sweep["important_points"]) > 0
     for panel, name, x, kind in marks:
@@ -74,8 +81,9 @@ def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
 
 def test_coefficient_figure_marks_knee_and_turning_points(silo) -> None:
     settings, sweep, _ = silo
-    panels, marks = document.coefficient_panels(settings, ["threads", "keys", "ReadRatio"],
-                                                "tput", sweep["important_points"])
+    panels, marks = document.coefficient_panels(
+        settings, ["threads", "keys", "ReadRatio"], "tput", sweep["important_points"]
+    )
     fig = figures.coefficient_curves(panels, marks, "tput")
     drawn = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() in "vD"]
     assert len(drawn) == len(marks)
@@ -91,8 +99,9 @@ def test_tile_map_shows_the_measured_values(silo) -> None:
     grid = tiles[0].get_images()[0].get_array()
     assert grid.shape == (6, 6)  # threads x keys
     assert grid[0, 0] == pytest.approx(1553616.6666666667)  # threads 1, keys 128, ReadRatio 0
-    row = settings[(settings["threads"] == 28) & (settings["keys"] == 131072)
-                   & (settings["ReadRatio"] == 0)]
+    row = settings[
+        (settings["threads"] == 28) & (settings["keys"] == 131072) & (settings["ReadRatio"] == 0)
+    ]
     assert grid[5, 5] == pytest.approx(float(row["tput"].iloc[0]))
     assert fig.axes[-1].get_ylabel() == "tput"  # the colour bar names the metric
 
@@ -112,9 +121,12 @@ def test_sweep_section_html(silo) -> None:
     html = render_sweep_section(sweep, settings, history)
     assert html.lstrip().startswith('<section id="sweep">')
     assert re.findall(r'<figure id="fig-(sweep-[a-z0-9]+)"', html) == [
-        "sweep-r2", "sweep-coefficients", "sweep-tiles"]
+        "sweep-r2",
+        "sweep-coefficients",
+        "sweep-tiles",
+    ]
     for term in sweep["significant_terms"]:
-        assert f"<th scope=\"row\">{term['term']}</th>" in html
+        assert f'<th scope="row">{term["term"]}</th>' in html
     assert html.count("threads = ") >= len(sweep["important_points"])
     assert "Measured 144 of 144 settings" in html
 
@@ -131,8 +143,15 @@ def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
     from washout.report.markdown import write_markdown
 
     settings, sweep, history = silo
-    out = write_markdown(tmp_path / "sweep.md", None, None, {"name": "silo"}, sweep,
-                         settings=settings, r2_history=history)
+    out = write_markdown(
+        tmp_path / "sweep.md",
+        None,
+        None,
+        {"name": "silo"},
+        sweep,
+        settings=settings,
+        r2_history=history,
+    )
     text = out.read_text()
     assert "## Parameter space" in text and "### Knee and turning points" in text
     assert "| threads:keys |" in text

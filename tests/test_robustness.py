@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import washout
+
 from washout.plan import schedule
 
 
@@ -24,8 +24,13 @@ def write_spec(path: Path, body: str) -> Path:
 
 
 def start(*args: str | Path, **kwargs) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "washout", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "washout", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def wait_for_trials(db: Path, where: str, timeout: float = 60) -> None:
@@ -51,14 +56,19 @@ def check_store_against_plan(db: Path, n_tests: int, runs: int, seed: int) -> Co
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     names = [n for (n,) in conn.execute("SELECT name FROM test ORDER BY spec_index")]
     plan = schedule(n_tests, runs, ("fixed", "random"), "alternate", seed)
-    rows = conn.execute("SELECT r.idx, r.order_kind, t.position, t.test, t.status, t.superseded,"
-                        " t.started, r.reset_ended FROM trial t JOIN run r ON r.id = t.run_id"
-                        " ORDER BY t.id").fetchall()
+    rows = conn.execute(
+        "SELECT r.idx, r.order_kind, t.position, t.test, t.status, t.superseded,"
+        " t.started, r.reset_ended FROM trial t JOIN run r ON r.id = t.run_id"
+        " ORDER BY t.id"
+    ).fetchall()
     current = [row[:5] for row in rows if not row[5]]
     ok = Counter((idx, pos) for idx, _, pos, _, status in current if status == "ok")
     assert set(ok.values()) == {1}, "a slot was recorded ok more than once"
-    expected = {(run.index, pos): (run.order, names[t])
-                for run in plan.runs for pos, t in enumerate(run.tests)}
+    expected = {
+        (run.index, pos): (run.order, names[t])
+        for run in plan.runs
+        for pos, t in enumerate(run.tests)
+    }
     assert set(ok) == set(expected)
     for idx, order, pos, test, *_ in rows:
         assert (order, test) == expected[(idx, pos)]
@@ -72,12 +82,15 @@ def check_store_against_plan(db: Path, n_tests: int, runs: int, seed: int) -> Co
     for idx, positions in by_run.items():
         assert positions[0] == 0 and all(b - a in (0, 1) for a, b in zip(positions, positions[1:]))
         assert positions[-1] == len(plan.runs[idx].tests) - 1
-    metrics = conn.execute("SELECT count(*) FROM metric m JOIN trial t ON t.id = m.trial_id"
-                           " WHERE t.status = 'ok' AND t.superseded = 0").fetchone()[0]
+    metrics = conn.execute(
+        "SELECT count(*) FROM metric m JOIN trial t ON t.id = m.trial_id"
+        " WHERE t.status = 'ok' AND t.superseded = 0"
+    ).fetchone()[0]
     assert metrics == len(expected)
     assert conn.execute("SELECT count(*) FROM trial WHERE status = 'running'").fetchone()[0] == 0
-    return Counter("superseded" if superseded else status
-                   for _, _, _, _, status, superseded, *_ in rows)
+    return Counter(
+        "superseded" if superseded else status for _, _, _, _, status, superseded, *_ in rows
+    )
 
 
 @pytest.mark.parametrize("phase", ["trials-and-resets", "database-writes"])
@@ -94,8 +107,11 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
     if slow:
         lines += ["[reset]", 'command = "sleep 0.15"']
     for i in range(n_tests):
-        lines += ["[[test]]", f'name = "t{i}"',
-                  f'command = "{"sleep 0.0" + str(3 + i) if slow else "true"}"']
+        lines += [
+            "[[test]]",
+            f'name = "t{i}"',
+            f'command = "{"sleep 0.0" + str(3 + i) if slow else "true"}"',
+        ]
     spec = write_spec(tmp_path / "k.toml", "\n".join(lines) + "\n")
     db = tmp_path / "k.db"
     rng = random.Random(1234 if slow else 4321)
@@ -128,7 +144,9 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
 
 def test_hung_test_is_killed_with_its_whole_process_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    spec = write_spec(tmp_path / "h.toml", f'''
+    spec = write_spec(
+        tmp_path / "h.toml",
+        f"""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -142,22 +160,30 @@ command = "echo oops >&2; exit 3"
 [[test]]
 name = "next"
 command = "true"
-''')
+""",  # noqa: E501 (a shell command line as the spec holds it)
+    )
     db = tmp_path / "h.db"
     t0 = time.monotonic()
     assert washout("run", spec, "--db", db, "--quiet", check=False).returncode == 4
     assert time.monotonic() - t0 < 30
     conn = sqlite3.connect(db)
-    rows = {t: (s, r, c, e) for t, s, r, c, e in conn.execute(
-        "SELECT test, status, reason, exit_code, stderr_tail FROM trial")}
+    rows = {
+        t: (s, r, c, e)
+        for t, s, r, c, e in conn.execute(
+            "SELECT test, status, reason, exit_code, stderr_tail FROM trial"
+        )
+    }
     assert rows["hang"][0] == "timeout" and "process group killed" in rows["hang"][1]
     assert rows["fails"][:3] == ("failed", "exit code 3", 3) and "oops" in rows["fails"][3]
     assert rows["next"][0] == "ok"
     for pid in map(int, pids.read_text().split()):
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        )
 
 
-SLOW_SPEC = '''
+SLOW_SPEC = """
 [experiment]
 name = "slow"
 runs = 3
@@ -168,12 +194,14 @@ command = "sleep 0.4"
 [[test]]
 name = "b"
 command = "sleep 0.4"
-'''
+"""
 
 
 def test_ctrl_c_stops_at_the_next_trial_boundary_and_says_how_to_resume(tmp_path: Path) -> None:
     torn_down = tmp_path / "torn-down"
-    spec = write_spec(tmp_path / "s.toml", SLOW_SPEC + f'[teardown]\ncommand = "touch {torn_down}"\n')
+    spec = write_spec(
+        tmp_path / "s.toml", SLOW_SPEC + f'[teardown]\ncommand = "touch {torn_down}"\n'
+    )
     db = tmp_path / "s.db"
     proc = start("run", spec, "--db", db, "--quiet")
     wait_for_trials(db, "status = 'ok'")
@@ -222,7 +250,9 @@ def test_status_while_running_then_complete(tmp_path: Path) -> None:
 
 def test_retry_policy_reruns_a_failing_trial(tmp_path: Path) -> None:
     counter = tmp_path / "count"
-    spec = write_spec(tmp_path / "r.toml", f'''
+    spec = write_spec(
+        tmp_path / "r.toml",
+        f"""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -230,7 +260,8 @@ on_failure = "retry:3"
 [[test]]
 name = "flaky"
 command = "echo x >> {counter}; [ $(wc -l < {counter}) -ge 3 ]"
-''')
+""",
+    )
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")
     rows = sqlite3.connect(db).execute("SELECT attempt, status FROM trial ORDER BY id").fetchall()
@@ -239,7 +270,9 @@ command = "echo x >> {counter}; [ $(wc -l < {counter}) -ge 3 ]"
 
 def test_abort_policy_stops_and_resume_reruns_the_failed_slot(tmp_path: Path) -> None:
     flag = tmp_path / "fixed"
-    spec = write_spec(tmp_path / "a.toml", f'''
+    spec = write_spec(
+        tmp_path / "a.toml",
+        f"""
 [experiment]
 runs = 2
 seed = 3
@@ -250,7 +283,8 @@ command = "true"
 [[test]]
 name = "needs-flag"
 command = "test -e {flag}"
-''')
+""",
+    )
     db = tmp_path / "a.db"
     proc = washout("run", spec, "--db", db, "--quiet", check=False)
     assert proc.returncode == 5 and "on_failure = 'abort'" in proc.stdout
@@ -261,8 +295,9 @@ command = "test -e {flag}"
 
 
 def test_failed_setup_is_a_one_line_error_and_costs_nothing(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "f.toml", '[setup]\ncommand = "exit 4"\n'
-                      '[[test]]\nname = "a"\ncommand = "true"\n')
+    spec = write_spec(
+        tmp_path / "f.toml", '[setup]\ncommand = "exit 4"\n[[test]]\nname = "a"\ncommand = "true"\n'
+    )
     proc = washout("run", spec, "--db", tmp_path / "f.db", "--quiet", check=False)
     assert proc.returncode == 3
     assert "setup command 'exit 4' failed: exit code 4" in proc.stdout
@@ -270,7 +305,9 @@ def test_failed_setup_is_a_one_line_error_and_costs_nothing(tmp_path: Path) -> N
 
 def test_secrets_from_the_environment_never_reach_the_store(tmp_path: Path) -> None:
     token = "s3cr3t-t0ken-value-42"
-    spec = write_spec(tmp_path / "sec.toml", '''
+    spec = write_spec(
+        tmp_path / "sec.toml",
+        """
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -283,7 +320,8 @@ name = "fine"
 command = "echo ${#API_TOKEN}"
 [test.metrics.len]
 stdout = "last-number"
-''')
+""",
+    )
     db = tmp_path / "sec.db"
     env = {**os.environ, "WASHOUT_TEST_TOKEN": token}
     assert washout("run", spec, "--db", db, "--quiet", env=env, check=False).returncode == 4
@@ -294,14 +332,22 @@ stdout = "last-number"
         assert token.encode() not in f.read_bytes()
     dump = washout("export", db).stdout + washout("status", db).stdout
     assert token not in dump
-    missing = washout("run", spec, "--db", tmp_path / "m.db", "--quiet", check=False,
-                      env={k: v for k, v in os.environ.items() if k != "WASHOUT_TEST_TOKEN"})
+    missing = washout(
+        "run",
+        spec,
+        "--db",
+        tmp_path / "m.db",
+        "--quiet",
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "WASHOUT_TEST_TOKEN"},
+    )
     assert missing.returncode == 2 and "${WASHOUT_TEST_TOKEN}: not set" in missing.stderr
 
 
 def test_databases_of_another_kind_get_a_clear_message(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "v.toml", '[[test]]\nname = "a"\ncommand = "true"\n'
-                      '[experiment]\nruns = 1\n')
+    spec = write_spec(
+        tmp_path / "v.toml", '[[test]]\nname = "a"\ncommand = "true"\n[experiment]\nruns = 1\n'
+    )
     db = tmp_path / "v.db"
     washout("run", spec, "--db", db, "--quiet")
     conn = sqlite3.connect(db)
@@ -311,8 +357,12 @@ def test_databases_of_another_kind_get_a_clear_message(tmp_path: Path) -> None:
     sqlite3.connect(other).execute("CREATE TABLE x (y)")
     text = tmp_path / "text.db"
     text.write_text("hello")
-    for path, message in [(db, "schema_version = 99"), (other, "not a washout store"),
-                          (text, "not an SQLite database"), (tmp_path / "none.db", "no such database")]:
+    for path, message in [
+        (db, "schema_version = 99"),
+        (other, "not a washout store"),
+        (text, "not an SQLite database"),
+        (tmp_path / "none.db", "no such database"),
+    ]:
         for command in ("status", "resume", "export"):
             proc = washout(command, path, check=False)
             assert proc.returncode == 2, (command, path, proc.stderr)
@@ -320,7 +370,7 @@ def test_databases_of_another_kind_get_a_clear_message(tmp_path: Path) -> None:
             assert "Traceback" not in proc.stderr
 
 
-PROVENANCE_SPEC = '''
+PROVENANCE_SPEC = """
 [experiment]
 runs = 3
 seed = 2
@@ -333,7 +383,7 @@ command = "if [ $(wc -l < {log}) -ge 3 ]; then echo v2 > {server}; fi; echo x >>
 [[test]]
 name = "other"
 command = "true"
-'''
+"""
 
 
 def test_provenance_change_during_the_experiment_is_refused(tmp_path: Path) -> None:
@@ -342,12 +392,14 @@ def test_provenance_change_during_the_experiment_is_refused(tmp_path: Path) -> N
     server.write_text("v1\n")
     version.write_text("1.0\n")
     log.write_text("")
-    spec = write_spec(tmp_path / "p.toml", PROVENANCE_SPEC.format(server=server, version=version,
-                                                                  log=log))
+    spec = write_spec(
+        tmp_path / "p.toml", PROVENANCE_SPEC.format(server=server, version=version, log=log)
+    )
     db = tmp_path / "p.db"
     proc = washout("run", spec, "--db", db, "--quiet", check=False)
     assert proc.returncode == 3
     import hashlib
+
     old = hashlib.sha256(b"v1\n").hexdigest()
     new = hashlib.sha256(b"v2\n").hexdigest()
     assert f"file:{server} differs" in proc.stdout
@@ -358,6 +410,8 @@ def test_provenance_change_during_the_experiment_is_refused(tmp_path: Path) -> N
     assert old in again.stderr and new in again.stderr
     # --allow-mismatch records and proceeds
     washout("resume", db, "--quiet", "--allow-mismatch")
-    events = [m for (m,) in sqlite3.connect(db).execute(
-        "SELECT message FROM event WHERE kind = 'mismatch'")]
+    events = [
+        m
+        for (m,) in sqlite3.connect(db).execute("SELECT message FROM event WHERE kind = 'mismatch'")
+    ]
     assert len(events) >= 2

@@ -12,21 +12,26 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import washout
 
 TESTS = ("alpha", "beta", "gamma", "delta")
 
 
-def logging_spec(tmp: Path, runs: int = 4, seed: int | None = 11, design: str = "alternate",
-                 extra: str = "") -> Path:
+def logging_spec(
+    tmp: Path, runs: int = 4, seed: int | None = 11, design: str = "alternate", extra: str = ""
+) -> Path:
     """A spec whose setup, reset and tests append their names to one log file."""
     log = tmp / "log.txt"
     lines = ["[experiment]", 'name = "logged"', f"runs = {runs}", f'design = "{design}"']
     if seed is not None:
         lines.append(f"seed = {seed}")
-    lines += [extra, "[setup]", f'command = "echo SETUP >> {log}"',
-              "[reset]", f'command = "echo RESET >> {log}"']
+    lines += [
+        extra,
+        "[setup]",
+        f'command = "echo SETUP >> {log}"',
+        "[reset]",
+        f'command = "echo RESET >> {log}"',
+    ]
     for name in TESTS:
         lines += ["[[test]]", f'name = "{name}"', f'command = "echo {name} >> {log}"']
     path = tmp / "spec.toml"
@@ -50,8 +55,18 @@ def test_schedule_from_exported_data_and_log(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     washout("run", spec, "--db", db, "--quiet")
     frame = exported(db)
-    assert list(frame.columns) == ["run", "order", "position", "test", "metric", "value",
-                                   "status", "worker", "started", "ended"]
+    assert list(frame.columns) == [
+        "run",
+        "order",
+        "position",
+        "test",
+        "metric",
+        "value",
+        "status",
+        "worker",
+        "started",
+        "ended",
+    ]
     assert set(frame["worker"]) == {"local"} and set(frame["status"]) == {"ok"}
     assert set(frame["metric"]) == {"wall"} and (frame["value"] > 0).all()
     runs = run_orders(frame)
@@ -78,7 +93,9 @@ def test_same_seed_same_schedule_in_two_databases_different_seed_differs(tmp_pat
     washout("run", spec, "--db", c, "--quiet", "--seed", "12")
     ra, rb, rc = (run_orders(exported(p)) for p in (a, b, c))
     assert ra == rb
-    assert [t for o, t in ra.values() if o == "random"] != [t for o, t in rc.values() if o == "random"]
+    assert [t for o, t in ra.values() if o == "random"] != [
+        t for o, t in rc.values() if o == "random"
+    ]
 
 
 def test_seed_is_drawn_printed_and_stored_when_absent(tmp_path: Path) -> None:
@@ -104,15 +121,30 @@ def test_default_database_path_is_named_after_the_experiment(tmp_path: Path) -> 
     spec = logging_spec(tmp_path, runs=1)
     washout("run", spec, "--quiet", cwd=tmp_path)
     washout("run", spec, "--quiet", cwd=tmp_path)
-    assert sorted(p.name for p in (tmp_path / "washout-results").iterdir()
-                  if p.suffix == ".db") == ["logged-2.db", "logged.db"]
+    assert sorted(
+        p.name for p in (tmp_path / "washout-results").iterdir() if p.suffix == ".db"
+    ) == ["logged-2.db", "logged.db"]
 
 
 def test_quick_form_like_hyperfine(tmp_path: Path) -> None:
     log = tmp_path / "log"
     db = tmp_path / "q.db"
-    washout("run", f"echo a >> {log}", f"echo b >> {log}", "--runs", "3", "--seed", "1",
-            "--reset", f"echo R >> {log}", "--setup", f"echo S >> {log}", "--db", db, "--quiet")
+    washout(
+        "run",
+        f"echo a >> {log}",
+        f"echo b >> {log}",
+        "--runs",
+        "3",
+        "--seed",
+        "1",
+        "--reset",
+        f"echo R >> {log}",
+        "--setup",
+        f"echo S >> {log}",
+        "--db",
+        db,
+        "--quiet",
+    )
     frame = exported(db)
     assert sorted(frame["order"].value_counts().items()) == [("fixed", 6), ("random", 6)]
     words = log.read_text().split()
@@ -123,8 +155,10 @@ def test_quick_form_like_hyperfine(tmp_path: Path) -> None:
 
 def test_validate_prints_tests_and_planned_trials(tmp_path: Path) -> None:
     spec = tmp_path / "grid.toml"
-    spec.write_text('[experiment]\nruns = 5\n[[test]]\nname = "io-{rw}-{bs}"\n'
-                    'command = "echo {rw} {bs}"\nparams = { rw = ["read", "rand read"], bs = ["4k", "1m"] }\n')
+    spec.write_text(
+        '[experiment]\nruns = 5\n[[test]]\nname = "io-{rw}-{bs}"\n'
+        'command = "echo {rw} {bs}"\nparams = { rw = ["read", "rand read"], bs = ["4k", "1m"] }\n'
+    )
     out = washout("validate", spec).stdout
     assert "4 tests" in out and "40 trials planned" in out
     assert "io-rand read-4k: echo 'rand read' 4k" in out  # values shell-quoted
@@ -133,9 +167,11 @@ def test_validate_prints_tests_and_planned_trials(tmp_path: Path) -> None:
 def test_grid_values_are_shell_quoted_when_run(tmp_path: Path) -> None:
     spec = tmp_path / "grid.toml"
     marker = tmp_path / "pwned"
-    spec.write_text('[experiment]\nruns = 1\n[[test]]\nname = "t-{v}"\ncommand = "echo {v}"\n'
-                    f'params = {{ v = ["x; touch {marker}", "$(touch {marker})"] }}\n'
-                    '[test.metrics.n]\nregex = "(?P<value>x)?"\n')
+    spec.write_text(
+        '[experiment]\nruns = 1\n[[test]]\nname = "t-{v}"\ncommand = "echo {v}"\n'
+        f'params = {{ v = ["x; touch {marker}", "$(touch {marker})"] }}\n'
+        '[test.metrics.n]\nregex = "(?P<value>x)?"\n'
+    )
     washout("run", spec, "--db", tmp_path / "g.db", "--quiet", check=False)
     assert not marker.exists()
 
@@ -145,14 +181,24 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     washout("run", spec, "--db", db, "--quiet")
     rows = json.loads(washout("export", db, "--format", "json").stdout)
-    assert len(rows) == 8 and set(rows[0]) == {"run", "order", "position", "test", "metric",
-                                               "value", "status", "worker", "started", "ended"}
+    assert len(rows) == 8 and set(rows[0]) == {
+        "run",
+        "order",
+        "position",
+        "test",
+        "metric",
+        "value",
+        "status",
+        "worker",
+        "started",
+        "ended",
+    }
     pq = tmp_path / "x.parquet"
     washout("export", db, "--format", "parquet", "-o", pq)
     assert pd.read_parquet(pq).shape == (8, 10)
 
 
-METRICS_SPEC = r'''
+METRICS_SPEC = r"""
 [experiment]
 name = "metrics"
 runs = 1
@@ -193,7 +239,7 @@ name = "after"
 command = "echo 7"
 [test.metrics.n]
 stdout = "last-number"
-'''
+"""  # noqa: E501 (shell command lines as the spec holds them)
 
 
 def test_every_metric_source_and_an_unparsable_trial(tmp_path: Path) -> None:
@@ -215,8 +261,11 @@ def test_every_metric_source_and_an_unparsable_trial(tmp_path: Path) -> None:
     bad = frame.loc[("nothing-parsable", "n")]
     assert bad["status"] == "failed" and pd.isna(bad["value"])
     assert frame.loc[("after", "n"), "value"] == 7  # the experiment went on
-    reason = sqlite3.connect(db).execute(
-        "SELECT reason FROM trial WHERE test = 'nothing-parsable'").fetchone()[0]
+    reason = (
+        sqlite3.connect(db)
+        .execute("SELECT reason FROM trial WHERE test = 'nothing-parsable'")
+        .fetchone()[0]
+    )
     assert reason == "metric n: no number in stdout"
     status = washout("status", db).stdout
     assert "nothing-parsable: failed: metric n: no number in stdout" in status
@@ -235,14 +284,20 @@ def test_other_designs_through_the_cli(tmp_path: Path, design: str) -> None:
 
 def test_pinning_applies_to_the_trial_and_is_recorded(tmp_path: Path) -> None:
     spec = tmp_path / "pin.toml"
-    spec.write_text('[experiment]\nruns = 1\norders = ["fixed"]\ncpus = "1"\n'
-                    '[[test]]\nname = "where"\ncommand = "grep Cpus_allowed_list /proc/self/status"\n'
-                    '[test.metrics.cpu]\nstdout = "last-number"\n'
-                    '[[test]]\nname = "nowhere"\ncpus = "4096"\ncommand = "true"\n')
+    spec.write_text(
+        '[experiment]\nruns = 1\norders = ["fixed"]\ncpus = "1"\n'
+        '[[test]]\nname = "where"\ncommand = "grep Cpus_allowed_list /proc/self/status"\n'
+        '[test.metrics.cpu]\nstdout = "last-number"\n'
+        '[[test]]\nname = "nowhere"\ncpus = "4096"\ncommand = "true"\n'
+    )
     db = tmp_path / "pin.db"
     assert washout("run", spec, "--db", db, "--quiet", check=False).returncode == 4
-    rows = dict((t, (s, r, c)) for t, s, r, c in sqlite3.connect(db).execute(
-        "SELECT test, status, reason, cpus FROM trial"))
+    rows = dict(
+        (t, (s, r, c))
+        for t, s, r, c in sqlite3.connect(db).execute(
+            "SELECT test, status, reason, cpus FROM trial"
+        )
+    )
     assert rows["where"] == ("ok", "", "1")
     assert exported(db).set_index("test").loc["where", "value"] == 1.0
     assert rows["nowhere"][0] == "failed" and "cannot pin to CPUs 4096" in rows["nowhere"][1]
@@ -281,18 +336,30 @@ def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(tmp_path: 
     from washout.execute.local import argv_for
 
     assert argv_for("sleep 0.1") == ["sleep", "0.1"]
-    for command in ("echo $HOME", "ls *.py", "cd /tmp", "FOO=1 env", "a || b", "echo 'x'",
-                    "nosuchprogram-xyz 1", "echo ~"):
+    for command in (
+        "echo $HOME",
+        "ls *.py",
+        "cd /tmp",
+        "FOO=1 env",
+        "a || b",
+        "echo 'x'",
+        "nosuchprogram-xyz 1",
+        "echo ~",
+    ):
         assert argv_for(command)[:2] == ["/bin/sh", "-c"], command
     spec = tmp_path / "p.toml"
-    spec.write_text('[experiment]\nruns = 1\norders = ["fixed"]\n'
-                    '[[test]]\nname = "direct"\ncommand = "grep PPid /proc/self/status"\n'
-                    '[test.metrics.parent]\nstdout = "last-number"\n'
-                    '[[test]]\nname = "shell"\ncommand = "grep PPid /proc/self/status | cat"\n'
-                    '[test.metrics.parent]\nstdout = "last-number"\n')
+    spec.write_text(
+        '[experiment]\nruns = 1\norders = ["fixed"]\n'
+        '[[test]]\nname = "direct"\ncommand = "grep PPid /proc/self/status"\n'
+        '[test.metrics.parent]\nstdout = "last-number"\n'
+        '[[test]]\nname = "shell"\ncommand = "grep PPid /proc/self/status | cat"\n'
+        '[test.metrics.parent]\nstdout = "last-number"\n'
+    )
     db = tmp_path / "p.db"
-    proc = subprocess.Popen([sys.executable, "-m", "washout", "run", str(spec), "--db", str(db),
-                             "--quiet"], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.DEVNULL,
+    )
     assert proc.wait(timeout=60) == 0
     parents = exported(db).set_index("test")["value"]
     assert parents["direct"] == proc.pid  # washout itself started grep

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import washout
+
 from washout.execute.base import TAIL_BYTES
 from washout.secrets import redact, redact_tail, secret_values
 
@@ -22,12 +23,20 @@ def tails(db: Path) -> list[tuple[str, str, str]]:
 
 
 def test_redaction_masks_whole_secrets_and_url_passwords() -> None:
-    secrets = secret_values([{"API_TOKEN": "tok-123456"}], inherited={
-        "AWS_SECRET_ACCESS_KEY": "aws-abcdefgh", "GIT_AUTH_ENABLED": "true", "HOME": "/root"})
+    secrets = secret_values(
+        [{"API_TOKEN": "tok-123456"}],
+        inherited={
+            "AWS_SECRET_ACCESS_KEY": "aws-abcdefgh",
+            "GIT_AUTH_ENABLED": "true",
+            "HOME": "/root",
+        },
+    )
     assert secrets == ["aws-abcdefgh", "tok-123456"]  # flags and other variables are not secret
     assert redact("a tok-123456 b aws-abcdefgh true", secrets) == "a *** b *** true"
-    assert redact("postgres://u:pw@db:5432/x and https://host/a:b@c", []) == \
-        "postgres://u:***@db:5432/x and https://host/a:b@c"
+    assert (
+        redact("postgres://u:pw@db:5432/x and https://host/a:b@c", [])
+        == "postgres://u:***@db:5432/x and https://host/a:b@c"
+    )
     # Cut output that starts inside a secret: the part of it that remains is masked too.
     assert redact_tail(b"123456 rest", ["tok-123456"], cut=True) == "*** rest"
     assert redact_tail(b"123456 rest", ["tok-123456"], cut=False) == "123456 rest"
@@ -35,14 +44,15 @@ def test_redaction_masks_whole_secrets_and_url_passwords() -> None:
 
 
 def test_secrets_straddling_the_stored_tail_inherited_or_in_urls_never_reach_the_store(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     token = "s3cr3t-t0ken-value-42"
     aws = "AKIAexample-inherited-secret"
     password = "pg-pass-9876"
     # The token ends 5 characters into the stored tail: cut first, the store kept its end.
     pad = TAIL_BYTES - 5
     spec = tmp_path / "s.toml"
-    spec.write_text(f'''
+    spec.write_text(f"""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -56,10 +66,14 @@ command = "echo $AWS_SECRET_ACCESS_KEY; echo $AWS_SECRET_ACCESS_KEY >&2"
 [[test]]
 name = "url"
 command = "echo connecting to $DATABASE_URL; echo $DATABASE_URL >&2; exit 1"
-''')
+""")
     db = tmp_path / "s.db"
-    env = {**os.environ, "WASHOUT_TEST_TOKEN": token, "AWS_SECRET_ACCESS_KEY": aws,
-           "WASHOUT_TEST_DB": f"postgres://bench:{password}@db.example:5432/bench"}
+    env = {
+        **os.environ,
+        "WASHOUT_TEST_TOKEN": token,
+        "AWS_SECRET_ACCESS_KEY": aws,
+        "WASHOUT_TEST_DB": f"postgres://bench:{password}@db.example:5432/bench",
+    }
     washout("run", spec, "--db", db, "--quiet", env=env, check=False)
     found = {test: (out, err) for test, out, err in tails(db)}
     assert found["straddle"][0].endswith("x" * pad) and token[1:] not in found["straddle"][0]
@@ -75,7 +89,7 @@ command = "echo connecting to $DATABASE_URL; echo $DATABASE_URL >&2; exit 1"
 def test_provenance_command_output_is_redacted_before_it_is_stored(tmp_path: Path) -> None:
     secret = "inherited-provenance-secret-77"
     spec = tmp_path / "s.toml"
-    spec.write_text('''
+    spec.write_text("""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -84,10 +98,19 @@ name = "t"
 command = "true"
 [provenance]
 commands = ["echo key=$WASHOUT_TEST_SECRET_KEY url=$WASHOUT_TEST_DB"]
-''')
-    washout("run", spec, "--db", tmp_path / "s.db", "--quiet",
-            env={**os.environ, "WASHOUT_TEST_SECRET_KEY": secret,
-                 "WASHOUT_TEST_DB": "postgres://u:pw-4321@db/x"})
+""")
+    washout(
+        "run",
+        spec,
+        "--db",
+        tmp_path / "s.db",
+        "--quiet",
+        env={
+            **os.environ,
+            "WASHOUT_TEST_SECRET_KEY": secret,
+            "WASHOUT_TEST_DB": "postgres://u:pw-4321@db/x",
+        },
+    )
     stored = store_bytes(tmp_path)
     assert b"key=***" in stored and b"postgres://u:***@db/x" in stored
     assert secret.encode() not in stored and b"pw-4321" not in stored

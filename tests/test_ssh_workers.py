@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
+
 from washout.errors import WashoutError
 from washout.execute.ssh import SSHExecutor
 from washout.execute.sync import _sftp
@@ -32,8 +32,9 @@ def query(db: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
-def test_two_workers_concurrent_synced_pinned_with_per_worker_results(sshd_farm: SshdFarm,
-                                                            tmp_path: Path) -> None:
+def test_two_workers_concurrent_synced_pinned_with_per_worker_results(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     a, b = sshd_farm.start(2)
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
@@ -43,7 +44,8 @@ def test_two_workers_concurrent_synced_pinned_with_per_worker_results(sshd_farm:
     wa.mkdir()
     (wa / "stale.txt").write_text("left over from an older build\n")
     spec = tmp_path / "spec.toml"
-    spec.write_text(f"""
+    spec.write_text(
+        """
 [experiment]
 name = "two"
 runs = 1
@@ -68,14 +70,17 @@ name = "synced"
 command = "cat sub/data.txt build.txt; echo 7 > result.txt"
 [test.metrics.result]
 file = "result.txt"
-""" + a.worker_toml("wa", sshd_farm.known_hosts, wa) + b.worker_toml("wb", sshd_farm.known_hosts, wb))
+"""
+        + a.worker_toml("wa", sshd_farm.known_hosts, wa)
+        + b.worker_toml("wb", sshd_farm.known_hosts, wb)
+    )
     db = tmp_path / "two.db"
     washout("run", spec, "--db", db, "--quiet")
 
     frame = exported(db)
     assert set(frame["worker"]) == {"wa", "wb"}
     assert set(frame["status"]) == {"ok"}
-    for worker, rows in frame.groupby("worker"):
+    for _worker, rows in frame.groupby("worker"):
         assert len(rows) == 2 * 2  # 2 tests x (1 fixed + 1 random run), one metric each
         assert (rows[rows["metric"] == "cpu"]["value"] == 0).all()  # taskset -c 0 applied
         assert (rows[rows["metric"] == "result"]["value"] == 7).all()  # read on the worker
@@ -84,22 +89,25 @@ file = "result.txt"
     assert outputs == {"payload\nbuild 42\n"}
     assert not (wa / "stale.txt").exists()  # the workdir is an exact copy of src
     assert (wb / "sub" / "data.txt").read_text() == "payload\n"
-    (wa_ready,), = query(db, "SELECT time FROM event WHERE kind = 'setup' AND worker = 'wa'")
-    (wb_done,), = query(db, "SELECT max(t.ended) FROM trial t JOIN run r ON t.run_id = r.id "
-                            "JOIN worker w ON r.worker_id = w.id WHERE w.name = 'wb'")
+    ((wa_ready,),) = query(db, "SELECT time FROM event WHERE kind = 'setup' AND worker = 'wa'")
+    ((wb_done,),) = query(
+        db,
+        "SELECT max(t.ended) FROM trial t JOIN run r ON t.run_id = r.id "
+        "JOIN worker w ON r.worker_id = w.id WHERE w.name = 'wb'",
+    )
     assert wb_done < wa_ready  # the workers ran concurrently
     hosts = dict(query(db, "SELECT name, host FROM worker"))
     assert hosts == {"wa": f"127.0.0.1:{a.port}", "wb": f"127.0.0.1:{b.port}"}
 
 
-def test_unreachable_and_untrusted_workers_fail_alone(sshd_farm: SshdFarm,
-                                                      tmp_path: Path) -> None:
-    good, = sshd_farm.start(1)
-    untrusted, = sshd_farm.start(1, trust=False)
+def test_unreachable_and_untrusted_workers_fail_alone(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    (good,) = sshd_farm.start(1)
+    (untrusted,) = sshd_farm.start(1, trust=False)
     dead_port = free_port()
     kh = sshd_farm.known_hosts
     spec = tmp_path / "spec.toml"
-    spec.write_text(f"""
+    spec.write_text(
+        """
 [experiment]
 name = "partial"
 runs = 1
@@ -108,14 +116,18 @@ seed = 1
 [[test]]
 name = "t"
 command = "true"
-""" + good.worker_toml("good", kh) + untrusted.worker_toml("untrusted", kh) + f"""
+"""
+        + good.worker_toml("good", kh)
+        + untrusted.worker_toml("untrusted", kh)
+        + f"""
 [[worker]]
 name = "dead"
 host = "127.0.0.1"
 port = {dead_port}
 key = "{sshd_farm.client_key}"
 known_hosts = "{kh}"
-""")
+"""
+    )
     db = tmp_path / "partial.db"
     proc = washout("run", spec, "--db", db, "--quiet", check=False)
     assert proc.returncode == 3, proc.stderr
@@ -127,7 +139,7 @@ known_hosts = "{kh}"
     scan = f"ssh-keyscan -p {untrusted.port} 127.0.0.1 >> {kh}"
     assert f"the host key of [127.0.0.1]:{untrusted.port} is not in {kh}" in events["untrusted"]
     assert scan in events["untrusted"] and "never accepts" in events["untrusted"]
-    assert f"Worker untrusted stopped: worker untrusted: the host key" in proc.stdout
+    assert "Worker untrusted stopped: worker untrusted: the host key" in proc.stdout
     assert "\n" not in events["untrusted"]
 
     # Doing what the message says trusts the key; resume then runs that worker too.
@@ -138,12 +150,18 @@ known_hosts = "{kh}"
 
 
 def test_changed_host_key_is_refused(sshd_farm: SshdFarm, tmp_path: Path) -> None:
-    server, = sshd_farm.start(1)
+    (server,) = sshd_farm.start(1)
     impostor = Sshd(tmp_path / "impostor", sshd_farm.client_key)  # a different host key
-    sshd_farm.known_hosts.write_text(impostor.known_hosts_line().replace(
-        f":{impostor.port}", f":{server.port}"))
-    worker = WorkerSpec(host="127.0.0.1", port=server.port, key=str(sshd_farm.client_key),
-                        known_hosts=str(sshd_farm.known_hosts), name="w")
+    sshd_farm.known_hosts.write_text(
+        impostor.known_hosts_line().replace(f":{impostor.port}", f":{server.port}")
+    )
+    worker = WorkerSpec(
+        host="127.0.0.1",
+        port=server.port,
+        key=str(sshd_farm.client_key),
+        known_hosts=str(sshd_farm.known_hosts),
+        name="w",
+    )
     with pytest.raises(WashoutError) as err:
         run_async(SSHExecutor(worker).connect())
     assert "unknown, or changed since it was recorded" in str(err.value)
@@ -165,13 +183,15 @@ Host bench-target
     ProxyJump jumphost
 """)
     sock = tmp_path / "agent.sock"
-    agent = subprocess.run(["ssh-agent", "-a", str(sock)], capture_output=True, text=True,
-                           check=True)
+    agent = subprocess.run(
+        ["ssh-agent", "-a", str(sock)], capture_output=True, text=True, check=True
+    )
     agent_pid = int(agent.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
     try:
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
-        subprocess.run(["ssh-add", str(sshd_farm.client_key)], env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["ssh-add", str(sshd_farm.client_key)], env=env, check=True, capture_output=True
+        )
         os.environ["SSH_AUTH_SOCK"] = str(sock)  # restored by the fixture's monkeypatch
         executor = SSHExecutor(WorkerSpec(host="bench-target"))
 
@@ -192,7 +212,7 @@ Host bench-target
 
 
 def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> None:
-    server, = sshd_farm.start(1)
+    (server,) = sshd_farm.start(1)
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     (src / "d" / "f.bin").write_bytes(bytes(range(256)) * 100)
@@ -201,9 +221,15 @@ def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> 
     workdir = tmp_path / "w"
     workdir.mkdir()
     (workdir / "old").write_text("stale")
-    executor = SSHExecutor(WorkerSpec(host="127.0.0.1", port=server.port, workdir=str(workdir),
-                                      key=str(sshd_farm.client_key),
-                                      known_hosts=str(sshd_farm.known_hosts)))
+    executor = SSHExecutor(
+        WorkerSpec(
+            host="127.0.0.1",
+            port=server.port,
+            workdir=str(workdir),
+            key=str(sshd_farm.client_key),
+            known_hosts=str(sshd_farm.known_hosts),
+        )
+    )
 
     async def go() -> bytes:
         await executor.connect()
@@ -219,12 +245,13 @@ def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> 
 
 
 def test_sync_refuses_a_broad_workdir(sshd_farm: SshdFarm, tmp_path: Path) -> None:
-    server, = sshd_farm.start(1)
+    (server,) = sshd_farm.start(1)
     (tmp_path / "src").mkdir()
     spec = tmp_path / "spec.toml"
-    spec.write_text('[experiment]\nruns = 1\nsync = "src"\n[[test]]\nname = "t"\n'
-                    'command = "true"\n' + server.worker_toml("w", sshd_farm.known_hosts,
-                                                                Path("/tmp")))
+    spec.write_text(
+        '[experiment]\nruns = 1\nsync = "src"\n[[test]]\nname = "t"\n'
+        'command = "true"\n' + server.worker_toml("w", sshd_farm.known_hosts, Path("/tmp"))
+    )
     proc = washout("run", spec, "--db", tmp_path / "x.db", "--quiet", check=False)
     assert proc.returncode == 3
     assert "workdir = '/tmp': too broad for experiment.sync" in proc.stdout
@@ -232,13 +259,15 @@ def test_sync_refuses_a_broad_workdir(sshd_farm: SshdFarm, tmp_path: Path) -> No
 
 
 def test_untrusted_alias_gets_the_keyscan_line_for_its_real_address(sshd_farm: SshdFarm) -> None:
-    server, = sshd_farm.start(1, trust=False)
+    (server,) = sshd_farm.start(1, trust=False)
     home = Path(os.environ["HOME"])
     (home / ".ssh" / "config").write_text(
         f"Host lab-node\n  HostName 127.0.0.1\n  Port {server.port}\n"
-        f"  IdentityFile {sshd_farm.client_key}\n")
+        f"  IdentityFile {sshd_farm.client_key}\n"
+    )
     with pytest.raises(WashoutError) as err:
         run_async(SSHExecutor(WorkerSpec(host="lab-node")).connect())
-    assert str(err.value).startswith(f"worker lab-node: the host key of [127.0.0.1]:{server.port}"
-                                     " is not in ~/.ssh/known_hosts")
+    assert str(err.value).startswith(
+        f"worker lab-node: the host key of [127.0.0.1]:{server.port} is not in ~/.ssh/known_hosts"
+    )
     assert f"ssh-keyscan -p {server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in str(err.value)

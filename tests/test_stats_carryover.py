@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 from scipy.stats import ttest_ind
-
 from simulate_longformat import simulate
+
 from washout.errors import WashoutError
 from washout.stats.carryover import RESET, TREND_LEVEL, carryover, carryover_frame
 from washout.stats.family import adjust
@@ -45,8 +45,9 @@ def test_a_true_carryover_is_not_blamed_on_the_other_predecessors(seed: int) -> 
     """c right after b is 8% slower, and every first trial after the reset 10% slower: "after
     b" must not make a, d and e look like c's culprits too (compared with a pool that holds
     the after-b trials, they would), nor the reset effect make any pair look guilty."""
-    df = simulate(carryover={("c", "b"): 1.08}, first_after_reset=1.10, runs=200, cv=0.01,
-                  seed=seed)
+    df = simulate(
+        carryover={("c", "b"): 1.08}, first_after_reset=1.10, runs=200, cv=0.01, seed=seed
+    )
     result = carryover(df)
     assert _blamed(result) == {("c", "b")}
     cb = _pair(result, "c", "b")
@@ -75,8 +76,7 @@ def test_a_cold_start_of_one_test_after_the_reset_is_found() -> None:
 
 @pytest.mark.parametrize("seed", [1, 3])
 def test_drift_with_position_is_neither_carryover_nor_a_first_trial_effect(seed: int) -> None:
-    df = simulate(drift_per_position=dict.fromkeys("abcde", 0.01), runs=100, cv=0.01,
-                  seed=seed)
+    df = simulate(drift_per_position=dict.fromkeys("abcde", 0.01), runs=100, cv=0.01, seed=seed)
     result = carryover(df)
     assert result.significant() == []
     assert not any(r.significant for r in result.first_after_reset)
@@ -115,16 +115,20 @@ def _model_values(df: pd.DataFrame, adjusted: dict[str, bool]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["test", "predecessor", "position", "y"])
 
 
-def _samples(values: pd.DataFrame, test: str, predecessor: str,
-             flagged: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _samples(
+    values: pd.DataFrame, test: str, predecessor: str, flagged: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     """After ``predecessor`` and after the other predecessors (not ``flagged``), positions >= 1,
     from a frame with test, predecessor (or position and run to find it) and y (or value)."""
     if "predecessor" not in values.columns:
         rnd = values[values["order"] == "random"]
         at = {(r.run, r.position): r.test for r in rnd.itertuples()}
         values = rnd.assign(
-            predecessor=[RESET if r.position == 0 else at[(r.run, r.position - 1)]
-                         for r in rnd.itertuples()], y=rnd["value"])
+            predecessor=[
+                RESET if r.position == 0 else at[(r.run, r.position - 1)] for r in rnd.itertuples()
+            ],
+            y=rnd["value"],
+        )
     mine = values[(values["test"] == test) & (values["position"] >= 1)]
     after = mine[mine["predecessor"] == predecessor]["y"].to_numpy()
     other = mine[~mine["predecessor"].isin([predecessor, *flagged])]["y"].to_numpy()
@@ -134,8 +138,14 @@ def _samples(values: pd.DataFrame, test: str, predecessor: str,
 def test_every_number_matches_an_independent_computation() -> None:
     """Delta% and the interval from the mean log values; t and p from the same comparison on
     the values' ranks within the test (scaled to (0, 1))."""
-    df = simulate(carryover={("a", "e"): 1.06}, drift_per_position={"b": 0.02}, run_cv=0.01,
-                  runs=30, cv=0.01, seed=21)
+    df = simulate(
+        carryover={("a", "e"): 1.06},
+        drift_per_position={"b": 0.02},
+        run_cv=0.01,
+        runs=30,
+        cv=0.01,
+        seed=21,
+    )
     result = carryover(df)
     adjusted = {p.test: p.run_adjusted for p in result.pairs}
     values = _model_values(df, adjusted)
@@ -148,8 +158,9 @@ def test_every_number_matches_an_independent_computation() -> None:
             continue
         others_flagged = tuple(s for t, s in flagged.items() if t == pair.test)
         after, other = _samples(values, pair.test, pair.predecessor, others_flagged)
-        scores = _samples(values.assign(y=values["score"]), pair.test, pair.predecessor,
-                          others_flagged)
+        scores = _samples(
+            values.assign(y=values["score"]), pair.test, pair.predecessor, others_flagged
+        )
         ref = ttest_ind(*scores)  # Student's t, pooled variance, on the ranks
         assert (pair.n_after, pair.n_other) == (len(after), len(other))
         assert pair.t == pytest.approx(ref.statistic, rel=1e-9)
@@ -182,7 +193,7 @@ def test_every_number_matches_an_independent_computation() -> None:
     assert pooled.tests == 5
     f = np.array([x[0] for x in ranked])
     v = np.array([x[1] for x in ranked]) ** 2
-    df_pooled = v.sum() ** 2 / (v ** 2 / [x[2] for x in ranked]).sum()
+    df_pooled = v.sum() ** 2 / (v**2 / [x[2] for x in ranked]).sum()
     se = math.sqrt(v.sum()) / len(f)
     assert pooled.p == pytest.approx(2 * _t_sf(abs(f.mean() / se), df_pooled))
     assert result.family_size == len(result.pairs) + 1
@@ -222,8 +233,7 @@ def test_the_interval_is_bonferroni_simultaneous() -> None:
     df = simulate(runs=20, cv=0.01, seed=22)
     result = carryover(df)
     pair = next(p for p in result.pairs if p.predecessor != RESET and not p.run_adjusted)
-    after, other = _samples(df.assign(value=np.log(df["value"])), pair.test, pair.predecessor,
-                            ())
+    after, other = _samples(df.assign(value=np.log(df["value"])), pair.test, pair.predecessor, ())
     n1, n2 = len(after), len(other)
     pooled = ((n1 - 1) * after.var(ddof=1) + (n2 - 1) * other.var(ddof=1)) / (n1 + n2 - 2)
     se = math.sqrt(pooled * (1 / n1 + 1 / n2))
@@ -237,18 +247,22 @@ def test_fixed_runs_are_not_used() -> None:
     # In fixed order every test has the same predecessor: an effect there is unidentifiable.
     fixed_only = simulate(carryover={("c", "b"): 1.3}, runs=20, orders=("fixed",), seed=3)
     assert carryover(fixed_only).pairs == []
-    mixed = pd.concat([
-        simulate(carryover={("b", "a"): 1.3}, runs=20, orders=("fixed",), seed=3),
-        simulate(runs=20, orders=("random",), seed=4).assign(run=lambda d: d["run"] + 100),
-    ])
+    mixed = pd.concat(
+        [
+            simulate(carryover={("b", "a"): 1.3}, runs=20, orders=("fixed",), seed=3),
+            simulate(runs=20, orders=("random",), seed=4).assign(run=lambda d: d["run"] + 100),
+        ]
+    )
     assert carryover(mixed).significant() == []
 
 
 def test_by_worker_finds_the_effect_on_its_worker_only() -> None:
-    df = pd.concat([
-        simulate(workers=("w1",), runs=40, seed=31),
-        simulate(workers=("w2",), carryover={("e", "a"): 1.12}, runs=40, seed=32),
-    ])
+    df = pd.concat(
+        [
+            simulate(workers=("w1",), runs=40, seed=31),
+            simulate(workers=("w2",), carryover={("e", "a"): 1.12}, runs=40, seed=32),
+        ]
+    )
     per_worker = carryover(df, by_worker=True)
     flagged = [(p.worker, p.test, p.predecessor) for p in per_worker.significant()]
     assert flagged == [("w2", "e", "a")]
@@ -272,9 +286,12 @@ def test_failed_trials_are_excluded_but_still_precede() -> None:
     preds = [at[(r.run, r.position - 1)] for r in mine.itertuples()]
     pair = _pair(result, "a", "b")
     assert (pair.n_after, pair.n_other) == (preds.count("b"), len(preds) - preds.count("b"))
-    assert any(p == "b" for p, r in zip(preds, mine.itertuples())
-               if df.loc[(df["run"] == r.run) & (df["position"] == r.position - 1),
-                         "status"].iloc[0] == "failed")
+    assert any(
+        p == "b"
+        for p, r in zip(preds, mine.itertuples())
+        if df.loc[(df["run"] == r.run) & (df["position"] == r.position - 1), "status"].iloc[0]
+        == "failed"
+    )
 
 
 def test_family_wise_false_positives_stay_within_alpha() -> None:
@@ -300,8 +317,18 @@ def test_family_wise_false_positives_stay_within_alpha() -> None:
 
 def test_frame_and_dicts_have_the_documented_fields() -> None:
     result = carryover(simulate(runs=5, seed=51))
-    keys = {"test", "predecessor", "metric", "n_after", "n_other", "delta_pct", "ci", "p",
-            "significant", "run_adjusted"}
+    keys = {
+        "test",
+        "predecessor",
+        "metric",
+        "n_after",
+        "n_other",
+        "delta_pct",
+        "ci",
+        "p",
+        "significant",
+        "run_adjusted",
+    }
     assert keys <= set(result.pairs[0].to_dict())
     frame = carryover_frame(result)
     assert len(frame) == len(result.pairs) and keys <= set(frame.columns)
@@ -333,6 +360,7 @@ def test_published_memcached_get_hits_is_slow_right_after_the_reset() -> None:
     where it runs last. Its random-order trials say why: right after the reset it is slower
     than later in the run; no other pair is flagged."""
     from conftest import FIXTURES
+
     from washout.sources import load_trials
 
     df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")

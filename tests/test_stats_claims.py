@@ -8,43 +8,55 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.stats import kruskal, wilcoxon
-
 from simulate_longformat import simulate
+
 from washout.errors import WashoutError
-from washout.stats.claims import (Claim, claims_frame, evaluate_claims, hodges_lehmann,
-                                  parse_claim, signed_rank_p)
+from washout.stats.claims import (
+    Claim,
+    claims_frame,
+    evaluate_claims,
+    hodges_lehmann,
+    parse_claim,
+    signed_rank_p,
+)
 from washout.stats.family import adjust
 
 
-@pytest.mark.parametrize("text, a, op, factor, b", [
-    ("A < B", "A", "<", 1.0, "B"),
-    ("A > 1.1 * B", "A", ">", 1.1, "B"),
-    ("A <= 0.9*B", "A", "<=", 0.9, "B"),
-    ("  A>=B  ", "A", ">=", 1.0, "B"),
-    ("fio-{rw}-4k >= fio-{rw}-1m", "fio-{rw}-4k", ">=", 1.0, "fio-{rw}-1m"),
-    ("redis 7.2 set > 1.05 * redis 6.0 set", "redis 7.2 set", ">", 1.05, "redis 6.0 set"),
-    ("'a<b' < \"c > d\"", "a<b", "<", 1.0, "c > d"),
-    ("'x' > .5 * 'y*2'", "x", ">", 0.5, "y*2"),
-    ("bs=4k < 2e0 * bs=8k", "bs=4k", "<", 2.0, "bs=8k"),
-])
+@pytest.mark.parametrize(
+    "text, a, op, factor, b",
+    [
+        ("A < B", "A", "<", 1.0, "B"),
+        ("A > 1.1 * B", "A", ">", 1.1, "B"),
+        ("A <= 0.9*B", "A", "<=", 0.9, "B"),
+        ("  A>=B  ", "A", ">=", 1.0, "B"),
+        ("fio-{rw}-4k >= fio-{rw}-1m", "fio-{rw}-4k", ">=", 1.0, "fio-{rw}-1m"),
+        ("redis 7.2 set > 1.05 * redis 6.0 set", "redis 7.2 set", ">", 1.05, "redis 6.0 set"),
+        ("'a<b' < \"c > d\"", "a<b", "<", 1.0, "c > d"),
+        ("'x' > .5 * 'y*2'", "x", ">", 0.5, "y*2"),
+        ("bs=4k < 2e0 * bs=8k", "bs=4k", "<", 2.0, "bs=8k"),
+    ],
+)
 def test_parses_the_claim_forms(text: str, a: str, op: str, factor: float, b: str) -> None:
     claim = parse_claim(text)
     assert (claim.a, claim.op, claim.factor, claim.b) == (a, op, factor, b)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("A = B", "no comparison operator"),
-    ("A == B", "no comparison operator"),
-    ("A =< B", "operator '=<'"),
-    ("A << B", "operator '<<'"),
-    ("A < B < C", "more than one comparison"),
-    ("< B", "test A is missing"),
-    ("A <", "test B is missing"),
-    ("'A < B", "unbalanced quotes"),
-    ("A < 0 * B", "factor 0 must be a positive number"),
-    ("A < -2 * B", "cannot read test B"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("A = B", "no comparison operator"),
+        ("A == B", "no comparison operator"),
+        ("A =< B", "operator '=<'"),
+        ("A << B", "operator '<<'"),
+        ("A < B < C", "more than one comparison"),
+        ("< B", "test A is missing"),
+        ("A <", "test B is missing"),
+        ("'A < B", "unbalanced quotes"),
+        ("A < 0 * B", "factor 0 must be a positive number"),
+        ("A < -2 * B", "cannot read test B"),
+        ("", "empty"),
+    ],
+)
 def test_unparsable_claims_are_one_line_errors_naming_the_claim(text: str, needle: str) -> None:
     with pytest.raises(WashoutError) as err:
         parse_claim(text)
@@ -57,10 +69,16 @@ NAME = st.text("abcXYZ019 -._{}=/", min_size=1, max_size=20).filter(lambda t: t.
 
 
 @settings(max_examples=300, deadline=None)
-@given(NAME, st.sampled_from(["<", "<=", ">", ">="]), st.one_of(st.none(), st.sampled_from(
-    ["1.1", "0.9", "2", ".5", "1e-1"])), NAME, st.booleans())
-def test_any_test_name_round_trips(a: str, op: str, factor: str | None, b: str,
-                                   quoted: bool) -> None:
+@given(
+    NAME,
+    st.sampled_from(["<", "<=", ">", ">="]),
+    st.one_of(st.none(), st.sampled_from(["1.1", "0.9", "2", ".5", "1e-1"])),
+    NAME,
+    st.booleans(),
+)
+def test_any_test_name_round_trips(
+    a: str, op: str, factor: str | None, b: str, quoted: bool
+) -> None:
     """Names from the allowed alphabet (spaces, dashes, dots, braces, '=', '/') parse back,
     bare or quoted."""
     show = (lambda n: f"'{n}'") if quoted else (lambda n: n)
@@ -84,9 +102,15 @@ def test_comparison_semantics_with_factor_and_ties() -> None:
 
 def _ufs(drop: float, seed: int = 3) -> pd.DataFrame:
     """A beats B by 10% in throughput in the fixed order; random order costs A ``drop``."""
-    return simulate(tests=("A", "B", "C"), means={"A": 110.0, "B": 100.0, "C": 50.0},
-                    runs=20, cv=0.03, metrics=("rps",), random_factor={"A": 1 - drop},
-                    seed=seed)
+    return simulate(
+        tests=("A", "B", "C"),
+        means={"A": 110.0, "B": 100.0, "C": 50.0},
+        runs=20,
+        cv=0.03,
+        metrics=("rps",),
+        random_factor={"A": 1 - drop},
+        seed=seed,
+    )
 
 
 def test_ufs_style_claim_flips_when_random_order_costs_a_17_percent() -> None:
@@ -197,8 +221,14 @@ def test_shared_run_noise_is_paired_away() -> None:
     """A truly 2% faster than B, under 5% run-to-run noise shared by a run's trials and 1%
     trial noise: comparing all A trials with all B trials drowns the 2% in the run noise;
     comparing them run by run finds it, in both orders, with the ratio's CI around 0.98."""
-    df = simulate(tests=("A", "B", "C"), means={"A": 98.0, "B": 100.0, "C": 100.0}, runs=20,
-                  cv=0.01, run_cv=0.05, seed=11)
+    df = simulate(
+        tests=("A", "B", "C"),
+        means={"A": 98.0, "B": 100.0, "C": 100.0},
+        runs=20,
+        cv=0.01,
+        run_cv=0.05,
+        seed=11,
+    )
     [result] = evaluate_claims(df, ["A < B"])
     for side in (result.fixed, result.random):
         assert side.holds and side.ratio_ci[0] < 0.98 < side.ratio_ci[1] < 1.0
@@ -213,8 +243,14 @@ def test_conclusion_changes_only_when_the_ratio_differs_between_orders() -> None
     """A truly 1% faster than B in both orders, with the power to show it about half the
     time: here it is significant in fixed order and not in random order, yet the per-run
     ratios do not differ between the orders, so the order did not change the conclusion."""
-    df = simulate(tests=("A", "B"), means={"A": 99.0, "B": 100.0}, runs=10, cv=0.015,
-                  run_cv=0.05, seed=FLIP_SEED)
+    df = simulate(
+        tests=("A", "B"),
+        means={"A": 99.0, "B": 100.0},
+        runs=10,
+        cv=0.015,
+        run_cv=0.05,
+        seed=FLIP_SEED,
+    )
     [result] = evaluate_claims(df, ["A < B"])
     assert result.fixed.holds and not result.random.holds
     assert result.interaction_p > 0.05
@@ -262,15 +298,24 @@ def test_unknown_tests_name_the_claim_and_the_test() -> None:
 
 
 def test_one_order_only_cannot_say_whether_order_changes_it() -> None:
-    df = simulate(tests=("A", "B"), means={"A": 90.0, "B": 100.0}, runs=10,
-                  orders=("fixed",), seed=4)
+    df = simulate(
+        tests=("A", "B"), means={"A": 90.0, "B": 100.0}, runs=10, orders=("fixed",), seed=4
+    )
     [result] = evaluate_claims(df, ["A < B"])
     assert result.fixed.holds and result.random is None
     assert result.order_changes_conclusion is None
     d = result.to_dict()
     assert d["random"] is None and set(d["fixed"]) >= {"holds", "ratio", "ratio_ci", "p"}
-    assert set(d) >= {"claim", "metric", "fixed", "random", "order_changes_conclusion",
-                      "ratio", "ratio_ci", "interaction_p"}
+    assert set(d) >= {
+        "claim",
+        "metric",
+        "fixed",
+        "random",
+        "order_changes_conclusion",
+        "ratio",
+        "ratio_ci",
+        "interaction_p",
+    }
     assert d["ratio"] is None and d["interaction_p"] is None  # no random-order estimate
     assert d["fixed"]["ratio_ci"][0] < d["fixed"]["ratio"] < d["fixed"]["ratio_ci"][1] < 1
 

@@ -5,14 +5,14 @@ trials after the first position, checked on simulated experiments with and witho
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
-
 from simulate_longformat import simulate
+
 from washout.errors import WashoutError
 from washout.stats.drift import drift, drift_frame, with_clocks
 from washout.stats.family import adjust
@@ -74,22 +74,55 @@ def test_the_first_trial_after_the_reset_is_not_drift(seed: int) -> None:
 
 
 def test_time_since_reset_counts_the_typical_durations_of_the_trials_before() -> None:
-    t0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
     rows = []
     for run, took in enumerate([(4.0, 7.0, 30.0), (2.0, 9.0, 3.0), (6.0, 8.0, 1.0)]):
         start = t0 + timedelta(hours=run)
         for pos, seconds in enumerate(took):
             # the first trial of run 1 failed: it still ran and took its time
             status = "failed" if (run, pos) == (1, 0) else "ok"
-            rows.append((run, "random", pos, f"t{pos}", "wall", seconds, status, "w",
-                         start.isoformat(), (start + timedelta(seconds=seconds)).isoformat()))
+            rows.append(
+                (
+                    run,
+                    "random",
+                    pos,
+                    f"t{pos}",
+                    "wall",
+                    seconds,
+                    status,
+                    "w",
+                    start.isoformat(),
+                    (start + timedelta(seconds=seconds)).isoformat(),
+                )
+            )
             start += timedelta(seconds=seconds)
-    df = pd.DataFrame(rows, columns=["run", "order", "position", "test", "metric", "value",
-                                     "status", "worker", "started", "ended"])
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "order",
+            "position",
+            "test",
+            "metric",
+            "value",
+            "status",
+            "worker",
+            "started",
+            "ended",
+        ],
+    )
     ok = df[df["status"] == "ok"]
     # medians: t0 4 s, t1 8 s: every run's third trial starts 12 s after its first
-    assert with_clocks(df, ok)["time_since_reset"].tolist() == [0.0, 4.0, 12.0, 4.0, 12.0,
-                                                                0.0, 4.0, 12.0]
+    assert with_clocks(df, ok)["time_since_reset"].tolist() == [
+        0.0,
+        4.0,
+        12.0,
+        4.0,
+        12.0,
+        0.0,
+        4.0,
+        12.0,
+    ]
 
 
 @pytest.mark.parametrize("seed", [1, 3])
@@ -98,12 +131,16 @@ def test_slow_runs_are_not_drift_with_time(seed: int) -> None:
     runs differ by 10%, and each trial starts when the one before it ends. A slow run's later
     trials start later and are slower, and the first trial's cost moves every later start:
     neither is drift."""
-    df = simulate(run_cv=0.10, first_after_reset=3.0, cv=0.01, runs=100, orders=("random",),
-                  seed=seed)
+    df = simulate(
+        run_cv=0.10, first_after_reset=3.0, cv=0.01, runs=100, orders=("random",), seed=seed
+    )
     df = df.sort_values(["run", "position"])
     took = pd.to_timedelta(df["value"], unit="s")
-    ended = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(df["run"] * 1000, unit="s") \
+    ended = (
+        pd.Timestamp("2026-01-01", tz="UTC")
+        + pd.to_timedelta(df["run"] * 1000, unit="s")
         + took.groupby(df["run"]).cumsum()
+    )
     df = df.assign(started=(ended - took).astype(str), ended=ended.astype(str))
     assert drift(df).significant() == []
 
@@ -123,11 +160,18 @@ def test_missing_start_times_drop_only_that_clock() -> None:
 
 
 def test_by_worker_separates_workers() -> None:
-    df = pd.concat([
-        simulate(workers=("w1",), runs=40, orders=("random",), seed=13),
-        simulate(workers=("w2",), drift_per_position={"d": 0.015}, runs=40,
-                 orders=("random",), seed=14),
-    ])
+    df = pd.concat(
+        [
+            simulate(workers=("w1",), runs=40, orders=("random",), seed=13),
+            simulate(
+                workers=("w2",),
+                drift_per_position={"d": 0.015},
+                runs=40,
+                orders=("random",),
+                seed=14,
+            ),
+        ]
+    )
     flagged = {(r.worker, r.test) for r in drift(df, by_worker=True).significant()}
     assert flagged == {("w2", "d")}
     assert {r.worker for r in drift(df).rows} == {None}
@@ -170,6 +214,7 @@ def test_published_memcached_get_hits_is_not_drift() -> None:
     """get_hits' throughput is lower in the first trial after the reset (the carryover
     analysis finds it); at positions 1 and 2 it does not rise with its position."""
     from conftest import FIXTURES
+
     from washout.sources import load_trials
 
     df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")

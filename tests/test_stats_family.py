@@ -68,11 +68,14 @@ def test_method_names_are_case_insensitive() -> None:
     assert adjust([0.001], 0.05, "Holm") == ([True], None)
 
 
-@pytest.mark.parametrize("alpha, method, needle", [
-    (0.05, "sidak", "correction = 'sidak'"),
-    (1.5, "holm", "alpha = 1.5"),
-    (0, "bonferroni", "alpha = 0"),
-])
+@pytest.mark.parametrize(
+    "alpha, method, needle",
+    [
+        (0.05, "sidak", "correction = 'sidak'"),
+        (1.5, "holm", "alpha = 1.5"),
+        (0, "bonferroni", "alpha = 0"),
+    ],
+)
 def test_bad_arguments_are_one_line_errors(alpha: float, method: str, needle: str) -> None:
     with pytest.raises(WashoutError) as err:
         adjust([0.1], alpha, method)

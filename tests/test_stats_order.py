@@ -9,27 +9,52 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats as st
+from conftest import ARTIFACT
 from statsmodels.stats.multitest import multipletests
 
-from conftest import ARTIFACT
 from washout.errors import WashoutError
 from washout.sources import load_trials
 from washout.stats.median_ci import median_ci_rank
 from washout.stats.order import JSON_TEST_KEYS, analyze_order, ci_case
 
 
-def long_frame(samples: dict[str, tuple[list[float], list[float]]], worker: str = "local",
-               metric: str = "wall") -> pd.DataFrame:
+def long_frame(
+    samples: dict[str, tuple[list[float], list[float]]], worker: str = "local", metric: str = "wall"
+) -> pd.DataFrame:
     """A long-format frame with the given fixed and random values per test, all ok."""
     rows = []
     for test, (fixed, random) in samples.items():
         for order, values in (("fixed", fixed), ("random", random)):
             for i, v in enumerate(values):
-                rows.append({"run": 2 * i + (order == "random"), "order": order, "position": 0,
-                             "test": test, "metric": metric, "value": v, "status": "ok",
-                             "worker": worker, "started": None, "ended": None})
-    return pd.DataFrame(rows, columns=["run", "order", "position", "test", "metric", "value",
-                                       "status", "worker", "started", "ended"])
+                rows.append(
+                    {
+                        "run": 2 * i + (order == "random"),
+                        "order": order,
+                        "position": 0,
+                        "test": test,
+                        "metric": metric,
+                        "value": v,
+                        "status": "ok",
+                        "worker": worker,
+                        "started": None,
+                        "ended": None,
+                    }
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "order",
+            "position",
+            "test",
+            "metric",
+            "value",
+            "status",
+            "worker",
+            "started",
+            "ended",
+        ],
+    )
 
 
 def random_samples(
@@ -38,8 +63,11 @@ def random_samples(
     """Many comparisons of sizes 1..8 (and some larger), continuous, heavily tied, constant."""
     out = {}
     for k in range(count):
-        n_f, n_r = (int(rng.integers(1, 9)), int(rng.integers(1, 9))) if k % 3 else (
-            int(rng.integers(9, 60)), int(rng.integers(9, 60)))
+        n_f, n_r = (
+            (int(rng.integers(1, 9)), int(rng.integers(1, 9)))
+            if k % 3
+            else (int(rng.integers(9, 60)), int(rng.integers(9, 60)))
+        )
         kind = k % 4
         if kind == 0:
             f, r = rng.normal(100, 5, n_f), rng.normal(103, 5, n_r)
@@ -98,13 +126,16 @@ def test_every_statistic_matches_an_independent_computation_on_random_data() -> 
             assert _close(t.eta_squared, max(0.0, (h - 1) / (n - 2)))
         else:
             assert t.eta_squared is None
-        for got_ci, got_conf, x in ((t.ci_fixed, t.ci_confidence_fixed, f),
-                                    (t.ci_random, t.ci_confidence_random, r)):
+        for got_ci, got_conf, x in (
+            (t.ci_fixed, t.ci_confidence_fixed, f),
+            (t.ci_random, t.ci_confidence_random, r),
+        ):
             want = brute_ci(x.tolist(), confidence)
             if want is None:
                 assert got_ci is None and got_conf is None
-                assert any(f"too few trials for a {confidence * 100:g}% median CI" in w
-                           for w in t.warnings)
+                assert any(
+                    f"too few trials for a {confidence * 100:g}% median CI" in w for w in t.warnings
+                )
             else:
                 assert got_ci == want[:2] and got_conf == pytest.approx(want[2], rel=1e-12)
         if np.ptp(np.concatenate([f, r])) == 0:
@@ -114,8 +145,10 @@ def test_every_statistic_matches_an_independent_computation_on_random_data() -> 
 @pytest.mark.parametrize("method,sm", [("bonferroni", "bonferroni"), ("holm", "holm")])
 def test_family_wise_correction_matches_statsmodels(method: str, sm: str) -> None:
     rng = np.random.default_rng(7)
-    samples = {f"t{k}": (rng.normal(100, 5, 30).tolist(),
-                         rng.normal(100 + (k % 5), 5, 30).tolist()) for k in range(40)}
+    samples = {
+        f"t{k}": (rng.normal(100, 5, 30).tolist(), rng.normal(100 + (k % 5), 5, 30).tolist())
+        for k in range(40)
+    }
     analysis = analyze_order(long_frame(samples), alpha=0.05, correction=method)
     pvalues = [t.kw_p for t in analysis.tests]
     reject = multipletests(pvalues, alpha=0.05, method=sm)[0]
@@ -127,9 +160,11 @@ def test_family_wise_correction_matches_statsmodels(method: str, sm: str) -> Non
 
 
 def test_family_counts_both_sample_comparisons_and_constant_ones_are_never_significant() -> None:
-    samples = {"both": ([1.0, 2, 3, 4, 5, 6], [7.0, 8, 9, 10, 11, 12]),
-               "constant": ([5.0] * 6, [5.0] * 6),
-               "only_fixed": ([1.0, 2, 3], [])}
+    samples = {
+        "both": ([1.0, 2, 3, 4, 5, 6], [7.0, 8, 9, 10, 11, 12]),
+        "constant": ([5.0] * 6, [5.0] * 6),
+        "only_fixed": ([1.0, 2, 3], []),
+    }
     analysis = analyze_order(long_frame(samples))
     by = {t.test: t for t in analysis.tests}
     assert analysis.family_size == 2 and analysis.alpha_per_test == 0.025
@@ -143,8 +178,14 @@ def test_json_is_exactly_the_documented_object_and_valid_without_nan() -> None:
     samples = {"a": ([1.0], [2.0]), "b": ([3.0] * 4, [3.0] * 4), "c": ([0.0, 0.0], [1.0, 2.0])}
     analysis = analyze_order(long_frame(samples))
     data = json.loads(json.dumps(analysis.to_dict(), allow_nan=False))
-    assert list(data) == ["alpha", "correction", "family_size", "alpha_per_test", "verdict",
-                          "tests"]
+    assert list(data) == [
+        "alpha",
+        "correction",
+        "family_size",
+        "alpha_per_test",
+        "verdict",
+        "tests",
+    ]
     assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
     c = data["tests"][2]
     assert c["delta_pct"] is None and c["cv_fixed"] is None  # mean 0: undefined, not NaN
@@ -186,8 +227,12 @@ def test_infinite_or_unparsable_values_are_a_one_line_error_naming_row_and_value
 
 
 def test_by_worker_splits_each_comparison() -> None:
-    df = pd.concat([long_frame({"a": ([1.0, 2, 3], [4.0, 5, 6])}, worker="n1"),
-                    long_frame({"a": ([1.0, 2, 3], [1.0, 2, 3])}, worker="n2")])
+    df = pd.concat(
+        [
+            long_frame({"a": ([1.0, 2, 3], [4.0, 5, 6])}, worker="n1"),
+            long_frame({"a": ([1.0, 2, 3], [1.0, 2, 3])}, worker="n2"),
+        ]
+    )
     pooled = analyze_order(df)
     split = analyze_order(df, by_worker=True)
     assert [(t.test, t.worker, t.n_fixed) for t in pooled.tests] == [("a", None, 6)]
@@ -213,18 +258,30 @@ def test_ci_case_rules() -> None:
 def test_to_frame_has_one_row_per_comparison_with_split_cis() -> None:
     frame = analyze_order(long_frame(random_samples(np.random.default_rng(3), 12))).to_frame()
     assert len(frame) == 12
-    assert {"ci_fixed_lo", "ci_fixed_hi", "ci_random_lo", "ci_random_hi", "kw_p",
-            "significant", "delta_pct"} <= set(frame.columns)
+    assert {
+        "ci_fixed_lo",
+        "ci_fixed_hi",
+        "ci_random_lo",
+        "ci_random_hi",
+        "kw_p",
+        "significant",
+        "delta_pct",
+    } <= set(frame.columns)
 
 
 # -- the paper's published tables, from the artifact's raw trials --------------------------
 
-@pytest.mark.parametrize("study,raw,column", [
-    ("memcached", "all_exp_results.csv", "exp_command"),
-    ("npbench", "all_test_results.csv", "test_command"),
-])
+
+@pytest.mark.parametrize(
+    "study,raw,column",
+    [
+        ("memcached", "all_exp_results.csv", "exp_command"),
+        ("npbench", "all_test_results.csv", "test_command"),
+    ],
+)
 def test_kruskal_wallis_and_delta_equal_published_node_stats(
-        study: str, raw: str, column: str) -> None:
+    study: str, raw: str, column: str
+) -> None:
     trials, _ = load_trials(ARTIFACT / study / raw)
     analysis = analyze_order(trials)
     published = pd.read_csv(ARTIFACT / study / "node_stats.csv").set_index(column)
@@ -238,22 +295,25 @@ def test_kruskal_wallis_and_delta_equal_published_node_stats(
 
 def test_memcached_table_3_order_matters_for_get_hits_only() -> None:
     # The paper's memcached CIs are per-test 95% ones (node_stats.csv)
-    analysis = analyze_order(load_trials(ARTIFACT / "memcached" / "all_exp_results.csv")[0],
-                             ci_confidence=0.95)
+    analysis = analyze_order(
+        load_trials(ARTIFACT / "memcached" / "all_exp_results.csv")[0], ci_confidence=0.95
+    )
     assert analysis.verdict == "order-matters"
     assert analysis.alpha_per_test == pytest.approx(0.05 / 3)  # the paper's alpha_BC = 0.0167
     assert [t.test for t in analysis.significant] == ["./get_hits_test.sh"]
     by = {t.test: t for t in analysis.tests}
     # Published Table 3: Delta% 0.3, -0.2, 5.3; CI cases 2, 2, 3.
-    assert [round(by[f"./{n}_test.sh"].delta_pct, 1) for n in ("cmd_set", "cmd_get", "get_hits")] \
-        == [0.3, -0.2, 5.3]
+    assert [
+        round(by[f"./{n}_test.sh"].delta_pct, 1) for n in ("cmd_set", "cmd_get", "get_hits")
+    ] == [0.3, -0.2, 5.3]
     assert [by[f"./{n}_test.sh"].ci_case for n in ("cmd_set", "cmd_get", "get_hits")] == [2, 2, 3]
 
 
 def test_npbench_table_4_no_evidence_at_alpha_over_3_although_softmax_was_marked() -> None:
     # The paper's npbench CIs are at 1 - 0.05/3 (node_stats.csv)
-    analysis = analyze_order(load_trials(ARTIFACT / "npbench" / "all_test_results.csv")[0],
-                             ci_confidence=1 - 0.05 / 3)
+    analysis = analyze_order(
+        load_trials(ARTIFACT / "npbench" / "all_test_results.csv")[0], ci_confidence=1 - 0.05 / 3
+    )
     assert analysis.verdict == "no-evidence" and analysis.family_size == 3
     softmax = next(t for t in analysis.tests if "softmax" in t.test)
     assert 0.05 / 3 < softmax.kw_p < 0.05  # p = 0.029: "significant" only uncorrected
@@ -267,26 +327,42 @@ def test_npbench_table_4_no_evidence_at_alpha_over_3_although_softmax_was_marked
 def test_no_trials_or_only_other_orders_give_an_empty_family() -> None:
     from washout.longformat import empty_frame
 
-    other = pd.DataFrame({"run": [0, 1], "order": ["reverse", "williams"], "test": ["a", "a"],
-                          "metric": ["w", "w"], "value": [1.0, 2.0], "status": ["ok", "ok"]})
+    other = pd.DataFrame(
+        {
+            "run": [0, 1],
+            "order": ["reverse", "williams"],
+            "test": ["a", "a"],
+            "metric": ["w", "w"],
+            "value": [1.0, 2.0],
+            "status": ["ok", "ok"],
+        }
+    )
     for frame in (empty_frame(), other):
         analysis = analyze_order(frame, by_worker=True)
-        assert analysis.to_dict() == {"alpha": 0.05, "correction": "bonferroni", "family_size": 0,
-                                      "alpha_per_test": None, "verdict": "no-evidence",
-                                      "tests": []}
+        assert analysis.to_dict() == {
+            "alpha": 0.05,
+            "correction": "bonferroni",
+            "family_size": 0,
+            "alpha_per_test": None,
+            "verdict": "no-evidence",
+            "tests": [],
+        }
         assert len(analysis.to_frame()) == 0
 
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
-_sample = hs.lists(hs.sampled_from([0.0, 1.0, 1.5, 2.0, 1e6, -3.25]) | hs.floats(-1e3, 1e3),
-                   min_size=0, max_size=9)
+_sample = hs.lists(
+    hs.sampled_from([0.0, 1.0, 1.5, 2.0, 1e6, -3.25]) | hs.floats(-1e3, 1e3), min_size=0, max_size=9
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(groups=hs.lists(hs.tuples(_sample, _sample), min_size=1, max_size=6),
-       seed=hs.integers(0, 2**32 - 1))
+@given(
+    groups=hs.lists(hs.tuples(_sample, _sample), min_size=1, max_size=6),
+    seed=hs.integers(0, 2**32 - 1),
+)
 def test_results_do_not_depend_on_row_order_and_match_scipy(groups, seed) -> None:
     samples = {f"t{i}": g for i, g in enumerate(groups)}
     frame = long_frame(samples).sample(frac=1.0, random_state=seed % 2**31)
@@ -313,11 +389,14 @@ def test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise() -> None
     rng = np.random.default_rng(8)
     red_default = red_95 = 0
     for _ in range(100):
-        frame = long_frame({f"t{i}": (rng.normal(100, 5, 20).tolist(),
-                                      rng.normal(100, 5, 20).tolist()) for i in range(30)})
+        frame = long_frame(
+            {
+                f"t{i}": (rng.normal(100, 5, 20).tolist(), rng.normal(100, 5, 20).tolist())
+                for i in range(30)
+            }
+        )
         default, per_test = analyze_order(frame), analyze_order(frame, ci_confidence=0.95)
-        assert {t.ci_confidence_fixed for t in per_test.tests} == {
-            median_ci_rank(20, 0.95)[1]}
+        assert {t.ci_confidence_fixed for t in per_test.tests} == {median_ci_rank(20, 0.95)[1]}
         assert all(t.ci_confidence_fixed >= 1 - 0.05 / 30 for t in default.tests)
         red_default += any(t.ci_case == 1 for t in default.tests)
         red_95 += any(t.ci_case == 1 for t in per_test.tests)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ARTIFACT
 from scipy.stats import norm
 
-from conftest import ARTIFACT
 from washout.sources import load_trials
 from washout.stats.ordersage_compat import ci_case, drop_failures, ordersage_stats, rank_ci
 
@@ -64,16 +64,18 @@ def test_memcached_node_stats_reproduced_with_95_percent_cis() -> None:
     trials, info = load_trials(ARTIFACT / "memcached" / "all_exp_results.csv")
     assert (info.test_column, info.generation) == ("exp_command", "exp")
     frame = ordersage_stats(trials, info.generation, info.test_column, ci_confidence=0.95)
-    assert_matches_node_stats(frame.to_csv(index=False), ARTIFACT / "memcached" / "node_stats.csv",
-                              full_precision=True)
+    assert_matches_node_stats(
+        frame.to_csv(index=False), ARTIFACT / "memcached" / "node_stats.csv", full_precision=True
+    )
 
 
 def test_npbench_node_stats_reproduced_as_the_spreadsheet_left_them() -> None:
     trials, info = load_trials(ARTIFACT / "npbench" / "all_test_results.csv")
     assert (info.test_column, info.generation) == ("test_command", "test")
     frame = ordersage_stats(trials, info.generation, info.test_column)  # 1 - 0.05/3 by default
-    assert_matches_node_stats(frame.to_csv(index=False), ARTIFACT / "npbench" / "node_stats.csv",
-                              full_precision=False)
+    assert_matches_node_stats(
+        frame.to_csv(index=False), ARTIFACT / "npbench" / "node_stats.csv", full_precision=False
+    )
 
 
 def test_shapiro_wilk_published_values_are_single_precision() -> None:
@@ -117,8 +119,18 @@ def test_failure_rule_drops_whole_fixed_runs_but_only_failed_random_trials() -> 
     for run, order in ((0, "fixed"), (1, "random"), (2, "fixed")):
         for pos, test in enumerate("abc"):
             status = "failed" if (run, test) in ((0, "b"), (1, "c")) else "ok"
-            rows.append({"run": run, "order": order, "position": pos, "test": test,
-                         "metric": "result", "value": 1.0, "status": status, "worker": "n1"})
+            rows.append(
+                {
+                    "run": run,
+                    "order": order,
+                    "position": pos,
+                    "test": test,
+                    "metric": "result",
+                    "value": 1.0,
+                    "status": status,
+                    "worker": "n1",
+                }
+            )
     kept = drop_failures(pd.DataFrame(rows))
     assert sorted(zip(kept.run, kept.test)) == [(1, "a"), (1, "b"), (2, "a"), (2, "b"), (2, "c")]
 
@@ -132,9 +144,21 @@ def test_per_worker_table_has_a_hostname_column_first() -> None:
 
 def test_long_format_with_several_metrics_gets_a_metric_column() -> None:
     rng = np.random.default_rng(0)
-    rows = [{"run": i, "order": order, "position": 0, "test": "a", "metric": metric,
-             "value": float(rng.normal(10, 1)), "status": "ok", "worker": "local"}
-            for i in range(10) for order in ("fixed", "random") for metric in ("p50", "p99")]
+    rows = [
+        {
+            "run": i,
+            "order": order,
+            "position": 0,
+            "test": "a",
+            "metric": metric,
+            "value": float(rng.normal(10, 1)),
+            "status": "ok",
+            "worker": "local",
+        }
+        for i in range(10)
+        for order in ("fixed", "random")
+        for metric in ("p50", "p99")
+    ]
     frame = ordersage_stats(pd.DataFrame(rows))
     assert list(frame.columns[:3]) == ["test_command", "metric", "coeff_of_variation_fixed"]
     assert sorted(frame.metric) == ["p50", "p99"]
@@ -150,12 +174,15 @@ def test_shapiro_columns_follow_scipy_for_small_and_constant_samples() -> None:
 
     from scipy.stats import shapiro
 
-    rows = [{"run": i, "order": order, "test": "a", "metric": "result", "value": value,
-             "status": "ok"}
-            for order, values in (("fixed", [5.0] * 4), ("random", [1.0, 2.5, 2.0, 7.0]))
-            for i, value in enumerate(values)]
-    rows += [{"run": 0, "order": o, "test": "b", "metric": "result", "value": 1.0 + k,
-              "status": "ok"} for k, o in enumerate(("fixed", "fixed", "random"))]
+    rows = [
+        {"run": i, "order": order, "test": "a", "metric": "result", "value": value, "status": "ok"}
+        for order, values in (("fixed", [5.0] * 4), ("random", [1.0, 2.5, 2.0, 7.0]))
+        for i, value in enumerate(values)
+    ]
+    rows += [
+        {"run": 0, "order": o, "test": "b", "metric": "result", "value": 1.0 + k, "status": "ok"}
+        for k, o in enumerate(("fixed", "fixed", "random"))
+    ]
     frame = ordersage_stats(pd.DataFrame(rows)).set_index("test_command")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -8,17 +8,24 @@ import math
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, washout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kruskal, norm
-
-from conftest import FIXTURES, washout
 from simulate_longformat import simulate
+
 from washout.errors import WashoutError
 from washout.sources import load_trials
-from washout.stats.power import (detectable_delta_for, detectable_deltas, kruskal_rows,
-                                 plan_frame, plan_runs, runs_needed_for, runs_needed_interval,
-                                 simulated_power)
+from washout.stats.power import (
+    detectable_delta_for,
+    detectable_deltas,
+    kruskal_rows,
+    plan_frame,
+    plan_runs,
+    runs_needed_for,
+    runs_needed_interval,
+    simulated_power,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -83,7 +90,8 @@ def test_detectable_delta_inverts_runs_needed() -> None:
     found = detectable_delta_for(pilot, n, power=0.8, alpha_per_test=0.05, n_sim=1000)
     assert found == pytest.approx(2.0, rel=0.1)
     assert detectable_delta_for(pilot, 4 * n, alpha_per_test=0.05, n_sim=1000) == pytest.approx(
-        1.0, rel=0.12)  # sqrt(n) law
+        1.0, rel=0.12
+    )  # sqrt(n) law
 
 
 def test_bigger_effects_and_lower_noise_need_fewer_runs() -> None:
@@ -130,12 +138,15 @@ def test_detectable_deltas_default_to_the_datas_own_run_counts() -> None:
     assert all(m.detectable_pct < r.detectable_pct for m, r in zip(more, rows))
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"delta_pct": 0}, "detect = 0"),
-    ({"delta_pct": 2, "power": 1.2}, "power = 1.2"),
-    ({"delta_pct": 2, "alpha": 5}, "alpha = 5"),
-    ({"delta_pct": 2, "metric": "watts"}, "metric = 'watts'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"delta_pct": 0}, "detect = 0"),
+        ({"delta_pct": 2, "power": 1.2}, "power = 1.2"),
+        ({"delta_pct": 2, "alpha": 5}, "alpha = 5"),
+        ({"delta_pct": 2, "metric": "watts"}, "metric = 'watts'"),
+    ],
+)
 def test_bad_planning_arguments_are_one_line_errors(kwargs: dict, needle: str) -> None:
     with pytest.raises(WashoutError) as err:
         plan_runs(simulate(runs=3), **kwargs)
@@ -152,17 +163,19 @@ def test_cli_plan_json_and_table(tmp_path) -> None:
     assert all(t["runs_interval"][0] < t["runs_interval"][1] for t in out["tests"])
     table = washout("plan", "--pilot", pilot, "--detect", "2", "--power", "0.9").stdout
     assert "runs per order" in table and "Plan " in table
-    assert "percentile of the runs needed over 40 resamples of the pilot" in " ".join(
-        table.split())
+    assert "percentile of the runs needed over 40 resamples of the pilot" in " ".join(table.split())
     worst = max(r.runs_needed for r in plan_runs(load_trials(pilot)[0], 2.0, power=0.9))
     assert f"Plan {worst} runs per order" in table
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--detect", "two%"], "--detect = 'two%'"),
-    (["--detect", "-1%"], "--detect = '-1%'"),
-    (["--detect", "2%", "--format", "xml"], "--format = 'xml'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--detect", "two%"], "--detect = 'two%'"),
+        (["--detect", "-1%"], "--detect = '-1%'"),
+        (["--detect", "2%", "--format", "xml"], "--format = 'xml'"),
+    ],
+)
 def test_cli_plan_bad_input_is_one_line(tmp_path, args: list[str], needle: str) -> None:
     pilot = tmp_path / "pilot.csv"
     simulate(runs=3).to_csv(pilot, index=False)
@@ -174,8 +187,19 @@ def test_cli_plan_bad_input_is_one_line(tmp_path, args: list[str], needle: str) 
 def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
     """A real pilot: washout runs two commands (SQLite store), then plans from that store."""
     db = tmp_path / "pilot.db"
-    washout("run", "python3 -c pass", "sleep 0.01", "--runs", "3", "--seed", "1",
-            "--db", db, "-q", cwd=tmp_path)
+    washout(
+        "run",
+        "python3 -c pass",
+        "sleep 0.01",
+        "--runs",
+        "3",
+        "--seed",
+        "1",
+        "--db",
+        db,
+        "-q",
+        cwd=tmp_path,
+    )
     out = json.loads(washout("plan", "--pilot", db, "--detect", "20%", "--format", "json").stdout)
     assert [t["test"] for t in out["tests"]] == ["python3 -c pass", "sleep 0.01"]
     assert all(t["n_pilot"] == 3 and t["source"] == "fixed" for t in out["tests"])
@@ -206,14 +230,16 @@ def test_the_analysis_detectable_shift_is_the_plans_simulation_and_has_its_power
     from statistics import NormalDist
 
     from test_stats_order import long_frame
+
     from washout.report.terminal import verdict_line
     from washout.stats.order import analyze_order
 
     n, m = 20, 5
     q = np.array([NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)])
     q = 100.0 + 2.0 * q / q.std()  # a pilot with exactly the population's mean and sd
-    analysis = analyze_order(long_frame({f"t{k}": (list(q + 0.01 * k), list(q[::-1]))
-                                         for k in range(m)}))
+    analysis = analyze_order(
+        long_frame({f"t{k}": (list(q + 0.01 * k), list(q[::-1])) for k in range(m)})
+    )
     lo, hi = analysis.detectable_span()
     # The ends are simulated for the two least and the two most spread-out tests (t0 is
     # the most: the same spread over the smallest mean); t2 is in the middle.
@@ -243,5 +269,4 @@ def test_the_runs_needed_come_with_the_spread_a_pilot_of_that_size_allows() -> N
     seeded = runs_needed_interval(pilot[:10], 2.0, alpha_per_test=0.01)
     assert seeded == runs_needed_interval(pilot[:10], 2.0, alpha_per_test=0.01)
     # An effect too small for MAX_RUNS at the noisy end has no upper number.
-    assert runs_needed_interval(pilot[:10], 0.2, alpha_per_test=0.01, max_runs=64) == (
-        None, None)
+    assert runs_needed_interval(pilot[:10], 0.2, alpha_per_test=0.01, max_runs=64) == (None, None)

@@ -55,8 +55,12 @@ def test_edge_cases_match_scipy() -> None:
     """Constant and near-constant data (range below 1e-19: W = p = 1) and the n = 3 clamp at
     W = 3/4."""
     block = np.array([[3.0, 3.0, 3.0], [0.0, 1e-20, 2e-20], [0.0, 0.0, 1.0], [1.0, 2.0, 2.0]])
-    np.testing.assert_allclose(np.column_stack(shapiro_sorted(block)),
-                               np.column_stack(scipy_shapiro(block)), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        np.column_stack(shapiro_sorted(block)),
+        np.column_stack(scipy_shapiro(block)),
+        rtol=1e-12,
+        atol=1e-15,
+    )
 
 
 def test_auxiliary_normal_approximations_are_accurate() -> None:

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import washout
 from test_robustness import check_store_against_plan, start, wait_for_trials, write_spec
 
-WAITING = '''
+WAITING = """
 [experiment]
 name = "waiting"
 runs = 2
@@ -37,7 +36,7 @@ command = "while [ ! -e {go} ]; do sleep 0.05; done"
 [[test]]
 name = "c"
 command = "sleep 0.2"
-'''
+"""
 """Test b waits for the file ``go``: the experiment lasts as long as the checks need."""
 
 
@@ -51,7 +50,8 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: st
 
 
 def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_from_dead(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     go = tmp_path / "go"
     spec = write_spec(tmp_path / "s.toml", WAITING.format(go=go))
     db = tmp_path / "s.db"
@@ -62,8 +62,9 @@ def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_fro
         assert f"running (pid {proc.pid} on host" in alive and "ETA" in alive
         holder = f"in use by pid {proc.pid} on host {socket.gethostname()} since "
         one_line_error(washout("resume", db, "--quiet", check=False), 6, holder)
-        one_line_error(washout("run", spec, "--db", db, "--quiet", check=False), 2,
-                       "already exists, " + holder)
+        one_line_error(
+            washout("run", spec, "--db", db, "--quiet", check=False), 2, "already exists, " + holder
+        )
         assert proc.poll() is None
     finally:
         proc.kill()
@@ -77,8 +78,10 @@ def test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_fro
 
 def test_two_runs_started_at_the_same_instant(tmp_path: Path) -> None:
     """Same --db: one runs, the other refuses in one line; no --db: both run, in two files."""
-    spec = write_spec(tmp_path / "q.toml", '[experiment]\nname = "twin"\nruns = 1\n'
-                      '[[test]]\nname = "a"\ncommand = "true"\n')
+    spec = write_spec(
+        tmp_path / "q.toml",
+        '[experiment]\nname = "twin"\nruns = 1\n[[test]]\nname = "a"\ncommand = "true"\n',
+    )
     for attempt in range(4):
         db = tmp_path / f"same-{attempt}.db"
         procs = [start("run", spec, "--db", db, "--quiet") for _ in range(2)]
@@ -89,21 +92,27 @@ def test_two_runs_started_at_the_same_instant(tmp_path: Path) -> None:
     procs = [start("run", spec, "--quiet", cwd=tmp_path) for _ in range(2)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     assert sorted(p.name for p in (tmp_path / "washout-results").glob("*.db")) == [
-        "twin-2.db", "twin.db"]
+        "twin-2.db",
+        "twin.db",
+    ]
 
 
 def test_outputs_never_clobber_inputs(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "o.toml", '[experiment]\nruns = 2\nseed = 1\n'
-                      '[[test]]\nname = "a"\ncommand = "true"\n[[test]]\nname = "b"\n'
-                      'command = "true"\n')
+    spec = write_spec(
+        tmp_path / "o.toml",
+        "[experiment]\nruns = 2\nseed = 1\n"
+        '[[test]]\nname = "a"\ncommand = "true"\n[[test]]\nname = "b"\n'
+        'command = "true"\n',
+    )
     db, other = tmp_path / "o.db", tmp_path / "other.db"
     washout("run", spec, "--db", db, "--quiet")
     washout("run", spec, "--db", other, "--quiet")
     before = {p: p.read_bytes() for p in (db, other)}
     for command in ("report", "export"):
         for target in (db, other):
-            one_line_error(washout(command, db, "-o", target, check=False), 2, "-o = ",
-                           "never writes over")
+            one_line_error(
+                washout(command, db, "-o", target, check=False), 2, "-o = ", "never writes over"
+            )
         one_line_error(washout(command, db, "-o", tmp_path, check=False), 2, "a directory")
     assert {p: p.read_bytes() for p in (db, other)} == before
     csv = tmp_path / "deep" / "er" / "long.csv"  # missing directories are created
@@ -116,9 +125,12 @@ def test_outputs_never_clobber_inputs(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_run_is_rerun_whole_and_its_partial_attempt_kept_superseded(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "log"
-    spec = write_spec(tmp_path / "w.toml", f'''
+    spec = write_spec(
+        tmp_path / "w.toml",
+        f"""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -133,7 +145,8 @@ command = "echo b >> {log}; sleep 0.5"
 [[test]]
 name = "c"
 command = "echo c >> {log}"
-''')
+""",
+    )
     db = tmp_path / "w.db"
     proc = start("run", spec, "--db", db, "--quiet")
     wait_for_trials(db, "status = 'ok'")
@@ -156,10 +169,11 @@ command = "echo c >> {log}"
     assert f"superseded {kept}" in washout("status", db).stdout
 
 
-def test_sigterm_stops_now_records_interrupted_runs_teardown_and_exits_143(
-        tmp_path: Path) -> None:
+def test_sigterm_stops_now_records_interrupted_runs_teardown_and_exits_143(tmp_path: Path) -> None:
     pid_file, torn_down = tmp_path / "pid", tmp_path / "torn-down"
-    spec = write_spec(tmp_path / "t.toml", f'''
+    spec = write_spec(
+        tmp_path / "t.toml",
+        f"""
 [experiment]
 runs = 1
 orders = ["fixed"]
@@ -168,7 +182,8 @@ command = "touch {torn_down}"
 [[test]]
 name = "long"
 command = "echo $$ > {pid_file}; sleep 60"
-''')
+""",
+    )
     db = tmp_path / "t.db"
     proc = start("run", spec, "--db", db, "--quiet")
     wait_for_trials(db, "status = 'running'")
@@ -185,13 +200,16 @@ command = "echo $$ > {pid_file}; sleep 60"
     rows = sqlite3.connect(db).execute("SELECT status, reason FROM trial").fetchall()
     assert rows == [("interrupted", "stopped by SIGTERM during this trial")]
     assert torn_down.exists()
-    assert not Path(f"/proc/{trial_pid}").exists() or \
-        Path(f"/proc/{trial_pid}/stat").read_text().split()[2] == "Z"
+    assert (
+        not Path(f"/proc/{trial_pid}").exists()
+        or Path(f"/proc/{trial_pid}/stat").read_text().split()[2] == "Z"
+    )
 
 
-def test_every_failed_trial_of_a_test_and_abort_have_their_own_exit_codes(
-        tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "f.toml", '''
+def test_every_failed_trial_of_a_test_and_abort_have_their_own_exit_codes(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path / "f.toml",
+        """
 [experiment]
 runs = 2
 seed = 1
@@ -201,21 +219,26 @@ command = "true"
 [[test]]
 name = "broken"
 command = "echo first line >&2; echo cannot open config.yaml >&2; exit 3"
-''')
+""",
+    )
     proc = washout("run", spec, "--db", tmp_path / "f.db", "--quiet", check=False)
     assert proc.returncode == 4
     assert "Test 'broken': all 4 trial(s) failed; the first: exit code 3" in proc.stderr
     assert "cannot open config.yaml" in proc.stderr and "Run it by hand" in proc.stderr
-    aborting = write_spec(tmp_path / "a.toml", spec.read_text().replace(
-        "seed = 1", 'seed = 1\non_failure = "abort"'))
+    aborting = write_spec(
+        tmp_path / "a.toml", spec.read_text().replace("seed = 1", 'seed = 1\non_failure = "abort"')
+    )
     proc = washout("run", aborting, "--db", tmp_path / "a.db", "--quiet", check=False)
     assert proc.returncode == 5 and "on_failure = 'abort'" in proc.stdout
 
 
 def built_store(tmp_path: Path) -> Path:
-    spec = write_spec(tmp_path / "d.toml", '[experiment]\nruns = 3\nseed = 2\n'
-                      '[[test]]\nname = "a"\ncommand = "echo 1"\n'
-                      '[[test]]\nname = "b"\ncommand = "echo 2"\n')
+    spec = write_spec(
+        tmp_path / "d.toml",
+        "[experiment]\nruns = 3\nseed = 2\n"
+        '[[test]]\nname = "a"\ncommand = "echo 1"\n'
+        '[[test]]\nname = "b"\ncommand = "echo 2"\n',
+    )
     db = tmp_path / "d.db"
     washout("run", spec, "--db", db, "--quiet")
     return db
@@ -236,8 +259,7 @@ def tmpfs(where: Path, size: str) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                   check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
     try:
         yield where
     finally:
@@ -263,13 +285,17 @@ def test_export_onto_a_full_disk_is_one_line(tmp_path: Path) -> None:
             while True:
                 filler.write(b"x" * 4096)
                 filler.flush()
-        one_line_error(washout("export", db, "-o", mnt / "out.csv", check=False), 2,
-                       "cannot write: No space left on device")
+        one_line_error(
+            washout("export", db, "-o", mnt / "out.csv", check=False),
+            2,
+            "cannot write: No space left on device",
+        )
 
 
-def test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable(
-        tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "big.toml", '''
+def test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path / "big.toml",
+        """
 [experiment]
 runs = 40
 seed = 3
@@ -279,11 +305,16 @@ command = "head -c 3000 /dev/zero | tr '\\\\0' x"
 [[test]]
 name = "b"
 command = "head -c 3000 /dev/zero | tr '\\\\0' y"
-''')
+""",
+    )
     with tmpfs(tmp_path / "small", "300k") as mnt:
         db = mnt / "f.db"
-        one_line_error(washout("run", spec, "--db", db, "--quiet", check=False), 7,
-                       "database or disk is full", f"washout resume {db}")
+        one_line_error(
+            washout("run", spec, "--db", db, "--quiet", check=False),
+            7,
+            "database or disk is full",
+            f"washout resume {db}",
+        )
         assert "stopped; `washout resume" in washout("status", db).stdout
         subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
         washout("resume", db, "--quiet")
@@ -292,6 +323,7 @@ command = "head -c 3000 /dev/zero | tr '\\\\0' y"
 
 def test_the_guarantees_page_lists_every_exit_code() -> None:
     from conftest import ROOT
+
     from washout.errors import ExitCode
 
     page = (ROOT / "docs" / "guarantees.md").read_text()

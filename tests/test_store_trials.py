@@ -15,13 +15,25 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
     now = datetime.now(UTC)
     first = store.begin_trial(run_id, 0, "a", 0, now)
-    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.5,
-                  stdout_tail="", stderr_tail="", cpus=None, metrics={"wall": 0.5})
+    fields = dict(
+        status="ok",
+        reason="",
+        exit_code=0,
+        started=now,
+        ended=now,
+        duration=0.5,
+        stdout_tail="",
+        stderr_tail="",
+        cpus=None,
+        metrics={"wall": 0.5},
+    )
     second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))
     assert second is not None and second != first
     reader = sqlite3.connect(tmp_path / "e.db")  # what a crash right now would leave
     assert reader.execute("SELECT id, test, status FROM trial ORDER BY id").fetchall() == [
-        (first, "a", "ok"), (second, "b", "running")]
+        (first, "a", "ok"),
+        (second, "b", "running"),
+    ]
     assert store.finish_trial(second, **fields) is None
     assert store.counts() == {"ok": 2}
     assert len(store.long_frame()) == 2
@@ -34,9 +46,19 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     store = Store.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
-    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), status="ok", reason="",
-                       exit_code=0, started=now, ended=now, duration=0.5, stdout_tail="",
-                       stderr_tail="", cpus=None, metrics={})
+    store.finish_trial(
+        store.begin_trial(run_id, 0, "a", 0, now),
+        status="ok",
+        reason="",
+        exit_code=0,
+        started=now,
+        ended=now,
+        duration=0.5,
+        stdout_tail="",
+        stderr_tail="",
+        cpus=None,
+        metrics={},
+    )
     store.close()
     conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
     conn.execute("ALTER TABLE trial DROP COLUMN superseded")
@@ -80,7 +102,8 @@ def test_one_writer_at_a_time_and_the_lock_goes_with_its_holder(tmp_path: Path) 
 
 
 def test_creating_the_same_store_at_the_same_instant_one_wins_the_other_is_told(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -91,7 +114,7 @@ def test_creating_the_same_store_at_the_same_instant_one_wins_the_other_is_told(
         path = tmp_path / f"same-{attempt}.db"
         barrier = threading.Barrier(2)
 
-        def create() -> Store | str:
+        def create(barrier: threading.Barrier = barrier, path: Path = path) -> Store | str:
             barrier.wait()
             try:
                 return Store.create(path, record, [("a", "true", [])])

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
+from conftest import CONFIGSPACES as FIXTURES
 from statsmodels.stats.anova import anova_lm
 
-from conftest import CONFIGSPACES as FIXTURES
 from washout.sweep.anova import candidate_terms, design_columns, fit_anova
 from washout.sweep.space import load_space_csv
 
@@ -69,13 +69,17 @@ def _one_blas_thread():
 
 # Samples where main effects go while their interactions stay, and where both main effects of
 # a kept interaction go (rs 10%, seed 0: 14 terms removed).
-@pytest.mark.parametrize("name,metric,fraction,interactions", [
-    ("rs-6d-c3_obj1.csv", "Throughput-", 0.10, True),
-    ("herd_ycsb.csv", "tput", 0.20, True),
-    ("herd_ycsb.csv", "tput", 1.0, False),
-])
-def test_backward_elimination_matches_statsmodels(name: str, metric: str, fraction: float,
-                                                  interactions: bool) -> None:
+@pytest.mark.parametrize(
+    "name,metric,fraction,interactions",
+    [
+        ("rs-6d-c3_obj1.csv", "Throughput-", 0.10, True),
+        ("herd_ycsb.csv", "tput", 0.20, True),
+        ("herd_ycsb.csv", "tput", 1.0, False),
+    ],
+)
+def test_backward_elimination_matches_statsmodels(
+    name: str, metric: str, fraction: float, interactions: bool
+) -> None:
     """Same terms removed in the same order, same final Type-III table, including the steps
     where a main effect goes while its interactions stay (patsy then recodes them)."""
     space = load_space_csv(FIXTURES / name, metric)
@@ -99,8 +103,9 @@ def test_backward_elimination_matches_statsmodels(name: str, metric: str, fracti
 def test_patsy_coding_of_interactions_without_main_effects() -> None:
     """Column names and count as patsy makes them when main effects are missing."""
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"a": rng.integers(0, 3, 80), "b": rng.integers(0, 4, 80),
-                          "c": rng.integers(0, 2, 80)})
+    frame = pd.DataFrame(
+        {"a": rng.integers(0, 3, 80), "b": rng.integers(0, 4, 80), "c": rng.integers(0, 2, 80)}
+    )
     frame["y"] = rng.normal(size=80)
     cases = {
         "y ~ C(a) + C(a):C(b)": [(0,), (0, 1)],
@@ -115,15 +120,22 @@ def test_patsy_coding_of_interactions_without_main_effects() -> None:
         names = []
         for col in columns:
             reduced = {f: lv > 0 and _reduced(col, f, terms) for f, lv in col.cells}
-            names.append(":".join(
-                f"C({letters[f]})[{'T.' if reduced[f] else ''}{lv}]" for f, lv in sorted(col.cells)))
+            names.append(
+                ":".join(
+                    f"C({letters[f]})[{'T.' if reduced[f] else ''}{lv}]"
+                    for f, lv in sorted(col.cells)
+                )
+            )
         assert sorted(names) == sorted(expected), formula
 
 
 def _reduced(col, f: int, terms) -> bool:
     """Whether factor f is treatment-coded (reduced) in this column: its level 0 never appears."""
-    cols = [c for c in design_columns(terms, [3, 4, 2]) if c.term == col.term
-            and len(c.cells) == len(col.cells)]
+    cols = [
+        c
+        for c in design_columns(terms, [3, 4, 2])
+        if c.term == col.term and len(c.cells) == len(col.cells)
+    ]
     return all(dict(c.cells)[f] != 0 for c in cols)
 
 

@@ -8,13 +8,22 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import CONFIGSPACES as FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
 WASHOUT = [sys.executable, "-c", "from washout.cli import main; main()"]
-KEYS = {"sampling_rate", "settings_measured", "settings_total", "terminated", "r2_validation",
-        "model", "sampler", "significant_terms", "important_points", "ranges"}
+KEYS = {
+    "sampling_rate",
+    "settings_measured",
+    "settings_total",
+    "terminated",
+    "r2_validation",
+    "model",
+    "sampler",
+    "significant_terms",
+    "important_points",
+    "ranges",
+}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -22,8 +31,9 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*WASHOUT, *args], capture_output=True, text=True, timeout=300)
 
 
-def _call(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str
-          ) -> subprocess.CompletedProcess:
+def _call(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> subprocess.CompletedProcess:
     """The console entry point in this process (same code path, no interpreter start-up)."""
     from washout.cli import main
 
@@ -36,9 +46,22 @@ def _call(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args:
 
 
 def test_explore_json_on_herd(capsys, monkeypatch) -> None:
-    proc = _run("explore", str(FIXTURES / "herd_ycsb.csv"), "--metric", "tput", "--sampler",
-                "coverage", "--model", "smooth", "--rule", "holdout", "--conclude", "predicted",
-                "--format", "json")
+    proc = _run(
+        "explore",
+        str(FIXTURES / "herd_ycsb.csv"),
+        "--metric",
+        "tput",
+        "--sampler",
+        "coverage",
+        "--model",
+        "smooth",
+        "--rule",
+        "holdout",
+        "--conclude",
+        "predicted",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert KEYS | {"r2_unmeasured"} <= set(out)
@@ -48,42 +71,87 @@ def test_explore_json_on_herd(capsys, monkeypatch) -> None:
     assert len(out["r2_validation"]) == 10 and min(out["r2_validation"]) >= 0.9
     assert out["r2_unmeasured"] > 0.8
     shares = [t["share"] for t in out["significant_terms"]]
-    assert shares == sorted(shares, reverse=True) and out["significant_terms"][0]["term"] == "value_size"
+    assert (
+        shares == sorted(shares, reverse=True)
+        and out["significant_terms"][0]["term"] == "value_size"
+    )
     for point in out["important_points"]:
         assert set(point) >= {"term", "parameter", "fixed", "type", "value", "turn_ratio"}
         assert point["type"] in ("knee", "turning")
         assert point["parameter"] in point["term"].split(":")
         assert point["parameter"] in out["ranges"]
     # conclusions drawn at 10% agree with the analysis of all 600 settings
-    full = json.loads(_call(capsys, monkeypatch, "explore", str(FIXTURES / "herd_ycsb.csv"),
-                            "--metric", "tput", "--full", "--format", "json").stdout)
+    full = json.loads(
+        _call(
+            capsys,
+            monkeypatch,
+            "explore",
+            str(FIXTURES / "herd_ycsb.csv"),
+            "--metric",
+            "tput",
+            "--full",
+            "--format",
+            "json",
+        ).stdout
+    )
     assert out["settings_measured"] <= 90
-    important = [{t["term"] for t in r["significant_terms"] if t["share"] >= 0.1} for r in (out, full)]
+    important = [
+        {t["term"] for t in r["significant_terms"] if t["share"] >= 0.1} for r in (out, full)
+    ]
     assert important[0] == important[1] == {"value_size"}
-    assert [(p["term"], p["type"], p["value"]) for p in out["important_points"]] == \
-        [(p["term"], p["type"], p["value"]) for p in full["important_points"]]
+    assert [(p["term"], p["type"], p["value"]) for p in out["important_points"]] == [
+        (p["term"], p["type"], p["value"]) for p in full["important_points"]
+    ]
 
 
 def test_explore_full_and_table(capsys, monkeypatch) -> None:
-    proc = _call(capsys, monkeypatch, "explore", str(FIXTURES / "silo_ycsb.csv"), "--metric", "tput", "--full",
-                "--format", "json")
+    proc = _call(
+        capsys,
+        monkeypatch,
+        "explore",
+        str(FIXTURES / "silo_ycsb.csv"),
+        "--metric",
+        "tput",
+        "--full",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["settings_measured"] == out["settings_total"] == 144
     assert out["sampling_rate"] == 1.0 and "r2_unmeasured" not in out
-    table = _call(capsys, monkeypatch, "explore", str(FIXTURES / "silo_ycsb.csv"), "--metric", "tput", "--param",
-                 "threads", "--param", "keys", "--param", "ReadRatio", "--full")
+    table = _call(
+        capsys,
+        monkeypatch,
+        "explore",
+        str(FIXTURES / "silo_ycsb.csv"),
+        "--metric",
+        "tput",
+        "--param",
+        "threads",
+        "--param",
+        "keys",
+        "--param",
+        "ReadRatio",
+        "--full",
+    )
     assert table.returncode == 0, table.stderr
     assert "Significant terms" in table.stdout and "Measured 144 of 144" in table.stdout
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--metric", "tputs"], "herd_ycsb.csv: --metric = 'tputs': no such column"),
-    (["--metric", "tput", "--param", "zipff"], "herd_ycsb.csv: --param = 'zipff': no such column"),
-    (["--metric", "tput", "--sampler", "sobol"], "--sampler = 'sobol': unknown sampler"),
-    (["--metric", "tput", "--model", "gp"], "--model = 'gp': unknown model"),
-    (["--metric", "tput", "--format", "yaml"], "--format = 'yaml': unknown format"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--metric", "tputs"], "herd_ycsb.csv: --metric = 'tputs': no such column"),
+        (
+            ["--metric", "tput", "--param", "zipff"],
+            "herd_ycsb.csv: --param = 'zipff': no such column",
+        ),
+        (["--metric", "tput", "--sampler", "sobol"], "--sampler = 'sobol': unknown sampler"),
+        (["--metric", "tput", "--model", "gp"], "--model = 'gp': unknown model"),
+        (["--metric", "tput", "--format", "yaml"], "--format = 'yaml': unknown format"),
+    ],
+)
 def test_bad_input_is_one_line(capsys, monkeypatch, args: list[str], expected: str) -> None:
     proc = _call(capsys, monkeypatch, "explore", str(FIXTURES / "herd_ycsb.csv"), *args)
     assert proc.returncode == 2
@@ -108,35 +176,81 @@ def test_explore_versus_a_second_system(tmp_path: Path, capsys, monkeypatch) -> 
     paths = []
     for name, cap in (("a", 3), ("b", 6)):
         rng = np.random.default_rng(1)
-        rows = ["x,z,y"] + [f"{x},{z},{100 * min(x, cap) + 4 * x + 5 * z + rng.normal(0, 1):.3f}"
-                            for x in range(1, 9) for z in range(3)]
+        rows = ["x,z,y"] + [
+            f"{x},{z},{100 * min(x, cap) + 4 * x + 5 * z + rng.normal(0, 1):.3f}"
+            for x in range(1, 9)
+            for z in range(3)
+        ]
         path = tmp_path / f"{name}.csv"
         path.write_text("\n".join(rows) + "\n")
         paths.append(path)
-    proc = _call(capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--full",
-                 "--versus", str(paths[1]), "--format", "json")
+    proc = _call(
+        capsys,
+        monkeypatch,
+        "explore",
+        str(paths[0]),
+        "--metric",
+        "y",
+        "--full",
+        "--versus",
+        str(paths[1]),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["versus"]["data"] == str(paths[1])
     assert out["ranges"] == {"x": [[1, 3], [3, 6], [6, 8]]}
     other = tmp_path / "other.csv"
     other.write_text("x,w,y\n1,1,2\n2,1,3\n")
-    bad = _call(capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--versus", str(other))
+    bad = _call(
+        capsys, monkeypatch, "explore", str(paths[0]), "--metric", "y", "--versus", str(other)
+    )
     assert bad.returncode == 2 and "other.csv: --param = 'z': no such column" in bad.stderr
 
 
-def test_explore_says_when_a_metric_does_not_vary_or_fits_exactly(tmp_path: Path, capsys,
-                                                                  monkeypatch) -> None:
+def test_explore_says_when_a_metric_does_not_vary_or_fits_exactly(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     rows = [(a, b, c) for a in (1, 2, 3, 4) for b in (10, 20, 30) for c in ("x", "y")]
     data = tmp_path / "space.csv"
-    data.write_text("a,b,c,flat,additive\n" + "".join(
-        f"{a},{b},{c},5,{3 * a + 0.5 * b + 2 * (c == 'y')}\n" for a, b, c in rows))
-    flat = _call(capsys, monkeypatch, "explore", str(data), "--metric", "flat",
-                 "--param", "a", "--param", "b", "--param", "c")
+    data.write_text(
+        "a,b,c,flat,additive\n"
+        + "".join(f"{a},{b},{c},5,{3 * a + 0.5 * b + 2 * (c == 'y')}\n" for a, b, c in rows)
+    )
+    flat = _call(
+        capsys,
+        monkeypatch,
+        "explore",
+        str(data),
+        "--metric",
+        "flat",
+        "--param",
+        "a",
+        "--param",
+        "b",
+        "--param",
+        "c",
+    )
     assert flat.returncode == 2 and flat.stderr.count("\n") == 1
     assert f"{data}: metric 'flat' does not vary (all 24 settings measured 5)" in flat.stderr
-    additive = _call(capsys, monkeypatch, "explore", str(data), "--metric", "additive",
-                     "--param", "a", "--param", "b", "--param", "c", "--full", "--format", "json")
+    additive = _call(
+        capsys,
+        monkeypatch,
+        "explore",
+        str(data),
+        "--metric",
+        "additive",
+        "--param",
+        "a",
+        "--param",
+        "b",
+        "--param",
+        "c",
+        "--full",
+        "--format",
+        "json",
+    )
     result = json.loads(additive.stdout)
     assert result["exact_fit"] is True
     assert {t["term"] for t in result["significant_terms"]} == {"a", "b", "c"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import CONFIGSPACES as FIXTURES
 from sklearn.metrics import r2_score as sk_r2
 from sklearn.model_selection import train_test_split
 
-from conftest import CONFIGSPACES as FIXTURES
 from washout.errors import WashoutError
 from washout.sweep.anova import fit_anova
 from washout.sweep.incremental import LoopOptions, r2_score, run_loop, sample_sizes
@@ -31,8 +31,10 @@ def silo() -> Space:
 
 @pytest.mark.parametrize("n", [144, 600, 3840, 5184])
 def test_sample_sizes_are_train_test_split_sizes(n: int) -> None:
-    expected = [len(train_test_split(np.arange(n), test_size=1 - r)[0])
-                for r in np.linspace(0.05, 1, 20)[:19]]
+    expected = [
+        len(train_test_split(np.arange(n), test_size=1 - r)[0])
+        for r in np.linspace(0.05, 1, 20)[:19]
+    ]
     assert sample_sizes(n, 0.05, 0.05) == expected + [n]
 
 
@@ -57,8 +59,9 @@ def test_tiny_samples_with_unseen_levels_do_not_crash(silo: Space) -> None:
     """5% of silo is 7 settings: splits fit on 5 and validate on levels never seen."""
     for sampler in ("random", "balanced", "stratified", "dist-aware", "coverage"):
         for model in ("anova", "smooth", "mlp"):
-            result = run_loop(silo, lambda idx: silo.y[idx],
-                              LoopOptions(sampler=sampler, model=model, budget=7))
+            result = run_loop(
+                silo, lambda idx: silo.y[idx], LoopOptions(sampler=sampler, model=model, budget=7)
+            )
             assert result.steps[0].measured == 7
             assert len(result.steps[0].r2_splits) == 10
 
@@ -89,7 +92,11 @@ def test_the_loop_is_deterministic_for_a_seed(silo: Space) -> None:
         return silo.y[idx]
 
     a = run_loop(silo, measure, LoopOptions(sampler="coverage", model="smooth", seed=2, budget=40))
-    b = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(sampler="coverage", model="smooth", seed=2, budget=40))
+    b = run_loop(
+        silo,
+        lambda idx: silo.y[idx],
+        LoopOptions(sampler="coverage", model="smooth", seed=2, budget=40),
+    )
     np.testing.assert_array_equal(a.measured, b.measured)
     assert sum(len(c) for c in calls) == len(a.measured)
 
@@ -101,12 +108,15 @@ def test_r2_matches_sklearn() -> None:
     assert np.isnan(r2_score(np.ones(3), np.ones(3)))
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("rule", "strict", "rule = 'strict': unknown rule"),
-    ("model", "gp", "--model = 'gp': unknown model"),
-    ("start", 0.0, "start = 0.0"),
-    ("budget", 0, "budget = 0"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("rule", "strict", "rule = 'strict': unknown rule"),
+        ("model", "gp", "--model = 'gp': unknown model"),
+        ("start", 0.0, "start = 0.0"),
+        ("budget", 0, "budget = 0"),
+    ],
+)
 def test_bad_options_are_one_line_errors(field: str, value: object, message: str) -> None:
     with pytest.raises(WashoutError, match=message):
         LoopOptions(**{field: value}).check()
@@ -116,14 +126,19 @@ def test_stable_rule_waits_for_unchanged_conclusions() -> None:
     from washout.sweep.explore import conclusion_signature
 
     herd = load_space_csv(FIXTURES / "herd_ycsb.csv", "tput")  # stops within 10-15%
-    base = dict(sampler="coverage", model="smooth", conclude="predicted", seed=1,
-                analysis="anova-main")
+    base = dict(
+        sampler="coverage", model="smooth", conclude="predicted", seed=1, analysis="anova-main"
+    )
     holdout = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="holdout", **base))
     stable = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="stable", **base))
     assert stable.steps[-1].measured >= holdout.steps[-1].measured
     assert stable.terminated
     # the conclusions one batch earlier were the same
     options = LoopOptions(rule="stable", **base)
-    before = type(stable)(stable.measured[stable.steps[-1].measured - stable.steps[-2].measured:],
-                          stable.y[stable.steps[-1].measured - stable.steps[-2].measured:])
-    assert conclusion_signature(herd, before, options) == conclusion_signature(herd, stable, options)
+    before = type(stable)(
+        stable.measured[stable.steps[-1].measured - stable.steps[-2].measured :],
+        stable.y[stable.steps[-1].measured - stable.steps[-2].measured :],
+    )
+    assert conclusion_signature(herd, before, options) == conclusion_signature(
+        herd, stable, options
+    )

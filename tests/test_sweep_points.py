@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import CONFIGSPACES as FIXTURES
 from kneed import KneeLocator
 
-from conftest import CONFIGSPACES as FIXTURES
 from washout.sweep.anova import fit_anova
 from washout.sweep.conclusions import Conclusions, compare, conclude, fair_ranges, points_json
 from washout.sweep.points import CurvePoint, curve_point, turn_ratio
@@ -63,7 +63,9 @@ def test_silo_full_conclusions_are_consistent() -> None:
     ranges = fair_ranges(space, c)
     for p in points:
         segments = ranges[p["parameter"]]
-        assert [s for s in segments if s[1] == p["value"]] and [s for s in segments if s[0] == p["value"]]
+        assert [s for s in segments if s[1] == p["value"]] and [
+            s for s in segments if s[0] == p["value"]
+        ]
     keys = space.parameters.index("keys")
     lo, hi = min(space.levels[keys]), max(space.levels[keys])
     assert ranges["keys"][0][0] == lo and ranges["keys"][-1][1] == hi
@@ -77,12 +79,16 @@ def _conclusions(points: dict, shares: dict) -> Conclusions:
 def test_comparison_counts_as_the_paper_does() -> None:
     knee = CurvePoint("knee", 3.0, 1.0, np.nan, np.nan, 1.0)
     turn = CurvePoint("turning", 3.0, 0.1, 1.0, -1.0, 1.0)
-    full = _conclusions({((0,), 0, None): knee, ((1,), 1, None): turn, ((0, 1), 1, (0, 1)): knee},
-                        {(0,): 0.5, (1,): 0.2, (0, 1): 0.15})
+    full = _conclusions(
+        {((0,), 0, None): knee, ((1,), 1, None): turn, ((0, 1), 1, (0, 1)): knee},
+        {(0,): 0.5, (1,): 0.2, (0, 1): 0.15},
+    )
     # term (1,) is gone, (0,) has a turning point instead of a knee, (2,) is new with a point,
     # the interaction's curve lost its point.
-    sample = _conclusions({((0,), 0, None): turn, ((2,), 2, None): knee, ((0, 1), 1, (0, 1)): None},
-                          {(0,): 0.5, (2,): 0.3, (0, 1): 0.12})
+    sample = _conclusions(
+        {((0,), 0, None): turn, ((2,), 2, None): knee, ((0, 1), 1, (0, 1)): None},
+        {(0,): 0.5, (2,): 0.3, (0, 1): 0.12},
+    )
     result = compare(sample, full)
     assert result["terms_changed"] == pytest.approx(2 / 3)
     # kind differs: 1; new term with point: 1; dropped term with point: 1; lost point: 1/4
@@ -103,7 +109,12 @@ def test_joint_ranges_cover_both_systems_points() -> None:
         space = full_grid(["x", "z"], [[1.0, 2, 3, 4, 5, 6, 7, 8], [0.0, 1.0, 2.0]])
         x = space.numeric_levels(0)[space.codes[:, 0]]
         z = space.codes[:, 1]
-        space.y = 100 * np.minimum(x, cap) + 4 * x + 5 * z + np.random.default_rng(0).normal(0, 1, len(space))
+        space.y = (
+            100 * np.minimum(x, cap)
+            + 4 * x
+            + 5 * z
+            + np.random.default_rng(0).normal(0, 1, len(space))
+        )
         results.append(explore(space, LoopOptions(), full=True))
         spaces.append(space)
     knees = [{p["value"] for p in r["important_points"] if p["parameter"] == "x"} for r in results]

@@ -22,8 +22,9 @@ def test_explore_writes_a_sweep_report(tmp_path: Path) -> None:
 
 def test_report_reads_a_sweep_directory(tmp_path: Path) -> None:
     """The files washout sweep leaves in its directory make a report on their own."""
-    result = json.loads(washout("explore", SILO, "--metric", "tput", "--seed", "2",
-                                "--format", "json").stdout)
+    result = json.loads(
+        washout("explore", SILO, "--metric", "tput", "--seed", "2", "--format", "json").stdout
+    )
     sweep_dir = tmp_path / "silo-sweep"
     sweep_dir.mkdir()
     (sweep_dir / "sweep.json").write_text(json.dumps(result))

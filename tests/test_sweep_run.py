@@ -91,11 +91,16 @@ def test_an_edited_spec_measures_its_batches_anew(tmp_path: Path) -> None:
 
 def test_a_sweep_whose_metric_does_not_vary_says_so(tmp_path: Path) -> None:
     spec = tmp_path / "flat.toml"
-    spec.write_text(SPEC.replace("expr {a} '*' 7 + {b} '*' {b} + {a} '*' {b}",
-                                 "expr {a} '*' 0 + {b} '*' 0 + 4")
-                    .replace("budget_settings = 6", "budget_settings = 3"))
-    with pytest.raises(WashoutError, match=r"settings.csv: metric 'value' does not vary \(all 3 "
-                       r"settings measured 4\): nothing to explore"):
+    spec.write_text(
+        SPEC.replace(
+            "expr {a} '*' 7 + {b} '*' {b} + {a} '*' {b}", "expr {a} '*' 0 + {b} '*' 0 + 4"
+        ).replace("budget_settings = 6", "budget_settings = 3")
+    )
+    with pytest.raises(
+        WashoutError,
+        match=r"settings.csv: metric 'value' does not vary \(all 3 "
+        r"settings measured 4\): nothing to explore",
+    ):
         run_sweep(spec, tmp_path / "out")
 
 
@@ -111,11 +116,17 @@ def test_noise_ceiling_is_the_reliability_of_the_means() -> None:
     assert noise_ceiling(means, np.full(400, np.nan)) is None
 
 
-def test_sweep_cli_reports_a_failing_setting_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_sweep_cli_reports_a_failing_setting_in_one_line(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     from washout.cli import main
 
     spec = tmp_path / "broken.toml"
-    spec.write_text(SPEC.replace("expr {a}", "expr {a} / 0 +").replace("budget_settings = 6", "budget_settings = 3"))
+    spec.write_text(
+        SPEC.replace("expr {a}", "expr {a} / 0 +").replace(
+            "budget_settings = 6", "budget_settings = 3"
+        )
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["washout", "sweep", str(spec), "-q"])
     with pytest.raises(SystemExit) as exit_:

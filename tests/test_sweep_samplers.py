@@ -6,9 +6,9 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from conftest import CONFIGSPACES as FIXTURES
 from sklearn.model_selection import train_test_split
 
-from conftest import CONFIGSPACES as FIXTURES
 from washout.errors import WashoutError
 from washout.sweep.samplers import SAMPLERS, get_sampler
 from washout.sweep.space import Space, full_grid, load_space_csv
@@ -41,7 +41,9 @@ def test_random_samples_are_the_papers_train_test_split_samples(herd: Space, see
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
-def test_every_sampler_adds_new_distinct_settings_and_is_reproducible(herd: Space, name: str) -> None:
+def test_every_sampler_adds_new_distinct_settings_and_is_reproducible(
+    herd: Space, name: str
+) -> None:
     first = _grow(herd, name, [30, 60, 90], seed=3)
     again = _grow(herd, name, [30, 60, 90], seed=3)
     np.testing.assert_array_equal(first, again)
@@ -60,8 +62,11 @@ def test_coverage_sees_every_level_and_pair_first(herd: Space) -> None:
     missed = 0
     for seed in range(10):
         rnd = _grow(herd, "random", [40], seed)
-        missed += any(len({(x, y) for x, y in herd.codes[rnd][:, [a, b]]}) < herd.n_levels[a] * herd.n_levels[b]
-                      for a, b in combinations(range(4), 2))
+        missed += any(
+            len({(x, y) for x, y in herd.codes[rnd][:, [a, b]]})
+            < herd.n_levels[a] * herd.n_levels[b]
+            for a, b in combinations(range(4), 2)
+        )
     assert missed == 10
 
 
@@ -73,8 +78,10 @@ def test_stratified_keeps_level_shares(herd: Space) -> None:
 
 
 def _spread(space: Space, measured: np.ndarray) -> int:
-    return sum(int(np.ptp(np.bincount(space.codes[measured, f], minlength=n)))
-               for f, n in enumerate(space.n_levels))
+    return sum(
+        int(np.ptp(np.bincount(space.codes[measured, f], minlength=n)))
+        for f, n in enumerate(space.n_levels)
+    )
 
 
 def test_balanced_evens_out_levels(herd: Space) -> None:

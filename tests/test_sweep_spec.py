@@ -54,28 +54,51 @@ def test_batch_experiment_quotes_values_and_runs_random_orders(tmp_path: Path) -
     tests = expand_tests(spec)
     assert spec.experiment.runs == 4 and spec.experiment.orders == ["random"]
     assert spec.experiment.seed == 6 and spec.experiment.name == "s-batch002"
-    assert [t.command for t in tests] == [f"run --n {n} --kind 'it'\"'\"'s'" for n in (10, 100, 1000)]
+    assert [t.command for t in tests] == [
+        f"run --n {n} --kind 'it'\"'\"'s'" for n in (10, 100, 1000)
+    ]
     assert len({t.name for t in tests}) == 3
     assert all(list(t.metrics) == ["t"] for t in tests)
 
 
-@pytest.mark.parametrize("change,message", [
-    (("sampler = \"coverage\"", "sampler = \"lhs\""), "sweep.toml: sweep.sampler = 'lhs': unknown sampler"),
-    (("metric = \"t\"", "metric = \"p99\""), "sweep.metric = 'p99': not among sweep.metrics (t)"),
-    (("n * 2 >= 20", "m > 3"), "sweep.constraints[1] = 'm > 3': unknown name 'm'"),
-    (("n * 2 >= 20", "__import__('os').system('true')"), "Call is not allowed in a constraint"),
-    (("n * 2 >= 20", "n > 5000"), "sweep.constraints = "),
-    (("repeats = 4", "repeats = 0"), "sweep.repeats = 0: Input should be greater than 0"),
-    (("repeats = 4", "repeat = 4"), "unknown key 'repeat' in [sweep] (did you mean 'repeats'?)"),
-    (("repeats = 4", "repeats = true"), "sweep.repeats = True: Input should be a valid integer"),
-    (("n = [1, 10, 100, 1000]", "n = [1, 10, 100, 1000]\n" + "\n".join(
-        f"p{i} = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(6))),
-     "sweep.params = '12,000,000 settings': at most 1,000,000 settings"),
-    (("--kind {kind}", "--kind '{kind}'"), "sweep.command = \"run --n {n} --kind '{kind}'\": "
-     "placeholder {kind} inside quotes"),
-    (("[sweep]", "[[test]]\nname='x'\ncommand='y'\n[sweep]"), "a sweep spec has no [[test]]"),
-])
-def test_bad_sweep_specs_are_one_line_errors(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            ('sampler = "coverage"', 'sampler = "lhs"'),
+            "sweep.toml: sweep.sampler = 'lhs': unknown sampler",
+        ),
+        (('metric = "t"', 'metric = "p99"'), "sweep.metric = 'p99': not among sweep.metrics (t)"),
+        (("n * 2 >= 20", "m > 3"), "sweep.constraints[1] = 'm > 3': unknown name 'm'"),
+        (("n * 2 >= 20", "__import__('os').system('true')"), "Call is not allowed in a constraint"),
+        (("n * 2 >= 20", "n > 5000"), "sweep.constraints = "),
+        (("repeats = 4", "repeats = 0"), "sweep.repeats = 0: Input should be greater than 0"),
+        (
+            ("repeats = 4", "repeat = 4"),
+            "unknown key 'repeat' in [sweep] (did you mean 'repeats'?)",
+        ),
+        (
+            ("repeats = 4", "repeats = true"),
+            "sweep.repeats = True: Input should be a valid integer",
+        ),
+        (
+            (
+                "n = [1, 10, 100, 1000]",
+                "n = [1, 10, 100, 1000]\n"
+                + "\n".join(f"p{i} = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(6)),
+            ),
+            "sweep.params = '12,000,000 settings': at most 1,000,000 settings",
+        ),
+        (
+            ("--kind {kind}", "--kind '{kind}'"),
+            "sweep.command = \"run --n {n} --kind '{kind}'\": placeholder {kind} inside quotes",
+        ),
+        (("[sweep]", "[[test]]\nname='x'\ncommand='y'\n[sweep]"), "a sweep spec has no [[test]]"),
+    ],
+)
+def test_bad_sweep_specs_are_one_line_errors(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
     path = _write(tmp_path, SPEC.replace(*change))
     with pytest.raises(WashoutError) as err:
         section, _, _ = load_sweep(path)

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, washout
 
 MEMCACHED = FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv"
 
-SPEC = '''
+SPEC = """
 [experiment]
 name = "claims"
 runs = 8
@@ -23,7 +22,7 @@ command = "sleep 0.01"
 [[test]]
 name = "slow"
 command = "sleep 0.05"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +46,25 @@ def test_run_summary_evaluates_the_specs_claims(store: tuple[Path, str]) -> None
 
 def test_analyze_json_has_carryover_drift_and_claims(store: tuple[Path, str]) -> None:
     db, _ = store
-    doc = json.loads(washout("analyze", db, "--carryover", "--drift", "--claim",
-                             "slow > fast", "--format", "json").stdout)
+    doc = json.loads(
+        washout(
+            "analyze", db, "--carryover", "--drift", "--claim", "slow > fast", "--format", "json"
+        ).stdout
+    )
     assert {"carryover", "drift", "claims", "tests", "verdict"} <= set(doc)
     pairs = {(p["test"], p["predecessor"]) for p in doc["carryover"]}
     assert ("fast", "slow") in pairs and ("slow", "(reset)") in pairs
     for p in doc["carryover"]:
-        assert set(p) >= {"test", "predecessor", "metric", "n_after", "n_other", "delta_pct",
-                          "p", "significant"}
+        assert set(p) >= {
+            "test",
+            "predecessor",
+            "metric",
+            "n_after",
+            "n_other",
+            "delta_pct",
+            "p",
+            "significant",
+        }
     assert all(len(p["ci"]) == 2 for p in doc["carryover"])
     assert [r["metric"] for r in doc["first_after_reset"]] == ["wall"]
     deltas = [abs(p["delta_pct"]) for p in doc["carryover"] if p["delta_pct"] is not None]
@@ -78,15 +88,19 @@ def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) 
     """On the published data the order effect of get_hits shows up as a reset effect."""
     doc = json.loads(washout("analyze", MEMCACHED, "--carryover", "--format", "json").stdout)
     significant = [p for p in doc["carryover"] if p["significant"]]
-    assert [(p["test"], p["predecessor"]) for p in significant] == [("./get_hits_test.sh", "(reset)")]
+    assert [(p["test"], p["predecessor"]) for p in significant] == [
+        ("./get_hits_test.sh", "(reset)")
+    ]
     assert significant[0]["delta_pct"] < -4 and significant[0]["ci"][1] < 0
     assert doc["carryover"][0] == significant[0]  # largest first
     out = tmp_path / "m.html"
     washout("report", MEMCACHED, "-o", out)
     html = out.read_text()
     assert '<section id="why">' in html
-    assert ("The first trial after the reset differs from the trend of the later trials "
-            "(result) for 1 of 3 tests: ./get_hits_test.sh 4.4% lower") in html
+    assert (
+        "The first trial after the reset differs from the trend of the later trials "
+        "(result) for 1 of 3 tests: ./get_hits_test.sh 4.4% lower"
+    ) in html
     assert "No test is shifted by the test before it" in html
     assert "No evidence of drift" in html
 
@@ -96,13 +110,17 @@ def test_test_names_are_never_terminal_markup(tmp_path: Path) -> None:
     rows = ["run,order,position,test,metric,value,status,worker,started,ended"]
     for r in range(12):
         for p, t in enumerate(["[red]evil[/red]", "[bold]x", "plain"]):
-            rows.append(f"{r},{'fixed' if r % 2 == 0 else 'random'},{p},{t},wall,"
-                        f"{1 + (r * 7 + p * 3) % 5 / 10},ok,local,,")
+            rows.append(
+                f"{r},{'fixed' if r % 2 == 0 else 'random'},{p},{t},wall,"
+                f"{1 + (r * 7 + p * 3) % 5 / 10},ok,local,,"
+            )
     data = tmp_path / "markup.csv"
     data.write_text("\n".join(rows) + "\n")
-    outputs = [washout("analyze", data, "--drift", "--claim", "plain < '[bold]x'").stdout,
-               washout("analyze", data, "--compat", "ordersage").stdout,
-               washout("plan", "--pilot", data, "--detect", "50%").stdout]
+    outputs = [
+        washout("analyze", data, "--drift", "--claim", "plain < '[bold]x'").stdout,
+        washout("analyze", data, "--compat", "ordersage").stdout,
+        washout("plan", "--pilot", data, "--detect", "50%").stdout,
+    ]
     for out in outputs:
         assert "[red]evil[/red]" in out and "[bold]x" in out, out
     assert "median plain" in outputs[0] and "vs [bold]x" in outputs[0]  # the claim sentence

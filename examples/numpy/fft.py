@@ -1,7 +1,6 @@
 """Two-dimensional complex FFT of a 1024 x 1024 complex128 array (numpy.fft, pocketfft)."""
 
 import numpy as np
-
 from timing import report
 
 rng = np.random.default_rng(42)

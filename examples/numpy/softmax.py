@@ -2,7 +2,6 @@
 shape N, H, SM, SM), numerically stable: subtract the row maximum before exp."""
 
 import numpy as np
-
 from timing import report
 
 N, H, SM = 8, 8, 256

@@ -2,7 +2,6 @@
 so every call sorts unsorted data."""
 
 import numpy as np
-
 from timing import report
 
 values = np.random.default_rng(42).random(4_000_000)

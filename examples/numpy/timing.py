@@ -25,9 +25,13 @@ def report(kernel: Callable[[], Any]) -> None:
         t0 = time.perf_counter()
         kernel()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({
-        "first_s": times[0],
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "repeats": repeats,
-    }))
+    print(
+        json.dumps(
+            {
+                "first_s": times[0],
+                "median_s": statistics.median(times),
+                "min_s": min(times),
+                "repeats": repeats,
+            }
+        )
+    )

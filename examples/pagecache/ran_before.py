@@ -14,10 +14,10 @@ import pandas as pd
 
 test, metric, before = sys.argv[1], sys.argv[2], sys.argv[3:]
 trials = pd.read_csv(sys.stdin)
-position = trials.pivot_table(index=["worker", "run"], columns="test", values="position",
-                              aggfunc="first")
-rows = trials[(trials["test"] == test) & (trials["metric"] == metric)
-              & (trials["status"] == "ok")]
+position = trials.pivot_table(
+    index=["worker", "run"], columns="test", values="position", aggfunc="first"
+)
+rows = trials[(trials["test"] == test) & (trials["metric"] == metric) & (trials["status"] == "ok")]
 
 
 def preceded_by(worker: str, run: int, pos: int) -> str:
@@ -26,8 +26,10 @@ def preceded_by(worker: str, run: int, pos: int) -> str:
 
 
 groups = [preceded_by(w, r, p) for w, r, p in zip(rows["worker"], rows["run"], rows["position"])]
-table = (rows.assign(ran_before=groups)
-         .groupby(["order", "ran_before"])["value"]
-         .agg(["count", "median", "min", "max"]))
+table = (
+    rows.assign(ran_before=groups)
+    .groupby(["order", "ran_before"])["value"]
+    .agg(["count", "median", "min", "max"])
+)
 print(f"{test} {metric}, by which of {', '.join(before)} ran before it in its run")
 print(table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"))

@@ -24,8 +24,8 @@ import asyncio
 import os
 import re
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,8 +104,9 @@ class Experiment:
     plan: Plan
 
     @classmethod
-    def prepare(cls, spec: Spec, text: str, source: str, seed: int | None = None,
-                runs: int | None = None) -> Experiment:
+    def prepare(
+        cls, spec: Spec, text: str, source: str, seed: int | None = None, runs: int | None = None
+    ) -> Experiment:
         """Expand the tests and plan the schedule (drawing a seed if none is given)."""
         exp = spec.experiment
         if runs is not None:
@@ -115,8 +116,10 @@ class Experiment:
         tests = expand_tests(spec, source)
         plan = schedule(len(tests), exp.runs, exp.orders, exp.design, chosen)
         if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
-            raise WashoutError(f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
-                               "(washout does not reboot the machine it runs on)")
+            raise WashoutError(
+                f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
+                "(washout does not reboot the machine it runs on)"
+            )
         return cls(spec, text, source, tests, plan)
 
     @classmethod
@@ -124,20 +127,28 @@ class Experiment:
         """Re-plan exactly what a store was created with (for resume)."""
         rec = store.experiment()
         spec = parse_spec_text(rec.spec_text, f"{store.path} (stored spec)")
-        return cls.prepare(spec, rec.spec_text, rec.spec_source, seed=rec.seed,
-                           runs=rec.runs_per_kind)
+        return cls.prepare(
+            spec, rec.spec_text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind
+        )
 
     def record(self) -> ExperimentRecord:
         exp = self.spec.experiment
         return ExperimentRecord(
-            name=exp.name, spec_text=self.spec_text, spec_source=self.source,
-            seed=self.plan.seed, design=exp.design, runs_per_kind=exp.runs,
-            planned_trials=self.plan.total_trials, created=datetime.now(UTC).isoformat(),
-            tool_version=__version__)
+            name=exp.name,
+            spec_text=self.spec_text,
+            spec_source=self.source,
+            seed=self.plan.seed,
+            design=exp.design,
+            runs_per_kind=exp.runs,
+            planned_trials=self.plan.total_trials,
+            created=datetime.now(UTC).isoformat(),
+            tool_version=__version__,
+        )
 
     def create_store(self, path: str | Path) -> Store:
-        return Store.create(path, self.record(),
-                            [(t.name, t.command, list(t.metrics)) for t in self.tests])
+        return Store.create(
+            path, self.record(), [(t.name, t.command, list(t.metrics)) for t in self.tests]
+        )
 
 
 def default_db_path(name: str, directory: str | Path = "washout-results") -> Path:
@@ -154,10 +165,12 @@ def default_db_path(name: str, directory: str | Path = "washout-results") -> Pat
 
 def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
     """Expand ``${NAME}`` from the controller's environment (so secrets stay out of specs)."""
+
     def sub(m: re.Match[str]) -> str:
         if m.group(1) not in os.environ:
-            raise WashoutError(f"{source}: env value ${{{m.group(1)}}}: not set in washout's "
-                               "environment")
+            raise WashoutError(
+                f"{source}: env value ${{{m.group(1)}}}: not set in washout's environment"
+            )
         return os.environ[m.group(1)]
 
     return {k: _ENV_REF.sub(sub, v) for k, v in env.items()}
@@ -187,10 +200,18 @@ def make_executors(spec: Spec) -> list[Executor]:
 class _Worker:
     """One worker's pass over the plan."""
 
-    def __init__(self, experiment: Experiment, store: Store, executor: Executor,
-                 stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
-                 allow_mismatch: bool, baseline: dict[str, str],
-                 watch: EnvironmentWatch) -> None:
+    def __init__(
+        self,
+        experiment: Experiment,
+        store: Store,
+        executor: Executor,
+        stop: asyncio.Event,
+        progress: ProgressHook,
+        outcome: Outcome,
+        allow_mismatch: bool,
+        baseline: dict[str, str],
+        watch: EnvironmentWatch,
+    ) -> None:
         self.x = experiment
         self.spec = experiment.spec
         self.store = store
@@ -212,8 +233,14 @@ class _Worker:
             return f"{self.workdir.rstrip('/')}/{cwd}"
         return cwd or self.workdir
 
-    async def _command(self, what: str, command: str, timeout: float | None,
-                       cwd: str | None, on_controller: bool = False) -> CommandResult:
+    async def _command(
+        self,
+        what: str,
+        command: str,
+        timeout: float | None,
+        cwd: str | None,
+        on_controller: bool = False,
+    ) -> CommandResult:
         runner: Executor = LocalExecutor() if on_controller else self.ex
         # [experiment] env reaches setup, reset and teardown as it reaches every test
         env = resolve_env(self.spec.experiment.env, self.x.source)
@@ -221,8 +248,10 @@ class _Worker:
         if result.status != "ok":
             err = redact_tail(result.stderr, self.secrets, result.stderr_cut, 300).strip()
             err = err.replace("\n", " | ")
-            raise WashoutError(f"{self.ex.name}: {what} command {command!r} {result.status}: "
-                               f"{result.reason}{': ' + err if err else ''}")
+            raise WashoutError(
+                f"{self.ex.name}: {what} command {command!r} {result.status}: "
+                f"{result.reason}{': ' + err if err else ''}"
+            )
         return result
 
     async def setup(self) -> None:
@@ -243,8 +272,12 @@ class _Worker:
         files' signatures, the whole capture only when they say something changed."""
         facts = await self.watch.before_run()
         self.store.record_environment(self.worker_id, run_index, facts, fingerprint(facts))
-        problem = mismatch(f"{self.ex.name} at the start", self.baseline,
-                           f"{self.ex.name} before run {run_index}", facts)
+        problem = mismatch(
+            f"{self.ex.name} at the start",
+            self.baseline,
+            f"{self.ex.name} before run {run_index}",
+            facts,
+        )
         if problem:
             message = f"provenance changed during the experiment: {problem}"
             self.store.event("mismatch", message, self.ex.name)
@@ -270,16 +303,21 @@ class _Worker:
         elif r.kind == "reboot":
             info = await self.ex.reboot(r.timeout, r.command)  # type: ignore[attr-defined]
         else:
-            await self._command("reset", r.command or "", r.timeout, None,
-                                on_controller=r.kind == "local")
+            await self._command(
+                "reset", r.command or "", r.timeout, None, on_controller=r.kind == "local"
+            )
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
-        if ((r is None or r.kind == "none") and isinstance(self.ex, LocalExecutor)
-                and len(self.x.tests) > 1):
+        if (
+            (r is None or r.kind == "none")
+            and isinstance(self.ex, LocalExecutor)
+            and len(self.x.tests) > 1
+        ):
             await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
-    async def trial(self, trial_id: int, test: Test,
-                    env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    async def trial(
+        self, trial_id: int, test: Test, env: dict[str, str]
+    ) -> tuple[str, dict[str, Any]]:
         """Run one trial, already committed as ``running``: its status and the fields that
         finish it in the store (the caller commits them with the next trial's start).
         Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``.
@@ -296,19 +334,34 @@ class _Worker:
                     except OSError as err:
                         now = datetime.now(UTC)
                         return "failed", self._finished(
-                            "failed", f"metric {name}: file {mspec.file} cannot be removed "
+                            "failed",
+                            f"metric {name}: file {mspec.file} cannot be removed "
                             f"before the trial (a value must come from this trial): {err}",
-                            CommandResult("failed", None, b"", b"", now, now, 0.0,
-                                          cpus=test.cpus), {})
-            result = await self.ex.run(test.command, timeout=test.timeout, cwd=cwd, env=env,
-                                       cpus=test.cpus,
-                                       output_tail=self.spec.experiment.output_tail)
+                            CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
+                            {},
+                        )
+            result = await self.ex.run(
+                test.command,
+                timeout=test.timeout,
+                cwd=cwd,
+                env=env,
+                cpus=test.cpus,
+                output_tail=self.spec.experiment.output_tail,
+            )
         except asyncio.CancelledError:
             self.store.finish_trial(
-                trial_id, status="interrupted",
+                trial_id,
+                status="interrupted",
                 reason=f"{self.outcome.stopped or 'stopped'} during this trial",
-                exit_code=None, started=datetime.now(UTC), ended=datetime.now(UTC),
-                duration=0.0, stdout_tail="", stderr_tail="", cpus=test.cpus, metrics={})
+                exit_code=None,
+                started=datetime.now(UTC),
+                ended=datetime.now(UTC),
+                duration=0.0,
+                stdout_tail="",
+                stderr_tail="",
+                cpus=test.cpus,
+                metrics={},
+            )
             raise
         # A lost connection leaves the outcome unknown: the trial was interrupted.
         status = "interrupted" if result.status == "lost" else result.status
@@ -332,27 +385,36 @@ class _Worker:
             try:
                 content = await self.ex.read_file(mspec.file, cwd)
             except OSError as err:
-                raise MetricError(f"file {mspec.file} could not be read: "
-                                  f"{err.strerror or err}") from None
+                raise MetricError(
+                    f"file {mspec.file} could not be read: {err.strerror or err}"
+                ) from None
         try:
-            return extract(mspec, stdout=result.stdout, wall=result.duration,
-                           file_content=content)
+            return extract(mspec, stdout=result.stdout, wall=result.duration, file_content=content)
         except MetricError as err:
             kept = self.spec.experiment.output_tail
             if mspec.file is None and not mspec.wall and (result.stdout_cut or not kept):
-                raise MetricError(f"{err} (only the last {kept} bytes of stdout are kept: "
-                                  "[experiment] output_tail)") from None
+                raise MetricError(
+                    f"{err} (only the last {kept} bytes of stdout are kept: "
+                    "[experiment] output_tail)"
+                ) from None
             raise
 
-    def _finished(self, status: str, reason: str, result: CommandResult,
-                  metrics: dict[str, float]) -> dict[str, Any]:
+    def _finished(
+        self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]
+    ) -> dict[str, Any]:
         """The store fields that finish a trial, secrets redacted before anything is cut."""
         return dict(
-            status=status, reason=redact(reason, self.secrets), exit_code=result.exit_code,
-            started=result.started, ended=result.ended, duration=result.duration,
+            status=status,
+            reason=redact(reason, self.secrets),
+            exit_code=result.exit_code,
+            started=result.started,
+            ended=result.ended,
+            duration=result.duration,
             stdout_tail=redact_tail(result.stdout, self.secrets, result.stdout_cut),
             stderr_tail=redact_tail(result.stderr, self.secrets, result.stderr_cut),
-            cpus=result.cpus, metrics=metrics)
+            cpus=result.cpus,
+            metrics=metrics,
+        )
 
     async def run_trials(self, run_index: int, run_id: int, tests: list[int]) -> None:
         """Every position of one run in order, each attempted until the failure policy is
@@ -369,8 +431,7 @@ class _Worker:
             raise StopRequested("stopped by the user")
 
         def start(position: int, attempt: int) -> NextTrial:
-            return run_id, position, self.x.tests[tests[position]].name, attempt, \
-                datetime.now(UTC)
+            return run_id, position, self.x.tests[tests[position]].name, attempt, datetime.now(UTC)
 
         position, statuses = 0, []
         trial_id: int | None = self.store.begin_trial(*start(0, 0))
@@ -387,18 +448,23 @@ class _Worker:
             done = not lost and slot_done(statuses, exp.on_failure, exp.retries)
             if done:
                 position, statuses = position + 1, []
-            go_on = (not (abort or lost) and position < len(tests)
-                     and not (done and self.stop.is_set()))
+            go_on = (
+                not (abort or lost) and position < len(tests) and not (done and self.stop.is_set())
+            )
             trial_id = self.store.finish_trial(
-                trial_id, **fields, then=start(position, len(statuses)) if go_on else None)
+                trial_id, **fields, then=start(position, len(statuses)) if go_on else None
+            )
             if lost:
                 raise RunInterrupted(f"{test.name!r} at position {position}: {fields['reason']}")
             if status != "ok":
                 self.outcome.failures += 1
                 if abort:
                     self.store.set_run_status(run_id, "aborted")
-                    raise StopRequested(f"{self.ex.name}: test {test.name!r} {status} in run "
-                                        f"{run_index} and on_failure = 'abort'", abort=True)
+                    raise StopRequested(
+                        f"{self.ex.name}: test {test.name!r} {status} in run "
+                        f"{run_index} and on_failure = 'abort'",
+                        abort=True,
+                    )
             if done:
                 self.outcome.executed += 1
                 self.progress(self.ex.name, 1)
@@ -427,12 +493,16 @@ class _Worker:
                     break
                 except RunInterrupted as err:
                     kept = self.store.supersede_run(run_id)
-                    message = (f"run {run.index} lost its worker during {err}; its {kept} "
-                               "trial(s) are kept as superseded")
+                    message = (
+                        f"run {run.index} lost its worker during {err}; its {kept} "
+                        "trial(s) are kept as superseded"
+                    )
                     if restart == LOST_RUN_RESTARTS:
-                        raise WashoutError(f"{self.ex.name}: {message}; gave up after "
-                                           f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
-                                           "re-runs it whole)") from None
+                        raise WashoutError(
+                            f"{self.ex.name}: {message}; gave up after "
+                            f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
+                            "re-runs it whole)"
+                        ) from None
                     if self.stop.is_set():
                         raise StopRequested("stopped by the user") from None
                     self.store.event("rerun", message + "; re-running it whole", self.ex.name)
@@ -442,11 +512,11 @@ class _Worker:
             self.store.set_run_status(run_id, "done")
 
 
-def run_complete(slots: dict[tuple[int, int], list[str]], run_index: int, length: int,
-                 policy: str, retries: int) -> bool:
+def run_complete(
+    slots: dict[tuple[int, int], list[str]], run_index: int, length: int, policy: str, retries: int
+) -> bool:
     """Whether every position of a run has its attempts done by the failure policy."""
-    return all(slot_done(slots.get((run_index, pos), []), policy, retries)
-               for pos in range(length))
+    return all(slot_done(slots.get((run_index, pos), []), policy, retries) for pos in range(length))
 
 
 def recover(experiment: Experiment, store: Store) -> None:
@@ -457,19 +527,23 @@ def recover(experiment: Experiment, store: Store) -> None:
     notes = []
     interrupted = store.mark_interrupted()
     if interrupted:
-        notes.append(f"{interrupted} trial(s) in flight when washout stopped were kept as "
-                     "interrupted")
+        notes.append(
+            f"{interrupted} trial(s) in flight when washout stopped were kept as interrupted"
+        )
     for worker_id, name, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
         started = {idx for idx, _ in slots}
         for run in experiment.plan.runs:
-            if run.index in started and not run_complete(slots, run.index, len(run.tests),
-                                                         exp.on_failure, exp.retries):
+            if run.index in started and not run_complete(
+                slots, run.index, len(run.tests), exp.on_failure, exp.retries
+            ):
                 names = [experiment.tests[i].name for i in run.tests]
                 kept = store.supersede_run(store.run_id(worker_id, run.index, run.order, names))
-                notes.append(f"{name}: run {run.index} was interrupted part-way; its {kept} "
-                             "trial(s) are kept as superseded and it is re-run whole after a "
-                             "fresh reset")
+                notes.append(
+                    f"{name}: run {run.index} was interrupted part-way; its {kept} "
+                    "trial(s) are kept as superseded and it is re-run whole after a "
+                    "fresh reset"
+                )
     for note in notes:
         store.event("resume", note)
 
@@ -481,14 +555,20 @@ def count_done(experiment: Experiment, store: Store) -> int:
     done = 0
     for worker_id, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
-        done += sum(len(run.tests) for run in experiment.plan.runs
-                    if run_complete(slots, run.index, len(run.tests), exp.on_failure,
-                                    exp.retries))
+        done += sum(
+            len(run.tests)
+            for run in experiment.plan.runs
+            if run_complete(slots, run.index, len(run.tests), exp.on_failure, exp.retries)
+        )
     return done
 
 
-async def _each_worker(executors: list[Executor], step: Callable[[Executor], Awaitable[object]],
-                       store: Store, outcome: Outcome) -> list[Executor]:
+async def _each_worker(
+    executors: list[Executor],
+    step: Callable[[Executor], Awaitable[object]],
+    store: Store,
+    outcome: Outcome,
+) -> list[Executor]:
     """Run ``step`` on every worker at once. A worker whose step fails with a one-line
     error (cannot connect, cannot sync) is recorded as that worker's error and left out;
     the others go on."""
@@ -506,9 +586,16 @@ async def _each_worker(executors: list[Executor], step: Callable[[Executor], Awa
     return kept
 
 
-async def _run_all(experiment: Experiment, store: Store, executors: list[Executor],
-                   stop: asyncio.Event, progress: ProgressHook, outcome: Outcome,
-                   allow_mismatch: bool, sync: Callable[[Executor], object] | None) -> None:
+async def _run_all(
+    experiment: Experiment,
+    store: Store,
+    executors: list[Executor],
+    stop: asyncio.Event,
+    progress: ProgressHook,
+    outcome: Outcome,
+    allow_mismatch: bool,
+    sync: Callable[[Executor], object] | None,
+) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
     if sync is not None:
@@ -518,8 +605,10 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     # Provenance at setup: all workers must agree now, and each must still match what it
     # ran when the experiment started (its first capture in the store, if resuming).
     started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
-    watches = {ex.name: EnvironmentWatch(ex, experiment.spec.provenance,
-                                         getattr(ex, "workdir", None)) for ex in executors}
+    watches = {
+        ex.name: EnvironmentWatch(ex, experiment.spec.provenance, getattr(ex, "workdir", None))
+        for ex in executors
+    }
     current = await asyncio.gather(*(watches[ex.name].capture() for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
@@ -529,16 +618,30 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     try:
         check_same([(ex.name, facts) for ex, facts in zip(executors, current)], "between workers")
         for ex, facts in zip(executors, current):
-            check_same([(f"{ex.name} when the experiment started", baselines[ex.name]),
-                        (f"{ex.name} now", facts)], "since the experiment started")
+            check_same(
+                [
+                    (f"{ex.name} when the experiment started", baselines[ex.name]),
+                    (f"{ex.name} now", facts),
+                ],
+                "since the experiment started",
+            )
     except WashoutError as err:
         store.event("mismatch", str(err))
         if not allow_mismatch:
             raise
 
     async def one(ex: Executor) -> None:
-        worker = _Worker(experiment, store, ex, stop, progress, outcome, allow_mismatch,
-                         baselines[ex.name], watches[ex.name])
+        worker = _Worker(
+            experiment,
+            store,
+            ex,
+            stop,
+            progress,
+            outcome,
+            allow_mismatch,
+            baselines[ex.name],
+            watches[ex.name],
+        )
         set_up = False
         try:
             await worker.setup()
@@ -572,8 +675,9 @@ async def _run_all(experiment: Experiment, store: Store, executors: list[Executo
     await asyncio.gather(*(one(ex) for ex in executors))
 
 
-def _note(store: Store, outcome: Outcome, kind: str, message: str,
-          worker: str | None = None) -> None:
+def _note(
+    store: Store, outcome: Outcome, kind: str, message: str, worker: str | None = None
+) -> None:
     """Record an event about how the session went, unless the store cannot be written
     any more (then that is what the outcome says)."""
     try:
@@ -582,11 +686,17 @@ def _note(store: Store, outcome: Outcome, kind: str, message: str,
         outcome.store_error = outcome.store_error or str(err)
 
 
-def execute(experiment: Experiment, store: Store, *, executors: list[Executor] | None = None,
-            progress: ProgressHook | None = None, allow_mismatch: bool = False,
-            on_stop_request: Callable[[int], None] | None = None,
-            sync: Callable[[Executor], object] | None = None,
-            on_start: Callable[[int], None] | None = None) -> Outcome:
+def execute(
+    experiment: Experiment,
+    store: Store,
+    *,
+    executors: list[Executor] | None = None,
+    progress: ProgressHook | None = None,
+    allow_mismatch: bool = False,
+    on_stop_request: Callable[[int], None] | None = None,
+    sync: Callable[[Executor], object] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.
 
     Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
@@ -599,8 +709,11 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
     """
     store.lock()
     recover(experiment, store)
-    outcome = Outcome(db=store.path, seed=experiment.plan.seed,
-                      planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)))
+    outcome = Outcome(
+        db=store.path,
+        seed=experiment.plan.seed,
+        planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
+    )
     outcome.done_before = count_done(experiment, store)
     if on_start is not None:
         on_start(outcome.done_before)
@@ -644,8 +757,7 @@ def execute(experiment: Experiment, store: Store, *, executors: list[Executor] |
             except (RuntimeError, ValueError):
                 pass
         try:
-            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch,
-                           sync)
+            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch, sync)
         except asyncio.CancelledError:
             _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:

@@ -49,7 +49,10 @@ first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
 _SYSTEM = r"""fact hostname "$(uname -n)"
 fact kernel "$(uname -sr)"
 (. /etc/os-release 2>/dev/null; fact os "${PRETTY_NAME:-}")
-cpu=""; while IFS=: read -r k v; do case "$k" in "model name"*) cpu="${v# }"; break;; esac; done < /proc/cpuinfo
+cpu=""
+while IFS=: read -r k v; do
+  case "$k" in "model name"*) cpu="${v# }"; break;; esac
+done < /proc/cpuinfo
 fact cpu_model "$cpu"
 fact cores "$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
 mem=""; while read -r k v rest; do [ "$k" = "MemTotal:" ] && mem="$v" && break; done < /proc/meminfo
@@ -70,8 +73,10 @@ def capture_script(provenance: ProvenanceSpec) -> str:
     lines = [_FACT + _SYSTEM]
     for path in provenance.files:
         q = shlex.quote(path)
-        lines.append(f"printf '%s\\t%s\\n' {shlex.quote('file:' + path)} "
-                     f"\"$(sha256sum -- {q} 2>/dev/null | cut -d' ' -f1 || true)\"")
+        lines.append(
+            f"printf '%s\\t%s\\n' {shlex.quote('file:' + path)} "
+            f"\"$(sha256sum -- {q} 2>/dev/null | cut -d' ' -f1 || true)\""
+        )
     return "\n".join(lines)
 
 
@@ -80,8 +85,10 @@ def moment_script(provenance: ProvenanceSpec) -> str:
     file's signature from ``stat`` (empty when the file is missing), nothing else."""
     lines = [_FACT + _moment_script()]
     for path in provenance.files:
-        lines.append(f"printf '%s\\t%s\\n' {shlex.quote('stat:' + path)} "
-                     f"\"$(stat -L -c '%s %i %d %z %y' -- {shlex.quote(path)} 2>/dev/null)\"")
+        lines.append(
+            f"printf '%s\\t%s\\n' {shlex.quote('stat:' + path)} "
+            f"\"$(stat -L -c '%s %i %d %z %y' -- {shlex.quote(path)} 2>/dev/null)\""
+        )
     return "\n".join(lines)
 
 
@@ -98,7 +105,7 @@ def parse_capture(text: str) -> dict[str, str]:
 def _keep(key: str, value: str) -> str:
     """A fact's value as recorded: a moment fact cut to the words it keeps."""
     if key in MOMENT_FILES:
-        return " ".join(value.split()[:MOMENT_FILES[key][1]])
+        return " ".join(value.split()[: MOMENT_FILES[key][1]])
     return value.strip()
 
 
@@ -138,20 +145,22 @@ def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     return facts
 
 
-async def moment(executor: Executor, provenance: ProvenanceSpec,
-                 cwd: str | None) -> dict[str, str]:
+async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     """The moment's facts and the provenance files' signatures on a worker: in-process on
     the local machine, one builtin-only script (plus ``stat`` per file) over SSH."""
     if isinstance(executor, LocalExecutor):
         return read_moment(provenance, cwd)
     result = await executor.run(moment_script(provenance), timeout=60, cwd=cwd)
     if result.status != "ok":
-        raise WashoutError(f"{executor.name}: cannot read the environment before a run: "
-                           f"{result.reason}")
+        raise WashoutError(
+            f"{executor.name}: cannot read the environment before a run: {result.reason}"
+        )
     return parse_capture(result.stdout.decode("utf-8", errors="replace"))
 
 
-async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
+async def capture(
+    executor: Executor, provenance: ProvenanceSpec, cwd: str | None
+) -> dict[str, str]:
     """The worker's whole environment now: system and moment facts, provenance file
     signatures and hashes, provenance command outputs.
 
@@ -168,8 +177,9 @@ async def capture(executor: Executor, provenance: ProvenanceSpec, cwd: str | Non
             facts["file:" + path] = "missing"
     for command in provenance.commands:
         out = await executor.run(command, timeout=60, cwd=cwd)
-        text = redact((out.stdout + out.stderr).decode("utf-8", errors="replace"),
-                      secret_values([])).strip()
+        text = redact(
+            (out.stdout + out.stderr).decode("utf-8", errors="replace"), secret_values([])
+        ).strip()
         facts["command:" + command] = text[:500] if out.status == "ok" else f"failed: {out.reason}"
     return facts
 
@@ -188,8 +198,7 @@ class EnvironmentWatch:
     still hashes the file.
     """
 
-    def __init__(self, executor: Executor, provenance: ProvenanceSpec,
-                 cwd: str | None) -> None:
+    def __init__(self, executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> None:
         self.executor = executor
         self.provenance = provenance
         self.cwd = cwd
@@ -213,8 +222,11 @@ class EnvironmentWatch:
 
 def fingerprint_items(facts: dict[str, Any]) -> dict[str, str]:
     """The items that identify what ran (system facts, files, commands)."""
-    return {k: str(v) for k, v in sorted(facts.items())
-            if k in FINGERPRINTED or k.startswith(("file:", "command:"))}
+    return {
+        k: str(v)
+        for k, v in sorted(facts.items())
+        if k in FINGERPRINTED or k.startswith(("file:", "command:"))
+    }
 
 
 def fingerprint(facts: dict[str, Any]) -> str:
@@ -239,5 +251,7 @@ def check_same(named: list[tuple[str, dict[str, Any]]], context: str) -> None:
     for name, facts in named[1:]:
         problem = mismatch(first_name, first, name, facts)
         if problem:
-            raise WashoutError(f"provenance mismatch {context}: {problem} "
-                               "(use --allow-mismatch to record and proceed)")
+            raise WashoutError(
+                f"provenance mismatch {context}: {problem} "
+                "(use --allow-mismatch to record and proceed)"
+            )

@@ -68,8 +68,9 @@ def choose(choices: dict[str, T], name: str, option: str, what: str) -> T:
     try:
         return choices[name]
     except KeyError:
-        raise WashoutError(f"{option} = {name!r}: unknown {what} "
-                           f"(choose from {', '.join(choices)})") from None
+        raise WashoutError(
+            f"{option} = {name!r}: unknown {what} (choose from {', '.join(choices)})"
+        ) from None
 
 
 def located(source: str, field: str | None, value: object, problem: str) -> WashoutError:

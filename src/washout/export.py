@@ -23,8 +23,7 @@ def write_long(frame: pd.DataFrame, fmt: str, output: Path | None, stdout: IO[st
     except OSError as err:
         if output is None:  # stdout (a closed pipe): not a file washout was told to write
             raise
-        raise WashoutError(f"-o = {str(output)!r}: cannot write: {err.strerror or err}"
-                           ) from None
+        raise WashoutError(f"-o = {str(output)!r}: cannot write: {err.strerror or err}") from None
 
 
 def _write(frame: pd.DataFrame, fmt: str, output: Path | None, stdout: IO[str]) -> None:
@@ -34,7 +33,9 @@ def _write(frame: pd.DataFrame, fmt: str, output: Path | None, stdout: IO[str]) 
         try:
             frame.to_parquet(output, index=False)
         except ImportError:
-            raise WashoutError("--format = 'parquet': needs pyarrow (pip install pyarrow)") from None
+            raise WashoutError(
+                "--format = 'parquet': needs pyarrow (pip install pyarrow)"
+            ) from None
         return
     if fmt == "csv":
         text = frame.to_csv(index=False)

@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS: tuple[str, ...] = (
-    "run", "order", "position", "test", "metric", "value", "status", "worker", "started", "ended",
+    "run",
+    "order",
+    "position",
+    "test",
+    "metric",
+    "value",
+    "status",
+    "worker",
+    "started",
+    "ended",
 )
 ORDER_KINDS: tuple[str, ...] = ("fixed", "random", "reverse", "williams")
 STATUSES: tuple[str, ...] = ("ok", "failed", "timeout", "interrupted")
@@ -31,7 +40,7 @@ STATUSES: tuple[str, ...] = ("ok", "failed", "timeout", "interrupted")
 LABELS: tuple[str, ...] = ("order", "test", "metric", "status", "worker")
 
 
-def label_column(codes: "np.ndarray", names: "Sequence[object]") -> "pd.Categorical":
+def label_column(codes: np.ndarray, names: Sequence[object]) -> pd.Categorical:
     """``names[codes]`` (code -1: missing) as a categorical whose categories are the names
     present, sorted: the form ``read_csv`` gives a label column."""
     import numpy as np
@@ -46,7 +55,7 @@ def label_column(codes: "np.ndarray", names: "Sequence[object]") -> "pd.Categori
     return labels.remove_unused_categories()
 
 
-def empty_frame() -> "pd.DataFrame":
+def empty_frame() -> pd.DataFrame:
     """A long-format frame with no rows and the right columns."""
     import pandas as pd
 

@@ -69,12 +69,20 @@ def json_value(text: str, path: str, where: str = "stdout") -> float:
     try:
         data: Any = json.loads(text, parse_int=float)
     except json.JSONDecodeError as err:
-        raise MetricError(f"{where} is not a JSON document ({err.msg} at line {err.lineno})") from None
+        raise MetricError(
+            f"{where} is not a JSON document ({err.msg} at line {err.lineno})"
+        ) from None
     except RecursionError:
-        raise MetricError(f"{where}: JSON nested deeper than washout reads (about "
-                          f"{sys.getrecursionlimit()} levels)") from None
+        raise MetricError(
+            f"{where}: JSON nested deeper than washout reads (about "
+            f"{sys.getrecursionlimit()} levels)"
+        ) from None
     for key in filter(None, path.replace("[", ".").replace("]", "").split(".")):
-        if isinstance(data, list) and key.lstrip("-").isdigit() and -len(data) <= int(key) < len(data):
+        if (
+            isinstance(data, list)
+            and key.lstrip("-").isdigit()
+            and -len(data) <= int(key) < len(data)
+        ):
             data = data[int(key)]
         elif isinstance(data, dict) and key in data:
             data = data[key]

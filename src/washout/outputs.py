@@ -17,14 +17,20 @@ def check_output(output: Path, *sources: Path) -> Path:
         raise WashoutError(f"-o = {str(output)!r}: a directory; give a file name inside it")
     for source in sources:
         if output.exists() and source.exists() and os.path.samefile(output, source):
-            raise WashoutError(f"-o = {str(output)!r}: that is the input {str(source)!r}; "
-                               "washout never writes over its input")
+            raise WashoutError(
+                f"-o = {str(output)!r}: that is the input {str(source)!r}; "
+                "washout never writes over its input"
+            )
     if is_store(output):
-        raise WashoutError(f"-o = {str(output)!r}: an SQLite database (a washout store?); "
-                           "washout never writes over one: choose another file")
+        raise WashoutError(
+            f"-o = {str(output)!r}: an SQLite database (a washout store?); "
+            "washout never writes over one: choose another file"
+        )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise WashoutError(f"-o = {str(output)!r}: cannot create its directory "
-                           f"{str(output.parent)!r}: {err.strerror}") from None
+        raise WashoutError(
+            f"-o = {str(output)!r}: cannot create its directory "
+            f"{str(output.parent)!r}: {err.strerror}"
+        ) from None
     return output

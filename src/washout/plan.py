@@ -91,8 +91,9 @@ def williams_rows(n: int) -> list[tuple[int, ...]]:
     return rows
 
 
-def _order_for(kind: str, k: int, n_tests: int, seed: int, run_index: int,
-               williams: list[tuple[int, ...]]) -> tuple[int, ...]:
+def _order_for(
+    kind: str, k: int, n_tests: int, seed: int, run_index: int, williams: list[tuple[int, ...]]
+) -> tuple[int, ...]:
     """The test order of the k-th run of ``kind`` (run_index: its index in the schedule)."""
     if kind == "fixed":
         return tuple(range(n_tests))
@@ -105,8 +106,13 @@ def _order_for(kind: str, k: int, n_tests: int, seed: int, run_index: int,
     raise ValueError(f"unknown order kind {kind!r}")
 
 
-def schedule(n_tests: int, runs: int, kinds: tuple[str, ...] | list[str] = ("fixed", "random"),
-             design: str = "alternate", seed: int = 0) -> Plan:
+def schedule(
+    n_tests: int,
+    runs: int,
+    kinds: tuple[str, ...] | list[str] = ("fixed", "random"),
+    design: str = "alternate",
+    seed: int = 0,
+) -> Plan:
     """The schedule: ``runs`` runs of every order kind, interleaved by ``design``.
 
     For ``williams``, ``runs`` should be a multiple of the square's row count (n for even

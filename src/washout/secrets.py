@@ -36,8 +36,9 @@ def secrets_of(env: Mapping[str, str], min_length: int = MIN_SPEC_SECRET) -> lis
     return [v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= min_length]
 
 
-def secret_values(envs: Iterable[Mapping[str, str]],
-                  inherited: Mapping[str, str] | None = None) -> list[str]:
+def secret_values(
+    envs: Iterable[Mapping[str, str]], inherited: Mapping[str, str] | None = None
+) -> list[str]:
     """Every secret a trial may print: those in the spec's ``envs`` and those in washout's
     own environment (``inherited``, default ``os.environ``), longest first so a secret that
     contains another is masked whole."""
@@ -53,8 +54,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
 
 
-def redact_tail(data: bytes, secrets: Iterable[str], cut: bool,
-                limit: int = TAIL_BYTES) -> str:
+def redact_tail(data: bytes, secrets: Iterable[str], cut: bool, limit: int = TAIL_BYTES) -> str:
     """The last ``limit`` characters of output ``data``, redacted before they are cut.
 
     ``cut`` says ``data`` is itself the end of a longer output: a secret straddling its

@@ -44,7 +44,7 @@ def _header(path: Path) -> list[str]:
 
 def load_trials(
     path: Path | str, columns: Collection[str] | None = None
-) -> tuple["pd.DataFrame", SourceInfo]:
+) -> tuple[pd.DataFrame, SourceInfo]:
     """The long-format trials of ``path`` and what kind of source it was.
 
     ``columns``: the long-format columns the caller needs; a long-format CSV then reads

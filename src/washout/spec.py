@@ -80,8 +80,9 @@ def _env_names(env: dict[str, str]) -> dict[str, str]:
     """Env keys must be variable names: they reach a shell (``export KEY=...``) and exec."""
     for key in env:
         if not _ENV_NAME.fullmatch(key):
-            raise ValueError(f"{key!r} is not a variable name (letters, digits, _; "
-                             "not starting with a digit)")
+            raise ValueError(
+                f"{key!r} is not a variable name (letters, digits, _; not starting with a digit)"
+            )
     return env
 
 
@@ -333,7 +334,7 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
         elif top == "${" and c == "}":
             stack.pop()
         elif command.startswith(("$(", "${"), i):
-            stack.append(command[i:i + 2])
+            stack.append(command[i : i + 2])
             i += 1
         elif c == "`" or (c in "'\"" and top != "`" and top != '"'):
             stack.append(c)
@@ -357,9 +358,13 @@ def check_placeholders(command: str, source: str, field: str) -> None:
     """A one-line error at the first placeholder of ``command`` that is not bare."""
     unsafe = unsafe_placeholder(command)
     if unsafe:
-        raise located(source, field, command,
-                      f"placeholder {unsafe[0]} {unsafe[1]}: values are shell-quoted "
-                      f"already, so write {unsafe[0]} bare (e.g. --opt={unsafe[0]})")
+        raise located(
+            source,
+            field,
+            command,
+            f"placeholder {unsafe[0]} {unsafe[1]}: values are shell-quoted "
+            f"already, so write {unsafe[0]} bare (e.g. --opt={unsafe[0]})",
+        )
 
 
 def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
@@ -389,10 +394,14 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
             for where, template in (("name", t.name), ("command", t.command)):
                 unknown = set(_PLACEHOLDER.findall(template)) - set(t.params)
                 if unknown:
-                    raise located(source, f"test[{i}].{where}", template,
-                                  f"unknown placeholder {{{sorted(unknown)[0]}}}; "
-                                  f"parameters are {', '.join(sorted(t.params))} "
-                                  "(write {{ and }} for literal braces)")
+                    raise located(
+                        source,
+                        f"test[{i}].{where}",
+                        template,
+                        f"unknown placeholder {{{sorted(unknown)[0]}}}; "
+                        f"parameters are {', '.join(sorted(t.params))} "
+                        "(write {{ and }} for literal braces)",
+                    )
             check_placeholders(t.command, source, f"test[{i}].command")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]
@@ -404,18 +413,28 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                 command = _fill(t.command, values, quote=True)
             else:
                 name, command = t.name, t.command
-            tests.append(Test(
-                name=name, command=command,
-                timeout=t.timeout if t.timeout is not None else exp.timeout,
-                metrics=t.metrics, cwd=t.cwd or exp.cwd, env={**exp.env, **t.env},
-                cpus=t.cpus or exp.cpus, params=values,
-            ))
+            tests.append(
+                Test(
+                    name=name,
+                    command=command,
+                    timeout=t.timeout if t.timeout is not None else exp.timeout,
+                    metrics=t.metrics,
+                    cwd=t.cwd or exp.cwd,
+                    env={**exp.env, **t.env},
+                    cpus=t.cpus or exp.cpus,
+                    params=values,
+                )
+            )
     seen: dict[str, int] = {}
     for index, test in enumerate(tests):
         if test.name in seen:
-            raise located(source, "test.name", test.name,
-                          f"duplicate test name (tests #{seen[test.name] + 1} and #{index + 1}); "
-                          "test names must be unique")
+            raise located(
+                source,
+                "test.name",
+                test.name,
+                f"duplicate test name (tests #{seen[test.name] + 1} and #{index + 1}); "
+                "test names must be unique",
+            )
         seen[test.name] = index
     return tests
 
@@ -425,18 +444,27 @@ def check_size(spec: Spec, source: str) -> None:
     (counted without expanding the grids): it would fill memory before the first trial."""
     exp = spec.experiment
     if exp.runs > MAX_RUNS:
-        raise located(source, "experiment.runs", exp.runs,
-                      f"at most {MAX_RUNS:,} runs per order kind")
+        raise located(
+            source, "experiment.runs", exp.runs, f"at most {MAX_RUNS:,} runs per order kind"
+        )
     n_tests = sum(math.prod(len(levels) for levels in t.params.values()) for t in spec.test)
     if n_tests > MAX_TESTS:
-        raise located(source, "test", f"{n_tests:,} tests after expanding the params grids",
-                      f"at most {MAX_TESTS:,} tests")
+        raise located(
+            source,
+            "test",
+            f"{n_tests:,} tests after expanding the params grids",
+            f"at most {MAX_TESTS:,} tests",
+        )
     workers = max(1, len(spec.worker))
     total = n_tests * exp.runs * len(exp.orders) * workers
     if total > MAX_TRIALS:
-        raise located(source, "experiment.runs", exp.runs,
-                      f"{n_tests:,} tests x {exp.runs:,} runs x {len(exp.orders)} order kinds x "
-                      f"{workers} worker(s) = {total:,} trials; at most {MAX_TRIALS:,}")
+        raise located(
+            source,
+            "experiment.runs",
+            exp.runs,
+            f"{n_tests:,} tests x {exp.runs:,} runs x {len(exp.orders)} order kinds x "
+            f"{workers} worker(s) = {total:,} trials; at most {MAX_TRIALS:,}",
+        )
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -454,8 +482,13 @@ def _nul_byte(data: Any, loc: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], st
     path can carry one (exec and the OS refuse it), so it is refused up front."""
     if isinstance(data, str):
         return (loc, data) if "\0" in data else None
-    items = data.items() if isinstance(data, dict) else enumerate(data) \
-        if isinstance(data, list) else ()
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
     for key, value in items:
         if isinstance(key, str) and "\0" in key:
             return loc + (key,), key
@@ -504,20 +537,23 @@ def _table_name(loc: tuple[Any, ...]) -> str:
     return entry if last == len(loc) - 1 else f"[{'.'.join(words)}] of {entry}"
 
 
-def unknown_key_error(source: str, root: type[BaseModel], loc: tuple[Any, ...],
-                      prefix: tuple[Any, ...] = ()) -> WashoutError:
-    """"unknown key 'comand' in [[test]] 1 (did you mean 'command'?)": the key the user
+def unknown_key_error(
+    source: str, root: type[BaseModel], loc: tuple[Any, ...], prefix: tuple[Any, ...] = ()
+) -> WashoutError:
+    """ "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)": the key the user
     wrote, where, and the closest key that table knows (difflib), if any is close."""
     model = _model_at(root, loc[:-1])
     known = [f.alias or name for name, f in model.model_fields.items()] if model else []
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return WashoutError(f"{source}: unknown key {str(loc[-1])!r} in "
-                        f"{_table_name(prefix + loc[:-1])}{hint}")
+    return WashoutError(
+        f"{source}: unknown key {str(loc[-1])!r} in {_table_name(prefix + loc[:-1])}{hint}"
+    )
 
 
-def validation_error(err: ValidationError, source: str, root: type[BaseModel],
-                     prefix: tuple[Any, ...] = ()) -> WashoutError:
+def validation_error(
+    err: ValidationError, source: str, root: type[BaseModel], prefix: tuple[Any, ...] = ()
+) -> WashoutError:
     """The one-line error for a failed validation: an unknown key first (a typo'd key
     also makes the key it meant "missing"), else the first problem, with field and value."""
     errors = err.errors()
@@ -537,12 +573,18 @@ def _check_workers(spec: Spec, source: str) -> None:
     machines: dict[object, int] = {}
     names: dict[object, int] = {}
     for i, w in enumerate(spec.worker):
-        for what, key, seen in (("host and port", (w.host, w.port or 22), machines),
-                                ("name", w.label, names)):
+        for what, key, seen in (
+            ("host and port", (w.host, w.port or 22), machines),
+            ("name", w.label, names),
+        ):
             if key in seen:
-                raise located(source, f"worker[{i}]", w.label,
-                              f"the same {what} as worker[{seen[key]}]; each [[worker]] is "
-                              "a different machine")
+                raise located(
+                    source,
+                    f"worker[{i}]",
+                    w.label,
+                    f"the same {what} as worker[{seen[key]}]; each [[worker]] is "
+                    "a different machine",
+                )
             seen[key] = i
 
 
@@ -558,10 +600,15 @@ def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
             raise WashoutError(f"{source}: experiment.claims[{i}]: {err}") from None
         for name in (claim.a, claim.b):
             if name not in names:
-                shown = ", ".join(repr(t.name) for t in tests[:10]) + \
-                    (", ..." if len(tests) > 10 else "")
-                raise located(source, f"experiment.claims[{i}]", text,
-                              f"unknown test {name!r} (tests: {shown})")
+                shown = ", ".join(repr(t.name) for t in tests[:10]) + (
+                    ", ..." if len(tests) > 10 else ""
+                )
+                raise located(
+                    source,
+                    f"experiment.claims[{i}]",
+                    text,
+                    f"unknown test {name!r} (tests: {shown})",
+                )
 
 
 def spec_from_data(data: dict[str, Any], source: str) -> Spec:
@@ -602,8 +649,13 @@ def parse_spec_text(text: str, source: str) -> Spec:
 
 
 def spec_from_commands(
-    commands: list[str], *, runs: int, seed: int | None, reset: str | None,
-    setup: str | None, name: str = "quick",
+    commands: list[str],
+    *,
+    runs: int,
+    seed: int | None,
+    reset: str | None,
+    setup: str | None,
+    name: str = "quick",
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself.
 
@@ -617,6 +669,11 @@ def spec_from_commands(
     if reset:
         lines += ["", "[reset]", f"command = {json.dumps(reset)}"]
     for command in commands:
-        lines += ["", "[[test]]", f"name = {json.dumps(command)}", f"command = {json.dumps(command)}"]
+        lines += [
+            "",
+            "[[test]]",
+            f"name = {json.dumps(command)}",
+            f"command = {json.dumps(command)}",
+        ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text

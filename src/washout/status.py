@@ -28,15 +28,22 @@ def progress_of(store: Store) -> dict[str, Any]:
     runs_done = store.conn.execute("SELECT count(*) FROM run WHERE status = 'done'").fetchone()[0]
     remaining = planned - done
     return {
-        "planned": planned, "done": done, "remaining": remaining,
-        "runs_planned": len(experiment.plan.runs) * workers, "runs_done": runs_done,
-        "ok": counts.get("ok", 0), "failed": counts.get("failed", 0),
-        "timeout": counts.get("timeout", 0), "interrupted": counts.get("interrupted", 0),
-        "running": counts.get("running", 0), "superseded": counts.get("superseded", 0),
+        "planned": planned,
+        "done": done,
+        "remaining": remaining,
+        "runs_planned": len(experiment.plan.runs) * workers,
+        "runs_done": runs_done,
+        "ok": counts.get("ok", 0),
+        "failed": counts.get("failed", 0),
+        "timeout": counts.get("timeout", 0),
+        "interrupted": counts.get("interrupted", 0),
+        "running": counts.get("running", 0),
+        "superseded": counts.get("superseded", 0),
         "writer": writer_of(store.path),
         "eta_seconds": None if mean is None else remaining * mean / workers,
         "complete": remaining == 0,
-        "seed": experiment.plan.seed, "name": experiment.spec.experiment.name,
+        "seed": experiment.plan.seed,
+        "name": experiment.spec.experiment.name,
     }
 
 
@@ -52,18 +59,26 @@ def describe(store: Store) -> str:
     p = progress_of(store)
     lines = [f"{store.path}: experiment {p['name']!r}, seed {p['seed']}"]
     if p["complete"]:
-        lines.append(f"complete: {p['done']} of {p['planned']} trials, "
-                     f"{p['runs_done']} of {p['runs_planned']} runs")
+        lines.append(
+            f"complete: {p['done']} of {p['planned']} trials, "
+            f"{p['runs_done']} of {p['runs_planned']} runs"
+        )
     elif p["writer"] is not None:
         eta = "unknown" if p["eta_seconds"] is None else _duration(p["eta_seconds"])
-        lines.append(f"running ({describe_writer(p['writer'])}): {p['done']} of "
-                     f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} "
-                     f"runs; ETA {eta}")
+        lines.append(
+            f"running ({describe_writer(p['writer'])}): {p['done']} of "
+            f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} "
+            f"runs; ETA {eta}"
+        )
     else:
-        lines.append(f"stopped; `washout resume {store.path}` continues it: {p['done']} of "
-                     f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} runs")
-    lines.append(f"failed {p['failed']}, timed out {p['timeout']}, interrupted {p['interrupted']}"
-                 + (f", superseded {p['superseded']}" if p["superseded"] else ""))
+        lines.append(
+            f"stopped; `washout resume {store.path}` continues it: {p['done']} of "
+            f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} runs"
+        )
+    lines.append(
+        f"failed {p['failed']}, timed out {p['timeout']}, interrupted {p['interrupted']}"
+        + (f", superseded {p['superseded']}" if p["superseded"] else "")
+    )
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {reason}")
     return "\n".join(lines)

@@ -82,8 +82,13 @@ SUPERSEDED = "superseded"
 only on request: those trials did not all have their planned predecessors)."""
 
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-_UNWRITABLE = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
-               sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM}
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+}
 
 NextTrial = tuple[int, int, str, int, datetime]
 """A trial to begin: (run id, position, test name, attempt, start time)."""
@@ -121,8 +126,9 @@ def _primary_code(err: sqlite3.Error) -> int | None:
 
 
 def _damaged(path: Path, problem: str) -> WashoutError:
-    return WashoutError(f"{path}: damaged: {problem} (copy what is readable with "
-                        f"'sqlite3 {path} .recover')")
+    return WashoutError(
+        f"{path}: damaged: {problem} (copy what is readable with 'sqlite3 {path} .recover')"
+    )
 
 
 _INTACT: set[tuple[object, ...]] = set()
@@ -201,8 +207,7 @@ def describe_writer(holder: dict[str, Any]) -> str:
     """``pid 123 on host h since 2026-...`` (what is known of it)."""
     if not holder:
         return "another washout process"
-    return (f"pid {holder.get('pid')} on host {holder.get('host')} since "
-            f"{holder.get('started')}")
+    return f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('started')}"
 
 
 def is_store(path: str | Path) -> bool:
@@ -217,8 +222,9 @@ def is_store(path: str | Path) -> bool:
 class Store:
     """An experiment's SQLite database."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, live: str = "superseded = 0"
-                 ) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, *, live: str = "superseded = 0"
+    ) -> None:
         self.conn = conn
         self.path = path
         self._live = live
@@ -232,15 +238,17 @@ class Store:
         # Read-only through a URI (mode=ro): the file, its directory or the disk may be
         # read-only, and a reader must never change a store.
         target = _read_only_uri(path) if readonly else str(path)
-        conn = sqlite3.connect(target, uri=readonly, isolation_level=None, timeout=30.0,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            target, uri=readonly, isolation_level=None, timeout=30.0, check_same_thread=False
+        )
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
     @classmethod
-    def create(cls, path: str | Path, record: ExperimentRecord,
-               tests: Iterable[tuple[str, str, list[str]]]) -> Store:
+    def create(
+        cls, path: str | Path, record: ExperimentRecord, tests: Iterable[tuple[str, str, list[str]]]
+    ) -> Store:
         """Create a new store, holding its writer lock; refuses to touch an existing file
         (never overwrite), also when another process creates the same path at the same
         instant (the file is created with O_EXCL: one of them wins)."""
@@ -251,10 +259,11 @@ class Store:
         except FileExistsError:
             holder = writer_of(path)
             raise StoreExistsError(
-                f"{path}: already exists" + ("" if holder is None else
-                                             f", in use by {describe_writer(holder)}") +
-                f"; choose another --db, or 'washout resume {path}' to continue that "
-                "experiment") from None
+                f"{path}: already exists"
+                + ("" if holder is None else f", in use by {describe_writer(holder)}")
+                + f"; choose another --db, or 'washout resume {path}' to continue that "
+                "experiment"
+            ) from None
         except OSError as err:
             raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
         store = cls(cls._connect(path), path)
@@ -268,8 +277,9 @@ class Store:
             raise
         return store
 
-    def _write_schema(self, record: ExperimentRecord,
-                      tests: Iterable[tuple[str, str, list[str]]]) -> None:
+    def _write_schema(
+        self, record: ExperimentRecord, tests: Iterable[tuple[str, str, list[str]]]
+    ) -> None:
         try:
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -279,17 +289,31 @@ class Store:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                ("schema_version", str(SCHEMA_VERSION)), ("created_with", __version__)])
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("schema_version", str(SCHEMA_VERSION)), ("created_with", __version__)],
+            )
             conn.execute(
                 "INSERT INTO experiment VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.name, record.spec_text, record.spec_source, record.seed, record.design,
-                 record.runs_per_kind, record.planned_trials, record.created,
-                 record.tool_version))
+                (
+                    record.name,
+                    record.spec_text,
+                    record.spec_source,
+                    record.seed,
+                    record.design,
+                    record.runs_per_kind,
+                    record.planned_trials,
+                    record.created,
+                    record.tool_version,
+                ),
+            )
             conn.executemany(
                 "INSERT INTO test (name, spec_index, command, metrics) VALUES (?, ?, ?, ?)",
-                [(name, i, command, json.dumps(metrics))
-                 for i, (name, command, metrics) in enumerate(tests)])
+                [
+                    (name, i, command, json.dumps(metrics))
+                    for i, (name, command, metrics) in enumerate(tests)
+                ],
+            )
 
     @classmethod
     def open(cls, path: str | Path, *, readonly: bool = False) -> Store:
@@ -334,13 +358,17 @@ class Store:
             if _primary_code(err) in _DAMAGED:
                 raise _damaged(path, str(err)) from None
             if not readonly and _primary_code(err) in _UNWRITABLE:
-                raise StoreWriteError(f"{path}: cannot open for writing: {err} (a read-only "
-                                      "file, directory or file system?)") from None
+                raise StoreWriteError(
+                    f"{path}: cannot open for writing: {err} (a read-only "
+                    "file, directory or file system?)"
+                ) from None
             raise WashoutError(f"{path}: cannot read: {err}") from None
         found = "none" if row is None else row[0]
         if found not in ("1", str(SCHEMA_VERSION)):
-            raise WashoutError(f"{path}: schema_version = {found}: this washout "
-                               f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}")
+            raise WashoutError(
+                f"{path}: schema_version = {found}: this washout "
+                f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}"
+            )
         if readonly:
             return cls(conn, path, live="1" if found == "1" else "superseded = 0")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -348,8 +376,9 @@ class Store:
         if found == "1":
             with store.transaction() as c:
                 c.execute("ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
-                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                          (str(SCHEMA_VERSION),))
+                c.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                )
         return store
 
     def close(self) -> None:
@@ -369,22 +398,23 @@ class Store:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            raise StoreWriteError(f"{path}: cannot create the writer lock: {err.strerror}"
-                                  ) from None
+            raise StoreWriteError(
+                f"{path}: cannot create the writer lock: {err.strerror}"
+            ) from None
         if not _take_exclusive(fd):
             os.close(fd)
             holder = writer_of(self.path) or {}
             raise StoreBusyError(
                 f"{self.path}: in use by {describe_writer(holder)}: one washout writes a "
-                f"store at a time (follow it with 'washout status {self.path}')") from None
+                f"store at a time (follow it with 'washout status {self.path}')"
+            ) from None
         me = {"host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(me).encode(), 0)
         except OSError as err:
             os.close(fd)
-            raise StoreWriteError(f"{path}: cannot write the writer lock: {err.strerror}"
-                                  ) from None
+            raise StoreWriteError(f"{path}: cannot write the writer lock: {err.strerror}") from None
         self._lock_fd = fd
 
     def unlock(self) -> None:
@@ -427,13 +457,15 @@ class Store:
             return err
         return StoreWriteError(
             f"{self.path}: cannot write: {err}; every trial committed before is intact: "
-            f"make room or fix the file, then 'washout resume {self.path}'")
+            f"make room or fix the file, then 'washout resume {self.path}'"
+        )
 
     # -- experiment ----------------------------------------------------------------------
     def experiment(self) -> ExperimentRecord:
         row = self.conn.execute(
             "SELECT name, spec_text, spec_source, seed, design, runs_per_kind, planned_trials,"
-            " created, tool_version FROM experiment").fetchone()
+            " created, tool_version FROM experiment"
+        ).fetchone()
         return ExperimentRecord(*row)
 
     def tests(self) -> list[tuple[str, list[str]]]:
@@ -443,8 +475,10 @@ class Store:
 
     def event(self, kind: str, message: str, worker: str | None = None) -> None:
         with self.transaction() as c:
-            c.execute("INSERT INTO event (time, worker, kind, message) VALUES (?, ?, ?, ?)",
-                      (_now(), worker, kind, message))
+            c.execute(
+                "INSERT INTO event (time, worker, kind, message) VALUES (?, ?, ?, ?)",
+                (_now(), worker, kind, message),
+            )
 
     def events(self) -> list[tuple[str, str | None, str, str]]:
         return list(self.conn.execute("SELECT time, worker, kind, message FROM event ORDER BY id"))
@@ -455,44 +489,63 @@ class Store:
             c.execute("INSERT OR IGNORE INTO worker (name, host) VALUES (?, ?)", (name, host))
             return c.execute("SELECT id FROM worker WHERE name = ?", (name,)).fetchone()[0]
 
-    def record_environment(self, worker_id: int, run_index: int | None,
-                           data: dict[str, Any], fingerprint: str) -> None:
+    def record_environment(
+        self, worker_id: int, run_index: int | None, data: dict[str, Any], fingerprint: str
+    ) -> None:
         with self.transaction() as c:
-            c.execute("INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
-                      " VALUES (?, ?, ?, ?, ?)",
-                      (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint))
+            c.execute(
+                "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
+            )
             c.execute("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id))
 
     def environments(self) -> list[dict[str, Any]]:
         """Every captured environment, oldest first, with its worker's name."""
         rows = self.conn.execute(
             "SELECT w.name, w.host, e.run_index, e.captured, e.data, e.fingerprint"
-            " FROM environment e JOIN worker w ON w.id = e.worker_id ORDER BY e.id")
-        return [{"worker": n, "host": h, "run_index": r, "captured": c,
-                 "data": json.loads(d), "fingerprint": f} for n, h, r, c, d, f in rows]
+            " FROM environment e JOIN worker w ON w.id = e.worker_id ORDER BY e.id"
+        )
+        return [
+            {
+                "worker": n,
+                "host": h,
+                "run_index": r,
+                "captured": c,
+                "data": json.loads(d),
+                "fingerprint": f,
+            }
+            for n, h, r, c, d, f in rows
+        ]
 
     # -- runs and trials -----------------------------------------------------------------
     def run_id(self, worker_id: int, index: int, order: str, permutation: list[str]) -> int:
         """The run's row, created as ``pending`` the first time."""
         with self.transaction() as c:
-            c.execute("INSERT OR IGNORE INTO run (worker_id, idx, order_kind, permutation, status)"
-                      " VALUES (?, ?, ?, ?, 'pending')",
-                      (worker_id, index, order, json.dumps(permutation)))
-            return c.execute("SELECT id FROM run WHERE worker_id = ? AND idx = ?",
-                             (worker_id, index)).fetchone()[0]
+            c.execute(
+                "INSERT OR IGNORE INTO run (worker_id, idx, order_kind, permutation, status)"
+                " VALUES (?, ?, ?, ?, 'pending')",
+                (worker_id, index, order, json.dumps(permutation)),
+            )
+            return c.execute(
+                "SELECT id FROM run WHERE worker_id = ? AND idx = ?", (worker_id, index)
+            ).fetchone()[0]
 
     def record_reset(self, run_id: int, started: datetime, ended: datetime, info: str) -> None:
         with self.transaction() as c:
-            c.execute("UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
-                      " status = 'running' WHERE id = ?",
-                      (_iso(started), _iso(ended), info, run_id))
+            c.execute(
+                "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
+                " status = 'running' WHERE id = ?",
+                (_iso(started), _iso(ended), info, run_id),
+            )
 
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.transaction() as c:
             c.execute("UPDATE run SET status = ? WHERE id = ?", (status, run_id))
 
-    def begin_trial(self, run_id: int, position: int, test: str, attempt: int,
-                    started: datetime) -> int:
+    def begin_trial(
+        self, run_id: int, position: int, test: str, attempt: int, started: datetime
+    ) -> int:
         """Commit a trial as ``running`` (before it runs: a crash leaves it to be seen)."""
         with self.transaction() as c:
             return self._insert_running(c, (run_id, position, test, attempt, started))
@@ -500,15 +553,29 @@ class Store:
     @staticmethod
     def _insert_running(c: sqlite3.Connection, trial: NextTrial) -> int:
         run_id, position, test, attempt, started = trial
-        cur = c.execute("INSERT INTO trial (run_id, position, test, attempt, status, started)"
-                        " VALUES (?, ?, ?, ?, 'running', ?)",
-                        (run_id, position, test, attempt, _iso(started)))
+        cur = c.execute(
+            "INSERT INTO trial (run_id, position, test, attempt, status, started)"
+            " VALUES (?, ?, ?, ?, 'running', ?)",
+            (run_id, position, test, attempt, _iso(started)),
+        )
         return int(cur.lastrowid)  # type: ignore[arg-type]
 
-    def finish_trial(self, trial_id: int, *, status: str, reason: str, exit_code: int | None,
-                     started: datetime, ended: datetime, duration: float, stdout_tail: str,
-                     stderr_tail: str, cpus: str | None, metrics: dict[str, float],
-                     then: NextTrial | None = None) -> int | None:
+    def finish_trial(
+        self,
+        trial_id: int,
+        *,
+        status: str,
+        reason: str,
+        exit_code: int | None,
+        started: datetime,
+        ended: datetime,
+        duration: float,
+        stdout_tail: str,
+        stderr_tail: str,
+        cpus: str | None,
+        metrics: dict[str, float],
+        then: NextTrial | None = None,
+    ) -> int | None:
         """Record a finished trial and its metrics in one transaction; with ``then``, that
         transaction also begins the next trial (as :meth:`begin_trial`) and returns its id.
 
@@ -516,13 +583,27 @@ class Store:
         is still committed as ``running`` before it starts.
         """
         with self.transaction() as c:
-            c.execute("UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
-                      " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
-                      " WHERE id = ?",
-                      (status, reason, exit_code, _iso(started), _iso(ended), duration,
-                       stdout_tail, stderr_tail, cpus, trial_id))
-            c.executemany("INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
-                          [(trial_id, k, v) for k, v in metrics.items()])
+            c.execute(
+                "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
+                " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
+                " WHERE id = ?",
+                (
+                    status,
+                    reason,
+                    exit_code,
+                    _iso(started),
+                    _iso(ended),
+                    duration,
+                    stdout_tail,
+                    stderr_tail,
+                    cpus,
+                    trial_id,
+                ),
+            )
+            c.executemany(
+                "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+                [(trial_id, k, v) for k, v in metrics.items()],
+            )
             return None if then is None else self._insert_running(c, then)
 
     def forget_trial(self, trial_id: int) -> None:
@@ -534,24 +615,29 @@ class Store:
     def mark_interrupted(self) -> int:
         """Rows left ``running`` by a killed process become ``interrupted``; returns how many."""
         with self.transaction() as c:
-            cur = c.execute("UPDATE trial SET status = 'interrupted',"
-                            " reason = 'washout stopped while this trial ran' "
-                            " WHERE status = 'running'")
+            cur = c.execute(
+                "UPDATE trial SET status = 'interrupted',"
+                " reason = 'washout stopped while this trial ran' "
+                " WHERE status = 'running'"
+            )
             return cur.rowcount
 
     def supersede_run(self, run_id: int) -> int:
         """Keep the trials of a run's interrupted attempt as ``superseded`` (out of the
         analysis: they lost their planned successors or predecessors); returns how many."""
         with self.transaction() as c:
-            return c.execute("UPDATE trial SET superseded = 1 WHERE run_id = ? AND"
-                             " superseded = 0", (run_id,)).rowcount
+            return c.execute(
+                "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
+            ).rowcount
 
     def slot_attempts(self, worker_id: int) -> dict[tuple[int, int], list[str]]:
         """Statuses of every current (not superseded) attempt per (run index, position) of
         a worker, oldest first."""
         rows = self.conn.execute(
             "SELECT r.idx, t.position, t.status FROM trial t JOIN run r ON r.id = t.run_id"
-            f" WHERE r.worker_id = ? AND {self._live} ORDER BY t.id", (worker_id,))
+            f" WHERE r.worker_id = ? AND {self._live} ORDER BY t.id",
+            (worker_id,),
+        )
         slots: dict[tuple[int, int], list[str]] = {}
         for idx, pos, status in rows:
             slots.setdefault((idx, pos), []).append(status)
@@ -562,23 +648,35 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Trials per status, the superseded ones under ``superseded`` alone."""
-        return dict(self.conn.execute(
-            f"SELECT CASE WHEN {self._live} THEN status ELSE '{SUPERSEDED}' END AS s, count(*)"
-            " FROM trial GROUP BY s"))
+        return dict(
+            self.conn.execute(
+                f"SELECT CASE WHEN {self._live} THEN status ELSE '{SUPERSEDED}' END AS s, count(*)"
+                " FROM trial GROUP BY s"
+            )
+        )
 
     def finished_durations(self) -> list[float]:
         """Durations of finished trials (for an ETA)."""
-        return [d for (d,) in self.conn.execute(
-            "SELECT duration FROM trial WHERE status IN ('ok','failed','timeout')"
-            " AND duration IS NOT NULL")]
+        return [
+            d
+            for (d,) in self.conn.execute(
+                "SELECT duration FROM trial WHERE status IN ('ok','failed','timeout')"
+                " AND duration IS NOT NULL"
+            )
+        ]
 
     def failures(self, limit: int = 20) -> list[tuple[str, int, int, str, str, str]]:
-        """Recent failed/timeout/interrupted trials: (worker, run, position, test, status, reason)."""
-        return list(self.conn.execute(
-            "SELECT w.name, r.idx, t.position, t.test, t.status, t.reason FROM trial t"
-            " JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
-            f" WHERE t.status NOT IN ('ok', 'running') AND {self._live}"
-            " ORDER BY t.id DESC LIMIT ?", (limit,)))
+        """Recent failed/timeout/interrupted trials: (worker, run, position, test, status,
+        reason)."""
+        return list(
+            self.conn.execute(
+                "SELECT w.name, r.idx, t.position, t.test, t.status, t.reason FROM trial t"
+                " JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
+                f" WHERE t.status NOT IN ('ok', 'running') AND {self._live}"
+                " ORDER BY t.id DESC LIMIT ?",
+                (limit,),
+            )
+        )
 
     def tests_without_success(self) -> list[tuple[str, int, str, str, str]]:
         """Tests whose every current finished trial failed or timed out, with their trial
@@ -586,10 +684,18 @@ class Store:
         rows = self.conn.execute(
             "SELECT t.test, count(*), min(t.id) FROM trial t JOIN test s ON s.name = t.test"
             f" WHERE t.status IN ('ok', 'failed', 'timeout') AND {self._live}"
-            " GROUP BY t.test HAVING sum(t.status = 'ok') = 0 ORDER BY s.spec_index").fetchall()
-        return [(test, n, *self.conn.execute(
-            "SELECT status, reason, stderr_tail FROM trial WHERE id = ?",
-            (first,)).fetchone()) for test, n, first in rows]
+            " GROUP BY t.test HAVING sum(t.status = 'ok') = 0 ORDER BY s.spec_index"
+        ).fetchall()
+        return [
+            (
+                test,
+                n,
+                *self.conn.execute(
+                    "SELECT status, reason, stderr_tail FROM trial WHERE id = ?", (first,)
+                ).fetchone(),
+            )
+            for test, n, first in rows
+        ]
 
     # -- reading -------------------------------------------------------------------------
     def long_frame(self, include_superseded: bool = False) -> pd.DataFrame:
@@ -636,20 +742,27 @@ class Store:
             f"SELECT id, run_id, position, test, CASE WHEN NOT {self._live} THEN"
             f" {statuses.index(SUPERSEDED)} ELSE CASE status {case} ELSE -1 END END, started,"
             f" ended FROM trial WHERE status != 'running' AND {which} ORDER BY id",
-            statuses).fetchall()
+            statuses,
+        ).fetchall()
         if not rows:
-            return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object)
-                                 for c in COLUMNS})
+            return pd.DataFrame(
+                {c: pd.Series(dtype=float if c == "value" else object) for c in COLUMNS}
+            )
         trial_id, run_id, position, test, status, started, ended = zip(*rows)
         del rows
         status = np.array(status, dtype=np.int64)
         if (status < 0).any():  # a status this version does not write: keep its text
             known = ", ".join("?" * len(statuses))
-            other = dict(self.conn.execute(
-                f"SELECT id, status FROM trial WHERE status NOT IN ({known})"
-                " AND status != 'running'", statuses).fetchall())
-            extra, codes = np.unique([other[i] for i in np.array(trial_id)[status < 0]],
-                                     return_inverse=True)
+            other = dict(
+                self.conn.execute(
+                    f"SELECT id, status FROM trial WHERE status NOT IN ({known})"
+                    " AND status != 'running'",
+                    statuses,
+                ).fetchall()
+            )
+            extra, codes = np.unique(
+                [other[i] for i in np.array(trial_id)[status < 0]], return_inverse=True
+            )
             status[status < 0] = len(statuses) + codes
             statuses += extra.tolist()
         trial_id = np.array(trial_id, dtype=np.int64)
@@ -658,7 +771,8 @@ class Store:
         test_code, test_names = pd.factorize(np.array(test, dtype=object))
         runs = self.conn.execute(
             "SELECT r.id, r.idx, r.order_kind, w.id, w.name FROM run r"
-            " JOIN worker w ON w.id = r.worker_id ORDER BY r.id").fetchall()
+            " JOIN worker w ON w.id = r.worker_id ORDER BY r.id"
+        ).fetchall()
         r_id = np.array([r[0] for r in runs], dtype=np.int64)
         r_at = np.searchsorted(r_id, run_id)
         r_idx = np.array([r[1] for r in runs], dtype=np.int64)[r_at]
@@ -680,8 +794,8 @@ class Store:
         if names:
             mcase = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
             recorded = self.conn.execute(
-                f"SELECT trial_id, CASE name {mcase} ELSE -1 END, value FROM metric",
-                names).fetchall()
+                f"SELECT trial_id, CASE name {mcase} ELSE -1 END, value FROM metric", names
+            ).fetchall()
             if recorded:
                 m_trial, m_code, m_value = (np.array(c) for c in zip(*recorded))
                 del recorded

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import sys
 
+# Registration by import: one module per command family.
+from washout.cli import (
+    commands_analyze,  # noqa: F401,E402
+    commands_plan,  # noqa: F401,E402
+    commands_report,  # noqa: F401,E402
+    commands_run,  # noqa: F401,E402
+    commands_sweep,  # noqa: F401,E402
+)
 from washout.cli.app import app
 from washout.errors import WashoutError
-
-# Registration by import: one module per command family.
-from washout.cli import commands_run  # noqa: F401,E402
-from washout.cli import commands_analyze  # noqa: F401,E402
-from washout.cli import commands_sweep  # noqa: F401,E402
-from washout.cli import commands_report  # noqa: F401,E402
-from washout.cli import commands_plan  # noqa: F401,E402
 
 
 def main() -> None:

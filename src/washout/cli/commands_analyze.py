@@ -24,32 +24,44 @@ def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | N
 
 @app.command("analyze")
 def analyze_command(
-    source: Path = typer.Argument(..., metavar="SOURCE",
-                                  help="A washout database, a long-format CSV, or an OrderSage "
-                                       "*_exp_results.csv / *_test_results.csv file."),
+    source: Path = typer.Argument(
+        ...,
+        metavar="SOURCE",
+        help="A washout database, a long-format CSV, or an OrderSage "
+        "*_exp_results.csv / *_test_results.csv file.",
+    ),
     alpha: float = typer.Option(0.05, "--alpha", help="Family-wise significance level."),
-    correction: str = typer.Option("bonferroni", "--correction",
-                                   help="Family-wise correction: bonferroni or holm."),
+    correction: str = typer.Option(
+        "bonferroni", "--correction", help="Family-wise correction: bonferroni or holm."
+    ),
     by: str | None = typer.Option(None, "--by", help="Also split by: worker."),
     fmt: str = typer.Option("table", "--format", help="Output: table, json or csv."),
-    compat: str | None = typer.Option(None, "--compat",
-                                      help="Reproduce another tool's numbers: ordersage."),
+    compat: str | None = typer.Option(
+        None, "--compat", help="Reproduce another tool's numbers: ordersage."
+    ),
     ci_confidence: float | None = typer.Option(
-        None, "--ci-confidence",
+        None,
+        "--ci-confidence",
         help="Confidence of the median CIs (default 1 - alpha/m, the verdict's family-wise "
-             "level; with --compat ordersage, 1 - 0.05/m)."),
-    carryover: bool = typer.Option(False, "--carryover",
-                                   help="Which preceding test shifts which test (random-order runs)."),
-    drift: bool = typer.Option(False, "--drift",
-                               help="Drift with position, time since the reset, and run index."),
-    claim: list[str] = typer.Option([], "--claim",
-                                    help='A claim to check under both orders, e.g. "A < B" or '
-                                         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).'),
-    metric: str | None = typer.Option(None, "--metric",
-                                      help="Restrict carryover, drift and claims to one metric."),
+        "level; with --compat ordersage, 1 - 0.05/m).",
+    ),
+    carryover: bool = typer.Option(
+        False, "--carryover", help="Which preceding test shifts which test (random-order runs)."
+    ),
+    drift: bool = typer.Option(
+        False, "--drift", help="Drift with position, time since the reset, and run index."
+    ),
+    claim: list[str] = typer.Option(
+        [],
+        "--claim",
+        help='A claim to check under both orders, e.g. "A < B" or '
+        '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).',
+    ),
+    metric: str | None = typer.Option(
+        None, "--metric", help="Restrict carryover, drift and claims to one metric."
+    ),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
-    import json
     import sys
 
     from washout.report.terminal import frame_table, render_analysis
@@ -69,19 +81,26 @@ def analyze_command(
 
     alone = not (carryover or drift or claim or compat)
     trials, info = load_trials(
-        source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None)
+        source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None
+    )
     claims = [*claim, *stored_claims(source, info.kind)]
     why = carryover or drift or bool(claims)
     if why and (compat or fmt == "csv"):
-        raise WashoutError("--carryover, --drift and --claim (or claims in the spec) go with "
-                           "--format table or json, without --compat")
+        raise WashoutError(
+            "--carryover, --drift and --claim (or claims in the spec) go with "
+            "--format table or json, without --compat"
+        )
 
     if compat == "ordersage":
         from washout.stats.ordersage_compat import ordersage_stats
 
-        frame = ordersage_stats(trials, generation=info.generation or "test",
-                                test_column=info.test_column, ci_confidence=ci_confidence,
-                                by_worker=by_worker)
+        frame = ordersage_stats(
+            trials,
+            generation=info.generation or "test",
+            test_column=info.test_column,
+            ci_confidence=ci_confidence,
+            by_worker=by_worker,
+        )
         if fmt == "csv":
             frame.to_csv(sys.stdout, index=False)
         elif fmt == "json":
@@ -93,14 +112,23 @@ def analyze_command(
 
     from washout.stats.order import analyze_order
 
-    analysis = analyze_order(trials, alpha=alpha, correction=correction, by_worker=by_worker,
-                             ci_confidence=ci_confidence)
+    analysis = analyze_order(
+        trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
+    )
     found: dict = {}
     if why:
         from washout.stats.why import explain
 
-        found = explain(trials, carryover=carryover, drift=drift, claims=claims, alpha=alpha,
-                        correction=correction, by_worker=by_worker, metric=metric)
+        found = explain(
+            trials,
+            carryover=carryover,
+            drift=drift,
+            claims=claims,
+            alpha=alpha,
+            correction=correction,
+            by_worker=by_worker,
+            metric=metric,
+        )
     if fmt == "json":
         typer.echo(_json_document({**analysis.to_dict(), **found}))
     elif fmt == "csv":
@@ -148,5 +176,6 @@ def _print_table(renderable: object) -> None:
     from rich.console import Console
 
     piped = not sys.stdout.isatty()
-    Console(highlight=False, width=160 if piped else None, soft_wrap=piped,
-            markup=False).print(renderable)
+    Console(highlight=False, width=160 if piped else None, soft_wrap=piped, markup=False).print(
+        renderable
+    )

@@ -29,21 +29,25 @@ def parse_percent(text: str, option: str = "--detect") -> float:
 
 @app.command("plan")
 def plan_command(
-    pilot: Path = typer.Option(..., "--pilot",
-                               help="A pilot's store, long-format CSV or OrderSage file."),
-    detect: str = typer.Option(..., "--detect",
-                               help="The order effect to detect, as Delta% of the mean, e.g. 2%."),
+    pilot: Path = typer.Option(
+        ..., "--pilot", help="A pilot's store, long-format CSV or OrderSage file."
+    ),
+    detect: str = typer.Option(
+        ..., "--detect", help="The order effect to detect, as Delta% of the mean, e.g. 2%."
+    ),
     power: float = typer.Option(0.8, "--power", help="Probability of detecting it."),
-    alpha: float = typer.Option(0.05, "--alpha",
-                                help="Family-wise level (Bonferroni over tests x metrics)."),
-    metric: str | None = typer.Option(None, "--metric",
-                                      help="Only this metric (default: every metric)."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Family-wise level (Bonferroni over tests x metrics)."
+    ),
+    metric: str | None = typer.Option(
+        None, "--metric", help="Only this metric (default: every metric)."
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the simulation."),
     output: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
     """Runs per order needed to detect a given order effect, simulated from a pilot."""
     from washout.sources import load_trials
-    from washout.stats.power import MAX_RUNS, PLAN_PERCENTILES, PILOT_RESAMPLES, plan_runs
+    from washout.stats.power import MAX_RUNS, PILOT_RESAMPLES, PLAN_PERCENTILES, plan_runs
 
     if output not in FORMATS:
         raise WashoutError(f"--format = {output!r}: expected one of {', '.join(FORMATS)}")
@@ -52,21 +56,40 @@ def plan_command(
     rows = plan_runs(frame, delta, power=power, alpha=alpha, metric=metric, seed=seed)
     per_test = rows[0].alpha_per_test
     if output == "json":
-        typer.echo(json.dumps({
-            "pilot": str(pilot), "detect_pct": delta, "power": power, "alpha": alpha,
-            "family_size": len(rows), "alpha_per_test": per_test, "seed": seed,
-            "tests": [r.to_dict() for r in rows],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "pilot": str(pilot),
+                    "detect_pct": delta,
+                    "power": power,
+                    "alpha": alpha,
+                    "family_size": len(rows),
+                    "alpha_per_test": per_test,
+                    "seed": seed,
+                    "tests": [r.to_dict() for r in rows],
+                },
+                indent=2,
+            )
+        )
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Runs per order to detect a {delta:g}% order effect with power "
-                        f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = "
-                        f"{per_test:.3g})")
+    table = Table(
+        title=f"Runs per order to detect a {delta:g}% order effect with power "
+        f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = "
+        f"{per_test:.3g})"
+    )
     lo_pct, hi_pct = PLAN_PERCENTILES
-    for name in ("test", "metric", "CV", "pilot trials", "runs per order",
-                 f"{lo_pct:g}-{hi_pct:g}th pct, resampled pilot", "power"):
+    for name in (
+        "test",
+        "metric",
+        "CV",
+        "pilot trials",
+        "runs per order",
+        f"{lo_pct:g}-{hi_pct:g}th pct, resampled pilot",
+        "power",
+    ):
         table.add_column(name, justify="left" if name in ("test", "metric") else "right")
     for r in rows:
         if r.runs_needed:
@@ -77,23 +100,41 @@ def plan_command(
         if r.runs_interval:
             lo, hi = (str(n) if n else f">{MAX_RUNS}" for n in r.runs_interval)
             spread = f"{lo} to {hi}"
-        table.add_row(r.test, r.metric, f"{r.cv * 100:.2f}%", f"{r.n_pilot} {r.source}", runs,
-                      spread, f"{r.power_at:.2f}" if r.power_at is not None else "-")
+        table.add_row(
+            r.test,
+            r.metric,
+            f"{r.cv * 100:.2f}%",
+            f"{r.n_pilot} {r.source}",
+            runs,
+            spread,
+            f"{r.power_at:.2f}" if r.power_at is not None else "-",
+        )
     console = Console(highlight=False, markup=False)  # test names are data, not markup
     console.print(table)
     few = [r.test for r in rows if r.n_pilot < FEW_PILOT_TRIALS]
     if few:
-        console.print(f"Note: fewer than {FEW_PILOT_TRIALS} pilot trials for {', '.join(few)}: "
-                      "the spread, and so the plan, is only a rough estimate.")
-    console.print(f"The interval is the {lo_pct:g}th to {hi_pct:g}th percentile of the runs "
-                  f"needed over {PILOT_RESAMPLES} resamples of the pilot: what another pilot of "
-                  "the same size could have asked for.")
+        console.print(
+            f"Note: fewer than {FEW_PILOT_TRIALS} pilot trials for {', '.join(few)}: "
+            "the spread, and so the plan, is only a rough estimate."
+        )
+    console.print(
+        f"The interval is the {lo_pct:g}th to {hi_pct:g}th percentile of the runs "
+        f"needed over {PILOT_RESAMPLES} resamples of the pilot: what another pilot of "
+        "the same size could have asked for."
+    )
     needed = [r.runs_needed for r in rows]
     if all(needed):
         worst = max(n for n in needed if n)
         highs = [r.runs_interval[1] for r in rows if r.runs_interval]
-        safe = "" if not highs else (
-            f"; {max(highs)} if the pilot understated the noise" if all(highs)
-            else f"; more than {MAX_RUNS} if the pilot understated the noise")
-        console.print(f"Plan {worst} runs per order ({2 * worst} runs in all): "
-                      f"enough for every test{safe}.")
+        safe = (
+            ""
+            if not highs
+            else (
+                f"; {max(highs)} if the pilot understated the noise"
+                if all(highs)
+                else f"; more than {MAX_RUNS} if the pilot understated the noise"
+            )
+        )
+        console.print(
+            f"Plan {worst} runs per order ({2 * worst} runs in all): enough for every test{safe}."
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from washout.cli.app import app
 from washout.cli.commands_analyze import stored_claims
 
 
-class ReportFormat(str, Enum):
+class ReportFormat(StrEnum):
     html = "html"
     md = "md"
 
@@ -26,20 +26,31 @@ class ReportFormat(str, Enum):
 @app.command("report")
 def report(
     source: Path = typer.Argument(
-        ..., help="A washout store (SQLite), a long-format CSV, an OrderSage results CSV, or "
-                  "a sweep's directory (washout sweep --dir)."),
+        ...,
+        help="A washout store (SQLite), a long-format CSV, an OrderSage results CSV, or "
+        "a sweep's directory (washout sweep --dir).",
+    ),
     output: Path | None = typer.Option(
-        None, "-o", "--output",
-        help="Where to write (default: report.html, or report.md with --format md)."),
+        None,
+        "-o",
+        "--output",
+        help="Where to write (default: report.html, or report.md with --format md).",
+    ),
     fmt: ReportFormat = typer.Option(
-        ReportFormat.html, "--format", "-f",
-        help="html: one self-contained file; md: Markdown with PNG figures beside it."),
+        ReportFormat.html,
+        "--format",
+        "-f",
+        help="html: one self-contained file; md: Markdown with PNG figures beside it.",
+    ),
     alpha: float = typer.Option(0.05, help="Family-wise significance level."),
     correction: str = typer.Option("bonferroni", help="bonferroni or holm."),
     by_worker: bool = typer.Option(False, "--by-worker", help="Compare per worker too."),
-    claim: list[str] = typer.Option([], "--claim",
-                                    help='A claim to check under both orders, e.g. "A < B" '
-                                         "(repeatable; a store adds its spec's claims)."),
+    claim: list[str] = typer.Option(
+        [],
+        "--claim",
+        help='A claim to check under both orders, e.g. "A < B" '
+        "(repeatable; a store adds its spec's claims).",
+    ),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
     from washout.outputs import check_output
@@ -55,15 +66,17 @@ def report(
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source)
-    analysis = analyze_order(trials, alpha=alpha, correction=correction,
-                             by_worker=by_worker).to_dict()
+    analysis = analyze_order(
+        trials, alpha=alpha, correction=correction, by_worker=by_worker
+    ).to_dict()
     if info.kind == "store":
         meta = document.meta_from_store(source)
     else:
         kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
         meta = {"source": f"{source.name} ({kind})"}
-    why, notes = explain_for_report(trials, [*claim, *stored_claims(source, info.kind)], alpha,
-                                    correction, by_worker)
+    why, notes = explain_for_report(
+        trials, [*claim, *stored_claims(source, info.kind)], alpha, correction, by_worker
+    )
     meta["notes"] = notes
     with _figure_progress() as progress:
         if fmt is ReportFormat.md:
@@ -77,7 +90,7 @@ def report(
     typer.echo(f"{out}: {analysis['verdict']}")
 
 
-def load_sweep_dir(directory: Path) -> tuple[dict, "pd.DataFrame"]:
+def load_sweep_dir(directory: Path) -> tuple[dict, pd.DataFrame]:
     """The summary (sweep.json) and measured settings (settings.csv) ``washout sweep`` wrote."""
     import json
 
@@ -87,16 +100,17 @@ def load_sweep_dir(directory: Path) -> tuple[dict, "pd.DataFrame"]:
 
     summary, settings = directory / "sweep.json", directory / "settings.csv"
     if not (summary.is_file() and settings.is_file()):
-        raise WashoutError(f"{directory}: not a sweep directory (it needs the sweep.json and "
-                           "settings.csv that washout sweep writes)")
+        raise WashoutError(
+            f"{directory}: not a sweep directory (it needs the sweep.json and "
+            "settings.csv that washout sweep writes)"
+        )
     try:
         return json.loads(summary.read_text()), pd.read_csv(settings)
     except (ValueError, pd.errors.ParserError) as err:
         raise WashoutError(f"{directory}: cannot read the sweep's files: {err}") from None
 
 
-def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict,
-                       settings: "pd.DataFrame") -> None:
+def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict, settings: pd.DataFrame) -> None:
     """A sweep-only report: R^2 against sampling rate, coefficients with their knee and
     turning points, and the tile map of ``settings`` (parameter columns, metric last)."""
     meta = {"name": name}
@@ -105,17 +119,38 @@ def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict,
         if fmt == "md":
             from washout.report.markdown import write_markdown
 
-            write_markdown(out, None, None, meta, sweep, settings=settings,
-                           r2_history=history, progress=progress)
+            write_markdown(
+                out,
+                None,
+                None,
+                meta,
+                sweep,
+                settings=settings,
+                r2_history=history,
+                progress=progress,
+            )
         else:
             from washout.report.html import write_html
 
-            write_html(out, None, None, meta, sweep, settings=settings, r2_history=history,
-                       progress=progress)
+            write_html(
+                out,
+                None,
+                None,
+                meta,
+                sweep,
+                settings=settings,
+                r2_history=history,
+                progress=progress,
+            )
 
 
-def explain_for_report(trials, claims: list[str], alpha: float, correction: str,  # type: ignore[no-untyped-def]
-                       by_worker: bool) -> tuple[dict, list[str]]:
+def explain_for_report(
+    trials,
+    claims: list[str],
+    alpha: float,
+    correction: str,  # type: ignore[no-untyped-def]
+    by_worker: bool,
+) -> tuple[dict, list[str]]:
     """Carryover, drift and claims for the report's "why" section, and notes on what the
     source could not support: carryover and drift need each trial's position and time."""
     from washout.errors import WashoutError
@@ -136,8 +171,14 @@ def _figure_progress() -> Iterator[Callable[[int, int], None]]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    bar = Progress("drawing figures", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                   console=Console(stderr=True), transient=True)
+    bar = Progress(
+        "drawing figures",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     task = bar.add_task("figures", total=None)
 
     def update(done: int, total: int) -> None:

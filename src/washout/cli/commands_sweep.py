@@ -15,7 +15,9 @@ def _format(value: str) -> str:
     from washout.errors import WashoutError
 
     if value not in FORMATS:
-        raise WashoutError(f"--format = {value!r}: unknown format (choose from {', '.join(FORMATS)})")
+        raise WashoutError(
+            f"--format = {value!r}: unknown format (choose from {', '.join(FORMATS)})"
+        )
     return value
 
 
@@ -32,19 +34,25 @@ def _print_summary(result: dict, fmt: str) -> None:
     out = Console(highlight=False, markup=False)
     r2 = [v for v in result["r2_validation"] if v is not None]
     status = "threshold reached" if result["terminated"] else "threshold NOT reached (budget)"
-    out.print(f"Measured {result['settings_measured']} of {result['settings_total']} settings "
-              f"({result['sampling_rate']:.0%}) with {result['sampler']} sampling, "
-              f"model {result['model']}: {status}")
+    out.print(
+        f"Measured {result['settings_measured']} of {result['settings_total']} settings "
+        f"({result['sampling_rate']:.0%}) with {result['sampler']} sampling, "
+        f"model {result['model']}: {status}"
+    )
     if r2:
-        out.print(f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
-                  f"{sorted(r2)[len(r2) // 2]:.3f}")
+        out.print(
+            f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
+            f"{sorted(r2)[len(r2) // 2]:.3f}"
+        )
     if result.get("r2_holdout") is not None:
         out.print(f"R^2 on the last batch before it was measured: {result['r2_holdout']:.3f}")
     if result.get("r2_unmeasured") is not None:
         out.print(f"R^2 on the unmeasured settings: {result['r2_unmeasured']:.3f}")
     if result.get("exact_fit"):
-        out.print("The model reproduces the metric exactly (no noise left): a term is "
-                  "significant if it explains any variance at all; p-values are limits.")
+        out.print(
+            "The model reproduces the metric exactly (no noise left): a term is "
+            "significant if it explains any variance at all; p-values are limits."
+        )
     terms = Table(title="Significant terms (share of variance)")
     terms.add_column("term")
     terms.add_column("share", justify="right")
@@ -69,22 +77,51 @@ def _print_summary(result: dict, fmt: str) -> None:
 def explore(
     data: Path = typer.Argument(..., help="CSV with one row per measured setting."),
     metric: str = typer.Option(..., "--metric", help="Column holding the metric."),
-    param: list[str] = typer.Option(None, "--param", help="Parameter column (repeat); default: every other column."),
-    sampler: str = typer.Option("random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."),
+    param: list[str] = typer.Option(
+        None, "--param", help="Parameter column (repeat); default: every other column."
+    ),
+    sampler: str = typer.Option(
+        "random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."
+    ),
     model: str = typer.Option("anova", "--model", help="anova, anova-main, mlp, smooth (ours)."),
-    rule: str = typer.Option("paper", "--rule", help="Termination: paper (all splits >= threshold); holdout (ours: also the last batch, predicted before it was measured); stable (ours: holdout, and conclusions unchanged since the previous batch)."),
-    conclude: str = typer.Option("measured", "--conclude", help="Draw the ANOVA's conclusions from the measured settings (the paper) or the predicted full space (ours: measured values + the model's predictions)."),
+    rule: str = typer.Option(
+        "paper",
+        "--rule",
+        help=(
+            "Termination: paper (all splits >= threshold); holdout (ours: also the last batch, "
+            "predicted before it was measured); stable (ours: holdout, and conclusions "
+            "unchanged since the previous batch)."
+        ),
+    ),
+    conclude: str = typer.Option(
+        "measured",
+        "--conclude",
+        help=(
+            "Draw the ANOVA's conclusions from the measured settings (the paper) or the "
+            "predicted full space (ours: measured values + the model's predictions)."
+        ),
+    ),
     seed: int = typer.Option(0, "--seed"),
     start: float = typer.Option(0.05, "--start", help="Fraction measured first."),
     step: float = typer.Option(0.05, "--step", help="Fraction added per iteration."),
-    threshold: float = typer.Option(0.9, "--threshold", help="R^2 every validation split must reach."),
+    threshold: float = typer.Option(
+        0.9, "--threshold", help="R^2 every validation split must reach."
+    ),
     splits: int = typer.Option(10, "--splits", help="80/20 validation splits per iteration."),
     budget: int = typer.Option(None, "--budget", help="Most settings to measure."),
     full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
-    versus: Path = typer.Option(None, "--versus", help="A second system's CSV (same parameters): analysed the same way; ranges then cover both sides of every important point of either system."),
+    versus: Path = typer.Option(
+        None,
+        "--versus",
+        help=(
+            "A second system's CSV (same parameters): analysed the same way; ranges then "
+            "cover both sides of every important point of either system."
+        ),
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
-    report: Path = typer.Option(None, "--report",
-                                help="Also write a report (.html, or .md with PNG figures)."),
+    report: Path = typer.Option(
+        None, "--report", help="Also write a report (.html, or .md with PNG figures)."
+    ),
 ) -> None:
     """Incremental sampling on an already measured space: reading a row measures a setting."""
     from threadpoolctl import threadpool_limits
@@ -94,9 +131,18 @@ def explore(
     from washout.sweep.space import load_space_csv
 
     fmt = _format(fmt)
-    options = LoopOptions(start=start, step=step, threshold=threshold, splits=splits,
-                          sampler=sampler, model=model, rule=rule, seed=seed, budget=budget,
-                          conclude=conclude)
+    options = LoopOptions(
+        start=start,
+        step=step,
+        threshold=threshold,
+        splits=splits,
+        sampler=sampler,
+        model=model,
+        rule=rule,
+        seed=seed,
+        budget=budget,
+        conclude=conclude,
+    )
     options.check("explore")
     space = load_space_csv(data, metric, param or None)
     import time
@@ -110,8 +156,10 @@ def explore(
         """Progress on stderr: settings read so far, worst split R^2, time per iteration."""
         finite = [v for v in step.r2_splits if v == v]
         worst = f"{min(finite):.3f}" if finite else "n/a"
-        console.print(f"{step.measured}/{len(space)} settings: worst split R^2 {worst} "
-                      f"({time.monotonic() - started:.1f} s)")
+        console.print(
+            f"{step.measured}/{len(space)} settings: worst split R^2 {worst} "
+            f"({time.monotonic() - started:.1f} s)"
+        )
 
     with threadpool_limits(1):  # small dense solves: one BLAS thread is fastest and fair to others
         result = run_explore(space, options, full=full, on_step=None if full else on_step)
@@ -120,23 +168,34 @@ def explore(
 
             other = load_space_csv(versus, metric, space.parameters)  # same parameter columns
             other_result = run_explore(other, options, full=full)
-            result["versus"] = {"data": str(versus), "significant_terms":
-                                other_result["significant_terms"],
-                                "important_points": other_result["important_points"],
-                                "ranges": other_result["ranges"]}
+            result["versus"] = {
+                "data": str(versus),
+                "significant_terms": other_result["significant_terms"],
+                "important_points": other_result["important_points"],
+                "ranges": other_result["ranges"],
+            }
             result["ranges"] = joint_ranges([result, other_result], [space, other])
     _print_summary(result, fmt)
     if report is not None:
         from washout.cli.commands_report import write_sweep_report
 
-        write_sweep_report(report, "md" if report.suffix == ".md" else "html", data.stem,
-                           result, space.frame())
+        write_sweep_report(
+            report, "md" if report.suffix == ".md" else "html", data.stem, result, space.frame()
+        )
 
 
 @app.command()
 def sweep(
-    spec: Path = typer.Argument(..., help="Spec with a \\[sweep] table (and \\[experiment], \\[reset] ...)."),
-    directory: Path = typer.Option(None, "--dir", help="Where the batch stores go (default: washout-results/NAME-sweep); run again to resume."),
+    spec: Path = typer.Argument(
+        ..., help="Spec with a \\[sweep] table (and \\[experiment], \\[reset] ...)."
+    ),
+    directory: Path = typer.Option(
+        None,
+        "--dir",
+        help=(
+            "Where the batch stores go (default: washout-results/NAME-sweep); run again to resume."
+        ),
+    ),
     seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
@@ -144,15 +203,29 @@ def sweep(
     """Evaluate a parameter space incrementally: run sampled settings (randomized order, resets),
     fit, validate, add settings until the model predicts well or the budget is spent."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
     from threadpoolctl import threadpool_limits
 
     from washout.sweep.runner import run_sweep
 
     fmt = _format(fmt)
     console = Console(stderr=True, quiet=quiet, highlight=False, markup=False)
-    bar = Progress(TextColumn("batch trials"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), console=console, disable=quiet, transient=True)
+    bar = Progress(
+        TextColumn("batch trials"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    )
     task = bar.add_task("trials", total=None)
 
     def progress(done: int, total: int) -> None:

@@ -82,7 +82,7 @@ class OutputTail:
 
     def value(self) -> bytes:
         data = b"".join(self._chunks)
-        return data[len(data) - self.limit:] if len(data) > self.limit else data
+        return data[len(data) - self.limit :] if len(data) > self.limit else data
 
 
 METRIC_FILE_LIMIT = 16 << 20

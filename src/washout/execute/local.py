@@ -48,10 +48,37 @@ grown to match) once a read fills the small size."""
 
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
-_SHELL_ONLY = frozenset({
-    ".", ":", "alias", "break", "cd", "command", "continue", "eval", "exec", "exit", "export",
-    "getopts", "hash", "read", "readonly", "return", "set", "shift", "source", "times", "trap",
-    "type", "ulimit", "umask", "unalias", "unset", "wait"})
+_SHELL_ONLY = frozenset(
+    {
+        ".",
+        ":",
+        "alias",
+        "break",
+        "cd",
+        "command",
+        "continue",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "getopts",
+        "hash",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "times",
+        "trap",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+    }
+)
 
 
 def argv_for(command: str, path: str | None = None) -> list[str]:
@@ -73,8 +100,12 @@ def _start(command: str, path: str | None) -> tuple[str, tuple[str, ...]]:
     program found on PATH, so PATH is searched once per command rather than by every
     start (a dozen candidate paths built per trial)."""
     words = command.split()
-    if (words and all(_PLAIN_WORD.fullmatch(w) for w in words)
-            and words[0] not in _SHELL_ONLY and "=" not in words[0]):
+    if (
+        words
+        and all(_PLAIN_WORD.fullmatch(w) for w in words)
+        and words[0] not in _SHELL_ONLY
+        and "=" not in words[0]
+    ):
         found = shutil.which(words[0], path=path)
         if found is not None:  # a name with a slash stays as given: relative to the cwd
             return (words[0] if "/" in words[0] else found), tuple(words)
@@ -136,9 +167,14 @@ class _GroupGuard:
         alive_r, self._alive_w = os.pipe()
         try:
             self._process = subprocess.Popen(
-                ["/bin/sh", "-c", _GUARD_SCRIPT.format(fd=self._file)], stdin=alive_r,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(self._file,),
-                cwd="/", start_new_session=True)
+                ["/bin/sh", "-c", _GUARD_SCRIPT.format(fd=self._file)],
+                stdin=alive_r,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(self._file,),
+                cwd="/",
+                start_new_session=True,
+            )
         finally:
             os.close(alive_r)
 
@@ -190,8 +226,12 @@ class _Child:
     ``waitpid`` instead, as Python 3.11's default child watcher does.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes],
-                 pipes: dict[int, OutputTail]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        proc: subprocess.Popen[bytes],
+        pipes: dict[int, OutputTail],
+    ) -> None:
         self.loop = loop
         self.proc = proc
         self.pid = proc.pid
@@ -255,8 +295,7 @@ class _Child:
         if self.returncode is not None:
             return True
         waiter = self._waiter = self.loop.create_future()
-        timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter,
-                                                                  False)
+        timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter, False)
         try:
             return await waiter
         finally:
@@ -325,24 +364,49 @@ class LocalExecutor:
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         if cpu_set and not cpu_set <= os.sched_getaffinity(0):
-            return CommandResult("failed", None, b"", b"", started, started, 0.0,
-                                 f"cannot pin to CPUs {cpus}: washout may use "
-                                 f"{sorted(os.sched_getaffinity(0))}", cpus)
+            return CommandResult(
+                "failed",
+                None,
+                b"",
+                b"",
+                started,
+                started,
+                0.0,
+                f"cannot pin to CPUs {cpus}: washout may use {sorted(os.sched_getaffinity(0))}",
+                cpus,
+            )
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
         try:
             executable, argv = _start(command, (full_env or os.environ).get("PATH"))
             proc = subprocess.Popen(
-                argv, executable=executable, stdin=_devnull(), stdout=out_w, stderr=err_w,
-                cwd=cwd, env=full_env, start_new_session=True, preexec_fn=preexec)
+                argv,
+                executable=executable,
+                stdin=_devnull(),
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env=full_env,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
         except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
             for fd in (out_r, err_r):
                 if fd is not None:
                     os.close(fd)
             now = datetime.now(UTC)
-            return CommandResult("failed", None, b"", b"", started, now,
-                                 time.perf_counter() - t0, f"could not start: {error}", cpus)
+            return CommandResult(
+                "failed",
+                None,
+                b"",
+                b"",
+                started,
+                now,
+                time.perf_counter() - t0,
+                f"could not start: {error}",
+                cpus,
+            )
         finally:
             if out_r is not None:
                 os.close(out_w)
@@ -370,16 +434,35 @@ class LocalExecutor:
             status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
         elif code != 0:
             status = "failed"
-            why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            why = (
+                f"killed by signal {-code}"
+                if code is not None and code < 0
+                else f"exit code {code}"
+            )
         else:
             status, why = "ok", ""
-        return CommandResult(status, code, out.value(), err.value(), started, ended, duration,
-                             why, cpus, stdout_cut=out.cut, stderr_cut=err.cut)
+        return CommandResult(
+            status,
+            code,
+            out.value(),
+            err.value(),
+            started,
+            ended,
+            duration,
+            why,
+            cpus,
+            stdout_cut=out.cut,
+            stderr_cut=err.cut,
+        )
 
 
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -408,8 +491,10 @@ def read_metric_file(path: Path) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{_kind(info.st_mode)}, not a regular file")
         if info.st_size > METRIC_FILE_LIMIT:
-            raise OSError(f"{info.st_size} bytes, more than the {METRIC_FILE_LIMIT >> 20} MiB "
-                          "washout reads for a metric")
+            raise OSError(
+                f"{info.st_size} bytes, more than the {METRIC_FILE_LIMIT >> 20} MiB "
+                "washout reads for a metric"
+            )
         with open(fd, "rb", closefd=False) as f:
             return f.read(METRIC_FILE_LIMIT)
     finally:

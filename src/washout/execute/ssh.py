@@ -20,7 +20,8 @@ Each command is a small POSIX shell wrapper fed on stdin to ``bash -s`` (else ``
   trial (as the local executor does);
 - ``wall`` is the worker's own clock around the command (bash's ``$EPOCHREALTIME``, a
   builtin, or ``date +%s.%N`` where there is no bash; the fork/exec of the command is
-  included, as locally), not the controller's, so it contains no network round trip. When the worker's ``date`` has no ``%N`` the controller's time around the whole
+  included, as locally), not the controller's, so it contains no network round trip. When
+  the worker's ``date`` has no ``%N`` the controller's time around the whole
   SSH exchange is used instead (one round trip and the channel set-up included).
 - the wrapper reports the group id and the exit code with its timestamps as
   marker lines on stderr carrying a per-executor random token; they are picked out as
@@ -92,8 +93,13 @@ REQUIRED_TOOLS = ("setsid", "timeout", "date")
 NAME_NOT_FOUND = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 """getaddrinfo's answers for a name that does not exist (others may pass: EAI_AGAIN)."""
 
-_TRANSIENT = (OSError, asyncssh.ConnectionLost, asyncssh.DisconnectError, TimeoutError,
-              asyncssh.ChannelOpenError)
+_TRANSIENT = (
+    OSError,
+    asyncssh.ConnectionLost,
+    asyncssh.DisconnectError,
+    TimeoutError,
+    asyncssh.ChannelOpenError,
+)
 
 
 class _Unreachable(Exception):
@@ -109,9 +115,16 @@ def remote_path(path: str) -> str:
     return shlex.quote(path)
 
 
-def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str | None,
-                   env: dict[str, str] | None, cpus: str | None,
-                   keep_stdout: bool = True) -> str:
+def wrapper_script(
+    command: str,
+    *,
+    token: str,
+    timeout: float | None,
+    cwd: str | None,
+    env: dict[str, str] | None,
+    cpus: str | None,
+    keep_stdout: bool = True,
+) -> str:
     """The ``sh`` script that runs one command on the worker (see the module docstring).
 
     Nothing but the command runs between the two clock readings: ``setsid`` and ``taskset``
@@ -155,7 +168,7 @@ def wrapper_script(command: str, *, token: str, timeout: float | None, cwd: str 
         'wait "$g"; rc=$?',
         "t1=${EPOCHREALTIME:-$(date +%s.%N)}",
         'kill -s KILL -- -"$g" "$w" 2>/dev/null',
-        f"printf '{mark}end %s %s %s\\n' \"$rc\" \"$t0\" \"$t1\" >&2",
+        f'printf \'{mark}end %s %s %s\\n\' "$rc" "$t0" "$t1" >&2',
         'exit "$rc"',
         "}",
     ]
@@ -194,8 +207,7 @@ class _Capture:
             fields = m.group(2).split()
             if m.group(1) == b"pgid" and len(fields) == 1 and fields[0].isdigit():
                 self.group = self.group or int(fields[0])
-            elif (m.group(1) == b"end" and len(fields) == 3
-                  and fields[0].lstrip(b"-").isdigit()):
+            elif m.group(1) == b"end" and len(fields) == 3 and fields[0].lstrip(b"-").isdigit():
                 t0, t1 = _nanoseconds(fields[1]), _nanoseconds(fields[2])
                 wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
                 self.end = int(fields[0]), wall
@@ -206,7 +218,7 @@ class _Capture:
         """Stderr without the markers, at most ``keep`` bytes (TAIL_BYTES at least)."""
         data = self.markers.sub(b"", self.err.value())
         keep = max(self.keep, TAIL_BYTES)
-        return data[len(data) - keep:] if len(data) > keep else data
+        return data[len(data) - keep :] if len(data) > keep else data
 
 
 class SSHExecutor:
@@ -234,8 +246,10 @@ class SSHExecutor:
     def _options(self) -> dict[str, object]:
         w = self.worker
         opts: dict[str, object] = {
-            "connect_timeout": CONNECT_TIMEOUT, "keepalive_interval": KEEPALIVE_INTERVAL,
-            "keepalive_count_max": KEEPALIVE_COUNT}
+            "connect_timeout": CONNECT_TIMEOUT,
+            "keepalive_interval": KEEPALIVE_INTERVAL,
+            "keepalive_count_max": KEEPALIVE_COUNT,
+        }
         if w.port:
             opts["port"] = w.port
         if w.user:
@@ -256,7 +270,8 @@ class SSHExecutor:
         host, port = w.host, options.get("port")
         try:
             resolved = await asyncssh.SSHClientConnectionOptions.construct(
-                config=(), host=w.host, **options)
+                config=(), host=w.host, **options
+            )
             host, port = resolved.host or host, resolved.port or port
         except (asyncssh.Error, OSError, ValueError, TypeError):
             pass
@@ -267,7 +282,8 @@ class SSHExecutor:
             f"{self._where()}: the host key of {target} is not in {file} (unknown, or changed "
             f"since it was recorded); washout never accepts an unverified key. If this is the "
             f"right machine, trust it with: {scan} >> {file} (and compare the fingerprint with "
-            f"the worker's own)")
+            f"the worker's own)"
+        )
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         """One connection attempt: the connection, a permanent WashoutError, or _Unreachable."""
@@ -278,25 +294,33 @@ class SSHExecutor:
             raise await self._host_key_error(options) from None
         except asyncssh.PermissionDenied:
             user = f"{self.worker.user}@" if self.worker.user else ""
-            how = f"key {self.worker.key!r}" if self.worker.key else \
-                "ssh-agent, ~/.ssh/config and ~/.ssh/id_* keys"
-            raise WashoutError(f"{self._where()}: {user}{self.worker.host} refused the "
-                               f"login with {how} (is the public key in authorized_keys?)"
-                               ) from None
+            how = (
+                f"key {self.worker.key!r}"
+                if self.worker.key
+                else "ssh-agent, ~/.ssh/config and ~/.ssh/id_* keys"
+            )
+            raise WashoutError(
+                f"{self._where()}: {user}{self.worker.host} refused the "
+                f"login with {how} (is the public key in authorized_keys?)"
+            ) from None
         except asyncssh.KeyImportError as err:
-            raise WashoutError(f"{self._where()}: key = {self.worker.key!r}: cannot load it: "
-                               f"{err} (an encrypted key goes into ssh-agent: ssh-add it and "
-                               "leave key out)") from None
+            raise WashoutError(
+                f"{self._where()}: key = {self.worker.key!r}: cannot load it: "
+                f"{err} (an encrypted key goes into ssh-agent: ssh-add it and "
+                "leave key out)"
+            ) from None
         except socket.gaierror as err:
             if err.errno in NAME_NOT_FOUND:
-                raise WashoutError(f"{self._where()}: host name {self.worker.host!r} not found"
-                                   ) from None
+                raise WashoutError(
+                    f"{self._where()}: host name {self.worker.host!r} not found"
+                ) from None
             raise _Unreachable(_describe(err)) from None  # e.g. no DNS server reachable now
         except _TRANSIENT as err:
             raise _Unreachable(_describe(err)) from None
         except (asyncssh.Error, ValueError) as err:
-            raise WashoutError(f"{self._where()}: cannot connect to {self.worker.host}: "
-                               f"{_describe(err)}") from None
+            raise WashoutError(
+                f"{self._where()}: cannot connect to {self.worker.host}: {_describe(err)}"
+            ) from None
 
     def _alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
@@ -307,8 +331,10 @@ class SSHExecutor:
         assert self._conn is not None
         steps = []
         if not self._tools_checked:
-            steps.append(f"for t in {' '.join(REQUIRED_TOOLS)}; do command -v $t >/dev/null "
-                         "2>&1 || echo \"lacks $t\"; done")
+            steps.append(
+                f"for t in {' '.join(REQUIRED_TOOLS)}; do command -v $t >/dev/null "
+                '2>&1 || echo "lacks $t"; done'
+            )
         if self._orphan_group is not None:
             steps.append(f"kill -s KILL -- -{self._orphan_group} 2>/dev/null")
             self._orphan_group = None
@@ -320,13 +346,18 @@ class SSHExecutor:
         said = (result.stdout or b"").decode("utf-8", errors="replace").split("\n")
         lacking = [line.split()[1] for line in said if line.startswith("lacks ")]
         if lacking:
-            raise WashoutError(f"{self._where()} lacks " + ", ".join(f"`{t}`" for t in lacking)
-                               + " (needed to run trials)")
+            raise WashoutError(
+                f"{self._where()} lacks "
+                + ", ".join(f"`{t}`" for t in lacking)
+                + " (needed to run trials)"
+            )
         self._tools_checked = True
         if self.workdir and not self._workdir_made:
             if "mkdir failed" in said:
-                raise WashoutError(f"{self._where()}: workdir = {self.workdir!r}: cannot "
-                                   f"create it: {tail(result.stderr or b'', 200).strip()}")
+                raise WashoutError(
+                    f"{self._where()}: workdir = {self.workdir!r}: cannot "
+                    f"create it: {tail(result.stderr or b'', 200).strip()}"
+                )
             self._workdir_made = True
 
     async def connect(self) -> None:
@@ -340,8 +371,9 @@ class SSHExecutor:
             except (_Unreachable, *_TRANSIENT) as err:
                 self._conn = None
                 port = f" port {self.worker.port}" if self.worker.port else ""
-                raise WashoutError(f"{self._where()}: cannot connect to "
-                                   f"{self.worker.host}{port}: {_describe(err)}") from None
+                raise WashoutError(
+                    f"{self._where()}: cannot connect to {self.worker.host}{port}: {_describe(err)}"
+                ) from None
 
     async def _reconnect(self, window: float, what: str) -> float:
         """Reconnect with exponential backoff for up to ``window`` seconds; returns the
@@ -353,7 +385,8 @@ class SSHExecutor:
             while not self._alive():
                 try:
                     self._conn = await asyncio.wait_for(
-                        self._open(), max(0.1, start + window - loop.time()) + 1)
+                        self._open(), max(0.1, start + window - loop.time()) + 1
+                    )
                     await self._prepare()
                     break
                 except (_Unreachable, *_TRANSIENT) as err:
@@ -361,8 +394,9 @@ class SSHExecutor:
                     self._conn = None
                 remaining = start + window - loop.time()
                 if remaining <= 0:
-                    raise WashoutError(f"{self._where()}: {what} within {window:g} s "
-                                       f"(last attempt: {last})")
+                    raise WashoutError(
+                        f"{self._where()}: {what} within {window:g} s (last attempt: {last})"
+                    )
                 await asyncio.sleep(min(delay, remaining))
                 delay = min(delay * 2, 5.0)
         return loop.time() - start
@@ -372,8 +406,9 @@ class SSHExecutor:
         fails within RECONNECT_WINDOW: every later command raises at once)."""
         if not self._alive():
             try:
-                await self._reconnect(RECONNECT_WINDOW, "the connection dropped and could not "
-                                      "be re-established")
+                await self._reconnect(
+                    RECONNECT_WINDOW, "the connection dropped and could not be re-established"
+                )
             except WashoutError as err:
                 self._given_up = str(err)
                 raise
@@ -396,9 +431,16 @@ class SSHExecutor:
 
     # -- commands ---------------------------------------------------------------------
 
-    async def run(self, command: str, *, timeout: float | None, cwd: str | None = None,
-                  env: dict[str, str] | None = None, cpus: str | None = None,
-                  output_tail: int = OUTPUT_TAIL) -> CommandResult:
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
+    ) -> CommandResult:
         if self._given_up:
             raise WashoutError(self._given_up)
         started = datetime.now(UTC)
@@ -409,8 +451,15 @@ class SSHExecutor:
             if self._given_up is None:
                 raise
             return self._lost(started, t0, str(err), None, cpus)
-        script = wrapper_script(command, token=self._token, timeout=timeout, cwd=cwd, env=env,
-                                cpus=cpus, keep_stdout=output_tail > 0)
+        script = wrapper_script(
+            command,
+            token=self._token,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+            cpus=cpus,
+            keep_stdout=output_tail > 0,
+        )
         got = _Capture(self._markers, output_tail)
         proc = None
 
@@ -422,20 +471,28 @@ class SSHExecutor:
             # stdin stays open: the wrapper kills the command's group when it closes.
             proc = await conn.create_process(SHELL, encoding=None)
             proc.stdin.write(script.encode())
-            readers = [asyncio.ensure_future(collect(proc.stdout, got.out.add)),
-                       asyncio.ensure_future(collect(proc.stderr, got.add_err))]
+            readers = [
+                asyncio.ensure_future(collect(proc.stdout, got.out.add)),
+                asyncio.ensure_future(collect(proc.stderr, got.add_err)),
+            ]
             waiter = asyncio.ensure_future(got.ended.wait())
             both = asyncio.gather(*readers)
             try:
                 backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
-                done, _ = await asyncio.wait({both, waiter}, timeout=backstop,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {both, waiter}, timeout=backstop, return_when=asyncio.FIRST_COMPLETED
+                )
                 if not done:
                     self._orphan_group = got.group
                     self._drop()
-                    return self._lost(started, t0, f"no answer from the worker {backstop:g} s "
-                                      "into the command (its own timeout did not report back)",
-                                      got, cpus)
+                    return self._lost(
+                        started,
+                        t0,
+                        f"no answer from the worker {backstop:g} s "
+                        "into the command (its own timeout did not report back)",
+                        got,
+                        cpus,
+                    )
                 if both not in done:
                     # The wrapper is done; a daemon it spawned may still hold the pipes.
                     await asyncio.wait({both}, timeout=1.0)
@@ -453,8 +510,13 @@ class SSHExecutor:
             self._drop()
             if got.end is None:
                 self._orphan_group = got.group
-                return self._lost(started, t0, f"connection lost during the command: "
-                                  f"{_describe(error)}", got, cpus)
+                return self._lost(
+                    started,
+                    t0,
+                    f"connection lost during the command: {_describe(error)}",
+                    got,
+                    cpus,
+                )
             # The command finished (its end marker arrived); only the connection did not.
         duration = time.perf_counter() - t0
         status_code = proc.exit_status if proc is not None else None
@@ -475,31 +537,69 @@ class SSHExecutor:
         cut = {"stdout_cut": got.out.cut, "stderr_cut": got.err.cut}
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
         if timeout is not None and code in (124, 137) and duration >= timeout:
-            return CommandResult("timeout", code, stdout, stderr, started, finished, duration,
-                                 f"timed out after {timeout:g} s; process group killed on the "
-                                 "worker", cpus, **cut)
+            return CommandResult(
+                "timeout",
+                code,
+                stdout,
+                stderr,
+                started,
+                finished,
+                duration,
+                f"timed out after {timeout:g} s; process group killed on the worker",
+                cpus,
+                **cut,
+            )
         if code == 127 and (missing := _MISSING_TOOL.search(stderr)):
-            return CommandResult("failed", code, stdout, stderr, started, finished, duration,
-                                 f"{self._where()} lacks `{missing.group(1).decode()}` "
-                                 f"({missing.group(2).decode()})", cpus, **cut)
+            return CommandResult(
+                "failed",
+                code,
+                stdout,
+                stderr,
+                started,
+                finished,
+                duration,
+                f"{self._where()} lacks `{missing.group(1).decode()}` "
+                f"({missing.group(2).decode()})",
+                cpus,
+                **cut,
+            )
         if code != 0:
             why = f"exit code {code}"
             if code > 128:
                 why += f" (signal {code - 128} if it was killed)"
-            return CommandResult("failed", code, stdout, stderr, started, finished, duration,
-                                 why, cpus, **cut)
-        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus,
-                             **cut)
+            return CommandResult(
+                "failed", code, stdout, stderr, started, finished, duration, why, cpus, **cut
+            )
+        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus, **cut)
 
-    def _lost(self, started: datetime, t0: float, reason: str, got: _Capture | None,
-              cpus: str | None) -> CommandResult:
+    def _lost(
+        self, started: datetime, t0: float, reason: str, got: _Capture | None, cpus: str | None
+    ) -> CommandResult:
         if got is None:
-            return CommandResult("lost", None, b"", b"", started, datetime.now(UTC),
-                                 time.perf_counter() - t0, f"{self.name}: {reason}", cpus)
-        return CommandResult("lost", None, got.out.value(), got.stderr(), started,
-                             datetime.now(UTC), time.perf_counter() - t0,
-                             f"{self.name}: {reason}", cpus, stdout_cut=got.out.cut,
-                             stderr_cut=got.err.cut)
+            return CommandResult(
+                "lost",
+                None,
+                b"",
+                b"",
+                started,
+                datetime.now(UTC),
+                time.perf_counter() - t0,
+                f"{self.name}: {reason}",
+                cpus,
+            )
+        return CommandResult(
+            "lost",
+            None,
+            got.out.value(),
+            got.stderr(),
+            started,
+            datetime.now(UTC),
+            time.perf_counter() - t0,
+            f"{self.name}: {reason}",
+            cpus,
+            stdout_cut=got.out.cut,
+            stderr_cut=got.err.cut,
+        )
 
     async def _kill_group(self, group: int | None) -> None:
         """Kill a command's process group from another channel (on Ctrl-C)."""
@@ -508,10 +608,12 @@ class SSHExecutor:
         assert self._conn is not None
         try:
             polls = int(KILL_GRACE / 0.1)
-            script = (f"kill -s TERM -- -{group} 2>/dev/null || exit 0\n"
-                      f"i=0; while [ $i -lt {polls} ] && kill -s 0 -- -{group} 2>/dev/null; "
-                      "do sleep 0.1; i=$((i + 1)); done\n"
-                      f"kill -s KILL -- -{group} 2>/dev/null; exit 0\n")
+            script = (
+                f"kill -s TERM -- -{group} 2>/dev/null || exit 0\n"
+                f"i=0; while [ $i -lt {polls} ] && kill -s 0 -- -{group} 2>/dev/null; "
+                "do sleep 0.1; i=$((i + 1)); done\n"
+                f"kill -s KILL -- -{group} 2>/dev/null; exit 0\n"
+            )
             await asyncio.wait_for(self._conn.run("/bin/sh -s", input=script), KILL_GRACE + 5)
         except (*_TRANSIENT, asyncssh.Error):
             pass
@@ -520,13 +622,15 @@ class SSHExecutor:
         """A metric file's bytes (``cat`` on the worker, after checking that it is a regular
         file of at most METRIC_FILE_LIMIT bytes); OSError saying why it cannot be read."""
         q = remote_path(path)
-        script = (_file_kind_script(path, cwd)
-                  + 'case "$k" in "") ;; "no such file") echo "No such file or directory" >&2;'
-                  + ' exit 1 ;;\n*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
-                  + f"n=$(wc -c < {q}) || exit 1\n"
-                  + f'[ "$n" -le {METRIC_FILE_LIMIT} ] || {{ echo "$n bytes, more than the '
-                  + f'{METRIC_FILE_LIMIT >> 20} MiB washout reads for a metric" >&2; exit 1; }}\n'
-                  + f"exec cat -- {q}\n")
+        script = (
+            _file_kind_script(path, cwd)
+            + 'case "$k" in "") ;; "no such file") echo "No such file or directory" >&2;'
+            + ' exit 1 ;;\n*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
+            + f"n=$(wc -c < {q}) || exit 1\n"
+            + f'[ "$n" -le {METRIC_FILE_LIMIT} ] || {{ echo "$n bytes, more than the '
+            + f'{METRIC_FILE_LIMIT >> 20} MiB washout reads for a metric" >&2; exit 1; }}\n'
+            + f"exec cat -- {q}\n"
+        )
         result = await self._small_command(script, f"cannot read {path}")
         if result.exit_status != 0:
             raise OSError(tail(result.stderr or b"", 200).strip())
@@ -535,10 +639,12 @@ class SSHExecutor:
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         """As locally: a regular file or a symbolic link is removed, nothing there is fine,
         anything else is left alone (OSError)."""
-        script = (_file_kind_script(path, cwd)
-                  + 'case "$k" in "" | "a symbolic link") ;; "no such file") exit 0 ;;\n'
-                  + '*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
-                  + f"rm -f -- {remote_path(path)}\n")
+        script = (
+            _file_kind_script(path, cwd)
+            + 'case "$k" in "" | "a symbolic link") ;; "no such file") exit 0 ;;\n'
+            + '*) echo "$k, not a regular file" >&2; exit 1 ;; esac\n'
+            + f"rm -f -- {remote_path(path)}\n"
+        )
         result = await self._small_command(script, f"cannot remove {path}")
         if result.exit_status != 0:
             raise OSError(tail(result.stderr or b"", 200).strip())
@@ -547,8 +653,9 @@ class SSHExecutor:
         """A short helper command on the worker's connection; OSError if it cannot run."""
         try:
             conn = await self._connection()
-            return await asyncio.wait_for(conn.run("/bin/sh -s", input=script.encode(),
-                                                   encoding=None), 60)
+            return await asyncio.wait_for(
+                conn.run("/bin/sh -s", input=script.encode(), encoding=None), 60
+            )
         except (*_TRANSIENT, asyncssh.Error, WashoutError) as err:
             raise OSError(f"{self.name}: {what}: {_describe(err)}") from None
 
@@ -558,8 +665,15 @@ class SSHExecutor:
         """An OpenSSH client command line for this worker with the same checks as ours
         (for rsync's ``-e``): known host keys only, never a prompt."""
         w = self.worker
-        args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                "-o", f"ConnectTimeout={CONNECT_TIMEOUT:g}"]
+        args = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT:g}",
+        ]
         if w.port:
             args += ["-p", str(w.port)]
         if w.key:
@@ -575,8 +689,9 @@ class SSHExecutor:
             async with conn.start_sftp_client() as sftp:
                 await sftp.put(local_paths, remote_dir, recurse=True, preserve=True)
         except (asyncssh.Error, OSError) as err:
-            raise WashoutError(f"{self._where()}: SFTP upload to {remote_dir} failed: "
-                               f"{_describe(err)}") from None
+            raise WashoutError(
+                f"{self._where()}: SFTP upload to {remote_dir} failed: {_describe(err)}"
+            ) from None
 
     # -- reboot resets ----------------------------------------------------------------
 
@@ -588,8 +703,10 @@ class SSHExecutor:
             return None
         value = result.stdout.decode("utf-8", errors="replace").strip()
         if result.status != "ok" or not value:
-            raise WashoutError(f"{self._where()}: boot_id_command = {command!r}: "
-                               f"{result.reason or 'printed nothing'}")
+            raise WashoutError(
+                f"{self._where()}: boot_id_command = {command!r}: "
+                f"{result.reason or 'printed nothing'}"
+            )
         return value
 
     async def reboot(self, timeout: float, command: str | None = None) -> str:
@@ -613,33 +730,42 @@ class SSHExecutor:
         result = await self.run(command, timeout=min(30.0, timeout))
         if result.status in ("failed", "timeout"):
             err = tail(result.stderr, 300).strip().replace("\n", " | ")
-            raise WashoutError(f"{self._where()}: reboot command {command!r} {result.status}: "
-                               f"{result.reason}{': ' + err if err else ''}")
+            raise WashoutError(
+                f"{self._where()}: reboot command {command!r} {result.status}: "
+                f"{result.reason}{': ' + err if err else ''}"
+            )
         if conn is not None:
             try:
                 await asyncio.wait_for(conn.wait_closed(), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                raise WashoutError(f"{self._where()}: still up {timeout:g} s after the reboot "
-                                   f"command {command!r} (reset.timeout)") from None
+                raise WashoutError(
+                    f"{self._where()}: still up {timeout:g} s after the reboot "
+                    f"command {command!r} (reset.timeout)"
+                ) from None
         gone = loop.time() - start
         delay = 0.5
         while True:
             self._drop()
-            await self._reconnect(max(0.0, deadline - loop.time()),
-                                  f"SSH did not answer again after the reboot (reset.timeout = "
-                                  f"{timeout:g} s)")
+            await self._reconnect(
+                max(0.0, deadline - loop.time()),
+                f"SSH did not answer again after the reboot (reset.timeout = {timeout:g} s)",
+            )
             after = await self._boot_id()
             if after is not None and after != before:
                 break
             if loop.time() + delay >= deadline:
-                raise WashoutError(f"{self._where()}: boot id still {before} {timeout:g} s "
-                                   f"after the reboot command {command!r} (reset.timeout): "
-                                   "the worker did not reboot")
+                raise WashoutError(
+                    f"{self._where()}: boot id still {before} {timeout:g} s "
+                    f"after the reboot command {command!r} (reset.timeout): "
+                    "the worker did not reboot"
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
         back = loop.time() - start
-        return (f"reboot: {command}; gone after {gone:.1f} s, SSH back after {back:.1f} s; "
-                f"boot id {before} -> {after}")
+        return (
+            f"reboot: {command}; gone after {gone:.1f} s, SSH back after {back:.1f} s; "
+            f"boot id {before} -> {after}"
+        )
 
 
 def _nanoseconds(stamp: bytes) -> int | None:
@@ -656,12 +782,23 @@ def _file_kind_script(path: str, cwd: str | None) -> str:
     regular file, else "no such file", "a symbolic link" (for a link to no regular file),
     "a FIFO", "a directory"... ."""
     q = remote_path(path)
-    kinds = "".join(f'elif [ -{flag} {q} ]; then k="{kind}"\n' for flag, kind in (
-        ("f", ""), ("d", "a directory"), ("p", "a FIFO"), ("c", "a character device"),
-        ("b", "a block device"), ("S", "a socket"), ("L", "a symbolic link")))
-    return ((f"cd -- {remote_path(cwd)} || exit 1\n" if cwd else "")
-            + f'if [ ! -e {q} ] && [ ! -L {q} ]; then k="no such file"\n'
-            + f"{kinds}else k='not a regular file'\nfi\n")
+    kinds = "".join(
+        f'elif [ -{flag} {q} ]; then k="{kind}"\n'
+        for flag, kind in (
+            ("f", ""),
+            ("d", "a directory"),
+            ("p", "a FIFO"),
+            ("c", "a character device"),
+            ("b", "a block device"),
+            ("S", "a socket"),
+            ("L", "a symbolic link"),
+        )
+    )
+    return (
+        (f"cd -- {remote_path(cwd)} || exit 1\n" if cwd else "")
+        + f'if [ ! -e {q} ] && [ ! -L {q} ]; then k="no such file"\n'
+        + f"{kinds}else k='not a regular file'\nfi\n"
+    )
 
 
 async def _cancel(*tasks: asyncio.Future[object]) -> None:

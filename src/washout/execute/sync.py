@@ -31,22 +31,25 @@ def sync_directory(value: str, source: str) -> Path:
     if not path.is_absolute() and spec_file.is_file():
         path = spec_file.parent / path
     if not path.is_dir():
-        raise WashoutError(f"{source}: experiment.sync = {value!r}: not a directory "
-                           f"(looked for {path})")
+        raise WashoutError(
+            f"{source}: experiment.sync = {value!r}: not a directory (looked for {path})"
+        )
     return path
 
 
 def _check_workdir(executor: SSHExecutor, directory: Path) -> str:
     workdir = executor.workdir
     if not workdir:
-        raise WashoutError(f"worker {executor.name}: experiment.sync needs a workdir to "
-                           f"copy {directory} into")
+        raise WashoutError(
+            f"worker {executor.name}: experiment.sync needs a workdir to copy {directory} into"
+        )
     parts = [p for p in PurePosixPath(workdir).parts if p not in ("/", ".")]
     if ".." in parts or not parts or parts == ["~"] or (workdir.startswith("/") and len(parts) < 2):
         raise WashoutError(
             f"worker {executor.name}: workdir = {workdir!r}: too broad for experiment.sync, "
             f"which makes it an exact copy of {directory} (deleting other files); use a "
-            "directory of its own, such as /srv/washout/NAME or ~/washout/NAME")
+            "directory of its own, such as /srv/washout/NAME or ~/washout/NAME"
+        )
     return workdir.rstrip("/")
 
 
@@ -64,28 +67,42 @@ async def _rsync(executor: SSHExecutor, directory: Path, workdir: str) -> None:
         target = f"{executor.worker.user}@{target}"
     remote = workdir[2:] if workdir.startswith("~/") else workdir
     proc = await asyncio.create_subprocess_exec(
-        "rsync", "-a", "--delete", "-e", ssh, f"{directory}/", f"{target}:{remote}/",
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
+        "rsync",
+        "-a",
+        "--delete",
+        "-e",
+        ssh,
+        f"{directory}/",
+        f"{target}:{remote}/",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         _, err = await asyncio.wait_for(proc.communicate(), SYNC_TIMEOUT)
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise WashoutError(f"worker {executor.name}: experiment.sync: rsync did not finish "
-                           f"within {SYNC_TIMEOUT:g} s") from None
+        raise WashoutError(
+            f"worker {executor.name}: experiment.sync: rsync did not finish "
+            f"within {SYNC_TIMEOUT:g} s"
+        ) from None
     if proc.returncode != 0:
         why = tail(err, 300).strip().replace("\n", " | ")
-        raise WashoutError(f"worker {executor.name}: experiment.sync: rsync of {directory} "
-                           f"to {workdir} failed (exit {proc.returncode}): {why}")
+        raise WashoutError(
+            f"worker {executor.name}: experiment.sync: rsync of {directory} "
+            f"to {workdir} failed (exit {proc.returncode}): {why}"
+        )
 
 
 async def _sftp(executor: SSHExecutor, directory: Path, workdir: str) -> None:
     q = remote_path(workdir)
     emptied = await executor.run(f"rm -rf -- {q} && mkdir -p -- {q}", timeout=SYNC_TIMEOUT)
     if emptied.status != "ok":
-        raise WashoutError(f"worker {executor.name}: experiment.sync: cannot empty {workdir}: "
-                           f"{emptied.reason}: {tail(emptied.stderr, 200).strip()}")
+        raise WashoutError(
+            f"worker {executor.name}: experiment.sync: cannot empty {workdir}: "
+            f"{emptied.reason}: {tail(emptied.stderr, 200).strip()}"
+        )
     remote = workdir[2:] if workdir.startswith("~/") else workdir
     entries = [str(p) for p in sorted(directory.iterdir())]
     if entries:

@@ -20,6 +20,7 @@ from washout.errors import WashoutError, located
 from washout.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, label_column
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 REQUIRED: tuple[str, ...] = ("run", "order", "test", "metric", "value", "status")
@@ -36,20 +37,23 @@ def line_of(index: int) -> int:
     return int(index) + 2
 
 
-def check_choice(frame: "pd.DataFrame", column: str, allowed: tuple[str, ...], path: Path) -> None:
+def check_choice(frame: pd.DataFrame, column: str, allowed: tuple[str, ...], path: Path) -> None:
     """A one-line error at the first row whose ``column`` is not one of ``allowed``."""
     import numpy as np
 
     bad = ~frame[column].isin(allowed).to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise located(f"{path}: line {line_of(frame.index[i])}", column, frame[column].iloc[i],
-                      f"expected one of {', '.join(allowed)}")
+        raise located(
+            f"{path}: line {line_of(frame.index[i])}",
+            column,
+            frame[column].iloc[i],
+            f"expected one of {', '.join(allowed)}",
+        )
 
 
-def _codes(values: "pd.Series") -> tuple["np.ndarray", int]:
+def _codes(values: pd.Series) -> tuple[np.ndarray, int]:
     """Small non-negative integer codes of a key column (-1: missing) and how many there are."""
-    import numpy as np
     import pandas as pd
 
     if isinstance(values.dtype, pd.CategoricalDtype):
@@ -60,7 +64,7 @@ def _codes(values: "pd.Series") -> tuple["np.ndarray", int]:
     return codes, len(uniques)
 
 
-def check_one_ok_row_per_trial(frame: "pd.DataFrame", path: Path) -> None:
+def check_one_ok_row_per_trial(frame: pd.DataFrame, path: Path) -> None:
     """A one-line error at the first ``ok`` row whose :data:`TRIAL_KEY` an earlier ``ok``
     row already has: duplicated rows (a file concatenated twice, an export appended to)
     would otherwise be taken as more samples and can flip a verdict.
@@ -104,15 +108,18 @@ def check_one_ok_row_per_trial(frame: "pd.DataFrame", path: Path) -> None:
         i = int(repeated[0])
         row = ok.iloc[i]
         first = int(np.flatnonzero((ok == row).all(axis=1).to_numpy())[0])
-        raise located(f"{path}: line {line_of(ok.index[i])}", f"({', '.join(key)})",
-                      tuple(v.item() if isinstance(v, np.generic) else v for v in row),
-                      f"a second ok row for this trial and metric (the first is line "
-                      f"{line_of(ok.index[first])}); each trial has one value per metric")
+        raise located(
+            f"{path}: line {line_of(ok.index[i])}",
+            f"({', '.join(key)})",
+            tuple(v.item() if isinstance(v, np.generic) else v for v in row),
+            f"a second ok row for this trial and metric (the first is line "
+            f"{line_of(ok.index[first])}); each trial has one value per metric",
+        )
 
 
 def numeric_column(
-    frame: "pd.DataFrame", column: str, path: Path, allow_empty: "pd.Series | bool" = False
-) -> "pd.Series":
+    frame: pd.DataFrame, column: str, path: Path, allow_empty: pd.Series | bool = False
+) -> pd.Series:
     """``column`` as floats, NaN for empty cells where ``allow_empty`` (a trial without a
     value); a one-line error at the first other cell that is not a finite number."""
     import numpy as np
@@ -128,12 +135,13 @@ def numeric_column(
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         shown = "" if empty[i] else raw.iloc[i]
-        raise located(f"{path}: line {line_of(frame.index[i])}", column, shown,
-                      "expected a finite number")
+        raise located(
+            f"{path}: line {line_of(frame.index[i])}", column, shown, "expected a finite number"
+        )
     return values
 
 
-def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "pd.DataFrame":
+def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> pd.DataFrame:
     """The long-format trials of a CSV file, validated (see the module doc).
 
     ``columns``: return only these long-format columns; read them and the ones every row is
@@ -146,17 +154,22 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> "
     import pandas as pd
 
     path = Path(path)
-    wanted = COLUMNS if columns is None else tuple(
-        c for c in COLUMNS if c in columns or c in _CHECKED)
+    wanted = (
+        COLUMNS if columns is None else tuple(c for c in COLUMNS if c in columns or c in _CHECKED)
+    )
     try:
         header = list(pd.read_csv(path, encoding="utf-8-sig", nrows=0).columns)
         # Names such as "NA" are kept verbatim; only an empty value or time stamp is missing.
         # One pass over the whole file (low_memory=False) is the faster parse here.
-        frame = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False,
-                            usecols=[c for c in header if c in wanted or c in TRIAL_KEY],
-                            na_values={c: [""] for c in ("value", *_STAMPS)},
-                            dtype={**{c: "category" for c in LABELS},
-                                   **{c: object for c in _STAMPS}}, low_memory=False)
+        frame = pd.read_csv(
+            path,
+            encoding="utf-8-sig",
+            keep_default_na=False,
+            usecols=[c for c in header if c in wanted or c in TRIAL_KEY],
+            na_values={c: [""] for c in ("value", *_STAMPS)},
+            dtype={**{c: "category" for c in LABELS}, **{c: object for c in _STAMPS}},
+            low_memory=False,
+        )
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise WashoutError(f"{path}: cannot read as CSV: {err}") from None
     missing = [c for c in REQUIRED if c not in header]

@@ -31,7 +31,12 @@ if TYPE_CHECKING:
 
 TEST_COLUMNS: dict[str, str] = {"exp_command": "exp", "test_command": "test"}
 REQUIRED: tuple[str, ...] = (
-    "order_type", "result", "completion_status", "run_num", "order_number", "hostname",
+    "order_type",
+    "result",
+    "completion_status",
+    "run_num",
+    "order_number",
+    "hostname",
 )
 STATUS_MAP: dict[str, str] = {"Success": "ok", "Failure": "failed"}
 METRIC = "result"
@@ -52,17 +57,27 @@ def is_ordersage(columns: list[str]) -> bool:
     )
 
 
-def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
+def read_ordersage(path: Path | str) -> tuple[pd.DataFrame, OrderSageLayout]:
     """The trials of an OrderSage results file in the long format, and its layout."""
     import pandas as pd
 
     path = Path(path)
     try:
-        raw = pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False,
-                          na_values={"result": [""]},
-                          dtype={"hostname": str, "order_type": str, "completion_status": str,
-                                 "exp_command": str, "test_command": str, "run_uuid": str},
-                          low_memory=False)
+        raw = pd.read_csv(
+            path,
+            encoding="utf-8-sig",
+            keep_default_na=False,
+            na_values={"result": [""]},
+            dtype={
+                "hostname": str,
+                "order_type": str,
+                "completion_status": str,
+                "exp_command": str,
+                "test_command": str,
+                "run_uuid": str,
+            },
+            low_memory=False,
+        )
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise WashoutError(f"{path}: cannot read as CSV: {err}") from None
     test_column = next((c for c in TEST_COLUMNS if c in raw.columns), None)
@@ -70,8 +85,9 @@ def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
     if test_column is None:
         missing.insert(0, "exp_command or test_command")
     if missing:
-        raise WashoutError(f"{path}: column(s) {', '.join(missing)} missing "
-                           "from an OrderSage results file")
+        raise WashoutError(
+            f"{path}: column(s) {', '.join(missing)} missing from an OrderSage results file"
+        )
     check_choice(raw, "order_type", ("fixed", "random"), path)
     check_choice(raw, "completion_status", tuple(STATUS_MAP), path)
     status = raw["completion_status"].map(STATUS_MAP)
@@ -82,17 +98,19 @@ def read_ordersage(path: Path | str) -> tuple["pd.DataFrame", OrderSageLayout]:
         run_key = raw["run_uuid"]
     else:
         run_key = raw["hostname"] + "\0" + raw["run_num"].astype(str) + "\0" + raw["order_type"]
-    frame = pd.DataFrame({
-        "run": pd.factorize(run_key, sort=False)[0],
-        "order": raw["order_type"],
-        "position": raw["order_number"].astype(int),
-        "test": raw[test_column],
-        "metric": METRIC,
-        "value": value,
-        "status": status,
-        "worker": raw["hostname"],
-        "started": pd.NA,
-        "ended": pd.NA,
-    })
+    frame = pd.DataFrame(
+        {
+            "run": pd.factorize(run_key, sort=False)[0],
+            "order": raw["order_type"],
+            "position": raw["order_number"].astype(int),
+            "test": raw[test_column],
+            "metric": METRIC,
+            "value": value,
+            "status": status,
+            "worker": raw["hostname"],
+            "started": pd.NA,
+            "ended": pd.NA,
+        }
+    )
     check_one_ok_row_per_trial(frame, path)
     return frame[list(COLUMNS)], OrderSageLayout(test_column, TEST_COLUMNS[test_column])

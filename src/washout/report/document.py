@@ -29,7 +29,7 @@ class FigureItem:
     key: str
     title: str
     caption: str
-    figure: "Figure"
+    figure: Figure
 
 
 @dataclass
@@ -125,22 +125,30 @@ def verdict_sentence(analysis: dict[str, Any]) -> str:
     tests = analysis.get("tests") or []
     compared = [t for t in tests if _finite(t.get("kw_p"))]
     m = analysis.get("family_size", len(compared))
-    how = (f"Kruskal-Wallis, alpha = {analysis.get('alpha')} with {analysis.get('correction')} "
-           f"correction over {m} comparison{'s' if m != 1 else ''}")
+    how = (
+        f"Kruskal-Wallis, alpha = {analysis.get('alpha')} with {analysis.get('correction')} "
+        f"correction over {m} comparison{'s' if m != 1 else ''}"
+    )
     if _finite(analysis.get("alpha_per_test")):
         how += f" (threshold per test {float(analysis['alpha_per_test']):.3g})"
     if not compared:
-        return ("Nothing to compare: no test has successful trials in both the fixed and the "
-                "random order.")
+        return (
+            "Nothing to compare: no test has successful trials in both the fixed and the "
+            "random order."
+        )
     significant = [t for t in compared if t.get("significant")]
     if analysis.get("verdict") == "order-matters" or significant:
         names = [figures.test_label(t, figures.several_metrics(tests)) for t in significant]
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         verb = "differs" if len(significant) == 1 else "differ"
-        return (f"Order matters: {len(significant)} of {len(compared)} comparisons {verb} "
-                f"between fixed and random order ({shown}); {how}.")
-    return (f"No evidence that order matters: none of the {len(compared)} comparisons differs "
-            f"between fixed and random order; {how}.")
+        return (
+            f"Order matters: {len(significant)} of {len(compared)} comparisons {verb} "
+            f"between fixed and random order ({shown}); {how}."
+        )
+    return (
+        f"No evidence that order matters: none of the {len(compared)} comparisons differs "
+        f"between fixed and random order; {how}."
+    )
 
 
 def tests_table(analysis: dict[str, Any]) -> Table:
@@ -149,11 +157,21 @@ def tests_table(analysis: dict[str, Any]) -> Table:
     tests = analysis.get("tests") or []
     metrics = {t.get("metric") for t in tests}
     with_worker = any(t.get("worker") not in (None, "") for t in tests)
-    columns = ["test"] + (["metric"] if len(metrics) > 1 else []) + (
-        ["worker"] if with_worker else []) + [
-        "n fixed / random", "median fixed [CI]", "median random [CI]",
-        "CI case", "Δ%", "p (KW)", "eta²", "significant",
-    ]
+    columns = (
+        ["test"]
+        + (["metric"] if len(metrics) > 1 else [])
+        + (["worker"] if with_worker else [])
+        + [
+            "n fixed / random",
+            "median fixed [CI]",
+            "median random [CI]",
+            "CI case",
+            "Δ%",
+            "p (KW)",
+            "eta²",
+            "significant",
+        ]
+    )
     rows, highlight = [], []
     for t in tests:
         row = [str(t["test"])]
@@ -188,39 +206,60 @@ def test_warnings(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     """Every warning of the analysis as (test, warning), in table order."""
     tests = analysis.get("tests") or []
     several = figures.several_metrics(tests)
-    return [(figures.test_label(t, several), str(w)) for t in tests
-            for w in t.get("warnings") or []]
+    return [
+        (figures.test_label(t, several), str(w)) for t in tests for w in t.get("warnings") or []
+    ]
 
 
-def _usable(trials: "pd.DataFrame") -> "pd.DataFrame":
+def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     from washout.stats.trials import usable_trials
 
     return usable_trials(trials, "report")[0]
 
 
-def order_sections(analysis: dict[str, Any], trials: "pd.DataFrame | None") -> list[Section]:
+def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> list[Section]:
     """Figures 1-4 from the analysis; 5 (trials by position and time) and 6 (per worker)
     from the trials."""
     tests = analysis.get("tests") or []
     sections = []
     if tests:
-        sections.append(Section("Order effects", "", [
-            FigureItem("ci-medians", "Fixed vs random medians with their CIs",
-                       "Each panel is one test on its own scale: squares are the fixed-order "
-                       "median, circles the random-order median, whiskers their distribution-"
-                       "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
-                       "order moved the median.", figures.ci_medians(tests)),
-            FigureItem("kw-significance", "p-values and effect sizes",
-                       "Tests sorted by effect size eta²_H. A p-value below the dashed "
-                       "corrected threshold is significant after the family-wise correction.",
-                       figures.kw_significance(analysis)),
-            FigureItem("delta-pct", "Δ% per test",
-                       "Positive: the fixed order had the larger mean. Bars in the warm colour "
-                       "are significant after correction.", figures.delta_pct(analysis)),
-            FigureItem("ci-cases", "CI cases",
-                       "How many tests fall in each case of the CI comparison.",
-                       figures.ci_case_counts(analysis)),
-        ]))
+        sections.append(
+            Section(
+                "Order effects",
+                "",
+                [
+                    FigureItem(
+                        "ci-medians",
+                        "Fixed vs random medians with their CIs",
+                        "Each panel is one test on its own scale: squares are the fixed-order "
+                        "median, circles the random-order median, whiskers their distribution-"
+                        "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
+                        "order moved the median.",
+                        figures.ci_medians(tests),
+                    ),
+                    FigureItem(
+                        "kw-significance",
+                        "p-values and effect sizes",
+                        "Tests sorted by effect size eta²_H. A p-value below the dashed "
+                        "corrected threshold is significant after the family-wise correction.",
+                        figures.kw_significance(analysis),
+                    ),
+                    FigureItem(
+                        "delta-pct",
+                        "Δ% per test",
+                        "Positive: the fixed order had the larger mean. Bars in the warm colour "
+                        "are significant after correction.",
+                        figures.delta_pct(analysis),
+                    ),
+                    FigureItem(
+                        "ci-cases",
+                        "CI cases",
+                        "How many tests fall in each case of the CI comparison.",
+                        figures.ci_case_counts(analysis),
+                    ),
+                ],
+            )
+        )
     if trials is None or len(trials) == 0:
         return sections
     ok = _usable(trials)
@@ -233,22 +272,30 @@ def order_sections(analysis: dict[str, Any], trials: "pd.DataFrame | None") -> l
         frame = ok[(ok["test"].astype(str) == test) & (ok["metric"].astype(str) == metric)]
         frame = frame.reset_index(drop=True)
         name = f"{test} · {metric}" if many_metrics else test
-        per_test.append(FigureItem(
-            f"trials-{i}", f"{name}: trials by position and time",
-            "Left: each trial's value against its position in the run; in the fixed order a "
-            "test always sits at the same position. Right: the same trials against time "
-            "(or run number, where the source has no timestamps).",
-            figures.trials_over_run(frame, name, metric)))
+        per_test.append(
+            FigureItem(
+                f"trials-{i}",
+                f"{name}: trials by position and time",
+                "Left: each trial's value against its position in the run; in the fixed order a "
+                "test always sits at the same position. Right: the same trials against time "
+                "(or run number, where the source has no timestamps).",
+                figures.trials_over_run(frame, name, metric),
+            )
+        )
         if frame["worker"].nunique() > 1:
-            per_worker.append(FigureItem(
-                f"workers-{i}", f"{name}: per worker",
-                "The same test on every worker; bars are medians.",
-                figures.per_worker(frame, name, metric)))
-    sections.append(Section("Trials", "Every successful trial, fixed and random marked apart.",
-                            per_test))
+            per_worker.append(
+                FigureItem(
+                    f"workers-{i}",
+                    f"{name}: per worker",
+                    "The same test on every worker; bars are medians.",
+                    figures.per_worker(frame, name, metric),
+                )
+            )
+    sections.append(
+        Section("Trials", "Every successful trial, fixed and random marked apart.", per_test)
+    )
     if per_worker:
-        sections.append(Section("Workers", "Each test across workers, side by side.",
-                                per_worker))
+        sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
     return sections
 
 
@@ -257,28 +304,40 @@ def order_sections(analysis: dict[str, Any], trials: "pd.DataFrame | None") -> l
 # ---------------------------------------------------------------------------------------
 
 
-def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
-             ) -> tuple[list[tuple[str, str]], list[str], Table | None]:
+def what_ran(
+    meta: dict[str, Any] | None, trials: pd.DataFrame | None
+) -> tuple[list[tuple[str, str]], list[str], Table | None]:
     """Facts about the experiment (from the store's metadata, then from the trials), notes on
     what the source cannot tell, and the workers with their provenance."""
     meta = meta or {}
     facts: list[tuple[str, str]] = []
     notes: list[str] = []
-    for key, name in (("name", "experiment"), ("source", "source"), ("design", "design"),
-                      ("seed", "seed"), ("runs", "runs per order kind")):
+    for key, name in (
+        ("name", "experiment"),
+        ("source", "source"),
+        ("design", "design"),
+        ("seed", "seed"),
+        ("runs", "runs per order kind"),
+    ):
         if meta.get(key) not in (None, ""):
             facts.append((name, str(meta[key])))
     missing = [k for k in ("spec_text", "seed", "workers") if not meta.get(k)]
     if missing:
-        what = [{"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
-                for k in missing]
+        what = [
+            {"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
+            for k in missing
+        ]
         listed = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " or " + what[-1]
-        notes.append(f"The source holds no {listed} (a CSV has none; a washout store "
-                     "records them).")
+        notes.append(
+            f"The source holds no {listed} (a CSV has none; a washout store records them)."
+        )
     notes.extend(meta.get("notes", []))  # what else the source could not support
     if trials is not None and len(trials):
-        runs = trials.drop_duplicates(["worker", "run"]) if "worker" in trials.columns \
+        runs = (
+            trials.drop_duplicates(["worker", "run"])
+            if "worker" in trials.columns
             else trials.drop_duplicates(["run"])
+        )
         kinds = runs["order"].astype(str).value_counts()
         facts.append(("runs", ", ".join(f"{n} {k}" for k, n in kinds.items())))
         facts.append(("tests", f"{trials['test'].nunique()}"))
@@ -289,8 +348,12 @@ def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
             facts.append(("workers", str(trials["worker"].nunique())))
         status = trials.drop_duplicates(keys)["status"].astype(str).value_counts()
         bad = {k: int(v) for k, v in status.items() if k != "ok"}
-        facts.append(("unsuccessful trials", ", ".join(f"{v} {k}" for k, v in bad.items())
-                      if bad else "none"))
+        facts.append(
+            (
+                "unsuccessful trials",
+                ", ".join(f"{v} {k}" for k, v in bad.items()) if bad else "none",
+            )
+        )
         span = _time_span(trials)
         if span:
             facts.append(("time", span))
@@ -301,19 +364,27 @@ def what_ran(meta: dict[str, Any] | None, trials: "pd.DataFrame | None"
         rows, flags = [], []
         for w in meta["workers"]:
             matched = w.get("matched")
-            rows.append([str(w.get("name", "")), str(w.get("host", "")),
-                         str(w.get("fingerprint") or "–")[:16],
-                         "yes" if matched else ("NO: environment differs" if matched is False
-                                                else "unknown")])
+            rows.append(
+                [
+                    str(w.get("name", "")),
+                    str(w.get("host", "")),
+                    str(w.get("fingerprint") or "–")[:16],
+                    "yes"
+                    if matched
+                    else ("NO: environment differs" if matched is False else "unknown"),
+                ]
+            )
             flags.append(matched is False)
         workers = Table(["worker", "host", "fingerprint", "provenance matched"], rows, flags)
         if any(flags):
-            notes.append("Some workers' environment does not match the others: compare "
-                         "their results with care (a stale build can fake an effect).")
+            notes.append(
+                "Some workers' environment does not match the others: compare "
+                "their results with care (a stale build can fake an effect)."
+            )
     return facts, notes, workers
 
 
-def _time_span(trials: "pd.DataFrame") -> str | None:
+def _time_span(trials: pd.DataFrame) -> str | None:
     x, axis = figures.time_axis(trials)
     if "UTC" not in axis:
         return None
@@ -349,8 +420,9 @@ Curves = dict[str, dict[str, list[tuple[float, float]]]]
 """Panel title -> line label -> (level, coefficient) points."""
 
 
-def coefficient_panels(settings: "pd.DataFrame", params: list[str], metric: str,
-                       points: list[dict[str, Any]]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
+def coefficient_panels(
+    settings: pd.DataFrame, params: list[str], metric: str, points: list[dict[str, Any]]
+) -> tuple[Curves, list[tuple[str, str, float, str]]]:
     """The coefficient curves of the sweep's own ANOVA (washout.sweep: treatment coding,
     lowest level the reference, 2-way interactions, backward elimination; Hui et al. 2024,
     docs/sweep-method.md sections 4 and 7), so the sweep's knee and turning points sit on the
@@ -364,13 +436,17 @@ def coefficient_panels(settings: "pd.DataFrame", params: list[str], metric: str,
     space = space_from_frame(settings[params + [metric]], metric, params, "settings")
     assert space.y is not None
     fit = fit_anova(space.codes, space.y, space.n_levels)
-    wanted = {(str(p.get("term")), str(p.get("parameter"))) for p in points
-              if p.get("fixed") not in (None, "", {})}
+    wanted = {
+        (str(p.get("term")), str(p.get("parameter")))
+        for p in points
+        if p.get("fixed") not in (None, "", {})
+    }
     panels: Curves = {}
     for term in fit.terms:
         names = ":".join(params[f] for f in term)
-        for (_, varied, fixed), (codes, coefs) in sorted(_curves(fit, term).items(),
-                                                         key=lambda kv: str(kv[0])):
+        for (_, varied, fixed), (codes, coefs) in sorted(
+            _curves(fit, term).items(), key=lambda kv: str(kv[0])
+        ):
             x = space.numeric_levels(varied)
             if fixed is None:
                 title, line = params[varied], "main effect"
@@ -388,7 +464,7 @@ def coefficient_panels(settings: "pd.DataFrame", params: list[str], metric: str,
         if p.get("fixed") in (None, "", {}):
             title, line = str(p.get("parameter")), "main effect"
         else:
-            (name, _), = p["fixed"].items()
+            ((name, _),) = p["fixed"].items()
             title = f"{p.get('parameter')} by {name} ({p.get('term')})"
             line = fixed_text(p["fixed"])
         try:
@@ -414,86 +490,146 @@ def _x(level: Any) -> float:
         return float("nan")
 
 
-def sweep_part(sweep: dict[str, Any], settings: "pd.DataFrame",
-               r2_history: list[dict[str, Any]] | None = None, metric: str | None = None
-               ) -> SweepPart:
+def sweep_part(
+    sweep: dict[str, Any],
+    settings: pd.DataFrame,
+    r2_history: list[dict[str, Any]] | None = None,
+    metric: str | None = None,
+) -> SweepPart:
     """The sweep section from washout.sweep's result dict, the measured settings (parameter
     columns and the metric; the metric is the last column unless named) and, optionally,
     the R^2 history of the incremental sampling (one ``{"sampling_rate", "r2_validation"}``
     per step; without it, the final step alone)."""
     metric = metric or str(settings.columns[-1])
     params = [str(c) for c in settings.columns if c != metric]
-    shares = {str(t["term"]): float(t["share"]) for t in sweep.get("significant_terms") or []
-              if _finite(t.get("share"))}
+    shares = {
+        str(t["term"]): float(t["share"])
+        for t in sweep.get("significant_terms") or []
+        if _finite(t.get("share"))
+    }
     # A parameter's weight: the shares of every term it appears in (main and interactions).
     weight = {p: sum(v for t, v in shares.items() if p in t.split(":")) for p in params}
     ranked = sorted(params, key=lambda p: (-weight[p], params.index(p)))
     measured, total = sweep.get("settings_measured"), sweep.get("settings_total")
     rate = sweep.get("sampling_rate")
-    summary = (f"Measured {measured} of {total} settings"
-               + (f" ({100 * float(rate):.0f}% sampled)" if _finite(rate) else "")
-               + ("; the model reached the R² threshold" if sweep.get("terminated")
-                  else "; stopped before the model reached the R² threshold") + ".")
+    summary = (
+        f"Measured {measured} of {total} settings"
+        + (f" ({100 * float(rate):.0f}% sampled)" if _finite(rate) else "")
+        + (
+            "; the model reached the R² threshold"
+            if sweep.get("terminated")
+            else "; stopped before the model reached the R² threshold"
+        )
+        + "."
+    )
     r2 = [float(v) for v in sweep.get("r2_validation") or [] if _finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
     tables = [
-        ("Significant terms", Table(
-            ["term", "share of variance"],
-            [[str(t["term"]), f"{100 * float(t['share']):.1f}%"]
-             for t in sweep.get("significant_terms") or []])),
-        ("Knee and turning points", Table(
-            ["term", "parameter", "fixed", "type", "at", "turn ratio"],
-            [[str(p.get("term")), str(p.get("parameter")), fixed_text(p.get("fixed")),
-              str(p.get("type")), fmt(p.get("value")), fmt(p.get("turn_ratio"))]
-             for p in sweep.get("important_points") or []])),
+        (
+            "Significant terms",
+            Table(
+                ["term", "share of variance"],
+                [
+                    [str(t["term"]), f"{100 * float(t['share']):.1f}%"]
+                    for t in sweep.get("significant_terms") or []
+                ],
+            ),
+        ),
+        (
+            "Knee and turning points",
+            Table(
+                ["term", "parameter", "fixed", "type", "at", "turn ratio"],
+                [
+                    [
+                        str(p.get("term")),
+                        str(p.get("parameter")),
+                        fixed_text(p.get("fixed")),
+                        str(p.get("type")),
+                        fmt(p.get("value")),
+                        fmt(p.get("turn_ratio")),
+                    ]
+                    for p in sweep.get("important_points") or []
+                ],
+            ),
+        ),
     ]
     ranges = sweep.get("ranges") or {}
     if ranges:
-        tables.append(("Ranges a fair comparison must cover", Table(
-            ["parameter", "range"],
-            [[str(k), ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
-             for k, v in ranges.items()])))
-    history = r2_history or ([{"sampling_rate": rate, "r2_validation": r2}]
-                             if r2 and _finite(rate) else [])
+        tables.append(
+            (
+                "Ranges a fair comparison must cover",
+                Table(
+                    ["parameter", "range"],
+                    [
+                        [str(k), ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
+                        for k, v in ranges.items()
+                    ],
+                ),
+            )
+        )
+    history = r2_history or (
+        [{"sampling_rate": rate, "r2_validation": r2}] if r2 and _finite(rate) else []
+    )
     items = []
     if history:
-        items.append(FigureItem("sweep-r2", "R² against sampling rate",
-                                "Each dot is one validation split; sampling stops when the "
-                                "minimum reaches the target.", figures.r2_by_rate(history)))
-    items.append(FigureItem(
-        "sweep-coefficients", "Coefficients per parameter",
-        "How the metric moves with each parameter's level, the other parameters at their "
-        "lowest level (the sweep's ANOVA, treatment-coded): main effects, and interactions "
-        "with one line per level of the fixed parameter. Triangles mark knees, diamonds "
-        "turning points.",
-        figures.coefficient_curves(
-            *coefficient_panels(settings, params, metric, sweep.get("important_points") or []),
-            metric, shares)))
-    items.append(FigureItem(
-        "sweep-tiles", "The parameter space as tiles",
-        "The two most important parameters within each tile, the next two across tiles.",
-        figures.tile_map(settings, ranked, metric)))
+        items.append(
+            FigureItem(
+                "sweep-r2",
+                "R² against sampling rate",
+                "Each dot is one validation split; sampling stops when the "
+                "minimum reaches the target.",
+                figures.r2_by_rate(history),
+            )
+        )
+    items.append(
+        FigureItem(
+            "sweep-coefficients",
+            "Coefficients per parameter",
+            "How the metric moves with each parameter's level, the other parameters at their "
+            "lowest level (the sweep's ANOVA, treatment-coded): main effects, and interactions "
+            "with one line per level of the fixed parameter. Triangles mark knees, diamonds "
+            "turning points.",
+            figures.coefficient_curves(
+                *coefficient_panels(settings, params, metric, sweep.get("important_points") or []),
+                metric,
+                shares,
+            ),
+        )
+    )
+    items.append(
+        FigureItem(
+            "sweep-tiles",
+            "The parameter space as tiles",
+            "The two most important parameters within each tile, the next two across tiles.",
+            figures.tile_map(settings, ranked, metric),
+        )
+    )
     return SweepPart(summary, tables, items)
 
 
 # ---------------------------------------------------------------------------------------
 
 
-def build_report(analysis: dict[str, Any] | None, trials: "pd.DataFrame | None",
-                 meta: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None,
-                 settings: "pd.DataFrame | None" = None,
-                 r2_history: list[dict[str, Any]] | None = None,
-                 why: dict[str, Any] | None = None) -> Report:
+def build_report(
+    analysis: dict[str, Any] | None,
+    trials: pd.DataFrame | None,
+    meta: dict[str, Any] | None = None,
+    sweep: dict[str, Any] | None = None,
+    settings: pd.DataFrame | None = None,
+    r2_history: list[dict[str, Any]] | None = None,
+    why: dict[str, Any] | None = None,
+) -> Report:
     """Everything the report shows. ``analysis`` and ``trials`` may be None for a sweep-only
     report; ``sweep`` needs ``settings``; ``why`` is washout.stats.why.explain's result."""
+    from washout.errors import WashoutError
     from washout.stats.why import render_words
 
-    from washout.errors import WashoutError
-
     if sweep is not None and settings is None:
-        raise WashoutError("report: settings = None: a sweep section needs the measured "
-                           "settings (parameter columns and the metric)")
+        raise WashoutError(
+            "report: settings = None: a sweep section needs the measured "
+            "settings (parameter columns and the metric)"
+        )
     meta = meta or {}
     facts, notes, workers = what_ran(meta, trials)
     title = f"washout report: {meta['name']}" if meta.get("name") else "washout report"
@@ -529,10 +665,19 @@ def meta_from_store(path: str | Path) -> dict[str, Any]:
     prints = Counter(f for *_, f in workers if f)
     usual = prints.most_common(1)[0][0] if prints else None
     return {
-        "name": exp.name, "seed": exp.seed, "design": exp.design, "runs": exp.runs_per_kind,
+        "name": exp.name,
+        "seed": exp.seed,
+        "design": exp.design,
+        "runs": exp.runs_per_kind,
         "spec_text": exp.spec_text,
-        "workers": [{"name": name, "host": host, "fingerprint": f,
-                     "matched": None if f is None else f == usual}
-                    for _, name, host, f in workers],
+        "workers": [
+            {
+                "name": name,
+                "host": host,
+                "fingerprint": f,
+                "matched": None if f is None else f == usual,
+            }
+            for _, name, host, f in workers
+        ],
         "failures": sum(n for status, n in counts.items() if status not in ("ok", "running")),
     }

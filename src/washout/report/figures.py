@@ -94,10 +94,10 @@ def svg(fig: Figure, key: str) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    text = text[text.find("<svg"):]
+    text = text[text.find("<svg") :]
     prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key) + "-"
     text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
-    text = re.sub(r'url\(#([^)]+)\)', lambda m: f"url(#{prefix}{m.group(1)})", text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", text)
     text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', text)
     return text.replace("<svg ", f'<svg role="img" aria-label="{_attr(key)}" ', 1)
 
@@ -166,15 +166,37 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             if ci:
                 lo, hi = float(ci[0]), float(ci[1])
                 ax.errorbar(
-                    [x], [med], yerr=[[med - lo], [hi - med]], fmt=marker, color=colour,
-                    ecolor=colour, elinewidth=2.2, capsize=7, markersize=7,
+                    [x],
+                    [med],
+                    yerr=[[med - lo], [hi - med]],
+                    fmt=marker,
+                    color=colour,
+                    ecolor=colour,
+                    elinewidth=2.2,
+                    capsize=7,
+                    markersize=7,
                 )
             else:
-                ax.plot([x], [med], marker=marker, color=colour, linestyle="none", markersize=7,
-                        markerfacecolor="white")
+                ax.plot(
+                    [x],
+                    [med],
+                    marker=marker,
+                    color=colour,
+                    linestyle="none",
+                    markersize=7,
+                    markerfacecolor="white",
+                )
         if not (_finite(t.get("median_fixed")) or _finite(t.get("median_random"))):
-            ax.text(0.5, 0.5, "no successful trials", transform=ax.transAxes, ha="center",
-                    va="center", fontsize=9, color=CASE_COLOURS[None])
+            ax.text(
+                0.5,
+                0.5,
+                "no successful trials",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=9,
+                color=CASE_COLOURS[None],
+            )
             ax.set_yticks([])
         ax.set_xlim(-0.6, 1.6)
         ax.set_xticks([0, 1], ["fixed", "random"])
@@ -220,8 +242,14 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
             if ci:
                 ax.plot([rel(ci[0]), rel(ci[1])], [y + dy, y + dy], color=colour, lw=2)
             if math.isfinite(centre):
-                ax.plot([centre], [y + dy], marker=marker, color=colour, markersize=4.5,
-                        linestyle="none")
+                ax.plot(
+                    [centre],
+                    [y + dy],
+                    marker=marker,
+                    color=colour,
+                    markersize=4.5,
+                    linestyle="none",
+                )
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(n), [short(r[1]) for r in rows], fontsize=7)
     ax.set_ylim(-0.8, n - 0.2)
@@ -229,15 +257,16 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     ax.set_ylabel("test, sorted by the random median's difference")
     ax.grid(axis="x", alpha=0.3)
     _case_legend(fig, tests)
-    fig.suptitle("Fixed vs random medians with their CIs, relative to the fixed median",
-                 fontsize=12)
+    fig.suptitle(
+        "Fixed vs random medians with their CIs, relative to the fixed median", fontsize=12
+    )
     return fig
 
 
 def _sorted_by(tests: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return sorted(
-        tests, key=lambda t: (-float(t[key]) if _finite(t.get(key)) else math.inf,
-                              test_label(t, True))
+        tests,
+        key=lambda t: (-float(t[key]) if _finite(t.get(key)) else math.inf, test_label(t, True)),
     )
 
 
@@ -248,8 +277,14 @@ def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
         if horizontal:
             ax.set_yticks(range(n), [short(s) for s in labels], fontsize=8)
         else:
-            ax.set_xticks(range(n), [short(s) for s in labels], fontsize=8, rotation=35,
-                          ha="right", rotation_mode="anchor")
+            ax.set_xticks(
+                range(n),
+                [short(s) for s in labels],
+                fontsize=8,
+                rotation=35,
+                ha="right",
+                rotation_mode="anchor",
+            )
 
 
 def kw_significance(analysis: dict[str, Any]) -> Figure:
@@ -264,8 +299,10 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
     ps = [max(float(t["kw_p"]), tiny) for t in tests]
     sig = [bool(t.get("significant")) for t in tests]
-    for flag, colour, name in ((True, SIGNIFICANT, "significant"),
-                               (False, NOT_SIGNIFICANT, "not significant")):
+    for flag, colour, name in (
+        (True, SIGNIFICANT, "significant"),
+        (False, NOT_SIGNIFICANT, "not significant"),
+    ):
         sel = [i for i in xs if sig[i] == flag]
         if sel:
             ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
@@ -275,26 +312,47 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     per_test = analysis.get("alpha_per_test")
     correction = str(analysis.get("correction") or "")
     if _finite(per_test):
-        ax_p.axhline(float(per_test), color=SIGNIFICANT, ls="--", lw=1.2,
-                     label=f"corrected threshold ({label(correction)}, m = "
-                           f"{analysis.get('family_size')}): {float(per_test):.3g}")
+        ax_p.axhline(
+            float(per_test),
+            color=SIGNIFICANT,
+            ls="--",
+            lw=1.2,
+            label=f"corrected threshold ({label(correction)}, m = "
+            f"{analysis.get('family_size')}): {float(per_test):.3g}",
+        )
     elif correction == "holm" and _finite(alpha) and n:
         # Holm's step-down compares the r-th smallest p with alpha / (m - r + 1) (Holm 1979).
         m = int(analysis.get("family_size") or n)
         by_p = sorted(xs, key=lambda i: ps[i])
         levels = {i: float(alpha) / (m - r) for r, i in enumerate(by_p) if m - r > 0}
-        ax_p.plot(list(levels), list(levels.values()), "_", color=SIGNIFICANT, markersize=16,
-                  mew=2, label="Holm threshold for the p-value's rank")
+        ax_p.plot(
+            list(levels),
+            list(levels.values()),
+            "_",
+            color=SIGNIFICANT,
+            markersize=16,
+            mew=2,
+            label="Holm threshold for the p-value's rank",
+        )
     if _finite(alpha) and alpha != per_test:
-        ax_p.axhline(float(alpha), color="#555555", ls=":", lw=1.2,
-                     label=f"uncorrected alpha: {float(alpha):.3g}")
+        ax_p.axhline(
+            float(alpha),
+            color="#555555",
+            ls=":",
+            lw=1.2,
+            label=f"uncorrected alpha: {float(alpha):.3g}",
+        )
     ax_p.set_yscale("log")
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
     etas = [float(t["eta_squared"]) if _finite(t.get("eta_squared")) else 0.0 for t in tests]
-    ax_e.bar(xs, etas, color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig],
-             label="eta²_H (bar colour: significance)")
+    ax_e.bar(
+        xs,
+        etas,
+        color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig],
+        label="eta²_H (bar colour: significance)",
+    )
     ax_e.set_ylabel("effect size eta²_H")
     ax_e.set_xlabel("test, sorted by effect size" if n <= 40 else "test rank by effect size")
     ax_e.grid(axis="y", alpha=0.3)
@@ -326,7 +384,8 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
             Line2D([], [], color=SIGNIFICANT, lw=6, label="significant after correction"),
             Line2D([], [], color=NOT_SIGNIFICANT, lw=6, label="not significant"),
         ],
-        fontsize=8, loc="best",
+        fontsize=8,
+        loc="best",
     )
     ax.set_title("How much faster or slower is the fixed order? Δ% per test", fontsize=12)
     return fig
@@ -356,7 +415,7 @@ def ci_case_counts(analysis: dict[str, Any]) -> Figure:
 # ---------------------------------------------------------------------------------------
 
 
-def time_axis(trials: "pd.DataFrame") -> tuple["pd.Series", str]:
+def time_axis(trials: pd.DataFrame) -> tuple[pd.Series, str]:
     """The x values for 'value against time' and their axis label.
 
     ISO-8601 ``started`` -> datetimes (UTC); numbers -> seconds as given; nothing usable ->
@@ -375,12 +434,20 @@ def time_axis(trials: "pd.DataFrame") -> tuple["pd.Series", str]:
     return trials["run"], "run number (the source has no timestamps)"
 
 
-def _order_scatter(ax: Any, frame: "pd.DataFrame", x: "pd.Series") -> None:
+def _order_scatter(ax: Any, frame: pd.DataFrame, x: pd.Series) -> None:
     for kind in sorted(frame["order"].astype(str).unique(), key=_order_rank):
         sel = frame["order"].astype(str) == kind
         colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
-        ax.plot(x[sel], frame.loc[sel, "value"], marker=marker, linestyle="none", color=colour,
-                alpha=0.55, markersize=4.5, label=f"{label(kind)} order")
+        ax.plot(
+            x[sel],
+            frame.loc[sel, "value"],
+            marker=marker,
+            linestyle="none",
+            color=colour,
+            alpha=0.55,
+            markersize=4.5,
+            label=f"{label(kind)} order",
+        )
 
 
 def _order_rank(kind: str) -> tuple[int, str]:
@@ -388,7 +455,7 @@ def _order_rank(kind: str) -> tuple[int, str]:
     return (kinds.index(kind) if kind in kinds else len(kinds), kind)
 
 
-def trials_over_run(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
+def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test's trials: value against position in the run, and against time; fixed and
     random order marked apart. Position effects show as a trend on the left, drift and
     warm-up on the right."""
@@ -418,7 +485,7 @@ def trials_over_run(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
     return fig
 
 
-def per_worker(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
+def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test on every worker side by side: fixed and random trials per worker, medians
     marked, so a worker that disagrees (a stale build, a hot machine) stands out."""
     import numpy as np
@@ -439,14 +506,31 @@ def per_worker(frame: "pd.DataFrame", test: str, metric: str) -> Figure:
                 continue
             centre = w - 0.4 + width * (k + 0.5)
             offsets = [((j * 0.618) % 1 - 0.5) * width * 0.6 for j in range(len(vals))]
-            ax.plot([centre + o for o in offsets], vals, marker=marker, linestyle="none",
-                    color=colour, alpha=0.5, markersize=4,
-                    label=f"{label(kind)} order" if w == 0 else None)
+            ax.plot(
+                [centre + o for o in offsets],
+                vals,
+                marker=marker,
+                linestyle="none",
+                color=colour,
+                alpha=0.5,
+                markersize=4,
+                label=f"{label(kind)} order" if w == 0 else None,
+            )
             med = float(np.median(vals))
-            ax.plot([centre - width * 0.4, centre + width * 0.4], [med, med], color="black",
-                    lw=2, label="median" if (w == 0 and k == 0) else None)
-    ax.set_xticks(range(len(workers)), [short(w, 20) for w in workers], fontsize=8,
-                  rotation=20 if len(workers) > 4 else 0, ha="right" if len(workers) > 4 else "center")
+            ax.plot(
+                [centre - width * 0.4, centre + width * 0.4],
+                [med, med],
+                color="black",
+                lw=2,
+                label="median" if (w == 0 and k == 0) else None,
+            )
+    ax.set_xticks(
+        range(len(workers)),
+        [short(w, 20) for w in workers],
+        fontsize=8,
+        rotation=20 if len(workers) > 4 else 0,
+        ha="right" if len(workers) > 4 else "center",
+    )
     ax.set_xlabel("worker")
     ax.set_ylabel(label(metric))
     ax.grid(axis="y", alpha=0.3)
@@ -474,8 +558,15 @@ def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> 
         r2 = [float(v) for v in step.get("r2_validation") or [] if _finite(v)]
         if not r2:
             continue
-        ax.plot([rate] * len(r2), r2, "o", color="#56B4E9", alpha=0.6, markersize=4,
-                label="R² of one validation split" if not rates else None)
+        ax.plot(
+            [rate] * len(r2),
+            r2,
+            "o",
+            color="#56B4E9",
+            alpha=0.6,
+            markersize=4,
+            label="R² of one validation split" if not rates else None,
+        )
         rates.append(rate)
         mins.append(min(r2))
     ax.plot(rates, mins, "-s", color="#0072B2", markersize=5, label="minimum over splits")
@@ -507,8 +598,16 @@ def coefficient_curves(
     fig = _figure(1.2 + 2.7 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     shapes = {"knee": "v", "turning": "D"}
-    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-               "#000000"]
+    palette = [
+        "#0072B2",
+        "#E69F00",
+        "#009E73",
+        "#CC79A7",
+        "#56B4E9",
+        "#D55E00",
+        "#F0E442",
+        "#000000",
+    ]
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.set_visible(False)
@@ -522,13 +621,20 @@ def coefficient_curves(
             ax.plot(xs, ys, "-o", color=colour, markersize=3.5, lw=1.3, label=label(line))
             for panel, mline, x, kind in marks:
                 if panel == title and mline == line and x in xs:
-                    ax.plot([x], [ys[xs.index(x)]], marker=shapes.get(kind, "x"),
-                            color=colour, markersize=10, markeredgecolor="black",
-                            linestyle="none")
+                    ax.plot(
+                        [x],
+                        [ys[xs.index(x)]],
+                        marker=shapes.get(kind, "x"),
+                        color=colour,
+                        markersize=10,
+                        markeredgecolor="black",
+                        linestyle="none",
+                    )
         main = title.split(" by ")[0] if " by " in title else title
         share = (shares or {}).get(title.split("(")[-1].rstrip(")") if " by " in title else title)
-        ax.set_title(short(title, 44) + (f"\n{100 * share:.0f}% of variance" if share else ""),
-                     fontsize=9)
+        ax.set_title(
+            short(title, 44) + (f"\n{100 * share:.0f}% of variance" if share else ""), fontsize=9
+        )
         ax.set_xlabel(f"{label(main)} (level)", fontsize=9)
         ax.set_ylabel(f"coefficient ({label(metric)})", fontsize=9)
         ax.tick_params(labelsize=8)
@@ -536,16 +642,30 @@ def coefficient_curves(
         if all_x and min(all_x) > 0 and max(all_x) / min(all_x) >= 50:
             ax.set_xscale("log", base=2)
         ax.legend(fontsize=6.5, loc="best", ncols=2 if len(panels[title]) > 4 else 1)
-    handles = [Line2D([], [], marker=m, color="grey", markeredgecolor="black", linestyle="none",
-                      markersize=8, label=f"{kind} point") for kind, m in shapes.items()]
+    handles = [
+        Line2D(
+            [],
+            [],
+            marker=m,
+            color="grey",
+            markeredgecolor="black",
+            linestyle="none",
+            markersize=8,
+            label=f"{kind} point",
+        )
+        for kind, m in shapes.items()
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
-    fig.suptitle(f"Effect of each parameter on {label(metric)} (treatment-coded ANOVA "
-                 f"coefficients, lowest level = 0)", fontsize=11)
+    fig.suptitle(
+        f"Effect of each parameter on {label(metric)} (treatment-coded ANOVA "
+        f"coefficients, lowest level = 0)",
+        fontsize=11,
+    )
     return fig
 
 
 def tile_map(
-    settings: "pd.DataFrame", params: Sequence[str], metric: str, cmap: str = "viridis"
+    settings: pd.DataFrame, params: Sequence[str], metric: str, cmap: str = "viridis"
 ) -> Figure:
     """The measured parameter space as tiles: the first two parameters within a tile (rows,
     columns), tiles nested by the next two (columns of tiles, rows of tiles). Parameters
@@ -574,16 +694,29 @@ def tile_map(
             grid = np.full((len(ly), len(lx)), np.nan)
             keys = [inner_y] + ([inner_x] if inner_x else [])
             for key, val in sel.groupby(keys)[metric].mean().items():
-                ky, kx = (key if isinstance(key, tuple) else (key, None))
+                ky, kx = key if isinstance(key, tuple) else (key, None)
                 grid[ly.index(ky), lx.index(kx) if inner_x else 0] = val
             ax = axes[r][c]
-            image = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, vmin=vmin,
-                              vmax=vmax, interpolation="nearest")
-            ax.set_xticks(range(len(lx)), [short(v, 8) for v in lx], fontsize=7,
-                          rotation=45 if len(lx) > 4 else 0)
+            image = ax.imshow(
+                grid,
+                origin="lower",
+                aspect="auto",
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                interpolation="nearest",
+            )
+            ax.set_xticks(
+                range(len(lx)),
+                [short(v, 8) for v in lx],
+                fontsize=7,
+                rotation=45 if len(lx) > 4 else 0,
+            )
             ax.set_yticks(range(len(ly)), [short(v, 8) for v in ly], fontsize=7)
-            parts = [f"{label(outer_y)} = {label(oy)}" if outer_y else "",
-                     f"{label(outer_x)} = {label(ox)}" if outer_x else ""]
+            parts = [
+                f"{label(outer_y)} = {label(oy)}" if outer_y else "",
+                f"{label(outer_x)} = {label(ox)}" if outer_x else "",
+            ]
             title = ", ".join(p for p in parts if p)
             if title:
                 ax.set_title(title, fontsize=8)

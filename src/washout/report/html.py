@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def _environment() -> "jinja2.Environment":
+def _environment() -> jinja2.Environment:
     import jinja2
 
     return jinja2.Environment(
@@ -39,8 +39,7 @@ Progress = Callable[[int, int], None]
 """Called with (figures done, figures in all) as figures are drawn: they take the time."""
 
 
-def _svgs(items: list[document.FigureItem], progress: Progress | None = None
-          ) -> dict[str, Markup]:
+def _svgs(items: list[document.FigureItem], progress: Progress | None = None) -> dict[str, Markup]:
     out = {}
     for done, item in enumerate(items, start=1):
         out[item.key] = Markup(figures.svg(item.figure, item.key))
@@ -51,7 +50,7 @@ def _svgs(items: list[document.FigureItem], progress: Progress | None = None
 
 def render_sweep_section(
     sweep: dict[str, Any],
-    settings: "pd.DataFrame",
+    settings: pd.DataFrame,
     r2_history: list[dict[str, Any]] | None = None,
     metric: str | None = None,
 ) -> str:
@@ -70,11 +69,11 @@ def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
 
 def render_html(
     analysis: dict[str, Any] | None,
-    trials: "pd.DataFrame | None",
+    trials: pd.DataFrame | None,
     meta: dict[str, Any] | None = None,
     sweep: dict[str, Any] | None = None,
     *,
-    settings: "pd.DataFrame | None" = None,
+    settings: pd.DataFrame | None = None,
     r2_history: list[dict[str, Any]] | None = None,
     progress: Progress | None = None,
     why: dict[str, Any] | None = None,

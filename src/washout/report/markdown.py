@@ -37,8 +37,10 @@ def md_text(text: object) -> str:
 
 def md_table(table: document.Table) -> list[str]:
     """A GitHub-flavoured Markdown table; significant rows in bold."""
-    lines = ["| " + " | ".join(md_text(c) for c in table.columns) + " |",
-             "|" + "|".join("---" for _ in table.columns) + "|"]
+    lines = [
+        "| " + " | ".join(md_text(c) for c in table.columns) + " |",
+        "|" + "|".join("---" for _ in table.columns) + "|",
+    ]
     for i, row in enumerate(table.rows):
         bold = bool(table.highlight and table.highlight[i])
         cells = [f"**{md_text(c)}**" if bold and c else md_text(c) for c in row]
@@ -52,21 +54,28 @@ def _code_block(text: str) -> list[str]:
     return [fence + "toml", text.rstrip("\n"), fence]
 
 
-def _figure_lines(item: document.FigureItem, folder: Path, md_dir: Path,
-                  progress: Callable[[], None]) -> list[str]:
+def _figure_lines(
+    item: document.FigureItem, folder: Path, md_dir: Path, progress: Callable[[], None]
+) -> list[str]:
     file = folder / f"{item.key}.png"
     file.write_bytes(figures.png(item.figure))
     progress()
     rel = file.relative_to(md_dir).as_posix()
-    return [f"![{md_text(item.title)}]({rel})", "",
-            f"*{md_text(item.title)}.* {md_text(item.caption)}", ""]
+    return [
+        f"![{md_text(item.title)}]({rel})",
+        "",
+        f"*{md_text(item.title)}.* {md_text(item.caption)}",
+        "",
+    ]
 
 
-def markdown_text(report: document.Report, folder: Path, md_dir: Path,
-                  progress: "Progress | None" = None) -> str:
+def markdown_text(
+    report: document.Report, folder: Path, md_dir: Path, progress: Progress | None = None
+) -> str:
     """The Markdown of ``report``; writes its figures as PNGs into ``folder``."""
     total = sum(len(s.figures) for s in report.sections) + (
-        len(report.sweep.figures) if report.sweep else 0)
+        len(report.sweep.figures) if report.sweep else 0
+    )
     done = 0
 
     def tick() -> None:
@@ -114,13 +123,13 @@ def markdown_text(report: document.Report, folder: Path, md_dir: Path,
 def write_markdown(
     path: str | Path,
     analysis: dict[str, Any] | None,
-    trials: "pd.DataFrame | None",
+    trials: pd.DataFrame | None,
     meta: dict[str, Any] | None = None,
     sweep: dict[str, Any] | None = None,
     *,
-    settings: "pd.DataFrame | None" = None,
+    settings: pd.DataFrame | None = None,
     r2_history: list[dict[str, Any]] | None = None,
-    progress: "Progress | None" = None,
+    progress: Progress | None = None,
     why: dict[str, Any] | None = None,
 ) -> Path:
     """Write the report as Markdown to ``path`` and its figures as PNGs into the folder

@@ -30,7 +30,7 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def verdict_line(analysis: "OrderAnalysis") -> str:
+def verdict_line(analysis: OrderAnalysis) -> str:
     """One sentence: does order matter, over how many comparisons, at what level."""
     m = analysis.family_size
     if analysis.correction == "bonferroni" and analysis.alpha_per_test is not None:
@@ -39,11 +39,15 @@ def verdict_line(analysis: "OrderAnalysis") -> str:
         level = f"{analysis.correction.capitalize()}, alpha = {analysis.alpha:g}, m = {m}"
     hits = len(analysis.significant)
     if analysis.verdict == "order-matters":
-        shown = [t.test if t.worker is None else f"{t.test}@{t.worker}"
-                 for t in analysis.significant[:_NAMED]]
+        shown = [
+            t.test if t.worker is None else f"{t.test}@{t.worker}"
+            for t in analysis.significant[:_NAMED]
+        ]
         names = ", ".join(shown) + (f" and {hits - _NAMED} more" if hits > _NAMED else "")
-        return (f"ORDER MATTERS: {hits} of {m} comparisons differ between fixed and random "
-                f"order ({level}): {names}")
+        return (
+            f"ORDER MATTERS: {hits} of {m} comparisons differ between fixed and random "
+            f"order ({level}): {names}"
+        )
     if m == 0:
         return "No comparison possible: no test has both fixed- and random-order trials"
     line = f"No evidence that order matters: 0 of {m} comparisons significant ({level})"
@@ -55,13 +59,13 @@ def verdict_line(analysis: "OrderAnalysis") -> str:
     return line
 
 
-def _case(t: "OrderComparison") -> str:
+def _case(t: OrderComparison) -> str:
     from washout.stats.order import CASE_WORDS
 
     return "-" if t.ci_case is None else f"{t.ci_case} {CASE_WORDS[t.ci_case]}"
 
 
-def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
+def render_analysis(analysis: OrderAnalysis) -> RenderableType:
     """The analysis as a rich renderable: verdict, table, warnings."""
     from rich.console import Group
     from rich.table import Table
@@ -87,8 +91,11 @@ def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
             cells.append(t.worker or "")
         cells += [
             f"{t.n_fixed}/{t.n_random}",
-            _fmt(t.median_fixed, ".6g"), _fmt(t.median_random, ".6g"),
-            _fmt(t.delta_pct, "+.2f"), _fmt(t.kw_p, ".2g"), _fmt(t.eta_squared, ".3f"),
+            _fmt(t.median_fixed, ".6g"),
+            _fmt(t.median_random, ".6g"),
+            _fmt(t.delta_pct, "+.2f"),
+            _fmt(t.kw_p, ".2g"),
+            _fmt(t.eta_squared, ".3f"),
             _case(t),
         ]
         # Text, not str: a test named "[red]x" is data, never rich markup.
@@ -98,7 +105,8 @@ def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
         parts.append(Text("* significant after the family-wise correction", style="dim"))
     notes = [
         f"{t.test}/{t.metric}{'' if t.worker is None else '@' + t.worker}: {w}"
-        for t in analysis.tests for w in t.warnings
+        for t in analysis.tests
+        for w in t.warnings
     ]
     if notes:
         parts.append(Text("warnings:", style="yellow"))
@@ -106,7 +114,7 @@ def render_analysis(analysis: "OrderAnalysis") -> "RenderableType":
     return Group(*parts)
 
 
-def frame_table(frame: "pd.DataFrame", keys: int = 1) -> "RenderableType":
+def frame_table(frame: pd.DataFrame, keys: int = 1) -> RenderableType:
     """A wide DataFrame as a rich table turned on its side: one column per row of ``frame``
     (headed by its first ``keys`` fields), one line per other field. Used for the
     OrderSage-compatible table, whose 22 columns do not fit a terminal's width."""
@@ -117,15 +125,17 @@ def frame_table(frame: "pd.DataFrame", keys: int = 1) -> "RenderableType":
     table = Table(show_edge=False, header_style="bold")
     table.add_column("")
     for row in frame.itertuples(index=False):
-        table.add_column(Text(" ".join(str(v) for v in row[:keys])), justify="right",
-                         overflow="fold")
+        table.add_column(
+            Text(" ".join(str(v) for v in row[:keys])), justify="right", overflow="fold"
+        )
     for i, column in enumerate(frame.columns[keys:], start=keys):
-        table.add_row(Text(str(column)),
-                      *(Text("" if pd.isna(v) else str(v)) for v in frame.iloc[:, i]))
+        table.add_row(
+            Text(str(column)), *(Text("" if pd.isna(v) else str(v)) for v in frame.iloc[:, i])
+        )
     return table
 
 
-def to_text(renderable: "RenderableType", width: int = 120) -> str:
+def to_text(renderable: RenderableType, width: int = 120) -> str:
     """A renderable as plain text (no colour codes), for logs, files and tests."""
     from rich.console import Console
 

@@ -156,9 +156,12 @@ class CarryoverResult:
         return {
             "pairs": [p.to_dict() for p in self.pairs],
             "first_after_reset": [r.to_dict() for r in self.first_after_reset],
-            "alpha": self.alpha, "correction": self.correction,
-            "family_size": self.family_size, "alpha_per_test": self.alpha_per_test,
-            "runs_used": self.runs_used, "excluded_trials": self.excluded_trials,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "family_size": self.family_size,
+            "alpha_per_test": self.alpha_per_test,
+            "runs_used": self.runs_used,
+            "excluded_trials": self.excluded_trials,
             "orders_used": list(self.orders_used),
         }
 
@@ -166,15 +169,17 @@ class CarryoverResult:
         return [p for p in self.pairs if p.significant]
 
 
-def with_predecessors(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
+def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     """``ok`` with a ``predecessor`` column: the test one position earlier in the same run
     and worker (looked up among all recorded trials), ``(reset)`` at position 0, NaN when the
     previous position was not recorded (or the trial's own position is unknown)."""
     import pandas as pd
 
     if pd.to_numeric(df["position"], errors="coerce").isna().all():
-        raise WashoutError("long format: column position has no values: the carryover "
-                           "analysis needs each trial's position in its run")
+        raise WashoutError(
+            "long format: column position has no values: the carryover "
+            "analysis needs each trial's position in its run"
+        )
     everything = df.copy()
     if "worker" not in everything.columns:
         everything["worker"] = "local"
@@ -192,8 +197,9 @@ def with_predecessors(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     return out
 
 
-def model_values(trials: "pd.DataFrame", cell: "np.ndarray",
-                 run_keys: list[str]) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+def model_values(
+    trials: pd.DataFrame, cell: np.ndarray, run_keys: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(y, log_scale, run_adjusted)``: each trial's value on the model's scale with its run
     level taken out where that helps (steps 1 and 2 of the module doc), and per cell (test x
     metric [x worker], numbered by ``cell``) whether the log scale and the run adjustment were
@@ -224,8 +230,7 @@ def model_values(trials: "pd.DataFrame", cell: "np.ndarray",
     return y, log_scale, run_adjusted
 
 
-def _cell_variance(x: "np.ndarray", cell: "np.ndarray", mask: "np.ndarray",
-                   cells: int) -> "np.ndarray":
+def _cell_variance(x: np.ndarray, cell: np.ndarray, mask: np.ndarray, cells: int) -> np.ndarray:
     """Per cell, the variance of ``x`` over the masked rows (NaN with fewer than 2)."""
     import numpy as np
 
@@ -237,17 +242,18 @@ def _cell_variance(x: "np.ndarray", cell: "np.ndarray", mask: "np.ndarray",
         return np.where(n > 1, ss / (n - 1), np.nan)
 
 
-def _student_p(t: "np.ndarray", df: "np.ndarray") -> "np.ndarray":
+def _student_p(t: np.ndarray, df: np.ndarray) -> np.ndarray:
     """Two-sided p of Student's t (NaN where t or the degrees of freedom are undefined)."""
     import numpy as np
     from scipy.special import stdtr
 
     with np.errstate(invalid="ignore"):
-        return np.where(np.isnan(t) | ~(df > 0), np.nan,
-                        2.0 * stdtr(np.where(df > 0, df, 1.0), -np.abs(t)))
+        return np.where(
+            np.isnan(t) | ~(df > 0), np.nan, 2.0 * stdtr(np.where(df > 0, df, 1.0), -np.abs(t))
+        )
 
 
-def _delta_pct(diff: "np.ndarray", log_scale: "np.ndarray", base: "np.ndarray") -> "np.ndarray":
+def _delta_pct(diff: np.ndarray, log_scale: np.ndarray, base: np.ndarray) -> np.ndarray:
     """Delta% of a difference: 100 (exp(d) - 1) on the log scale, 100 d / |base| otherwise."""
     import numpy as np
 
@@ -259,26 +265,26 @@ def _delta_pct(diff: "np.ndarray", log_scale: "np.ndarray", base: "np.ndarray") 
 class _Moments:
     """Sums over T's trials at positions >= 1, per (cell, predecessor) slot."""
 
-    n: "np.ndarray"
-    y: "np.ndarray"
-    yy: "np.ndarray"
-    k: "np.ndarray"
-    kk: "np.ndarray"
-    ky: "np.ndarray"
-    raw: "np.ndarray"
+    n: np.ndarray
+    y: np.ndarray
+    yy: np.ndarray
+    k: np.ndarray
+    kk: np.ndarray
+    ky: np.ndarray
+    raw: np.ndarray
 
-    def pooled(self, keep: "np.ndarray", cells: int, slots: int) -> "_Moments":
+    def pooled(self, keep: np.ndarray, cells: int, slots: int) -> _Moments:
         """Per cell, the sums over the kept slots."""
         import numpy as np
 
-        def total(a: "np.ndarray") -> "np.ndarray":
+        def total(a: np.ndarray) -> np.ndarray:
             return np.where(keep, a, 0.0).reshape(cells, slots).sum(axis=1)
 
         return _Moments(*(total(getattr(self, f)) for f in self.__dataclass_fields__))
 
 
 def carryover(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     *,
     alpha: float = 0.05,
     correction: str = "bonferroni",
@@ -326,16 +332,24 @@ def carryover(
     size = cells * slots
     later = ~first
 
-    def sums(x: "np.ndarray | None", where: "np.ndarray") -> "np.ndarray":
+    def sums(x: np.ndarray | None, where: np.ndarray) -> np.ndarray:
         return np.bincount(slot[where], None if x is None else x[where], size)
 
-    def moments_of(x: "np.ndarray") -> tuple[_Moments, tuple["np.ndarray", ...]]:
+    def moments_of(x: np.ndarray) -> tuple[_Moments, tuple[np.ndarray, ...]]:
         """The sums the statistics need of ``x``: per slot at positions >= 1, per cell at 0."""
-        later_sums = _Moments(sums(None, later), sums(x, later), sums(x * x, later),
-                              sums(position, later), sums(position ** 2, later),
-                              sums(position * x, later), sums(value, later))
-        at_first = tuple(np.bincount(cell[first], w, cells)
-                         for w in (None, x[first], x[first] ** 2, value[first]))
+        later_sums = _Moments(
+            sums(None, later),
+            sums(x, later),
+            sums(x * x, later),
+            sums(position, later),
+            sums(position**2, later),
+            sums(position * x, later),
+            sums(value, later),
+        )
+        at_first = tuple(
+            np.bincount(cell[first], w, cells)
+            for w in (None, x[first], x[first] ** 2, value[first])
+        )
         return later_sums, at_first
 
     # significance from ranks within the cell (scaled to (0, 1)): outliers cannot make it
@@ -348,14 +362,17 @@ def carryover(
     # rare, the normal approximation of a rank test is far off at family-wise levels
     high = value == pd.Series(value).groupby(cell).transform("max").to_numpy()
     two_valued = pd.Series(value).groupby(cell).nunique().to_numpy() == 2
-    high_later, high_first = sums(high.astype(float), later), np.bincount(
-        cell[first], high[first].astype(float), cells)
+    high_later, high_first = (
+        sums(high.astype(float), later),
+        np.bincount(cell[first], high[first].astype(float), cells),
+    )
     slot_cell = np.repeat(np.arange(cells), slots)
     slot_label = np.tile(np.arange(slots), cells)
     test_of_cell = cell_index.get_level_values("test").astype(str).to_numpy(dtype=object)
     label_of_slot = np.array(labels, dtype=object)[slot_label]
-    is_pair = ((moments.n > 0) & (label_of_slot != RESET)
-               & (label_of_slot != test_of_cell[slot_cell]))
+    is_pair = (
+        (moments.n > 0) & (label_of_slot != RESET) & (label_of_slot != test_of_cell[slot_cell])
+    )
     group_keys = ["worker", "metric"] if split else ["metric"]
     group_frame = cell_index.to_frame(index=False)[group_keys]
     group_of_cell = pd.MultiIndex.from_frame(group_frame).factorize()[0]
@@ -363,16 +380,36 @@ def carryover(
 
     flagged = np.zeros(size, dtype=bool)
     while True:
-        ranked = _statistics(rank_moments, is_pair, flagged, cells, slots, slot_cell,
-                             rank_first_sums, log_scale, centre, group_of_cell, groups)
+        ranked = _statistics(
+            rank_moments,
+            is_pair,
+            flagged,
+            cells,
+            slots,
+            slot_cell,
+            rank_first_sums,
+            log_scale,
+            centre,
+            group_of_cell,
+            groups,
+        )
         if two_valued.any():
-            _exact_two_valued(ranked, two_valued, high_later, high_first, is_pair & ~flagged,
-                              moments.n, n0, cells, slots, slot_cell)
-        family = np.concatenate([ranked["pair_p"][is_pair], ranked["reset_p"],
-                                 ranked["pool_p"]])
+            _exact_two_valued(
+                ranked,
+                two_valued,
+                high_later,
+                high_first,
+                is_pair & ~flagged,
+                moments.n,
+                n0,
+                cells,
+                slots,
+                slot_cell,
+            )
+        family = np.concatenate([ranked["pair_p"][is_pair], ranked["reset_p"], ranked["pool_p"]])
         significant, per_test = adjust(family.tolist(), level, method)
         pair_sig = np.zeros(size, dtype=bool)
-        pair_sig[is_pair] = significant[:int(is_pair.sum())]
+        pair_sig[is_pair] = significant[: int(is_pair.sum())]
         candidates = pair_sig & ~flagged
         if not candidates.any():
             break
@@ -381,61 +418,115 @@ def carryover(
         new = np.isfinite(p_rank[np.arange(cells), best])
         flagged[np.arange(cells)[new] * slots + best[new]] = True
 
-    stats = _statistics(moments, is_pair, flagged, cells, slots, slot_cell, first_sums,
-                        log_scale, centre, group_of_cell, groups)
+    stats = _statistics(
+        moments,
+        is_pair,
+        flagged,
+        cells,
+        slots,
+        slot_cell,
+        first_sums,
+        log_scale,
+        centre,
+        group_of_cell,
+        groups,
+    )
     m = int(np.isfinite(family).sum())
-    reset_sig = significant[int(is_pair.sum()):int(is_pair.sum()) + cells]
-    pool_sig = significant[int(is_pair.sum()) + cells:]
+    reset_sig = significant[int(is_pair.sum()) : int(is_pair.sum()) + cells]
+    pool_sig = significant[int(is_pair.sum()) + cells :]
 
-    def interval(diff: "np.ndarray", se: "np.ndarray", df_: "np.ndarray", log: "np.ndarray",
-                 base: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    def interval(
+        diff: np.ndarray,
+        se: np.ndarray,
+        df_: np.ndarray,
+        log: np.ndarray,
+        base: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         q = stdtrit(np.where(df_ > 0, df_, 1.0), 1.0 - level / (2 * max(m, 1)))
         return (_delta_pct(diff - q * se, log, base), _delta_pct(diff + q * se, log, base))
 
-    pair_lo, pair_hi = interval(stats["pair_diff"], stats["pair_se"], stats["pair_df"],
-                                log_scale[slot_cell], stats["pair_base"])
-    reset_lo, reset_hi = interval(stats["reset_diff"], stats["reset_se"], stats["reset_df"],
-                                  log_scale, stats["reset_base"])
-    pool_lo, pool_hi = interval(stats["pool_diff"], stats["pool_se"], stats["pool_df"],
-                                np.ones(groups, dtype=bool), np.ones(groups))
+    pair_lo, pair_hi = interval(
+        stats["pair_diff"],
+        stats["pair_se"],
+        stats["pair_df"],
+        log_scale[slot_cell],
+        stats["pair_base"],
+    )
+    reset_lo, reset_hi = interval(
+        stats["reset_diff"], stats["reset_se"], stats["reset_df"], log_scale, stats["reset_base"]
+    )
+    pool_lo, pool_hi = interval(
+        stats["pool_diff"],
+        stats["pool_se"],
+        stats["pool_df"],
+        np.ones(groups, dtype=bool),
+        np.ones(groups),
+    )
 
     rows: list[CarryoverPair] = []
     for c, key in enumerate(cell_index):
         key = key if isinstance(key, tuple) else (key,)
         test, met = (key[1], key[2]) if split else (key[0], key[1])
-        common = dict(test=str(test), metric=str(met), worker=str(key[0]) if split else None,
-                      run_adjusted=bool(run_adjusted[c]))
+        common = dict(
+            test=str(test),
+            metric=str(met),
+            worker=str(key[0]) if split else None,
+            run_adjusted=bool(run_adjusted[c]),
+        )
         if n0[c] > 0:
-            rows.append(CarryoverPair(
-                predecessor=RESET, n_after=int(n0[c]), n_other=int(stats["reset_n"][c]),
-                mean_after=float(raw0[c] / n0[c]), mean_other=float(stats["reset_raw"][c]),
-                delta_pct=float(stats["reset_delta"][c]),
-                ci=(float(reset_lo[c]), float(reset_hi[c])), t=float(ranked["reset_t"][c]),
-                p=float(ranked["reset_p"][c]), significant=bool(reset_sig[c]), **common))
+            rows.append(
+                CarryoverPair(
+                    predecessor=RESET,
+                    n_after=int(n0[c]),
+                    n_other=int(stats["reset_n"][c]),
+                    mean_after=float(raw0[c] / n0[c]),
+                    mean_other=float(stats["reset_raw"][c]),
+                    delta_pct=float(stats["reset_delta"][c]),
+                    ci=(float(reset_lo[c]), float(reset_hi[c])),
+                    t=float(ranked["reset_t"][c]),
+                    p=float(ranked["reset_p"][c]),
+                    significant=bool(reset_sig[c]),
+                    **common,
+                )
+            )
         for s in range(slots):
             i = c * slots + s
             if not is_pair[i]:
                 continue
-            rows.append(CarryoverPair(
-                predecessor=labels[s], n_after=int(moments.n[i]),
-                n_other=int(stats["pair_n_other"][i]),
-                mean_after=float(moments.raw[i] / moments.n[i]),
-                mean_other=float(stats["pair_raw_other"][i]),
-                delta_pct=float(stats["pair_delta"][i]), ci=(float(pair_lo[i]), float(pair_hi[i])),
-                t=float(ranked["pair_t"][i]), p=float(ranked["pair_p"][i]),
-                significant=bool(pair_sig[i]), **common))
-    rows.sort(key=lambda q: (
-        -abs(q.delta_pct) if np.isfinite(q.delta_pct) else 0.0,
-        q.p if np.isfinite(q.p) else 2.0,
-    ))
+            rows.append(
+                CarryoverPair(
+                    predecessor=labels[s],
+                    n_after=int(moments.n[i]),
+                    n_other=int(stats["pair_n_other"][i]),
+                    mean_after=float(moments.raw[i] / moments.n[i]),
+                    mean_other=float(stats["pair_raw_other"][i]),
+                    delta_pct=float(stats["pair_delta"][i]),
+                    ci=(float(pair_lo[i]), float(pair_hi[i])),
+                    t=float(ranked["pair_t"][i]),
+                    p=float(ranked["pair_p"][i]),
+                    significant=bool(pair_sig[i]),
+                    **common,
+                )
+            )
+    rows.sort(
+        key=lambda q: (
+            -abs(q.delta_pct) if np.isfinite(q.delta_pct) else 0.0,
+            q.p if np.isfinite(q.p) else 2.0,
+        )
+    )
     group_index = pd.MultiIndex.from_frame(group_frame).unique()
     pooled = [
         FirstAfterReset(
             metric=str(g[-1] if isinstance(g, tuple) else g),
-            worker=str(g[0]) if split else None, tests=int(stats["pool_tests"][i]),
-            delta_pct=float(stats["pool_delta"][i]), ci=(float(pool_lo[i]), float(pool_hi[i])),
-            p=float(ranked["pool_p"][i]), significant=bool(pool_sig[i]))
-        for i, g in enumerate(group_index) if stats["pool_tests"][i] > 0
+            worker=str(g[0]) if split else None,
+            tests=int(stats["pool_tests"][i]),
+            delta_pct=float(stats["pool_delta"][i]),
+            ci=(float(pool_lo[i]), float(pool_hi[i])),
+            p=float(ranked["pool_p"][i]),
+            significant=bool(pool_sig[i]),
+        )
+        for i, g in enumerate(group_index)
+        if stats["pool_tests"][i] > 0
     ]
     return CarryoverResult(
         pairs=rows,
@@ -450,11 +541,19 @@ def carryover(
     )
 
 
-def _statistics(moments: _Moments, is_pair: "np.ndarray", flagged: "np.ndarray", cells: int,
-                slots: int, slot_cell: "np.ndarray",
-                first: tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"],
-                log_scale: "np.ndarray", centre: "np.ndarray", group_of_cell: "np.ndarray",
-                groups: int) -> dict[str, "np.ndarray"]:
+def _statistics(
+    moments: _Moments,
+    is_pair: np.ndarray,
+    flagged: np.ndarray,
+    cells: int,
+    slots: int,
+    slot_cell: np.ndarray,
+    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    log_scale: np.ndarray,
+    centre: np.ndarray,
+    group_of_cell: np.ndarray,
+    groups: int,
+) -> dict[str, np.ndarray]:
     """Steps 3, 5 and 6 of the module doc with the ``flagged`` pairs set aside: per pair
     (slot), per cell and per group of cells, the difference on the model's scale, its
     standard error, degrees of freedom, t, p and Delta%."""
@@ -486,21 +585,23 @@ def _statistics(moments: _Moments, is_pair: "np.ndarray", flagged: "np.ndarray",
         n0, y0, yy0, raw0 = first
         n1 = pool.n
         k_bar, y_bar = pool.k / n1, pool.y / n1
-        sxx = pool.kk - n1 * k_bar ** 2
+        sxx = pool.kk - n1 * k_bar**2
         sxy = pool.ky - n1 * k_bar * y_bar
         varies = sxx > 1e-9 * np.maximum(n1, 1)
         slope = np.where(varies, sxy / np.where(varies, sxx, 1.0), 0.0)
-        syy = pool.yy - n1 * y_bar ** 2
-        slope_t = _t(slope, np.sqrt(np.maximum(syy - slope * sxy, 0.0) / (n1 - 2)
-                                    / np.where(varies, sxx, 1.0)))
+        syy = pool.yy - n1 * y_bar**2
+        slope_t = _t(
+            slope,
+            np.sqrt(np.maximum(syy - slope * sxy, 0.0) / (n1 - 2) / np.where(varies, sxx, 1.0)),
+        )
         sloped = varies & (_student_p(slope_t, n1 - 2) < TREND_LEVEL)
         slope = np.where(sloped, slope, 0.0)
         intercept = y_bar - slope * k_bar
         residual = syy - slope * sxy
         mean0 = y0 / n0
         df = n0 + n1 - np.where(sloped, 3, 2)
-        s2 = (np.maximum(yy0 - n0 * mean0 ** 2, 0.0) + np.maximum(residual, 0.0)) / df
-        leverage = np.where(sloped, k_bar ** 2 / np.where(sloped, sxx, 1.0), 0.0)
+        s2 = (np.maximum(yy0 - n0 * mean0**2, 0.0) + np.maximum(residual, 0.0)) / df
+        leverage = np.where(sloped, k_bar**2 / np.where(sloped, sxx, 1.0), 0.0)
         se = np.sqrt(s2 * (1.0 / n0 + 1.0 / n1 + leverage))
         diff = mean0 - intercept
         valid = (n0 > 0) & (n1 > 0) & (df > 0)
@@ -513,12 +614,13 @@ def _statistics(moments: _Moments, is_pair: "np.ndarray", flagged: "np.ndarray",
 
         # pooled over the log-scale tests of a metric (and worker)
         use = valid & log_scale & np.isfinite(se) & np.isfinite(diff)
-        var = np.where(use, se ** 2, 0.0)
+        var = np.where(use, se**2, 0.0)
         k = np.bincount(group_of_cell[use], None, groups)
         mean = np.bincount(group_of_cell[use], diff[use], groups) / k
         total_var = np.bincount(group_of_cell, var, groups)
-        df = total_var ** 2 / np.bincount(group_of_cell[use], var[use] ** 2
-                                          / out["reset_df"][use], groups)
+        df = total_var**2 / np.bincount(
+            group_of_cell[use], var[use] ** 2 / out["reset_df"][use], groups
+        )
         se = np.sqrt(total_var) / k
         out["pool_tests"], out["pool_diff"], out["pool_se"], out["pool_df"] = k, mean, se, df
         out["pool_t"] = _t(mean, se)
@@ -527,10 +629,18 @@ def _statistics(moments: _Moments, is_pair: "np.ndarray", flagged: "np.ndarray",
     return out
 
 
-def _exact_two_valued(ranked: dict[str, "np.ndarray"], two_valued: "np.ndarray",
-                      high_later: "np.ndarray", high_first: "np.ndarray",
-                      in_pool: "np.ndarray", n_later: "np.ndarray", n_first: "np.ndarray",
-                      cells: int, slots: int, slot_cell: "np.ndarray") -> None:
+def _exact_two_valued(
+    ranked: dict[str, np.ndarray],
+    two_valued: np.ndarray,
+    high_later: np.ndarray,
+    high_first: np.ndarray,
+    in_pool: np.ndarray,
+    n_later: np.ndarray,
+    n_first: np.ndarray,
+    cells: int,
+    slots: int,
+    slot_cell: np.ndarray,
+) -> None:
     """In cells whose metric takes two values, replace the pair and first-after-reset
     p-values by Fisher's exact test of the share of the higher value (Fisher 1935, "The logic
     of inductive inference", JRSS 98(1); two-sided by doubling the smaller tail, capped at 1):
@@ -539,8 +649,9 @@ def _exact_two_valued(ranked: dict[str, "np.ndarray"], two_valued: "np.ndarray",
     import numpy as np
     from scipy.stats import hypergeom
 
-    def fisher(x: "np.ndarray", n: "np.ndarray", k_other: "np.ndarray",
-               n_other: "np.ndarray") -> "np.ndarray":
+    def fisher(
+        x: np.ndarray, n: np.ndarray, k_other: np.ndarray, n_other: np.ndarray
+    ) -> np.ndarray:
         total, k = n + n_other, x + k_other
         with np.errstate(invalid="ignore"):
             tails = np.minimum(hypergeom.sf(x - 1, total, k, n), hypergeom.cdf(x, total, k, n))
@@ -550,15 +661,20 @@ def _exact_two_valued(ranked: dict[str, "np.ndarray"], two_valued: "np.ndarray",
     pool_high = np.where(in_pool, high_later, 0.0).reshape(cells, slots).sum(axis=1)
     mine = in_pool.astype(float)
     pairs = two_valued[slot_cell] & np.isfinite(ranked["pair_p"])
-    exact = fisher(high_later, n_later, pool_high[slot_cell] - mine * high_later,
-                   pool_n[slot_cell] - mine * n_later)
+    exact = fisher(
+        high_later,
+        n_later,
+        pool_high[slot_cell] - mine * high_later,
+        pool_n[slot_cell] - mine * n_later,
+    )
     ranked["pair_p"] = np.where(pairs, exact, ranked["pair_p"])
     resets = two_valued & np.isfinite(ranked["reset_p"])
-    ranked["reset_p"] = np.where(resets, fisher(high_first, n_first, pool_high, pool_n),
-                                 ranked["reset_p"])
+    ranked["reset_p"] = np.where(
+        resets, fisher(high_first, n_first, pool_high, pool_n), ranked["reset_p"]
+    )
 
 
-def _t(diff: "np.ndarray", se: "np.ndarray") -> "np.ndarray":
+def _t(diff: np.ndarray, se: np.ndarray) -> np.ndarray:
     """diff / se; with no spread, 0 for no difference and undefined (NaN: no comparison) for
     any other, since a handful of ranks can fall exactly on a line by chance."""
     import numpy as np
@@ -567,7 +683,7 @@ def _t(diff: "np.ndarray", se: "np.ndarray") -> "np.ndarray":
         return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.nan))
 
 
-def carryover_frame(result: CarryoverResult) -> "pd.DataFrame":
+def carryover_frame(result: CarryoverResult) -> pd.DataFrame:
     """The pairs as a DataFrame, one row per pair, in the result's order."""
     import pandas as pd
 

@@ -116,8 +116,8 @@ def parse_claim(text: str) -> Claim:
         raise _bad(text, f"unbalanced quotes; {_FORM}")
     if i == len(s):
         raise _bad(text, f"no comparison operator (<, <=, >, >=); {_FORM}")
-    op = s[i:i + 2] if s[i + 1:i + 2] == "=" else s[i]
-    left, right = s[:i], s[i + len(op):]
+    op = s[i : i + 2] if s[i + 1 : i + 2] == "=" else s[i]
+    left, right = s[:i], s[i + len(op) :]
     if left.rstrip().endswith(("=", "!")):
         shown = left.rstrip()[-1] + op
         raise _bad(text, f"operator {shown!r} is not one of {', '.join(OPERATORS)}")
@@ -191,13 +191,16 @@ def _known(text: str, name: str, tests: Sequence[str]) -> None:
         raise _bad(text, f"unknown test {name!r} (tests: {shown})")
 
 
-def _metrics_for(claim: Claim, ok: "pd.DataFrame", metric: str | None) -> list[str]:
+def _metrics_for(claim: Claim, ok: pd.DataFrame, metric: str | None) -> list[str]:
     have = {t: sorted(ok.loc[ok["test"] == t, "metric"].unique()) for t in (claim.a, claim.b)}
     if metric is not None:
         for t in (claim.a, claim.b):
             if metric not in have[t]:
-                raise _bad(claim.text, f"test {t!r} has no metric {metric!r} (its metrics: "
-                                       f"{', '.join(have[t]) or 'none'})")
+                raise _bad(
+                    claim.text,
+                    f"test {t!r} has no metric {metric!r} (its metrics: "
+                    f"{', '.join(have[t]) or 'none'})",
+                )
         return [metric]
     shared = [m for m in have[claim.a] if m in have[claim.b]]
     if not shared:
@@ -206,7 +209,7 @@ def _metrics_for(claim: Claim, ok: "pd.DataFrame", metric: str | None) -> list[s
 
 
 @lru_cache(maxsize=64)
-def signed_rank_null(n: int) -> "np.ndarray":
+def signed_rank_null(n: int) -> np.ndarray:
     """P(T+ <= t), t = 0 .. n(n+1)/2: the exact null distribution function of the signed-rank
     statistic for n distinct non-zero differences, from the number of subsets of {1..n}
     with each sum (Wilcoxon 1945; counted by the recursion c_k(t) = c_{k-1}(t) +
@@ -220,7 +223,7 @@ def signed_rank_null(n: int) -> "np.ndarray":
     return np.cumsum(counts) / 2.0**n
 
 
-def signed_rank_p(d: "np.ndarray", alternative: str) -> float:
+def signed_rank_p(d: np.ndarray, alternative: str) -> float:
     """One-sided Wilcoxon signed-rank p of the differences ``d`` (H0: symmetric about 0;
     alternative "less" or "greater"), as ``scipy.stats.wilcoxon(d, alternative=...)``
     computes it with its defaults (zero_method "wilcox", no continuity correction).
@@ -279,7 +282,7 @@ def walsh_rank(n: int, confidence: float) -> tuple[int, float] | None:
 
 
 def hodges_lehmann(
-    x: "np.ndarray", confidence: float
+    x: np.ndarray, confidence: float
 ) -> tuple[float, tuple[float, float] | None, float | None]:
     """``(estimate, (lo, hi) or None, achieved confidence or None)`` of the centre of ``x``:
     the median of its Walsh averages (x_i + x_j) / 2, i <= j (Hodges & Lehmann 1963) and
@@ -297,16 +300,22 @@ def hodges_lehmann(
     return estimate, (float(walsh[k - 1]), float(walsh[walsh.size - k])), achieved
 
 
-def per_run_log_ratios(ok: "pd.DataFrame", claim: Claim, metric: str) -> dict[str, "np.ndarray"]:
+def per_run_log_ratios(ok: pd.DataFrame, claim: Claim, metric: str) -> dict[str, np.ndarray]:
     """Per order kind (fixed, random): log(A / B) of every run (worker x run) with successful
     trials of both tests on ``metric``, a test's trials in one run averaged. A value that is
     not positive has no log ratio: a one-line error naming the claim, test, run and value."""
     import numpy as np
 
-    sel = ok[(ok["metric"] == metric) & ok["test"].isin([claim.a, claim.b])
-             & ok["order"].isin(EVALUATED_ORDERS)]
-    per_run = (sel.groupby(["order", "worker", "run", "test"], observed=True)["value"].mean()
-               .unstack("test"))
+    sel = ok[
+        (ok["metric"] == metric)
+        & ok["test"].isin([claim.a, claim.b])
+        & ok["order"].isin(EVALUATED_ORDERS)
+    ]
+    per_run = (
+        sel.groupby(["order", "worker", "run", "test"], observed=True)["value"]
+        .mean()
+        .unstack("test")
+    )
     if per_run.empty or claim.a not in per_run or claim.b not in per_run:
         return {o: np.empty(0) for o in EVALUATED_ORDERS}
     paired = per_run[list(dict.fromkeys([claim.a, claim.b]))].dropna()  # "A < 2 * A" too
@@ -314,16 +323,19 @@ def per_run_log_ratios(ok: "pd.DataFrame", claim: Claim, metric: str) -> dict[st
         bad = paired[test] <= 0
         if bad.any():
             order, worker, run = paired.index[bad.to_numpy()][0]
-            raise _bad(claim.text, f"test {test!r} has {metric} = {float(paired[test][bad].iloc[0])!r} "
-                                   f"in run {run} (worker {worker}): a claim compares per-run "
-                                   "ratios, which need positive values")
+            raise _bad(
+                claim.text,
+                f"test {test!r} has {metric} = {float(paired[test][bad].iloc[0])!r} "
+                f"in run {run} (worker {worker}): a claim compares per-run "
+                "ratios, which need positive values",
+            )
     logs = np.log(paired[claim.a].to_numpy(float)) - np.log(paired[claim.b].to_numpy(float))
     orders = paired.index.get_level_values("order").astype(str)
     return {o: logs[orders == o] for o in EVALUATED_ORDERS}
 
 
 def evaluate_claims(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     claims: Sequence[str],
     *,
     metric: str | None = None,
@@ -348,8 +360,9 @@ def evaluate_claims(
     jobs: list[tuple[Claim, str]] = [(c, m) for c in parsed for m in _metrics_for(c, ok, metric)]
     ratios = [per_run_log_ratios(ok, c, m) for c, m in jobs]
     # One family: every claim x metric x order kind with runs to judge it on.
-    family = [(i, o) for i, by_order in enumerate(ratios) for o in EVALUATED_ORDERS
-              if by_order[o].size]
+    family = [
+        (i, o) for i, by_order in enumerate(ratios) for o in EVALUATED_ORDERS if by_order[o].size
+    ]
     pvalues = []
     for i, o in family:
         c = jobs[i][0]
@@ -368,17 +381,21 @@ def evaluate_claims(
         b = here.loc[here["test"] == c.b, "value"].to_numpy(dtype=float)
         ratio = math.exp(log_ratio)
         sides[i, o] = ClaimSide(
-            holds=bool(sig and c.holds_for(ratio, 1.0)), ratio=ratio,
+            holds=bool(sig and c.holds_for(ratio, 1.0)),
+            ratio=ratio,
             ratio_ci=(math.exp(log_ci[0]), math.exp(log_ci[1])) if log_ci else None,
-            ratio_ci_confidence=achieved, p=p, n_runs=int(ratios[i][o].size),
-            median_a=float(np.median(a)), median_b=float(np.median(b)),
-            n_a=int(a.size), n_b=int(b.size),
+            ratio_ci_confidence=achieved,
+            p=p,
+            n_runs=int(ratios[i][o].size),
+            median_a=float(np.median(a)),
+            median_b=float(np.median(b)),
+            n_a=int(a.size),
+            n_b=int(b.size),
         )
 
     # The per-run ratio in fixed vs random runs, family-wise over the claims x metrics.
     both = [i for i in range(len(jobs)) if (i, "fixed") in sides and (i, "random") in sides]
-    interaction = [float(kruskal_rows(ratios[i]["fixed"], ratios[i]["random"])[1][0])
-                   for i in both]
+    interaction = [float(kruskal_rows(ratios[i]["fixed"], ratios[i]["random"])[1][0]) for i in both]
     differs = dict(zip(both, adjust(interaction, level, method)[0]))
     interaction_p = dict(zip(both, interaction))
 
@@ -388,16 +405,26 @@ def evaluate_claims(
         changes = None
         if fixed is not None and random is not None:
             changes = bool(differs[i] and fixed.holds != random.holds)
-        results.append(ClaimResult(
-            claim=c.text, a=c.a, op=c.op, factor=c.factor, b=c.b, metric=m,
-            ratio=random.ratio if random else None, ratio_ci=random.ratio_ci if random else None,
-            interaction_p=interaction_p.get(i), fixed=fixed, random=random,
-            order_changes_conclusion=changes,
-        ))
+        results.append(
+            ClaimResult(
+                claim=c.text,
+                a=c.a,
+                op=c.op,
+                factor=c.factor,
+                b=c.b,
+                metric=m,
+                ratio=random.ratio if random else None,
+                ratio_ci=random.ratio_ci if random else None,
+                interaction_p=interaction_p.get(i),
+                fixed=fixed,
+                random=random,
+                order_changes_conclusion=changes,
+            )
+        )
     return results
 
 
-def claims_frame(results: Sequence[ClaimResult]) -> "pd.DataFrame":
+def claims_frame(results: Sequence[ClaimResult]) -> pd.DataFrame:
     """One row per claim x metric x order kind."""
     import pandas as pd
 
@@ -405,10 +432,14 @@ def claims_frame(results: Sequence[ClaimResult]) -> "pd.DataFrame":
     for r in results:
         for order in EVALUATED_ORDERS:
             side = getattr(r, order)
-            rows.append({
-                "claim": r.claim, "metric": r.metric, "order": order,
-                **(side.to_dict() if side else {"holds": None}),
-                "interaction_p": r.interaction_p,
-                "order_changes_conclusion": r.order_changes_conclusion,
-            })
+            rows.append(
+                {
+                    "claim": r.claim,
+                    "metric": r.metric,
+                    "order": order,
+                    **(side.to_dict() if side else {"holds": None}),
+                    "interaction_p": r.interaction_p,
+                    "order_changes_conclusion": r.order_changes_conclusion,
+                }
+            )
     return pd.DataFrame(rows)

@@ -83,7 +83,7 @@ class DriftResult:
         return [r for r in self.rows if r.significant]
 
 
-def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
+def with_clocks(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     """``ok`` with a ``time_since_reset`` column in seconds (see the module doc; NaN where a
     trial of the run before it has no readable ``started`` and ``ended``, or its own position
     is unknown), and numeric ``position`` and ``run`` (NaN where unknown)."""
@@ -97,8 +97,10 @@ def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
             slots[column] = None
     slots["position"] = pd.to_numeric(slots["position"], errors="coerce")
     slots = slots[slots["position"].notna()].drop_duplicates(["worker", "run", "position"])
-    took = (pd.to_datetime(slots["ended"], utc=True, errors="coerce")
-            - pd.to_datetime(slots["started"], utc=True, errors="coerce")).dt.total_seconds()
+    took = (
+        pd.to_datetime(slots["ended"], utc=True, errors="coerce")
+        - pd.to_datetime(slots["started"], utc=True, errors="coerce")
+    ).dt.total_seconds()
     typical = took.groupby(slots["test"].astype(str)).median()
     slots = slots.assign(_typical=slots["test"].astype(str).map(typical).astype(float))
     slots = slots.sort_values(["worker", "run", "position"])
@@ -110,14 +112,16 @@ def with_clocks(df: "pd.DataFrame", ok: "pd.DataFrame") -> "pd.DataFrame":
     slots["time_since_reset"] = (earlier - slots["_typical"]).where(gaps == 0)
     keys = ["worker", "run", "position"]
     out = ok.assign(position=pd.to_numeric(ok["position"], errors="coerce").astype(float))
-    out = out.merge(slots[[*keys, "time_since_reset"]].astype({"position": float}), on=keys,
-                    how="left")
+    out = out.merge(
+        slots[[*keys, "time_since_reset"]].astype({"position": float}), on=keys, how="left"
+    )
     out["run"] = pd.to_numeric(out["run"], errors="coerce").astype(float)  # NaN where unknown
     return out
 
 
-def spearman_by_group(group: "np.ndarray", groups: int, x: "np.ndarray",
-                      y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+def spearman_by_group(
+    group: np.ndarray, groups: int, x: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per group (numbered 0 .. groups - 1): (n, rho, p) over the finite (x, y) pairs, all
     groups at once: rho is Pearson's correlation of the average ranks, p from Student's t on
     n - 2 degrees of freedom, as ``scipy.stats.spearmanr`` computes them. No comparison (NaN,
@@ -148,7 +152,7 @@ def spearman_by_group(group: "np.ndarray", groups: int, x: "np.ndarray",
 
 
 def drift(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     *,
     alpha: float = 0.05,
     correction: str = "bonferroni",
@@ -175,24 +179,35 @@ def drift(
     grouped = ok.groupby(group_keys, sort=True, observed=True)
     group, keys = grouped.ngroup().to_numpy(), grouped.size().index
     value = ok["value"].to_numpy(dtype=float)
-    by_clock = {clock: spearman_by_group(group, len(keys), ok[clock].to_numpy(dtype=float),
-                                         value) for clock in CLOCKS}
+    by_clock = {
+        clock: spearman_by_group(group, len(keys), ok[clock].to_numpy(dtype=float), value)
+        for clock in CLOCKS
+    }
     found: list[dict[str, Any]] = []
     for g, key in enumerate(keys):
         worker = str(key[0]) if split else None
         test, met = (key[1], key[2]) if split else (key[0], key[1])
         for clock in CLOCKS:
             n, rho, p = (a[g] for a in by_clock[clock])
-            found.append(dict(
-                test=str(test), metric=str(met), worker=worker, against=clock, n=int(n),
-                spearman=float(rho), p=float(p),
-            ))
+            found.append(
+                dict(
+                    test=str(test),
+                    metric=str(met),
+                    worker=worker,
+                    against=clock,
+                    n=int(n),
+                    spearman=float(rho),
+                    p=float(p),
+                )
+            )
     significant, per_test = adjust([r["p"] for r in found], level, method)
     rows = [DriftRow(**r, significant=s) for r, s in zip(found, significant)]
-    rows.sort(key=lambda r: (
-        -abs(r.spearman) if np.isfinite(r.spearman) else 0.0,
-        r.p if np.isfinite(r.p) else 2.0,
-    ))
+    rows.sort(
+        key=lambda r: (
+            -abs(r.spearman) if np.isfinite(r.spearman) else 0.0,
+            r.p if np.isfinite(r.p) else 2.0,
+        )
+    )
     return DriftResult(
         rows=rows,
         alpha=level,
@@ -203,7 +218,7 @@ def drift(
     )
 
 
-def drift_frame(result: DriftResult) -> "pd.DataFrame":
+def drift_frame(result: DriftResult) -> pd.DataFrame:
     """The correlations as a DataFrame, one row per (test, metric, clock[, worker])."""
     import pandas as pd
 

@@ -77,7 +77,7 @@ def median_ci_rank(n: int, confidence: float = 0.95) -> tuple[int, float] | None
 
 
 def median_ci(
-    values: "np.ndarray | list[float]", confidence: float = 0.95, *, presorted: bool = False
+    values: np.ndarray | list[float], confidence: float = 0.95, *, presorted: bool = False
 ) -> tuple[float, float, float] | None:
     """``(lo, hi, achieved confidence)`` of the median of ``values``, or None if n is too small."""
     import numpy as np

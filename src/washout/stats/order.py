@@ -56,22 +56,22 @@ class Samples:
     """
 
     keys: list[tuple[str, str, str | None]]
-    values: "np.ndarray"
+    values: np.ndarray
     # Indices into ``values`` that visit each comparison's fixed and random values merged
     # in ascending order, comparison by comparison (what the rank tests need).
-    by_value: "np.ndarray"
-    starts: "np.ndarray"
-    counts: "np.ndarray"
-    excluded: "np.ndarray"
-    missing: "np.ndarray"
+    by_value: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+    excluded: np.ndarray
+    missing: np.ndarray
 
-    def sample(self, g: int, o: int) -> "np.ndarray":
+    def sample(self, g: int, o: int) -> np.ndarray:
         """Comparison g's sorted sample for order o (0 fixed, 1 random)."""
         s = int(self.starts[g, o])
         return self.values[s : s + int(self.counts[g, o])]
 
 
-def _values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
+def _values(frame: pd.DataFrame, source: str) -> np.ndarray:
     """The ``value`` column as floats, NaN where missing; a one-line error at the first
     entry that is not a number or is infinite."""
     import numpy as np
@@ -85,14 +85,16 @@ def _values(frame: "pd.DataFrame", source: str) -> "np.ndarray":
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise located(
-            f"{source}: row {frame.index[i]}", "value", raw.iloc[i],
+            f"{source}: row {frame.index[i]}",
+            "value",
+            raw.iloc[i],
             "a trial's value must be a finite number (or empty when it has none)",
         )
     return values
 
 
 def collect_samples(
-    df: "pd.DataFrame", by_worker: bool = False, source: str = "long format"
+    df: pd.DataFrame, by_worker: bool = False, source: str = "long format"
 ) -> Samples:
     """Group long-format rows into comparisons (test x metric [x worker]) of sorted samples.
 
@@ -137,8 +139,10 @@ def collect_samples(
         rest = rest // len(levels)
     parts.reverse()
     workers = parts[2] if by_worker else [None] * n_groups
-    keys = [(str(t), str(m), None if w is None else str(w))
-            for t, m, w in zip(parts[0], parts[1], workers)]
+    keys = [
+        (str(t), str(m), None if w is None else str(w))
+        for t, m, w in zip(parts[0], parts[1], workers)
+    ]
 
     o = _is_in(frame["order"], ("random",))
     status_ok = _is_in(frame["status"], ("ok",))
@@ -161,7 +165,8 @@ def collect_samples(
     for start, n in zip(starts.tolist(), counts.tolist()):
         if n > 1:
             by_sample[start : start + n] = by_sample[start : start + n][
-                np.argsort(grouped[start : start + n])]
+                np.argsort(grouped[start : start + n])
+            ]
     ordered = values[by_sample]
     per_group = counts.reshape(n_groups, 2).sum(axis=1)
     by_value = np.empty(values.size, dtype=np.int64)
@@ -178,7 +183,7 @@ def collect_samples(
     )
 
 
-def _is_in(column: "pd.Series", wanted: tuple[str, ...]) -> "np.ndarray":
+def _is_in(column: pd.Series, wanted: tuple[str, ...]) -> np.ndarray:
     """Boolean mask of ``column`` in ``wanted``, through its few distinct values: a
     categorical's own codes, else the codes of one hashing pass (much cheaper than comparing
     millions of strings)."""
@@ -193,7 +198,7 @@ def _is_in(column: "pd.Series", wanted: tuple[str, ...]) -> "np.ndarray":
     return hit[codes]
 
 
-def chi2_sf_1(x: "np.ndarray") -> "np.ndarray":
+def chi2_sf_1(x: np.ndarray) -> np.ndarray:
     """P(chi^2_1 > x) = erfc(sqrt(x / 2)) (chi^2 with one degree of freedom is the square of a
     standard normal), elementwise; 1 for x <= 0, NaN for NaN. math.erfc is accurate to a few
     ulp and spares the analysis the import of scipy.stats."""
@@ -203,7 +208,7 @@ def chi2_sf_1(x: "np.ndarray") -> "np.ndarray":
     return np.frompyfunc(math.erfc, 1, 1)(root).astype(float)
 
 
-def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
+def kruskal_two(samples: Samples) -> tuple[np.ndarray, np.ndarray]:
     """Tie-corrected Kruskal-Wallis H and p (fixed vs random) for every comparison at once
     (:func:`kruskal_merged`)."""
     import numpy as np
@@ -215,8 +220,8 @@ def kruskal_two(samples: Samples) -> tuple["np.ndarray", "np.ndarray"]:
 
 
 def kruskal_merged(
-    values: "np.ndarray", group: "np.ndarray", second: "np.ndarray", counts: "np.ndarray"
-) -> tuple["np.ndarray", "np.ndarray"]:
+    values: np.ndarray, group: np.ndarray, second: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Tie-corrected Kruskal-Wallis H and p of G two-sample comparisons at once.
 
     ``values`` holds the comparisons one after another, each one's two samples merged in
@@ -262,7 +267,7 @@ def kruskal_merged(
     return h, p
 
 
-def _min_p(n_fixed: "np.ndarray", n_random: "np.ndarray") -> "np.ndarray":
+def _min_p(n_fixed: np.ndarray, n_random: np.ndarray) -> np.ndarray:
     """The smallest Kruskal-Wallis p two samples of these sizes can give: complete separation
     without ties, fixed ranks 1..n_F (NaN where a sample is empty)."""
     import numpy as np
@@ -278,8 +283,10 @@ def _min_p(n_fixed: "np.ndarray", n_random: "np.ndarray") -> "np.ndarray":
 
 
 def ci_case(
-    median_fixed: float, ci_fixed: tuple[float, float] | None,
-    median_random: float, ci_random: tuple[float, float] | None,
+    median_fixed: float,
+    ci_fixed: tuple[float, float] | None,
+    median_random: float,
+    ci_random: tuple[float, float] | None,
 ) -> int | None:
     """Overlap case of two median CIs (Duplyakin et al. 2023, Algorithm 2); None without CIs.
 
@@ -345,11 +352,32 @@ class OrderComparison:
 
 
 JSON_TEST_KEYS: tuple[str, ...] = (
-    "test", "metric", "worker", "n_fixed", "n_random", "excluded_fixed", "excluded_random",
-    "mean_fixed", "mean_random", "median_fixed", "median_random", "cv_fixed", "cv_random",
-    "shapiro_p_fixed", "shapiro_p_random", "kw_h", "kw_p", "significant", "eta_squared",
-    "delta_pct", "ci_fixed", "ci_random", "ci_confidence_fixed", "ci_confidence_random",
-    "ci_case", "warnings",
+    "test",
+    "metric",
+    "worker",
+    "n_fixed",
+    "n_random",
+    "excluded_fixed",
+    "excluded_random",
+    "mean_fixed",
+    "mean_random",
+    "median_fixed",
+    "median_random",
+    "cv_fixed",
+    "cv_random",
+    "shapiro_p_fixed",
+    "shapiro_p_random",
+    "kw_h",
+    "kw_p",
+    "significant",
+    "eta_squared",
+    "delta_pct",
+    "ci_fixed",
+    "ci_random",
+    "ci_confidence_fixed",
+    "ci_confidence_random",
+    "ci_case",
+    "warnings",
 )
 
 
@@ -393,7 +421,7 @@ class OrderAnalysis:
             "tests": [t.to_dict() for t in self.tests],
         }
 
-    def to_frame(self) -> "pd.DataFrame":
+    def to_frame(self) -> pd.DataFrame:
         """One row per comparison; CIs split into _lo/_hi columns, warnings joined by '; '."""
         import pandas as pd
 
@@ -406,8 +434,11 @@ class OrderAnalysis:
             row["warnings"] = "; ".join(t.warnings)
             rows.append(row)
         columns = [c for c in JSON_TEST_KEYS if c not in ("ci_fixed", "ci_random", "warnings")]
-        columns[columns.index("ci_confidence_fixed"):columns.index("ci_confidence_fixed")] = [
-            "ci_fixed_lo", "ci_fixed_hi", "ci_random_lo", "ci_random_hi",
+        columns[columns.index("ci_confidence_fixed") : columns.index("ci_confidence_fixed")] = [
+            "ci_fixed_lo",
+            "ci_fixed_hi",
+            "ci_random_lo",
+            "ci_random_hi",
         ]
         columns += ["warnings"]
         frame = pd.DataFrame(rows, columns=columns)
@@ -420,10 +451,10 @@ class OrderAnalysis:
 class SampleSummary:
     """Per (comparison, order) summaries over a :class:`Samples`, as (G, 2) arrays."""
 
-    mean: "np.ndarray"
-    median: "np.ndarray"
-    std: "np.ndarray"  # population standard deviation
-    constant: "np.ndarray"  # bool: n >= 1 and all values equal
+    mean: np.ndarray
+    median: np.ndarray
+    std: np.ndarray  # population standard deviation
+    constant: np.ndarray  # bool: n >= 1 and all values equal
 
 
 def summarize(samples: Samples) -> SampleSummary:
@@ -448,13 +479,14 @@ def summarize(samples: Samples) -> SampleSummary:
         median[has] = (samples.values[lo_mid[has]] + samples.values[hi_mid[has]]) / 2.0
         constant[has] = samples.values[safe[has]] == samples.values[(safe + last)[has]]
     shape = samples.counts.shape
-    return SampleSummary(mean.reshape(shape), median.reshape(shape), std.reshape(shape),
-                         constant.reshape(shape))
+    return SampleSummary(
+        mean.reshape(shape), median.reshape(shape), std.reshape(shape), constant.reshape(shape)
+    )
 
 
 def shapiro_all(
     samples: Samples, summary: SampleSummary, constant: float = float("nan")
-) -> tuple["np.ndarray", "np.ndarray"]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Shapiro-Wilk W and p of every sample, each (G, 2) (Shapiro & Wilk 1965, by Royston's
     AS R94 as scipy.stats.shapiro: :mod:`washout.stats.shapiro`); NaN below n = 3,
     ``constant`` for a constant sample (W undefined; scipy itself then returns 1).
@@ -489,7 +521,7 @@ def _min_n_for_ci(confidence: float) -> int:
 
 
 def analyze_order(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     alpha: float = 0.05,
     correction: str = "bonferroni",
     by_worker: bool = False,
@@ -528,11 +560,15 @@ def analyze_order(
         ex_f, ex_r = int(excluded[g, 0]), int(excluded[g, 1])
         no_f, no_r = int(samples.missing[g, 0]), int(samples.missing[g, 1])
         if ex_f - no_f or ex_r - no_r:
-            warnings.append(f"{ex_f - no_f + ex_r - no_r} unsuccessful trial(s) excluded "
-                            f"(fixed {ex_f - no_f}, random {ex_r - no_r})")
+            warnings.append(
+                f"{ex_f - no_f + ex_r - no_r} unsuccessful trial(s) excluded "
+                f"(fixed {ex_f - no_f}, random {ex_r - no_r})"
+            )
         if no_f or no_r:
-            warnings.append(f"{no_f + no_r} successful trial(s) without a value excluded "
-                            f"(fixed {no_f}, random {no_r})")
+            warnings.append(
+                f"{no_f + no_r} successful trial(s) without a value excluded "
+                f"(fixed {no_f}, random {no_r})"
+            )
         cis: list[tuple[float, float] | None] = []
         achieved: list[float | None] = []
         for o, side in enumerate(ORDERS):
@@ -570,29 +606,51 @@ def analyze_order(
                     f"trials gives p = {floor_p[g]:.3g}, not below alpha/m = {level:.3g}"
                 )
         cv = [
-            _num(summary.std[g, o] / summary.mean[g, o]) if counts[g, o] and summary.mean[g, o]
+            _num(summary.std[g, o] / summary.mean[g, o])
+            if counts[g, o] and summary.mean[g, o]
             else None
             for o in range(2)
         ]
-        tests.append(OrderComparison(
-            test=test, metric=metric, worker=worker,
-            n_fixed=n_f, n_random=n_r, excluded_fixed=ex_f, excluded_random=ex_r,
-            mean_fixed=_num(mean_f) if n_f else None, mean_random=_num(mean_r) if n_r else None,
-            median_fixed=_num(summary.median[g, 0]) if n_f else None,
-            median_random=_num(summary.median[g, 1]) if n_r else None,
-            cv_fixed=cv[0], cv_random=cv[1],
-            shapiro_p_fixed=_num(shapiro_p[g, 0]), shapiro_p_random=_num(shapiro_p[g, 1]),
-            kw_h=_num(h[g]), kw_p=_num(p[g]), significant=bool(significant[g]),
-            eta_squared=eta, delta_pct=delta,
-            ci_fixed=cis[0], ci_random=cis[1],
-            ci_confidence_fixed=achieved[0], ci_confidence_random=achieved[1],
-            ci_case=ci_case(float(summary.median[g, 0]), cis[0],
-                            float(summary.median[g, 1]), cis[1]),
-            warnings=tuple(warnings),
-        ))
+        tests.append(
+            OrderComparison(
+                test=test,
+                metric=metric,
+                worker=worker,
+                n_fixed=n_f,
+                n_random=n_r,
+                excluded_fixed=ex_f,
+                excluded_random=ex_r,
+                mean_fixed=_num(mean_f) if n_f else None,
+                mean_random=_num(mean_r) if n_r else None,
+                median_fixed=_num(summary.median[g, 0]) if n_f else None,
+                median_random=_num(summary.median[g, 1]) if n_r else None,
+                cv_fixed=cv[0],
+                cv_random=cv[1],
+                shapiro_p_fixed=_num(shapiro_p[g, 0]),
+                shapiro_p_random=_num(shapiro_p[g, 1]),
+                kw_h=_num(h[g]),
+                kw_p=_num(p[g]),
+                significant=bool(significant[g]),
+                eta_squared=eta,
+                delta_pct=delta,
+                ci_fixed=cis[0],
+                ci_random=cis[1],
+                ci_confidence_fixed=achieved[0],
+                ci_confidence_random=achieved[1],
+                ci_case=ci_case(
+                    float(summary.median[g, 0]), cis[0], float(summary.median[g, 1]), cis[1]
+                ),
+                warnings=tuple(warnings),
+            )
+        )
     verdict = "order-matters" if any(t.significant for t in tests) else "no-evidence"
     return OrderAnalysis(
-        alpha=alpha, correction=correction, family_size=family_size,
+        alpha=alpha,
+        correction=correction,
+        family_size=family_size,
         alpha_per_test=alpha_per_test if correction == "bonferroni" else None,
-        verdict=verdict, tests=tuple(tests), ci_confidence=ci_confidence, samples=samples,
+        verdict=verdict,
+        tests=tuple(tests),
+        ci_confidence=ci_confidence,
+        samples=samples,
     )

@@ -43,12 +43,26 @@ if TYPE_CHECKING:
 
 GENERATIONS: dict[str, str] = {"exp": "exp_command", "test": "test_command"}
 _SHARED_TAIL: tuple[str, ...] = (
-    "fixed_pth_quantile", "fixed_ci_low", "fixed_ci_high",
-    "random_pth_quantile", "random_ci_low", "random_ci_high", "ci_case", "inner_diff",
+    "fixed_pth_quantile",
+    "fixed_ci_low",
+    "fixed_ci_high",
+    "random_pth_quantile",
+    "random_ci_low",
+    "random_ci_high",
+    "ci_case",
+    "inner_diff",
 )
 _SW: tuple[str, ...] = (
-    "KW_dist_type", "Normal_fixed", "Normal_random", "SW_test_stat_fixed", "SW_p-value_fixed",
-    "SW_test_stat_random", "SW_p-value_random", "KW_test_stat", "KW_p-value", "percent_diff",
+    "KW_dist_type",
+    "Normal_fixed",
+    "Normal_random",
+    "SW_test_stat_fixed",
+    "SW_p-value_fixed",
+    "SW_test_stat_random",
+    "SW_p-value_random",
+    "KW_test_stat",
+    "KW_p-value",
+    "percent_diff",
     "KW_effect_size",
 )
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -59,7 +73,7 @@ SORT_BY: dict[str, str] = {"exp": "coeff_of_variation", "test": "coeff_of_variat
 P_SAME = 0.05
 
 
-def rank_ci(sorted_sample: "np.ndarray", confidence: float, p: float = 0.5) -> tuple[float, float]:
+def rank_ci(sorted_sample: np.ndarray, confidence: float, p: float = 0.5) -> tuple[float, float]:
     """OrderSage's normal-approximation CI of the p-quantile: values at 0-based ranks
     floor(np - z sqrt(np(1-p))) and ceil(np + z sqrt(np(1-p))) + 1, clipped to the sample."""
     from scipy.stats import norm
@@ -72,8 +86,9 @@ def rank_ci(sorted_sample: "np.ndarray", confidence: float, p: float = 0.5) -> t
     return float(sorted_sample[lo]), float(sorted_sample[hi])
 
 
-def ci_case(f_m: float, f_lo: float, f_hi: float,
-            r_m: float, r_lo: float, r_hi: float) -> tuple[int, float | None]:
+def ci_case(
+    f_m: float, f_lo: float, f_hi: float, r_m: float, r_lo: float, r_hi: float
+) -> tuple[int, float | None]:
     """``(case, inner_diff)`` by OrderSage's rules (see the module doc)."""
     if r_hi > f_hi:
         gap = r_lo - f_hi
@@ -86,7 +101,7 @@ def ci_case(f_m: float, f_lo: float, f_hi: float,
     return (2 if r_m > f_lo or f_m < r_hi else 3), None
 
 
-def drop_failures(df: "pd.DataFrame") -> "pd.DataFrame":
+def drop_failures(df: pd.DataFrame) -> pd.DataFrame:
     """OrderSage's failure rule: drop fixed runs with any unsuccessful trial, and the
     unsuccessful random trials."""
     import pandas as pd
@@ -101,7 +116,7 @@ def drop_failures(df: "pd.DataFrame") -> "pd.DataFrame":
     return frame.loc[~bad & ~(in_failed_run & fixed)]
 
 
-def _variation(sample: "np.ndarray") -> float:
+def _variation(sample: np.ndarray) -> float:
     """scipy.stats.variation (population std / mean), rounded to 3 decimals as OrderSage."""
     import numpy as np
 
@@ -111,12 +126,12 @@ def _variation(sample: "np.ndarray") -> float:
 
 
 def ordersage_stats(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     generation: str = "test",
     test_column: str | None = None,
     ci_confidence: float | None = None,
     by_worker: bool = False,
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """OrderSage's node_stats table for long-format trials (see the module doc).
 
     ``generation`` picks the column layout (``exp`` older, ``test`` newer); ``test_column``
@@ -157,33 +172,54 @@ def ordersage_stats(
             row["coeff_of_variation_random"] = _variation(random)
         sw_f, sw_r = (sw_stat[g, 0], sw_p[g, 0]), (sw_stat[g, 1], sw_p[g, 1])
         kw_p = float(p[g])
-        diff = (float((fixed.mean() - random.mean()) / fixed.mean() * 100)
-                if fixed.size and random.size and fixed.mean() != 0 else math.nan)
-        row.update({
-            "KW_dist_type": "same" if kw_p > P_SAME else "different",
-            "Normal_fixed": bool(sw_f[1] > P_SAME), "Normal_random": bool(sw_r[1] > P_SAME),
-            "SW_test_stat_fixed": float(sw_f[0]), "SW_p-value_fixed": float(sw_f[1]),
-            "SW_test_stat_random": float(sw_r[0]), "SW_p-value_random": float(sw_r[1]),
-            "KW_test_stat": float(h[g]), "KW_p-value": kw_p, "percent_diff": diff,
-            "KW_effect_size": float(h[g]) / (fixed.size + random.size - 1),
-        })
+        diff = (
+            float((fixed.mean() - random.mean()) / fixed.mean() * 100)
+            if fixed.size and random.size and fixed.mean() != 0
+            else math.nan
+        )
+        row.update(
+            {
+                "KW_dist_type": "same" if kw_p > P_SAME else "different",
+                "Normal_fixed": bool(sw_f[1] > P_SAME),
+                "Normal_random": bool(sw_r[1] > P_SAME),
+                "SW_test_stat_fixed": float(sw_f[0]),
+                "SW_p-value_fixed": float(sw_f[1]),
+                "SW_test_stat_random": float(sw_r[0]),
+                "SW_p-value_random": float(sw_r[1]),
+                "KW_test_stat": float(h[g]),
+                "KW_p-value": kw_p,
+                "percent_diff": diff,
+                "KW_effect_size": float(h[g]) / (fixed.size + random.size - 1),
+            }
+        )
         if generation == "exp":
             row["abs_percent_diff"] = abs(diff)
         if fixed.size and random.size:
             f_m, r_m = float(np.quantile(fixed, 0.5)), float(np.quantile(random, 0.5))
             (f_lo, f_hi), (r_lo, r_hi) = rank_ci(fixed, confidence), rank_ci(random, confidence)
             case, inner = ci_case(f_m, f_lo, f_hi, r_m, r_lo, r_hi)
-            row.update({
-                "fixed_pth_quantile": f_m, "fixed_ci_low": f_lo, "fixed_ci_high": f_hi,
-                "random_pth_quantile": r_m, "random_ci_low": r_lo, "random_ci_high": r_hi,
-                "ci_case": case, "inner_diff": inner,
-            })
+            row.update(
+                {
+                    "fixed_pth_quantile": f_m,
+                    "fixed_ci_low": f_lo,
+                    "fixed_ci_high": f_hi,
+                    "random_pth_quantile": r_m,
+                    "random_ci_low": r_lo,
+                    "random_ci_high": r_hi,
+                    "ci_case": case,
+                    "inner_diff": inner,
+                }
+            )
         rows.append(row)
-    head = ((["hostname"] if by_worker else []) + [test_column]
-            + (["metric"] if several_metrics else []))
+    head = (
+        (["hostname"] if by_worker else [])
+        + [test_column]
+        + (["metric"] if several_metrics else [])
+    )
     frame = pd.DataFrame(rows, columns=head + list(COLUMNS[generation]))
     frame["ci_case"] = frame["ci_case"].astype("Int64")
     frame["inner_diff"] = frame["inner_diff"].astype(float)
     order = frame.sort_values(by=head, kind="stable").sort_values(
-        by=SORT_BY[generation], ascending=False, kind="stable", na_position="last")
+        by=SORT_BY[generation], ascending=False, kind="stable", na_position="last"
+    )
     return order.reset_index(drop=True)

@@ -53,7 +53,7 @@ MAX_RUNS = 4096
 MAX_DELTA_PCT = 1000.0
 
 
-def kruskal_rows(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+def kruskal_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2)
     (:func:`washout.stats.order.kruskal_merged`, the order analysis' own computation).
 
@@ -68,15 +68,16 @@ def kruskal_rows(x: "np.ndarray", y: "np.ndarray") -> tuple["np.ndarray", "np.nd
     z = np.concatenate([x, y], axis=1)
     s, n = z.shape
     order = np.argsort(z, axis=1)
-    h, p = kruskal_merged(np.take_along_axis(z, order, axis=1).ravel(),
-                          np.repeat(np.arange(s), n), (order >= n1).ravel(),
-                          np.tile([n1, n2], (s, 1)))
+    h, p = kruskal_merged(
+        np.take_along_axis(z, order, axis=1).ravel(),
+        np.repeat(np.arange(s), n),
+        (order >= n1).ravel(),
+        np.tile([n1, n2], (s, 1)),
+    )
     return h, np.where(np.isnan(h), 1.0, p)
 
 
-def smoothed_resample(
-    v: "np.ndarray", size: tuple[int, int], rng: "np.random.Generator"
-) -> "np.ndarray":
+def smoothed_resample(v: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     """Draws from the pilot by the shrunk smoothed bootstrap (Silverman 1986, "Density
     Estimation", sec. 6.4.1): a value drawn with replacement plus Gaussian kernel noise of
     Silverman's bandwidth h = 0.9 min(s, IQR / 1.34) n^(-1/5) (eq. 3.31), rescaled about the
@@ -100,8 +101,13 @@ def smoothed_resample(
 
 
 def simulated_power(
-    values: Any, n: int, delta_pct: float, alpha_per_test: float, *,
-    n_sim: int = N_SIM, seed: int = 0,
+    values: Any,
+    n: int,
+    delta_pct: float,
+    alpha_per_test: float,
+    *,
+    n_sim: int = N_SIM,
+    seed: int = 0,
 ) -> float:
     """Fraction of ``n_sim`` simulated experiments (n runs per order drawn from ``values``
     by :func:`smoothed_resample`, one group shifted by Delta% of their mean) where
@@ -128,8 +134,14 @@ def normal_theory_runs(cv: float, delta_pct: float, power: float, alpha_per_test
 
 
 def runs_needed_for(
-    values: Any, delta_pct: float, *, power: float = 0.8, alpha_per_test: float = 0.05,
-    n_sim: int = N_SIM, seed: int = 0, max_runs: int = MAX_RUNS,
+    values: Any,
+    delta_pct: float,
+    *,
+    power: float = 0.8,
+    alpha_per_test: float = 0.05,
+    n_sim: int = N_SIM,
+    seed: int = 0,
+    max_runs: int = MAX_RUNS,
 ) -> tuple[int | None, float | None]:
     """``(n, power at n)``: the fewest runs per order reaching ``power`` (exactly up to 100
     runs, within 1% above: finer would be below the simulation's own noise); ``(None, power
@@ -175,8 +187,14 @@ def runs_needed_for(
 
 
 def runs_needed_interval(
-    values: Any, delta_pct: float, *, power: float = 0.8, alpha_per_test: float = 0.05,
-    resamples: int = PILOT_RESAMPLES, n_sim: int = N_SIM_RESAMPLED, seed: int = 0,
+    values: Any,
+    delta_pct: float,
+    *,
+    power: float = 0.8,
+    alpha_per_test: float = 0.05,
+    resamples: int = PILOT_RESAMPLES,
+    n_sim: int = N_SIM_RESAMPLED,
+    seed: int = 0,
     max_runs: int = MAX_RUNS,
 ) -> tuple[int | None, int | None]:
     """The 10th and 90th percentiles of :func:`runs_needed_for` over ``resamples`` bootstrap
@@ -190,17 +208,28 @@ def runs_needed_interval(
     rng = np.random.default_rng([seed, v.size])
     needed = []
     for b in range(resamples):
-        n, _ = runs_needed_for(rng.choice(v, size=v.size), delta_pct, power=power,
-                               alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed + 1 + b,
-                               max_runs=max_runs)
+        n, _ = runs_needed_for(
+            rng.choice(v, size=v.size),
+            delta_pct,
+            power=power,
+            alpha_per_test=alpha_per_test,
+            n_sim=n_sim,
+            seed=seed + 1 + b,
+            max_runs=max_runs,
+        )
         needed.append(math.inf if n is None else n)
     lo, hi = np.percentile(needed, PLAN_PERCENTILES, method="inverted_cdf")
     return (int(lo) if math.isfinite(lo) else None, int(hi) if math.isfinite(hi) else None)
 
 
 def detectable_delta_for(
-    values: Any, n: int, *, power: float = 0.8, alpha_per_test: float = 0.05,
-    n_sim: int = N_SIM, seed: int = 0,
+    values: Any,
+    n: int,
+    *,
+    power: float = 0.8,
+    alpha_per_test: float = 0.05,
+    n_sim: int = N_SIM,
+    seed: int = 0,
 ) -> float | None:
     """The smallest Delta% (of the mean) detected with ``power`` at n runs per order, to 1%
     of itself; None when even ``MAX_DELTA_PCT`` is not (n too small for the level).
@@ -242,7 +271,11 @@ def detectable_delta_for(
 
 
 def detectable_span(
-    samples: "Samples", alpha_per_test: float, *, power: float = 0.8, n_sim: int = N_SIM,
+    samples: Samples,
+    alpha_per_test: float,
+    *,
+    power: float = 0.8,
+    n_sim: int = N_SIM,
     seed: int = 0,
 ) -> tuple[float, float] | None:
     """``(smallest, largest)`` Delta% that a finished experiment's comparisons would detect
@@ -272,9 +305,12 @@ def detectable_span(
         return None
     ranked = np.argsort(spreads, kind="stable").tolist()
     chosen = sorted(set(ranked[:SPAN_ENDS] + ranked[-SPAN_ENDS:]))
-    found = [detectable_delta_for(pools[i], sizes[i], power=power,
-                                  alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed)
-             for i in chosen]
+    found = [
+        detectable_delta_for(
+            pools[i], sizes[i], power=power, alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed
+        )
+        for i in chosen
+    ]
     shifts = [f for f in found if f is not None]
     return (min(shifts), max(shifts)) if shifts else None
 
@@ -317,27 +353,30 @@ class DetectableDelta:
 
 
 def _pilot_samples(
-    df: "pd.DataFrame", metric: str | None
-) -> list[tuple[str, str, "np.ndarray", str, "pd.DataFrame"]]:
+    df: pd.DataFrame, metric: str | None
+) -> list[tuple[str, str, np.ndarray, str, pd.DataFrame]]:
     """Per (test, metric): the resampling pool, where it came from, and the test's ok rows."""
     ok, _ = usable_trials(df, "planning")
     if metric is not None:
         if metric not in set(ok["metric"]):
-            raise WashoutError(f"metric = {metric!r}: not in the pilot (metrics: "
-                               f"{', '.join(sorted(map(str, ok['metric'].unique())))})")
+            raise WashoutError(
+                f"metric = {metric!r}: not in the pilot (metrics: "
+                f"{', '.join(sorted(map(str, ok['metric'].unique())))})"
+            )
         ok = ok[ok["metric"] == metric]
     if ok.empty:
         raise WashoutError("pilot: no successful trials with a value to plan from")
     out = []
     for (test, met), group in ok.groupby(["test", "metric"], sort=True):
         fixed = group.loc[group["order"] == "fixed", "value"].to_numpy(dtype=float)
-        pool, source = (fixed, "fixed") if len(fixed) >= 2 else (
-            group["value"].to_numpy(dtype=float), "all")
+        pool, source = (
+            (fixed, "fixed") if len(fixed) >= 2 else (group["value"].to_numpy(dtype=float), "all")
+        )
         out.append((str(test), str(met), pool, source, group))
     return out
 
 
-def _cv(v: "np.ndarray") -> float:
+def _cv(v: np.ndarray) -> float:
     """Coefficient of variation: population standard deviation / mean (docs/design.md)."""
     import numpy as np
 
@@ -352,9 +391,16 @@ def _check_power(power: float) -> float:
 
 
 def plan_runs(
-    df: "pd.DataFrame", delta_pct: float, *, power: float = 0.8, alpha: float = 0.05,
-    family_size: int | None = None, metric: str | None = None, n_sim: int = N_SIM,
-    seed: int = 0, max_runs: int = MAX_RUNS,
+    df: pd.DataFrame,
+    delta_pct: float,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    family_size: int | None = None,
+    metric: str | None = None,
+    n_sim: int = N_SIM,
+    seed: int = 0,
+    max_runs: int = MAX_RUNS,
 ) -> list[RunsNeeded]:
     """Runs per order each test needs to detect ``delta_pct`` with Kruskal-Wallis at
     alpha / m (m = ``family_size``, default the pilot's number of test x metric pairs)."""
@@ -369,20 +415,49 @@ def plan_runs(
     for test, met, pool, source, _ in samples:
         n, reached, interval = None, None, None
         if len(pool) >= 2:
-            n, reached = runs_needed_for(pool, float(delta_pct), power=target,
-                                         alpha_per_test=per_test, n_sim=n_sim, seed=seed,
-                                         max_runs=max_runs)
-            interval = runs_needed_interval(pool, float(delta_pct), power=target,
-                                            alpha_per_test=per_test, seed=seed,
-                                            max_runs=max_runs)
-        rows.append(RunsNeeded(test, met, n, reached, interval, _cv(pool), int(len(pool)),
-                               source, float(delta_pct), per_test))
+            n, reached = runs_needed_for(
+                pool,
+                float(delta_pct),
+                power=target,
+                alpha_per_test=per_test,
+                n_sim=n_sim,
+                seed=seed,
+                max_runs=max_runs,
+            )
+            interval = runs_needed_interval(
+                pool,
+                float(delta_pct),
+                power=target,
+                alpha_per_test=per_test,
+                seed=seed,
+                max_runs=max_runs,
+            )
+        rows.append(
+            RunsNeeded(
+                test,
+                met,
+                n,
+                reached,
+                interval,
+                _cv(pool),
+                int(len(pool)),
+                source,
+                float(delta_pct),
+                per_test,
+            )
+        )
     return rows
 
 
 def detectable_deltas(
-    df: "pd.DataFrame", *, n: int | None = None, power: float = 0.8, alpha: float = 0.05,
-    family_size: int | None = None, metric: str | None = None, n_sim: int = N_SIM,
+    df: pd.DataFrame,
+    *,
+    n: int | None = None,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    family_size: int | None = None,
+    metric: str | None = None,
+    n_sim: int = N_SIM,
     seed: int = 0,
 ) -> list[DetectableDelta]:
     """Per test x metric, the smallest Delta% detectable at n runs per order (default: the
@@ -396,13 +471,14 @@ def detectable_deltas(
         size = n if n is not None else int(min(counts.get("fixed", 0), counts.get("random", 0)))
         found = None
         if len(pool) >= 2 and size >= 2:
-            found = detectable_delta_for(pool, size, power=target, alpha_per_test=per_test,
-                                         n_sim=n_sim, seed=seed)
+            found = detectable_delta_for(
+                pool, size, power=target, alpha_per_test=per_test, n_sim=n_sim, seed=seed
+            )
         rows.append(DetectableDelta(test, met, size, found, _cv(pool), per_test))
     return rows
 
 
-def plan_frame(rows: list[RunsNeeded] | list[DetectableDelta]) -> "pd.DataFrame":
+def plan_frame(rows: list[RunsNeeded] | list[DetectableDelta]) -> pd.DataFrame:
     """The plan (or the detectable differences) as a DataFrame, one row per test x metric."""
     import pandas as pd
 

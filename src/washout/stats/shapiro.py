@@ -43,7 +43,7 @@ _G = (-2.273, 0.459)
 _SMALL = 1e-19  # AS R94: the range below which data count as constant; p for W out of range
 
 
-def _poly(coefficients: tuple[float, ...], x: "float | np.ndarray") -> "float | np.ndarray":
+def _poly(coefficients: tuple[float, ...], x: float | np.ndarray) -> float | np.ndarray:
     """sum_k c_k x^k, Horner's rule (AS 181.2)."""
     result = coefficients[-1] * x
     for c in reversed(coefficients[1:-1]):
@@ -51,7 +51,7 @@ def _poly(coefficients: tuple[float, ...], x: "float | np.ndarray") -> "float | 
     return coefficients[0] + result
 
 
-def normal_quantile_as111(p: "np.ndarray") -> "np.ndarray":
+def normal_quantile_as111(p: np.ndarray) -> np.ndarray:
     """Phi^-1(p) by AS 111 (Beasley & Springer 1977): a rational function of q = p - 1/2 for
     |q| <= 0.42, else of r = sqrt(-log(min(p, 1 - p))). Against the exact quantile: absolute
     error below 4e-9 for 0.01 <= p <= 0.99, below 6e-7 down to p = 1.25e-4 (the smallest
@@ -70,7 +70,7 @@ def normal_quantile_as111(p: "np.ndarray") -> "np.ndarray":
     return np.where(np.abs(q) <= 0.42, central, tail)
 
 
-def normal_upper_tail_as66(z: "np.ndarray") -> "np.ndarray":
+def normal_upper_tail_as66(z: np.ndarray) -> np.ndarray:
     """P(Z > z) by AS 66 (Hill 1973, with the 2001 upper cut-off 38): a continued fraction
     below |z| = 1.28, another above; 0 past the cut-offs; absolute error below 5e-12."""
     import numpy as np
@@ -78,22 +78,48 @@ def normal_upper_tail_as66(z: "np.ndarray") -> "np.ndarray":
     x = np.abs(z)
     y = 0.5 * x * x
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        near = 0.5 - x * (0.398942280444 - 0.399903438504 * y
-                          / (y + 5.75885480458 - 29.8213557808
-                             / (y + 2.62433121679 + 48.6959930692 / (y + 5.92885724438))))
-        far = (0.398942280385 * np.exp(-y)
-               / (x - 3.8052e-8 + 1.00000615302
-                  / (x + 3.98064794e-4 + 1.98615381364
-                     / (x - 0.151679116635 + 5.29330324926
-                        / (x + 4.8385912808 - 15.1508972451
-                           / (x + 0.742380924027 + 30.789933034 / (x + 3.99019417011)))))))
+        near = 0.5 - x * (
+            0.398942280444
+            - 0.399903438504
+            * y
+            / (
+                y
+                + 5.75885480458
+                - 29.8213557808 / (y + 2.62433121679 + 48.6959930692 / (y + 5.92885724438))
+            )
+        )
+        far = (
+            0.398942280385
+            * np.exp(-y)
+            / (
+                x
+                - 3.8052e-8
+                + 1.00000615302
+                / (
+                    x
+                    + 3.98064794e-4
+                    + 1.98615381364
+                    / (
+                        x
+                        - 0.151679116635
+                        + 5.29330324926
+                        / (
+                            x
+                            + 4.8385912808
+                            - 15.1508972451
+                            / (x + 0.742380924027 + 30.789933034 / (x + 3.99019417011))
+                        )
+                    )
+                )
+            )
+        )
     tail = np.where(x <= 1.28, near, far)  # P(Z > |z|)
     upper = np.where(z > 0, np.where(x <= 38.0, tail, 0.0), np.where(x <= 7.0, 1.0 - tail, 1.0))
     return np.where(np.isnan(z), 1.0, upper)  # AS 66 as scipy calls it: NaN goes to 1
 
 
 @lru_cache(maxsize=256)
-def coefficients(n: int) -> "np.ndarray":
+def coefficients(n: int) -> np.ndarray:
     """The n antisymmetric AS R94 coefficients, lowest order statistic first (n >= 3)."""
     import numpy as np
 
@@ -118,12 +144,12 @@ def coefficients(n: int) -> "np.ndarray":
             half_a[1:] = -m[1:] / fac
     full = np.zeros(n)
     full[:half] = -half_a
-    full[n - half:] = half_a[::-1]
+    full[n - half :] = half_a[::-1]
     full.setflags(write=False)
     return full
 
 
-def shapiro_sorted(block: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+def shapiro_sorted(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """W and p of each row of ``block`` (k samples x n values, each row sorted ascending,
     n >= 3); rows whose range is below 1e-19 (constant data) give W = p = 1, as scipy does."""
     import numpy as np

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 BASE_COLUMNS: tuple[str, ...] = ("run", "order", "position", "test", "metric", "value", "status")
 
 
-def require_columns(df: "pd.DataFrame", columns: Iterable[str], what: str) -> None:
+def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """A one-line error naming the missing long-format columns an analysis needs."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -28,7 +28,7 @@ def require_columns(df: "pd.DataFrame", columns: Iterable[str], what: str) -> No
         )
 
 
-def usable_trials(df: "pd.DataFrame", what: str) -> tuple["pd.DataFrame", int]:
+def usable_trials(df: pd.DataFrame, what: str) -> tuple[pd.DataFrame, int]:
     """``(ok, excluded)``: rows with status ``ok`` and a finite numeric value, and the count of
     the other rows (failed, timed-out, interrupted trials and missing values).
 

@@ -28,7 +28,7 @@ CLOCK_WORDS: dict[str, str] = {
 
 
 def explain(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     *,
     carryover: bool = False,
     drift: bool = False,
@@ -46,17 +46,20 @@ def explain(
     Undefined and infinite numbers are None, so the result is strict JSON."""
     out: dict[str, list[dict[str, Any]]] = {}
     if carryover:
-        result = carryover_stats.carryover(df, alpha=alpha, correction=correction,
-                                           by_worker=by_worker, metric=metric)
+        result = carryover_stats.carryover(
+            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
+        )
         out["carryover"] = [p.to_dict() for p in result.pairs]
         out["first_after_reset"] = [r.to_dict() for r in result.first_after_reset]
     if drift:
-        found = drift_stats.drift(df, alpha=alpha, correction=correction,
-                                  by_worker=by_worker, metric=metric)
+        found = drift_stats.drift(
+            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
+        )
         out["drift"] = [r.to_dict() for r in found.rows]
     if claims:
-        evaluated = claims_stats.evaluate_claims(df, list(claims), metric=metric, alpha=alpha,
-                                                 correction=correction)
+        evaluated = claims_stats.evaluate_claims(
+            df, list(claims), metric=metric, alpha=alpha, correction=correction
+        )
         out["claims"] = [c.to_dict() for c in evaluated]
     return _finite_or_none(out)
 
@@ -82,7 +85,7 @@ def _where(row: dict[str, Any]) -> str:
 
 
 def _change(delta: float | None, metric: str) -> str:
-    """"12.0% slower" for the wall time, "12.0% higher" for other metrics."""
+    """ "12.0% slower" for the wall time, "12.0% higher" for other metrics."""
     if delta is None:
         return "different"
     if metric == WALL:
@@ -95,7 +98,7 @@ def _ci(row: dict[str, Any]) -> str:
     answer different questions, so a skewed sample can have p < alpha/m and an interval
     that includes 0; saying which is which keeps the sentence from contradicting itself."""
     lo, hi = row["ci"]
-    interval = ("n/a" if lo is None or hi is None else f"{lo:+.1f}% to {hi:+.1f}%")
+    interval = "n/a" if lo is None or hi is None else f"{lo:+.1f}% to {hi:+.1f}%"
     return f"{_p(row['p'])} on ranks; family-wise CI of the mean {interval}"
 
 
@@ -104,70 +107,100 @@ def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> l
     pooled over the tests when that is significant, else for the tests where it is."""
     lines = []
     for r in pooled:
-        rows = [p for p in pairs if p["predecessor"] == carryover_stats.RESET
-                and p["metric"] == r["metric"] and p["worker"] == r["worker"]]
+        rows = [
+            p
+            for p in pairs
+            if p["predecessor"] == carryover_stats.RESET
+            and p["metric"] == r["metric"]
+            and p["worker"] == r["worker"]
+        ]
         found = [p for p in rows if p["significant"]]
         if r["significant"]:
-            each = ", ".join(f"{p['test']} {p['delta_pct']:+.1f}%" for p in rows
-                             if p["delta_pct"] is not None)
-            alone = (f"significant on its own for {', '.join(p['test'] for p in found)}"
-                     if found else "none significant on its own")
+            each = ", ".join(
+                f"{p['test']} {p['delta_pct']:+.1f}%" for p in rows if p["delta_pct"] is not None
+            )
+            alone = (
+                f"significant on its own for {', '.join(p['test'] for p in found)}"
+                if found
+                else "none significant on its own"
+            )
             lines.append(
                 f"The first trial after each reset{_where(r)} is "
                 f"{_change(r['delta_pct'], r['metric'])} ({r['metric']}) than the trend of the "
                 f"later trials, on average over {r['tests']} tests ({_ci(r)}); "
-                f"by test: {each} ({alone}).")
+                f"by test: {each} ({alone})."
+            )
         elif found:
-            each = "; ".join(f"{p['test']} {_change(p['delta_pct'], r['metric'])} ({_ci(p)})"
-                             for p in found)
+            each = "; ".join(
+                f"{p['test']} {_change(p['delta_pct'], r['metric'])} ({_ci(p)})" for p in found
+            )
             lines.append(
                 f"The first trial after the reset{_where(r)} differs from the trend of the "
                 f"later trials ({r['metric']}) for {len(found)} of {len(rows)} tests: {each}. "
                 f"On average over the tests it is {_change(r['delta_pct'], r['metric'])} "
-                f"({_p(r['p'])}, not significant).")
+                f"({_p(r['p'])}, not significant)."
+            )
     return lines
 
 
 def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
     if not pairs:
-        return ["Carryover: nothing to compare (no random-order runs, so no test ever followed "
-                "different tests)."]
+        return [
+            "Carryover: nothing to compare (no random-order runs, so no test ever followed "
+            "different tests)."
+        ]
     reset = _reset_words(pairs, pooled)
     predecessors = [p for p in pairs if p["predecessor"] != carryover_stats.RESET]
     found = [p for p in predecessors if p["significant"]]
     if not found:
         if not reset:
-            return [f"No evidence of carryover: none of the {len(pairs)} comparisons (each "
-                    "test right after the reset and after each other test) is significant "
-                    "after correction."]
-        return reset + [f"No test is shifted by the test before it: none of the "
-                        f"{len(predecessors)} predecessor pairs is significant after "
-                        "correction."]
+            return [
+                f"No evidence of carryover: none of the {len(pairs)} comparisons (each "
+                "test right after the reset and after each other test) is significant "
+                "after correction."
+            ]
+        return reset + [
+            f"No test is shifted by the test before it: none of the "
+            f"{len(predecessors)} predecessor pairs is significant after "
+            "correction."
+        ]
     return reset + [
         f"{p['test']} ({p['metric']}){_where(p)} right after {p['predecessor']} is "
         f"{_change(p['delta_pct'], p['metric'])} than after other tests ({p['n_after']} vs "
-        f"{p['n_other']} trials, {_ci(p)})." for p in found]
+        f"{p['n_other']} trials, {_ci(p)})."
+        for p in found
+    ]
 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
     tested = [r for r in rows if r["p"] is not None and not math.isnan(r["p"])]
     if not tested:
-        return ["Drift: nothing to compare (no random-order trials after the first position "
-                "whose position, time or run varies)."]
+        return [
+            "Drift: nothing to compare (no random-order trials after the first position "
+            "whose position, time or run varies)."
+        ]
     found = [r for r in rows if r["significant"]]
     if not found:
-        return [f"No evidence of drift: none of the {len(tested)} correlations with position, "
-                "time since reset or run is significant after correction."]
-    return [f"{r['test']} ({r['metric']}){_where(r)} drifts with {CLOCK_WORDS[r['against']]}: "
-            f"Spearman rho = {r['spearman']:+.2f} (n={r['n']}, {_p(r['p'])})." for r in found]
+        return [
+            f"No evidence of drift: none of the {len(tested)} correlations with position, "
+            "time since reset or run is significant after correction."
+        ]
+    return [
+        f"{r['test']} ({r['metric']}){_where(r)} drifts with {CLOCK_WORDS[r['against']]}: "
+        f"Spearman rho = {r['spearman']:+.2f} (n={r['n']}, {_p(r['p'])})."
+        for r in found
+    ]
 
 
 def _side(side: dict[str, Any], a: str, b: str) -> str:
     ci = side.get("ratio_ci")
-    interval = (f" ({side['ratio_ci_confidence'] * 100:.3g}% CI {ci[0]:.4g} to {ci[1]:.4g})"
-                if ci else "")
-    return (f"per-run ratio {a}/{b} {side['ratio']:.4g}{interval} over {side['n_runs']} runs, "
-            f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}")
+    interval = (
+        f" ({side['ratio_ci_confidence'] * 100:.3g}% CI {ci[0]:.4g} to {ci[1]:.4g})" if ci else ""
+    )
+    return (
+        f"per-run ratio {a}/{b} {side['ratio']:.4g}{interval} over {side['n_runs']} runs, "
+        f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}"
+    )
 
 
 def _claim_words(c: dict[str, Any]) -> str:
@@ -178,11 +211,12 @@ def _claim_words(c: dict[str, Any]) -> str:
     if fixed is None or random is None:
         kind, side = ("fixed", fixed) if fixed else ("random", random)
         verdict = "holds" if side["holds"] else "does not hold"
-        return (f"{head} {verdict} in {kind} order ({_side(side, c['a'], c['b'])}); "
-                f"there are no {'random' if kind == 'fixed' else 'fixed'}-order trials to "
-                "tell whether order changes it.")
-    detail = (f"(fixed: {_side(fixed, c['a'], c['b'])}; random: "
-              f"{_side(random, c['a'], c['b'])})")
+        return (
+            f"{head} {verdict} in {kind} order ({_side(side, c['a'], c['b'])}); "
+            f"there are no {'random' if kind == 'fixed' else 'fixed'}-order trials to "
+            "tell whether order changes it."
+        )
+    detail = f"(fixed: {_side(fixed, c['a'], c['b'])}; random: {_side(random, c['a'], c['b'])})"
     if fixed["holds"] and random["holds"]:
         return f"{head} holds in both fixed and random order {detail}."
     if not fixed["holds"] and not random["holds"]:
@@ -190,12 +224,16 @@ def _claim_words(c: dict[str, Any]) -> str:
     held, missed = ("fixed", "random") if fixed["holds"] else ("random", "fixed")
     interaction = f"interaction {_p(c['interaction_p'])}"
     if c["order_changes_conclusion"]:
-        return (f"{head} holds in {held} order but not in {missed} order: the conclusion "
-                f"depends on the order, the per-run ratio differs between them ({interaction}) "
-                f"{detail}.")
-    return (f"{head} holds in {held} order and falls short of significance in {missed} order, "
-            f"but the per-run ratio does not differ between the orders ({interaction}): more "
-            f"runs, not another order, would settle it {detail}.")
+        return (
+            f"{head} holds in {held} order but not in {missed} order: the conclusion "
+            f"depends on the order, the per-run ratio differs between them ({interaction}) "
+            f"{detail}."
+        )
+    return (
+        f"{head} holds in {held} order and falls short of significance in {missed} order, "
+        f"but the per-run ratio does not differ between the orders ({interaction}): more "
+        f"runs, not another order, would settle it {detail}."
+    )
 
 
 def render_words(d: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -10,7 +10,8 @@ coefficients), and removal of the one term with the largest p > 0.05 until none 
 Why not call statsmodels: one incremental-sampling iteration fits 10 splits, each with dozens of
 elimination steps, on spaces of ~10^4 settings; rebuilding a patsy design per step is far too
 slow. Here the dummy design is built once per split with numpy, and each step only re-solves a
-sub-block of the Gram matrix (Cholesky). The numbers agree with statsmodels (tests/test_sweep_anova.py).
+sub-block of the Gram matrix (Cholesky). The numbers agree with statsmodels
+(tests/test_sweep_anova.py).
 
 patsy's coding rule is reproduced because it changes which hypothesis each Type-III test tests:
 an interaction whose main effect is absent is coded with that factor reduced and the other
@@ -178,7 +179,8 @@ class AnovaFit:
     """The model reproduces y exactly (RSS is rounding error): the F tests are limits."""
 
     def predict(self, codes: np.ndarray) -> np.ndarray:
-        """Predictions for settings given as level codes (levels never seen predict as reference)."""
+        """Predictions for settings given as level codes (levels never seen predict as
+        reference)."""
         return design_matrix(codes, self.columns, self.n_levels) @ self.coef
 
     def shares(self) -> dict[Term, float]:
@@ -202,7 +204,7 @@ class _Solution:
     rss: float
 
     @classmethod
-    def solve(cls, gram: np.ndarray, xty: np.ndarray, yty: float, keep: np.ndarray) -> "_Solution":
+    def solve(cls, gram: np.ndarray, xty: np.ndarray, yty: float, keep: np.ndarray) -> _Solution:
         idx = np.flatnonzero(keep)
         factor, info = linalg.lapack.dpotrf(gram[np.ix_(idx, idx)], lower=0, clean=1)
         if info != 0:
@@ -212,7 +214,7 @@ class _Solution:
         beta = cov @ xty[idx]
         return cls(idx, cov, beta, max(float(yty - beta @ xty[idx]), 0.0))
 
-    def without(self, drop: np.ndarray) -> "_Solution":
+    def without(self, drop: np.ndarray) -> _Solution:
         """The solution with the columns at positions ``drop`` removed, by the Schur complement:
         V' = V_rr - V_rt V_tt^-1 V_tr, b' = b_r - V_rt V_tt^-1 b_t, RSS' = RSS + b_t' V_tt^-1 b_t
         (the term's extra sum of squares). O(p^2 q) instead of a new O(p^3) factorization."""
@@ -222,11 +224,16 @@ class _Solution:
         solved = np.linalg.solve(v_tt, np.column_stack([v_rt.T, self.beta[drop]]))
         cov = self.cov[np.ix_(rest, rest)] - v_rt @ solved[:, :-1]
         beta = self.beta[rest] - v_rt @ solved[:, -1]
-        return _Solution(self.idx[rest], cov, beta, self.rss + float(self.beta[drop] @ solved[:, -1]))
+        return _Solution(
+            self.idx[rest], cov, beta, self.rss + float(self.beta[drop] @ solved[:, -1])
+        )
 
 
 def _type3(
-    sol: _Solution, y_mean: float, col_term: np.ndarray, n_terms: int,
+    sol: _Solution,
+    y_mean: float,
+    col_term: np.ndarray,
+    n_terms: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wald-test each term (statsmodels' anova_lm typ=3) from an OLS solution.
 
@@ -251,8 +258,9 @@ def _type3(
     return ss, df
 
 
-def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int,
-            floor: float) -> tuple[np.ndarray, np.ndarray]:
+def _f_test(
+    ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int, floor: float
+) -> tuple[np.ndarray, np.ndarray]:
     """F = (SS / q) / (RSS / df_resid) and its upper-tail p (scipy.special.fdtrc); NaN if q = 0.
 
     Sums of squares at or below ``floor`` (rounding error) are zero. With no residual
@@ -265,8 +273,10 @@ def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int,
         return nan, nan
     if rss <= floor:
         explains = ss > floor
-        return (np.where(df > 0, np.where(explains, np.inf, 0.0), np.nan),
-                np.where(df > 0, np.where(explains, 0.0, 1.0), np.nan))
+        return (
+            np.where(df > 0, np.where(explains, np.inf, 0.0), np.nan),
+            np.where(df > 0, np.where(explains, 0.0, 1.0), np.nan),
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         fval = np.where(df > 0, ss / df / (rss / df_resid), np.nan)
         p = np.where(df > 0, special.fdtrc(np.maximum(df, 1), df_resid, fval), np.nan)
@@ -274,8 +284,14 @@ def _f_test(ss: np.ndarray, df: np.ndarray, rss: float, df_resid: int,
 
 
 def _recode(
-    codes: np.ndarray, yc: np.ndarray, n_levels: list[int], terms: list[Term],
-    columns: list[Column], x: np.ndarray, gram: np.ndarray, xty: np.ndarray,
+    codes: np.ndarray,
+    yc: np.ndarray,
+    n_levels: list[int],
+    terms: list[Term],
+    columns: list[Column],
+    x: np.ndarray,
+    gram: np.ndarray,
+    xty: np.ndarray,
 ) -> tuple[list[Column], np.ndarray, np.ndarray, np.ndarray]:
     """The design after patsy recodes some terms: columns that stay are reused with their
     Gram entries; only the new ones are built, costing O(n p q) instead of O(n p^2)."""
@@ -372,14 +388,23 @@ def fit_anova(
     fval, p = _f_test(ss, df, sol.rss, df_resid, floor)
     kept = [None] + [initial[i] for i in np.flatnonzero(active)]
     slots = [0] + [i + 1 for i in np.flatnonzero(active)]
-    table = [TermTest(t, float(ss[k]), int(df[k]), float(fval[k]), float(p[k]))
-             for t, k in zip(kept, slots)]
+    table = [
+        TermTest(t, float(ss[k]), int(df[k]), float(fval[k]), float(p[k]))
+        for t, k in zip(kept, slots)
+    ]
     coef = np.zeros(len(keep))
     coef[sol.idx] = sol.beta
     coef[0] += y_mean
     return AnovaFit(
-        n_levels=list(n_levels), terms=kept[1:], columns=columns, coef=coef, aliased=~keep,
-        table=table, rss=sol.rss, df_resid=df_resid,
-        r2=1.0 - sol.rss / yty if yty > 0 else np.nan, removed=removed,
+        n_levels=list(n_levels),
+        terms=kept[1:],
+        columns=columns,
+        coef=coef,
+        aliased=~keep,
+        table=table,
+        rss=sol.rss,
+        df_resid=df_resid,
+        r2=1.0 - sol.rss / yty if yty > 0 else np.nan,
+        removed=removed,
         exact=df_resid > 0 and sol.rss <= floor,
     )

@@ -52,7 +52,7 @@ def _curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[f
         if col.term != term or not col.curve or fit.aliased[j]:
             continue
         if len(col.cells) == 1:
-            (f, lv), = col.cells
+            ((f, lv),) = col.cells
             key: CurveKey = (term, f, None)
             found.setdefault(key, ([], []))
             found[key][0].append(lv)
@@ -84,7 +84,9 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
     for term, share in shares.items():
         if share < IMPORTANT_SHARE:
             continue
-        weights[term] = sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
+        weights[term] = (
+            sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
+        )
         for key, (codes, coefs) in _curves(fit, term).items():
             if not all(isinstance(v, (int, float)) for v in data.levels[key[1]]):
                 continue  # no knee or turn along unordered (text) levels
@@ -125,15 +127,17 @@ def points_json(c: Conclusions, data: Space) -> list[dict]:
             shown: object = int(value) if float(value).is_integer() else value
         else:
             shown = data.levels[varied][int(np.flatnonzero(numeric == value)[0])]
-        out.append({
-            "term": c.name(term),
-            "parameter": data.parameters[varied],
-            "fixed": None if fixed is None else {data.parameters[fixed[0]]: data.level(*fixed)},
-            "type": p.kind,
-            "value": shown,
-            "turn_ratio": None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
-            "share": share,
-        })
+        out.append(
+            {
+                "term": c.name(term),
+                "parameter": data.parameters[varied],
+                "fixed": None if fixed is None else {data.parameters[fixed[0]]: data.level(*fixed)},
+                "type": p.kind,
+                "value": shown,
+                "turn_ratio": None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
+                "share": share,
+            }
+        )
     return out
 
 
@@ -155,8 +159,10 @@ def fair_ranges(data: Space, *conclusions: Conclusions) -> dict[str, list[list[o
         cuts = {p.value for c in conclusions for (_, varied, _), p, _ in c.ranked if varied == f}
         if cuts:
             x = data.numeric_levels(f)
-            ranges[name] = [[_shown(data, f, lo), _shown(data, f, hi)]
-                            for lo, hi in segments(float(x.min()), float(x.max()), cuts)]
+            ranges[name] = [
+                [_shown(data, f, lo), _shown(data, f, hi)]
+                for lo, hi in segments(float(x.min()), float(x.max()), cuts)
+            ]
     return ranges
 
 
@@ -172,12 +178,18 @@ def joint_ranges(results: list[dict], spaces: list[Space]) -> dict[str, list[lis
     every system's points cut every shared numeric parameter's range (union of the levels)."""
     ranges: dict[str, list[list[object]]] = {}
     for name in spaces[0].parameters:
-        cuts = {float(p["value"]) for r in results for p in r["important_points"]
-                if p["parameter"] == name}
+        cuts = {
+            float(p["value"])
+            for r in results
+            for p in r["important_points"]
+            if p["parameter"] == name
+        }
         if not cuts:
             continue
         values = [float(v) for s in spaces for v in s.levels[s.parameters.index(name)]]
-        ranges[name] = [[_plain(lo), _plain(hi)] for lo, hi in segments(min(values), max(values), cuts)]
+        ranges[name] = [
+            [_plain(lo), _plain(hi)] for lo, hi in segments(min(values), max(values), cuts)
+        ]
     return ranges
 
 
@@ -222,7 +234,8 @@ def compare(sample: Conclusions, full: Conclusions) -> dict[str, float]:
             mismatch += 1 / full.weights[key[0]]
     full_points = [(k, p) for k, p in full.curves.items() if p is not None]
     moved = sum(
-        1 for k, p in full_points
+        1
+        for k, p in full_points
         if (q := sample.curves.get(k)) is None or q.kind != p.kind or q.value != p.value
     )
     return {

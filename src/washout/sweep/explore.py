@@ -36,13 +36,16 @@ def conclusions_of(space: Space, rows: np.ndarray, y: np.ndarray, model: str) ->
     return conclude(fit, data)
 
 
-def loop_conclusions(space: Space, result: LoopResult, options: LoopOptions,
-                     analysis: str | None = None) -> tuple[Conclusions, Space]:
+def loop_conclusions(
+    space: Space, result: LoopResult, options: LoopOptions, analysis: str | None = None
+) -> tuple[Conclusions, Space]:
     """The ANOVA's conclusions after a loop, on the measured or the predicted space (see above),
     and the settings they were drawn from. ``analysis`` (anova or anova-main) overrides the
     ANOVA's terms, which otherwise follow ``options.model``."""
     if options.conclude == "predicted" and len(result.measured) < len(space):
-        fitted = get_model(options.model)(space, space.codes[result.measured], result.y, options.seed)
+        fitted = get_model(options.model)(
+            space, space.codes[result.measured], result.y, options.seed
+        )
         values = fitted.predict(space.codes)
         values[result.measured] = result.y
         rows = np.arange(len(space))
@@ -57,12 +60,19 @@ def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions)
     """What must not change between batches for the ``stable`` rule: the important terms and
     every point's term, parameter, fixed level, type and level."""
     c, _ = loop_conclusions(space, result, options)
-    points = sorted((k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None)
+    points = sorted(
+        (k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None
+    )
     return (tuple(sorted(c.important)), tuple(points))
 
 
-def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool = False,
-            unmeasured_r2: bool = False) -> dict:
+def summary(
+    space: Space,
+    result: LoopResult,
+    options: LoopOptions,
+    full: bool = False,
+    unmeasured_r2: bool = False,
+) -> dict:
     """The JSON-ready summary of a finished loop (the keys of ``washout explore``'s JSON)."""
     c, data = loop_conclusions(space, result, options)
     last = result.steps[-1] if result.steps else None
@@ -77,24 +87,31 @@ def summary(space: Space, result: LoopResult, options: LoopOptions, full: bool =
         out["r2_unmeasured"] = _num(unmeasured(space, result, options))
     if last is not None and last.r2_holdout is not None:
         out["r2_holdout"] = _num(last.r2_holdout)
-    out.update({
-        "model": options.model,
-        "sampler": "full" if full else options.sampler,
-        "rule": options.rule,
-        "conclusions_from": "all rows" if full else options.conclude,
-        "exact_fit": c.exact_fit,
-        "seed": options.seed,
-        "significant_terms": terms_json(c),
-        "important_points": points_json(c, data),
-        "ranges": fair_ranges(data, c),
-        "steps": [
-            {"settings_measured": s.measured, "sampling_rate": s.ratio,
-             "r2_validation": [_num(v) for v in s.r2_splits],
-             "r2_min": _num(np.nanmin(s.r2_splits)) if np.isfinite(s.r2_splits).any() else None,
-             "r2_holdout": _num(s.r2_holdout)}
-            for s in result.steps
-        ],
-    })
+    out.update(
+        {
+            "model": options.model,
+            "sampler": "full" if full else options.sampler,
+            "rule": options.rule,
+            "conclusions_from": "all rows" if full else options.conclude,
+            "exact_fit": c.exact_fit,
+            "seed": options.seed,
+            "significant_terms": terms_json(c),
+            "important_points": points_json(c, data),
+            "ranges": fair_ranges(data, c),
+            "steps": [
+                {
+                    "settings_measured": s.measured,
+                    "sampling_rate": s.ratio,
+                    "r2_validation": [_num(v) for v in s.r2_splits],
+                    "r2_min": _num(np.nanmin(s.r2_splits))
+                    if np.isfinite(s.r2_splits).any()
+                    else None,
+                    "r2_holdout": _num(s.r2_holdout),
+                }
+                for s in result.steps
+            ],
+        }
+    )
     return out
 
 
@@ -112,12 +129,18 @@ def require_variation(y: np.ndarray, where: str, metric: str | None) -> None:
     """A metric with one value everywhere has nothing to explain: say so in one line rather
     than fit a model whose every term "explains" nothing with share 0."""
     if len(y) and np.ptp(y) == 0:
-        raise WashoutError(f"{where}: metric {metric or 'value'!r} does not vary (all "
-                           f"{len(y)} settings measured {y[0]:g}): nothing to explore")
+        raise WashoutError(
+            f"{where}: metric {metric or 'value'!r} does not vary (all "
+            f"{len(y)} settings measured {y[0]:g}): nothing to explore"
+        )
 
 
-def explore(space: Space, options: LoopOptions, full: bool = False,
-            on_step: Callable[[Step], None] | None = None) -> dict:
+def explore(
+    space: Space,
+    options: LoopOptions,
+    full: bool = False,
+    on_step: Callable[[Step], None] | None = None,
+) -> dict:
     """Run the loop on a measured space (reading a row = measuring a setting), or with
     ``full`` analyse every row (validation splits over all of them)."""
     if space.y is None:
@@ -128,7 +151,9 @@ def explore(space: Space, options: LoopOptions, full: bool = False,
         rows = np.arange(len(space))
         scores = split_r2(space, rows, space.y, options.model, options.splits, options.seed)
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
-        result = LoopResult(rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed)
+        result = LoopResult(
+            rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed
+        )
         return summary(space, result, options, full=True)
     result = run_loop(space, lambda idx: space.y[idx], options, on_step=on_step)
     return summary(space, result, options, unmeasured_r2=True)

@@ -59,13 +59,18 @@ class LoopOptions:
         get_sampler(self.sampler)
         get_model(self.model)
         if self.rule not in RULES:
-            raise WashoutError(f"{source}: rule = {self.rule!r}: unknown rule (choose from {', '.join(RULES)})")
+            raise WashoutError(
+                f"{source}: rule = {self.rule!r}: unknown rule (choose from {', '.join(RULES)})"
+            )
         if self.analysis not in (None, "anova", "anova-main"):
-            raise WashoutError(f"{source}: analysis = {self.analysis!r}: unknown (choose from "
-                               "anova, anova-main)")
+            raise WashoutError(
+                f"{source}: analysis = {self.analysis!r}: unknown (choose from anova, anova-main)"
+            )
         if self.conclude not in CONCLUDE:
-            raise WashoutError(f"{source}: conclude = {self.conclude!r}: unknown (choose from "
-                               f"{', '.join(CONCLUDE)})")
+            raise WashoutError(
+                f"{source}: conclude = {self.conclude!r}: unknown (choose from "
+                f"{', '.join(CONCLUDE)})"
+            )
         for name, value in (("start", self.start), ("step", self.step)):
             if not 0 < value <= 1:
                 raise WashoutError(f"{source}: {name} = {value}: must be a fraction in (0, 1]")
@@ -126,8 +131,9 @@ def r2_score(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(np.sum((y - pred) ** 2)) / ss_tot
 
 
-def split_r2(space: Space, measured: np.ndarray, y: np.ndarray, model_name: str,
-             splits: int, seed: int = 0) -> list[float]:
+def split_r2(
+    space: Space, measured: np.ndarray, y: np.ndarray, model_name: str, splits: int, seed: int = 0
+) -> list[float]:
     """R^2 on the 20% validation part of each of ``splits`` 80/20 splits (random_state = i)."""
     from sklearn.model_selection import train_test_split
 
@@ -140,7 +146,11 @@ def split_r2(space: Space, measured: np.ndarray, y: np.ndarray, model_name: str,
             continue
         train, test = train_test_split(positions, test_size=0.2, random_state=i)
         fitted = _fit(model, space, measured[train], y[train], seed * 1000 + i)
-        scores.append(np.nan if fitted is None else r2_score(y[test], fitted.predict(space.codes[measured[test]])))
+        scores.append(
+            np.nan
+            if fitted is None
+            else r2_score(y[test], fitted.predict(space.codes[measured[test]]))
+        )
     return scores
 
 
@@ -178,7 +188,9 @@ def run_loop(
     last_signature: object = None
     for batch, size in enumerate(sizes):
         want = size - len(result.measured)
-        new = np.asarray(sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int)
+        new = np.asarray(
+            sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int
+        )
         previous = _fit(model, space, result.measured, result.y, options.seed) if batch else None
         try:
             y_new = np.asarray(measure(new), dtype=float)
@@ -188,7 +200,9 @@ def run_loop(
         holdout = None if previous is None else r2_score(y_new, previous.predict(space.codes[new]))
         result.measured = np.concatenate([new, result.measured])
         result.y = np.concatenate([y_new, result.y])
-        scores = split_r2(space, result.measured, result.y, options.model, options.splits, options.seed)
+        scores = split_r2(
+            space, result.measured, result.y, options.model, options.splits, options.seed
+        )
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
         if options.rule in ("holdout", "stable"):
             passed = passed and holdout is not None and holdout >= options.threshold

@@ -49,8 +49,9 @@ class _MLP:
 
         self.scale = np.maximum(np.asarray(space.n_levels, dtype=float) - 1, 1.0)
         self.mean, self.sd = float(y.mean()), float(y.std()) or 1.0
-        self.net = MLPRegressor(hidden_layer_sizes=(10, 10, 5), solver="lbfgs", random_state=seed,
-                                max_iter=1000)
+        self.net = MLPRegressor(
+            hidden_layer_sizes=(10, 10, 5), solver="lbfgs", random_state=seed, max_iter=1000
+        )
         import warnings
 
         with warnings.catch_warnings():
@@ -89,20 +90,34 @@ class _Smooth:
     def __init__(self, space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> None:
         self.n_levels = space.n_levels
         ordered = [all(isinstance(v, (int, float)) for v in lv) for lv in space.levels]
-        self.pairs = [(a, b) for a, b in combinations(range(len(self.n_levels)), 2)
-                      if self.n_levels[a] > 1 and self.n_levels[b] > 1]
+        self.pairs = [
+            (a, b)
+            for a, b in combinations(range(len(self.n_levels)), 2)
+            if self.n_levels[a] > 1 and self.n_levels[b] > 1
+        ]
         x = self._design(codes)
         from scipy.linalg import block_diag
 
-        p_main = block_diag(*[_difference_penalty(n, ordered[f]) + self.RIDGE * np.eye(n)
-                              for f, n in enumerate(self.n_levels)])
+        p_main = block_diag(
+            *[
+                _difference_penalty(n, ordered[f]) + self.RIDGE * np.eye(n)
+                for f, n in enumerate(self.n_levels)
+            ]
+        )
         p_pair = np.zeros((0, 0))
         if self.pairs:
-            p_pair = block_diag(*[
-                np.kron(_difference_penalty(self.n_levels[a], ordered[a]), np.eye(self.n_levels[b]))
-                + np.kron(np.eye(self.n_levels[a]), _difference_penalty(self.n_levels[b], ordered[b]))
-                + np.eye(self.n_levels[a] * self.n_levels[b])
-                for a, b in self.pairs])
+            p_pair = block_diag(
+                *[
+                    np.kron(
+                        _difference_penalty(self.n_levels[a], ordered[a]), np.eye(self.n_levels[b])
+                    )
+                    + np.kron(
+                        np.eye(self.n_levels[a]), _difference_penalty(self.n_levels[b], ordered[b])
+                    )
+                    + np.eye(self.n_levels[a] * self.n_levels[b])
+                    for a, b in self.pairs
+                ]
+            )
         n_main = p_main.shape[0]
         gram = x.T @ x
         size = gram.shape[0]

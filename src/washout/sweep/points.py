@@ -44,7 +44,8 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def turn_ratio(x: np.ndarray, y: np.ndarray, at: float) -> float:
-    """|(m2 - m1) / m1| for least-squares slopes m1 on x <= at and m2 on x >= at (scipy linregress)."""
+    """|(m2 - m1) / m1| for least-squares slopes m1 on x <= at and m2 on x >= at (scipy
+    linregress)."""
     low, high = x <= at, x >= at
     if low.sum() < 2 or high.sum() < 2:
         return np.nan

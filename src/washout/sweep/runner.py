@@ -26,16 +26,24 @@ import numpy as np
 
 from washout.errors import WashoutError
 from washout.sweep.explore import require_variation, summary
-from washout.sweep.incremental import LoopOptions, LoopResult, StopSampling, Step, run_loop
-from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
+from washout.sweep.incremental import LoopOptions, LoopResult, Step, StopSampling, run_loop
 from washout.sweep.space import Space
+from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
 
 Notify = Callable[[str], None]
 
 
-def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str, space: Space,
-                   rows: np.ndarray, batch: int, seed: int, directory: Path,
-                   progress: Callable[[int, int], None] | None) -> tuple[np.ndarray, np.ndarray]:
+def _measure_batch(
+    section: SweepSection,
+    rest: dict[str, Any],
+    text_source: str,
+    space: Space,
+    rows: np.ndarray,
+    batch: int,
+    seed: int,
+    directory: Path,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Run (or resume) one batch: the mean metric of each setting over its successful trials,
     and the variance of that mean (sample variance / count; NaN with a single trial)."""
     from washout.engine import Experiment, execute
@@ -70,11 +78,15 @@ def _measure_batch(section: SweepSection, rest: dict[str, Any], text_source: str
     values = []
     for test in experiment.tests:
         if test.name not in means.index or not np.isfinite(means[test.name]):
-            raise WashoutError(f"{path}: test {test.name!r}: no successful trial with metric "
-                               f"{section.metric!r} (see `washout status {path}`); fix the "
-                               "command and run the sweep again")
+            raise WashoutError(
+                f"{path}: test {test.name!r}: no successful trial with metric "
+                f"{section.metric!r} (see `washout status {path}`); fix the "
+                "command and run the sweep again"
+            )
         values.append(float(means[test.name]))
-    return np.asarray(values), np.asarray([float(mean_var.get(t.name, np.nan)) for t in experiment.tests])
+    return np.asarray(values), np.asarray(
+        [float(mean_var.get(t.name, np.nan)) for t in experiment.tests]
+    )
 
 
 def batch_path(directory: Path, batch: int, spec_text: str) -> Path:
@@ -84,9 +96,13 @@ def batch_path(directory: Path, batch: int, spec_text: str) -> Path:
     return directory / f"batch-{batch:03d}-{key}.db"
 
 
-def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
-              seed: int | None = None, notify: Notify | None = None,
-              progress: Callable[[int, int], None] | None = None) -> dict:
+def run_sweep(
+    spec_path: str | Path,
+    directory: str | Path | None = None,
+    seed: int | None = None,
+    notify: Notify | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
     """Run the sweep a spec describes; returns the summary (also written to sweep.json)."""
     section, rest, _ = load_sweep(spec_path)
     source = str(spec_path)
@@ -110,12 +126,15 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
             spent = time.monotonic() - started
             expected = float(np.mean(per_setting)) * len(rows)
             if spent + expected > section.budget_hours * 3600:
-                raise StopSampling(f"the next batch ({len(rows)} settings, about {expected:.0f} s) "
-                                   f"would pass budget_hours = {section.budget_hours}")
+                raise StopSampling(
+                    f"the next batch ({len(rows)} settings, about {expected:.0f} s) "
+                    f"would pass budget_hours = {section.budget_hours}"
+                )
         say(f"batch {batch}: measuring {len(rows)} settings x {section.repeats} repeats")
         t0 = time.monotonic()
-        values, mean_var = _measure_batch(section, rest, source, space, rows, batch, seed, out,
-                                          progress)
+        values, mean_var = _measure_batch(
+            section, rest, source, space, rows, batch, seed, out, progress
+        )
         noise.append(mean_var)
         per_setting.append((time.monotonic() - t0) / max(len(rows), 1))
         return values
@@ -125,10 +144,15 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
         worst = f"{min(finite):.3f}" if finite else "n/a"
         left = len(space) - step.measured
         eta = float(np.mean(per_setting)) * left if per_setting else float("nan")
-        say(f"{step.measured}/{len(space)} settings measured: worst split R^2 {worst}"
+        say(
+            f"{step.measured}/{len(space)} settings measured: worst split R^2 {worst}"
             + (f", holdout R^2 {step.r2_holdout:.3f}" if step.r2_holdout is not None else "")
-            + ("; threshold reached" if step.passed else
-               f"; at most {eta / 60:.1f} min more if every setting is needed"))
+            + (
+                "; threshold reached"
+                if step.passed
+                else f"; at most {eta / 60:.1f} min more if every setting is needed"
+            )
+        )
 
     result = run_loop(space, measure, options, on_step=on_step)
     if result.stopped:
@@ -136,8 +160,10 @@ def run_sweep(spec_path: str | Path, directory: str | Path | None = None,
     summary_ = _finish(space, result, options, out, section, noise)
     ceiling = summary_.get("r2_noise_ceiling")
     if ceiling is not None and ceiling < options.threshold:
-        say(f"note: repeat noise alone caps R^2 near {ceiling:.2f}, below the threshold "
-            f"{options.threshold}: more repeats (or a quieter machine) are needed to reach it")
+        say(
+            f"note: repeat noise alone caps R^2 near {ceiling:.2f}, below the threshold "
+            f"{options.threshold}: more repeats (or a quieter machine) are needed to reach it"
+        )
     return summary_
 
 
@@ -151,22 +177,33 @@ def noise_ceiling(y: np.ndarray, mean_var: np.ndarray) -> float | None:
     return float(1.0 - np.mean(mean_var[finite]) / np.var(y, ddof=1))
 
 
-def _finish(space: Space, result: LoopResult, options: LoopOptions, out: Path,
-            section: SweepSection, noise: list[np.ndarray]) -> dict:
+def _finish(
+    space: Space,
+    result: LoopResult,
+    options: LoopOptions,
+    out: Path,
+    section: SweepSection,
+    noise: list[np.ndarray],
+) -> dict:
     """Write settings.csv and sweep.json; return the summary."""
     import pandas as pd
 
-    rows = {p: [space.level(f, int(c)) for c in space.codes[result.measured, f]]
-            for f, p in enumerate(space.parameters)}
+    rows = {
+        p: [space.level(f, int(c)) for c in space.codes[result.measured, f]]
+        for f, p in enumerate(space.parameters)
+    }
     rows[section.metric] = list(result.y)
     pd.DataFrame(rows).to_csv(out / "settings.csv", index=False)
     if len(result.measured) < 2:
-        raise WashoutError(f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse")
+        raise WashoutError(
+            f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse"
+        )
     require_variation(result.y, str(out / "settings.csv"), section.metric)
     result_summary = summary(space, result, options)
     result_summary["directory"] = str(out)
     result_summary["r2_noise_ceiling"] = noise_ceiling(
-        result.y, np.concatenate(noise[::-1]) if noise else np.empty(0))
+        result.y, np.concatenate(noise[::-1]) if noise else np.empty(0)
+    )
     if result.stopped:
         result_summary["stopped"] = result.stopped
     (out / "sweep.json").write_text(json.dumps(result_summary, indent=2))

@@ -12,7 +12,8 @@ describes it) and ours:
   as possible to its share in the space; the parameter rotates per batch.
 - ``dist-aware``: settings drawn with probability proportional to the "neighbour variability"
   of their k nearest measured settings (k = 2^parameters, capped at 32 here so large spaces
-  stay tractable: exact for up to 5 parameters): mean over neighbours of the column sums of |dz(y)| / distance over
+  stay tractable: exact for up to 5 parameters): mean over neighbours of the column sums of
+  |dz(y)| / distance over
   neighbour pairs, halved, on z-scored level values.
 - ``coverage`` (ours): greedy pairwise coverage, the idea of covering arrays: each pick is the
   setting whose level pairs are the least measured so far (weight 1/(1 + count) per pair and
@@ -49,8 +50,9 @@ def _unmeasured(space: Space, measured: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
-def random_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
-                 seed: int, batch: int) -> np.ndarray:
+def random_batch(
+    space: Space, measured: np.ndarray, y: np.ndarray, k: int, seed: int, batch: int
+) -> np.ndarray:
     """k settings uniformly at random: the next unmeasured ones from the end of one permutation.
 
     The permutation is scikit-learn's (``RandomState(seed).permutation(n)``, what
@@ -62,12 +64,15 @@ def random_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     return order[~taken[order]][:k][::-1]  # in permutation order, as the paper's sample file
 
 
-def balanced_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
-                   seed: int, batch: int) -> np.ndarray:
+def balanced_batch(
+    space: Space, measured: np.ndarray, y: np.ndarray, k: int, seed: int, batch: int
+) -> np.ndarray:
     """k picks, each among settings holding the least represented level of a rotating parameter."""
     if batch == 0:
         return random_batch(space, measured, y, k, seed, batch)
-    counts = [np.bincount(space.codes[measured, f], minlength=n) for f, n in enumerate(space.n_levels)]
+    counts = [
+        np.bincount(space.codes[measured, f], minlength=n) for f, n in enumerate(space.n_levels)
+    ]
     rng = np.random.default_rng([seed, batch])
     available = np.ones(len(space), dtype=bool)
     available[measured] = False
@@ -88,8 +93,9 @@ def balanced_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     return np.asarray(chosen, dtype=int)
 
 
-def stratified_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
-                     seed: int, batch: int) -> np.ndarray:
+def stratified_batch(
+    space: Space, measured: np.ndarray, y: np.ndarray, k: int, seed: int, batch: int
+) -> np.ndarray:
     """k settings keeping the level shares of one parameter (rotating per batch) proportional."""
     if batch == 0:
         return random_batch(space, measured, y, k, seed, batch)
@@ -109,19 +115,23 @@ def stratified_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
         quota[int(np.argmax(gap))] += 1
     chosen = [
         rng.choice(pool[space.codes[pool, f] == lv], size=q, replace=False)
-        for lv, q in enumerate(quota) if q > 0
+        for lv, q in enumerate(quota)
+        if q > 0
     ]
     return np.concatenate(chosen).astype(int) if chosen else np.empty(0, dtype=int)
 
 
-def dist_aware_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
-                     seed: int, batch: int) -> np.ndarray:
+def dist_aware_batch(
+    space: Space, measured: np.ndarray, y: np.ndarray, k: int, seed: int, batch: int
+) -> np.ndarray:
     """k settings drawn with probability proportional to neighbour variability (see module doc)."""
     from scipy.spatial import cKDTree
 
     if batch == 0 or len(measured) < 2:
         return random_batch(space, measured, y, k, seed, batch)
-    x = np.column_stack([space.numeric_levels(f)[space.codes[:, f]] for f in range(space.codes.shape[1])])
+    x = np.column_stack(
+        [space.numeric_levels(f)[space.codes[:, f]] for f in range(space.codes.shape[1])]
+    )
     sd = x.std(axis=0)
     z = (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     zy = (y - y.mean()) / (y.std() if y.std() > 0 else 1.0)
@@ -131,13 +141,13 @@ def dist_aware_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     nb = nb.reshape(len(pool), n_nb)
     score = np.empty(len(pool))
     for lo in range(0, len(pool), DIST_AWARE_CHUNK):  # pool x k x k at a time, bounded memory
-        part = nb[lo:lo + DIST_AWARE_CHUNK]
+        part = nb[lo : lo + DIST_AWARE_CHUNK]
         pts = z[measured][part]
         dist = np.linalg.norm(pts[:, :, None, :] - pts[:, None, :, :], axis=-1)
         dy = np.abs(zy[part][:, :, None] - zy[part][:, None, :])
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(dist > 0, dy / dist, 0.0)
-        score[lo:lo + DIST_AWARE_CHUNK] = ratio.sum(axis=1).mean(axis=1) / 2
+        score[lo : lo + DIST_AWARE_CHUNK] = ratio.sum(axis=1).mean(axis=1) / 2
     rng = np.random.default_rng([seed, batch])
     size = min(k, len(pool))
     if not np.isfinite(score).all() or np.count_nonzero(score) < size:
@@ -145,8 +155,9 @@ def dist_aware_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
     return rng.choice(pool, size=size, replace=False, p=score / score.sum())
 
 
-def coverage_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
-                   seed: int, batch: int) -> np.ndarray:
+def coverage_batch(
+    space: Space, measured: np.ndarray, y: np.ndarray, k: int, seed: int, batch: int
+) -> np.ndarray:
     """k settings, greedily, each covering the least-measured levels and level pairs (ours).
 
     gain(s) = sum over parameters of 1/(1 + count of s's level) + sum over parameter pairs of
@@ -162,8 +173,10 @@ def coverage_batch(space: Space, measured: np.ndarray, y: np.ndarray, k: int,
         groups.append(codes[:, a] * space.n_levels[b] + codes[:, b])
         sizes.append(space.n_levels[a] * space.n_levels[b])
     counts = [np.bincount(g[measured], minlength=m).astype(float) for g, m in zip(groups, sizes)]
-    members = [np.split(np.argsort(g, kind="stable"), np.cumsum(np.bincount(g, minlength=m))[:-1])
-               for g, m in zip(groups, sizes)]
+    members = [
+        np.split(np.argsort(g, kind="stable"), np.cumsum(np.bincount(g, minlength=m))[:-1])
+        for g, m in zip(groups, sizes)
+    ]
     gain = np.random.default_rng([seed, batch]).random(len(space)) * 1e-6
     for g, c in zip(groups, counts):
         gain += 1.0 / (1.0 + c[g])

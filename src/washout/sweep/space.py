@@ -39,13 +39,14 @@ class Space:
     def __len__(self) -> int:
         return int(self.codes.shape[0])
 
-    def frame(self) -> "pd.DataFrame":
+    def frame(self) -> pd.DataFrame:
         """The settings as a table: one column of level values per parameter, the metric
         last (the shape the report's sweep section reads)."""
         import pandas as pd
 
-        data = {p: [self.levels[f][c] for c in self.codes[:, f]]
-                for f, p in enumerate(self.parameters)}
+        data = {
+            p: [self.levels[f][c] for c in self.codes[:, f]] for f, p in enumerate(self.parameters)
+        }
         if self.y is not None:
             data[self.metric or "metric"] = self.y
         return pd.DataFrame(data)
@@ -64,15 +65,19 @@ class Space:
             return int(value)
         return value
 
-    def subset(self, rows: np.ndarray) -> "Space":
+    def subset(self, rows: np.ndarray) -> Space:
         """The same space restricted to some rows (levels keep their codes)."""
         return Space(
-            self.parameters, self.levels, self.codes[rows],
-            None if self.y is None else self.y[rows], self.metric, self.source,
+            self.parameters,
+            self.levels,
+            self.codes[rows],
+            None if self.y is None else self.y[rows],
+            self.metric,
+            self.source,
         )
 
 
-def ordered_levels(values: "pd.Series") -> tuple[list[Level], np.ndarray]:
+def ordered_levels(values: pd.Series) -> tuple[list[Level], np.ndarray]:
     """Sorted distinct levels and each value's code; numeric when every value parses as a number."""
     import pandas as pd
 
@@ -86,7 +91,7 @@ def ordered_levels(values: "pd.Series") -> tuple[list[Level], np.ndarray]:
 
 
 def space_from_frame(
-    frame: "pd.DataFrame", metric: str | None, parameters: list[str] | None, source: str
+    frame: pd.DataFrame, metric: str | None, parameters: list[str] | None, source: str
 ) -> Space:
     """Build a space from a table; repeated settings are averaged into one row.
 
@@ -102,7 +107,9 @@ def space_from_frame(
     if parameters:
         for p in parameters:
             if p not in columns:
-                raise located(source, "--param", p, f"no such column (columns: {', '.join(columns)})")
+                raise located(
+                    source, "--param", p, f"no such column (columns: {', '.join(columns)})"
+                )
             if p == metric:
                 raise located(source, "--param", p, "is the metric column")
     params = list(parameters) if parameters else [c for c in columns if c != metric]
@@ -121,7 +128,9 @@ def space_from_frame(
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise located(
-                source, f"column {metric}, row {row + 2}", frame[metric].iloc[row],
+                source,
+                f"column {metric}, row {row + 2}",
+                frame[metric].iloc[row],
                 "metric is not a finite number",
             )
         frame = frame.assign(**{metric: values.astype(float)})
@@ -145,7 +154,9 @@ def load_space_csv(path: str | Path, metric: str, parameters: list[str] | None =
     except FileNotFoundError:
         raise WashoutError(f"{source}: no such file") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise WashoutError(f"{source}: not a readable CSV file: {str(err).splitlines()[0]}") from None
+        raise WashoutError(
+            f"{source}: not a readable CSV file: {str(err).splitlines()[0]}"
+        ) from None
     if frame.empty:
         raise WashoutError(f"{source}: no rows")
     return space_from_frame(frame, metric, parameters, source)

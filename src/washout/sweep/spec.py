@@ -98,10 +98,19 @@ class SweepSection(BaseModel):
 
 
 _OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Eq: operator.eq,
-    ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-    ast.GtE: operator.ge, ast.USub: operator.neg, ast.Not: operator.not_,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.USub: operator.neg,
+    ast.Not: operator.not_,
 }
 
 
@@ -133,7 +142,9 @@ def _evaluate(node: ast.AST, values: dict[str, Scalar]) -> Any:
     raise ValueError(f"{type(node).__name__} is not allowed in a constraint")
 
 
-def compile_constraints(constraints: list[str], params: list[str], source: str) -> list[ast.Expression]:
+def compile_constraints(
+    constraints: list[str], params: list[str], source: str
+) -> list[ast.Expression]:
     """Parse each constraint once; unknown names and forbidden syntax are one-line errors."""
     compiled = []
     probe = {p: 1 for p in params}
@@ -145,10 +156,16 @@ def compile_constraints(constraints: list[str], params: list[str], source: str) 
                 if isinstance(node, ast.Name) and node.id not in probe:
                     raise KeyError(node.id)
         except SyntaxError:
-            raise located(source, f"sweep.constraints[{i}]", text, "not a valid expression") from None
+            raise located(
+                source, f"sweep.constraints[{i}]", text, "not a valid expression"
+            ) from None
         except KeyError as err:
-            raise located(source, f"sweep.constraints[{i}]", text,
-                          f"unknown name {err.args[0]!r} (parameters: {', '.join(params)})") from None
+            raise located(
+                source,
+                f"sweep.constraints[{i}]",
+                text,
+                f"unknown name {err.args[0]!r} (parameters: {', '.join(params)})",
+            ) from None
         except ValueError as err:
             raise located(source, f"sweep.constraints[{i}]", text, str(err)) from None
         compiled.append(tree)
@@ -156,8 +173,19 @@ def compile_constraints(constraints: list[str], params: list[str], source: str) 
 
 
 def _check_syntax(tree: ast.AST) -> None:
-    allowed = (ast.Expression, ast.Constant, ast.Name, ast.Load, ast.BoolOp, ast.And, ast.Or,
-               ast.UnaryOp, ast.BinOp, ast.Compare, *_OPS)
+    allowed = (
+        ast.Expression,
+        ast.Constant,
+        ast.Name,
+        ast.Load,
+        ast.BoolOp,
+        ast.And,
+        ast.Or,
+        ast.UnaryOp,
+        ast.BinOp,
+        ast.Compare,
+        *_OPS,
+    )
     for node in ast.walk(tree):
         if not isinstance(node, allowed):
             raise ValueError(f"{type(node).__name__} is not allowed in a constraint")
@@ -175,8 +203,12 @@ def sweep_space(section: SweepSection, source: str) -> Space:
     levels = [list(section.params[n]) for n in names]
     total = math.prod(len(lv) for lv in levels)
     if total > MAX_SETTINGS:
-        raise located(source, "sweep.params", f"{total:,} settings",
-                      f"at most {MAX_SETTINGS:,} settings (every combination of levels)")
+        raise located(
+            source,
+            "sweep.params",
+            f"{total:,} settings",
+            f"at most {MAX_SETTINGS:,} settings (every combination of levels)",
+        )
     grids = np.meshgrid(*[np.arange(len(lv)) for lv in levels], indexing="ij")
     codes = np.column_stack([g.ravel() for g in grids]).astype(int)
     rules = compile_constraints(section.constraints, names, source)
@@ -187,21 +219,36 @@ def sweep_space(section: SweepSection, source: str) -> Space:
             try:
                 keep.append(all(_evaluate(rule, values) for rule in rules))
             except (TypeError, ZeroDivisionError) as err:
-                raise located(source, "sweep.constraints", values, f"cannot evaluate: {err}") from None
+                raise located(
+                    source, "sweep.constraints", values, f"cannot evaluate: {err}"
+                ) from None
         codes = codes[np.asarray(keep, dtype=bool)]
     if len(codes) == 0:
         raise located(source, "sweep.constraints", section.constraints, "no setting satisfies them")
-    typed = [[float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-              for v in lv] for lv in levels]
+    typed = [
+        [
+            float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+            for v in lv
+        ]
+        for lv in levels
+    ]
     return Space(names, typed, codes, source=source)
 
 
 def loop_options(section: SweepSection, seed: int) -> LoopOptions:
     """The incremental-sampling options of a sweep section."""
-    return LoopOptions(start=section.start, step=section.step, threshold=section.threshold,
-                       splits=section.splits, sampler=section.sampler, model=section.model,
-                       rule=section.rule, seed=seed, budget=section.budget_settings,
-                       conclude=section.conclude)
+    return LoopOptions(
+        start=section.start,
+        step=section.step,
+        threshold=section.threshold,
+        splits=section.splits,
+        sampler=section.sampler,
+        model=section.model,
+        rule=section.rule,
+        seed=seed,
+        budget=section.budget_settings,
+        conclude=section.conclude,
+    )
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
@@ -219,7 +266,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
     if "sweep" not in data:
         raise WashoutError(f"{source}: sweep: required but missing (a [sweep] table)")
     if "test" in data:
-        raise located(source, "test", "[[test]]", "a sweep spec has no [[test]]: its settings are the tests")
+        raise located(
+            source, "test", "[[test]]", "a sweep spec has no [[test]]: its settings are the tests"
+        )
     raw = data.pop("sweep")
     try:
         section = SweepSection.model_validate(raw)
@@ -227,8 +276,12 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
         raise validation_error(err, source, SweepSection, ("sweep",)) from None
     check_placeholders(section.command, source, "sweep.command")
     if section.metric not in section.metrics:
-        raise located(source, "sweep.metric", section.metric,
-                      f"not among sweep.metrics ({', '.join(section.metrics)})")
+        raise located(
+            source,
+            "sweep.metric",
+            section.metric,
+            f"not among sweep.metrics ({', '.join(section.metrics)})",
+        )
     try:
         loop_options(section, 0).check("sweep")
     except WashoutError as err:  # name the spec field, not the command-line option
@@ -237,18 +290,27 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
     return section, data, text
 
 
-def batch_spec_data(section: SweepSection, rest: dict[str, Any], space: Space,
-                    rows: list[int], batch: int, seed: int) -> dict[str, Any]:
+def batch_spec_data(
+    section: SweepSection,
+    rest: dict[str, Any],
+    space: Space,
+    rows: list[int],
+    batch: int,
+    seed: int,
+) -> dict[str, Any]:
     """The experiment spec (as data) measuring the settings ``rows``: one test per setting
     (its command the template filled and shell-quoted by the engine's grid expansion),
     ``repeats`` runs in random orders, a reset before every run."""
     experiment = dict(rest.get("experiment", {}))
     name = experiment.get("name", "sweep")
-    experiment.update(name=f"{name}-batch{batch:03d}", runs=section.repeats, orders=["random"],
-                      seed=seed + batch)
+    experiment.update(
+        name=f"{name}-batch{batch:03d}", runs=section.repeats, orders=["random"], seed=seed + batch
+    )
     tests = []
     for row in rows:
-        values = {p: space.level(f, int(space.codes[row, f])) for f, p in enumerate(space.parameters)}
+        values = {
+            p: space.level(f, int(space.codes[row, f])) for f, p in enumerate(space.parameters)
+        }
         test: dict[str, Any] = {
             "name": "setting-" + "-".join(f"{{{p}}}" for p in space.parameters),
             "command": section.command,
