@@ -49,6 +49,7 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
+OrderKind = Literal["fixed", "random", "reverse", "williams"]
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_RUNS = 1_000_000
@@ -226,15 +227,17 @@ class ProvenanceSpec(_Model):
     commands: list[NonBlank] = Field(default_factory=list)
 
 
+def _default_orders() -> list[OrderKind]:
+    return ["fixed", "random"]
+
+
 class ExperimentSpec(_Model):
     """The ``[experiment]`` table."""
 
     name: NonBlank = "experiment"
     runs: int = Field(default=10, gt=0)
     design: Literal["alternate", "coin", "blocked"] = "alternate"
-    orders: list[Literal["fixed", "random", "reverse", "williams"]] = Field(
-        default_factory=lambda: ["fixed", "random"], min_length=1
-    )
+    orders: list[OrderKind] = Field(default_factory=_default_orders, min_length=1)
     seed: int | None = Field(default=None, ge=0)
     alpha: float = Field(default=0.05, gt=0, lt=1)
     correction: Literal["bonferroni", "holm"] = "bonferroni"

@@ -748,9 +748,9 @@ class Store:
             return pd.DataFrame(
                 {c: pd.Series(dtype=float if c == "value" else object) for c in COLUMNS}
             )
-        trial_id, run_id, position, test, status, started, ended = zip(*rows)
+        trial_col, run_col, position_col, test, status_col, started, ended = zip(*rows)
         del rows
-        status = np.array(status, dtype=np.int64)
+        status = np.array(status_col, dtype=np.int64)
         if (status < 0).any():  # a status this version does not write: keep its text
             known = ", ".join("?" * len(statuses))
             other = dict(
@@ -761,13 +761,13 @@ class Store:
                 ).fetchall()
             )
             extra, codes = np.unique(
-                [other[i] for i in np.array(trial_id)[status < 0]], return_inverse=True
+                [other[i] for i in np.array(trial_col)[status < 0]], return_inverse=True
             )
             status[status < 0] = len(statuses) + codes
             statuses += extra.tolist()
-        trial_id = np.array(trial_id, dtype=np.int64)
-        run_id = np.array(run_id, dtype=np.int64)
-        position = np.array(position, dtype=np.int64)
+        trial_id = np.array(trial_col, dtype=np.int64)
+        run_id = np.array(run_col, dtype=np.int64)
+        position = np.array(position_col, dtype=np.int64)
         test_code, test_names = pd.factorize(np.array(test, dtype=object))
         runs = self.conn.execute(
             "SELECT r.id, r.idx, r.order_kind, w.id, w.name FROM run r"

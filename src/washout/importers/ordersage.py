@@ -88,6 +88,7 @@ def read_ordersage(path: Path | str) -> tuple[pd.DataFrame, OrderSageLayout]:
         raise WashoutError(
             f"{path}: column(s) {', '.join(missing)} missing from an OrderSage results file"
         )
+    assert test_column is not None  # a missing one is in ``missing``
     check_choice(raw, "order_type", ("fixed", "random"), path)
     check_choice(raw, "completion_status", tuple(STATUS_MAP), path)
     status = raw["completion_status"].map(STATUS_MAP)

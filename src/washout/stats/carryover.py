@@ -72,7 +72,7 @@ thermal) that the next one inherits, or a reset that leaves the first test to pa
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
@@ -117,6 +117,15 @@ class CarryoverPair:
         d = asdict(self)
         d["ci"] = list(self.ci)
         return d
+
+
+class _Cell(TypedDict):
+    """The fields a cell's ``CarryoverPair`` rows share."""
+
+    test: str
+    metric: str
+    worker: str | None
+    run_adjusted: bool
 
 
 @dataclass(frozen=True)
@@ -335,7 +344,9 @@ def carryover(
     def sums(x: np.ndarray | None, where: np.ndarray) -> np.ndarray:
         return np.bincount(slot[where], None if x is None else x[where], size)
 
-    def moments_of(x: np.ndarray) -> tuple[_Moments, tuple[np.ndarray, ...]]:
+    def moments_of(
+        x: np.ndarray,
+    ) -> tuple[_Moments, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """The sums the statistics need of ``x``: per slot at positions >= 1, per cell at 0."""
         later_sums = _Moments(
             sums(None, later),
@@ -346,11 +357,11 @@ def carryover(
             sums(position * x, later),
             sums(value, later),
         )
-        at_first = tuple(
+        n, total, squares, raw = (
             np.bincount(cell[first], w, cells)
             for w in (None, x[first], x[first] ** 2, value[first])
         )
-        return later_sums, at_first
+        return later_sums, (n, total, squares, raw)
 
     # significance from ranks within the cell (scaled to (0, 1)): outliers cannot make it
     cell_size = np.bincount(cell, None, cells)
@@ -467,7 +478,7 @@ def carryover(
     for c, key in enumerate(cell_index):
         key = key if isinstance(key, tuple) else (key,)
         test, met = (key[1], key[2]) if split else (key[0], key[1])
-        common = dict(
+        common = _Cell(
             test=str(test),
             metric=str(met),
             worker=str(key[0]) if split else None,

@@ -386,7 +386,8 @@ def fit_anova(
             sol = _Solution.solve(gram, xty, yty, keep)
         codings = new_codings
     fval, p = _f_test(ss, df, sol.rss, df_resid, floor)
-    kept = [None] + [initial[i] for i in np.flatnonzero(active)]
+    final = [initial[i] for i in np.flatnonzero(active)]
+    kept: list[Term | None] = [None, *final]
     slots = [0] + [i + 1 for i in np.flatnonzero(active)]
     table = [
         TermTest(t, float(ss[k]), int(df[k]), float(fval[k]), float(p[k]))
@@ -397,7 +398,7 @@ def fit_anova(
     coef[0] += y_mean
     return AnovaFit(
         n_levels=list(n_levels),
-        terms=kept[1:],
+        terms=final,
         columns=columns,
         coef=coef,
         aliased=~keep,

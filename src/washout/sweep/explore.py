@@ -155,7 +155,8 @@ def explore(
             rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed
         )
         return summary(space, result, options, full=True)
-    result = run_loop(space, lambda idx: space.y[idx], options, on_step=on_step)
+    y = space.y
+    result = run_loop(space, lambda idx: y[idx], options, on_step=on_step)
     return summary(space, result, options, unmeasured_r2=True)
 
 

@@ -110,7 +110,7 @@ def sample_sizes(n: int, start: float, step: float) -> list[int]:
     """Settings measured at each ratio, as train_test_split(test_size=1 - r) sizes the sample."""
     count = int(round((1.0 - start) / step)) + 1
     ratios = np.linspace(start, start + step * (count - 1), count)
-    sizes = []
+    sizes: list[int] = []
     for r in ratios[ratios <= 1.0 + 1e-12]:
         size = n - math.ceil((1.0 - float(r)) * n) if r < 1 else n
         if size > 0 and (not sizes or size > sizes[-1]):

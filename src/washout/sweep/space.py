@@ -44,7 +44,7 @@ class Space:
         last (the shape the report's sweep section reads)."""
         import pandas as pd
 
-        data = {
+        data: dict[str, list[Level] | np.ndarray] = {
             p: [self.levels[f][c] for c in self.codes[:, f]] for f, p in enumerate(self.parameters)
         }
         if self.y is not None:

@@ -45,6 +45,7 @@ import ast
 import math
 import operator
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ class SweepSection(BaseModel):
         return value
 
 
-_OPS = {
+_OPS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
