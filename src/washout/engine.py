@@ -114,7 +114,7 @@ class Experiment:
             exp = spec.experiment
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
         tests = expand_tests(spec, source)
-        plan = schedule(len(tests), exp.runs, exp.orders, exp.design, chosen)
+        plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
         if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
             raise WashoutError(
                 f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
@@ -301,7 +301,10 @@ class _Worker:
         if r is None or r.kind == "none":
             info = "no reset configured"
         elif r.kind == "reboot":
-            info = await self.ex.reboot(r.timeout, r.command)  # type: ignore[attr-defined]
+            from washout.execute.ssh import SSHExecutor
+
+            assert isinstance(self.ex, SSHExecutor)  # prepare() refuses a reboot without workers
+            info = await self.ex.reboot(r.timeout, r.command)
         else:
             await self._command(
                 "reset", r.command or "", r.timeout, None, on_controller=r.kind == "local"
@@ -433,7 +436,8 @@ class _Worker:
         def start(position: int, attempt: int) -> NextTrial:
             return run_id, position, self.x.tests[tests[position]].name, attempt, datetime.now(UTC)
 
-        position, statuses = 0, []
+        position = 0
+        statuses: list[str] = []
         trial_id: int | None = self.store.begin_trial(*start(0, 0))
         while trial_id is not None:
             test = self.x.tests[tests[position]]
@@ -594,12 +598,12 @@ async def _run_all(
     progress: ProgressHook,
     outcome: Outcome,
     allow_mismatch: bool,
-    sync: Callable[[Executor], object] | None,
+    sync: Callable[[Executor], Awaitable[object]] | None,
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
     if sync is not None:
-        executors = await _each_worker(executors, sync, store, outcome)  # type: ignore[arg-type]
+        executors = await _each_worker(executors, sync, store, outcome)
     if not executors:
         return
     # Provenance at setup: all workers must agree now, and each must still match what it
@@ -694,7 +698,7 @@ def execute(
     progress: ProgressHook | None = None,
     allow_mismatch: bool = False,
     on_stop_request: Callable[[int], None] | None = None,
-    sync: Callable[[Executor], object] | None = None,
+    sync: Callable[[Executor], Awaitable[object]] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.

@@ -130,7 +130,7 @@ def plan_command(
             ""
             if not highs
             else (
-                f"; {max(highs)} if the pilot understated the noise"
+                f"; {max(h for h in highs if h)} if the pilot understated the noise"
                 if all(highs)
                 else f"; more than {MAX_RUNS} if the pilot understated the noise"
             )

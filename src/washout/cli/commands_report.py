@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -145,23 +145,36 @@ def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict, settings: pd
 
 
 def explain_for_report(
-    trials,
+    trials: pd.DataFrame,
     claims: list[str],
     alpha: float,
-    correction: str,  # type: ignore[no-untyped-def]
+    correction: str,
     by_worker: bool,
-) -> tuple[dict, list[str]]:
+) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
     """Carryover, drift and claims for the report's "why" section, and notes on what the
     source could not support: carryover and drift need each trial's position and time."""
     from washout.errors import WashoutError
     from washout.stats.why import explain
 
-    kwargs = dict(alpha=alpha, correction=correction, by_worker=by_worker)
     try:
-        return explain(trials, carryover=True, drift=True, claims=claims, **kwargs), []
+        found = explain(
+            trials,
+            carryover=True,
+            drift=True,
+            claims=claims,
+            alpha=alpha,
+            correction=correction,
+            by_worker=by_worker,
+        )
+        return found, []
     except WashoutError as err:
         note = f"No carryover or drift analysis: {err}"
-        return (explain(trials, claims=claims, **kwargs) if claims else {}), [note]
+        if not claims:
+            return {}, [note]
+        found = explain(
+            trials, claims=claims, alpha=alpha, correction=correction, by_worker=by_worker
+        )
+        return found, [note]
 
 
 @contextmanager

@@ -12,11 +12,13 @@ from washout.cli.app import app
 from washout.errors import ExitCode, StoreExistsError, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from washout.engine import Experiment, Outcome
     from washout.store import Store
 
 
-def _console(quiet: bool = False, stderr: bool = True):  # type: ignore[no-untyped-def]
+def _console(quiet: bool = False, stderr: bool = True) -> Console:
     """Progress and notes go to stderr; results (the summary) to stdout, unwrapped."""
     from rich.console import Console
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from washout.cli.app import app
+
+if TYPE_CHECKING:
+    from washout.sweep.incremental import Step
 
 FORMATS = ("table", "json")
 
@@ -152,7 +156,7 @@ def explore(
     console = Console(stderr=True, highlight=False, markup=False)
     started = time.monotonic()
 
-    def on_step(step) -> None:  # type: ignore[no-untyped-def]
+    def on_step(step: Step) -> None:
         """Progress on stderr: settings read so far, worst split R^2, time per iteration."""
         finite = [v for v in step.r2_splits if v == v]
         worst = f"{min(finite):.3f}" if finite else "n/a"

@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypedDict
 
 import asyncssh
 
@@ -221,6 +222,18 @@ class _Capture:
         return data[len(data) - keep :] if len(data) > keep else data
 
 
+class _ConnectOptions(TypedDict, total=False):
+    """The keyword arguments of ``asyncssh.connect`` a worker's spec sets."""
+
+    connect_timeout: float
+    keepalive_interval: float
+    keepalive_count_max: int
+    port: int
+    username: str
+    client_keys: list[str]
+    known_hosts: str
+
+
 class SSHExecutor:
     """Runs commands on one ``[[worker]]`` over SSH."""
 
@@ -243,9 +256,9 @@ class SSHExecutor:
     def _where(self) -> str:
         return f"worker {self.name}"
 
-    def _options(self) -> dict[str, object]:
+    def _options(self) -> _ConnectOptions:
         w = self.worker
-        opts: dict[str, object] = {
+        opts: _ConnectOptions = {
             "connect_timeout": CONNECT_TIMEOUT,
             "keepalive_interval": KEEPALIVE_INTERVAL,
             "keepalive_count_max": KEEPALIVE_COUNT,
@@ -263,7 +276,7 @@ class SSHExecutor:
             opts["known_hosts"] = str(Path(w.known_hosts).expanduser())
         return opts
 
-    async def _host_key_error(self, options: dict[str, object]) -> WashoutError:
+    async def _host_key_error(self, options: _ConnectOptions) -> WashoutError:
         """The refusal, with the ssh-keyscan line for the real address (an alias's
         HostName and Port from ~/.ssh/config, which ssh-keyscan does not read)."""
         w = self.worker
@@ -289,7 +302,7 @@ class SSHExecutor:
         """One connection attempt: the connection, a permanent WashoutError, or _Unreachable."""
         options = self._options()
         try:
-            return await asyncssh.connect(self.worker.host, **options)  # type: ignore[arg-type]
+            return await asyncssh.connect(self.worker.host, **options)
         except asyncssh.HostKeyNotVerifiable:
             raise await self._host_key_error(options) from None
         except asyncssh.PermissionDenied:
@@ -343,7 +356,7 @@ class SSHExecutor:
         if not steps:
             return
         result = await self._conn.run("; ".join(steps) + "; true", encoding=None)
-        said = (result.stdout or b"").decode("utf-8", errors="replace").split("\n")
+        said = _output(result.stdout).decode("utf-8", errors="replace").split("\n")
         lacking = [line.split()[1] for line in said if line.startswith("lacks ")]
         if lacking:
             raise WashoutError(
@@ -356,7 +369,7 @@ class SSHExecutor:
             if "mkdir failed" in said:
                 raise WashoutError(
                     f"{self._where()}: workdir = {self.workdir!r}: cannot "
-                    f"create it: {tail(result.stderr or b'', 200).strip()}"
+                    f"create it: {tail(_output(result.stderr), 200).strip()}"
                 )
             self._workdir_made = True
 
@@ -479,8 +492,9 @@ class SSHExecutor:
             both = asyncio.gather(*readers)
             try:
                 backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
+                watched: set[asyncio.Future[Any]] = {both, waiter}
                 done, _ = await asyncio.wait(
-                    {both, waiter}, timeout=backstop, return_when=asyncio.FIRST_COMPLETED
+                    watched, timeout=backstop, return_when=asyncio.FIRST_COMPLETED
                 )
                 if not done:
                     self._orphan_group = got.group
@@ -534,7 +548,6 @@ class SSHExecutor:
             if worker_wall is not None:
                 duration = worker_wall
         finished = datetime.now(UTC)
-        cut = {"stdout_cut": got.out.cut, "stderr_cut": got.err.cut}
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
         if timeout is not None and code in (124, 137) and duration >= timeout:
             return CommandResult(
@@ -547,7 +560,8 @@ class SSHExecutor:
                 duration,
                 f"timed out after {timeout:g} s; process group killed on the worker",
                 cpus,
-                **cut,
+                stdout_cut=got.out.cut,
+                stderr_cut=got.err.cut,
             )
         if code == 127 and (missing := _MISSING_TOOL.search(stderr)):
             return CommandResult(
@@ -561,16 +575,39 @@ class SSHExecutor:
                 f"{self._where()} lacks `{missing.group(1).decode()}` "
                 f"({missing.group(2).decode()})",
                 cpus,
-                **cut,
+                stdout_cut=got.out.cut,
+                stderr_cut=got.err.cut,
             )
         if code != 0:
             why = f"exit code {code}"
             if code > 128:
                 why += f" (signal {code - 128} if it was killed)"
             return CommandResult(
-                "failed", code, stdout, stderr, started, finished, duration, why, cpus, **cut
+                "failed",
+                code,
+                stdout,
+                stderr,
+                started,
+                finished,
+                duration,
+                why,
+                cpus,
+                stdout_cut=got.out.cut,
+                stderr_cut=got.err.cut,
             )
-        return CommandResult("ok", 0, stdout, stderr, started, finished, duration, "", cpus, **cut)
+        return CommandResult(
+            "ok",
+            0,
+            stdout,
+            stderr,
+            started,
+            finished,
+            duration,
+            "",
+            cpus,
+            stdout_cut=got.out.cut,
+            stderr_cut=got.err.cut,
+        )
 
     def _lost(
         self, started: datetime, t0: float, reason: str, got: _Capture | None, cpus: str | None
@@ -633,8 +670,8 @@ class SSHExecutor:
         )
         result = await self._small_command(script, f"cannot read {path}")
         if result.exit_status != 0:
-            raise OSError(tail(result.stderr or b"", 200).strip())
-        return bytes(result.stdout or b"")
+            raise OSError(tail(_output(result.stderr), 200).strip())
+        return _output(result.stdout)
 
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         """As locally: a regular file or a symbolic link is removed, nothing there is fine,
@@ -647,7 +684,7 @@ class SSHExecutor:
         )
         result = await self._small_command(script, f"cannot remove {path}")
         if result.exit_status != 0:
-            raise OSError(tail(result.stderr or b"", 200).strip())
+            raise OSError(tail(_output(result.stderr), 200).strip())
 
     async def _small_command(self, script: str, what: str) -> asyncssh.SSHCompletedProcess:
         """A short helper command on the worker's connection; OSError if it cannot run."""
@@ -801,7 +838,14 @@ def _file_kind_script(path: str, cwd: str | None) -> str:
     )
 
 
-async def _cancel(*tasks: asyncio.Future[object]) -> None:
+def _output(data: bytes | str | None) -> bytes:
+    """A completed helper command's stdout or stderr: bytes, since it ran with
+    ``encoding=None``."""
+    assert not isinstance(data, str)
+    return data or b""
+
+
+async def _cancel(*tasks: asyncio.Future[Any]) -> None:
     """Cancel what is still pending and consume every outcome (no "never retrieved")."""
     for task in tasks:
         task.cancel()

@@ -11,9 +11,10 @@ made up.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from washout.report import figures
 
@@ -82,7 +83,7 @@ class Report:
 # ---------------------------------------------------------------------------------------
 
 
-def _finite(x: object) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
 
 
@@ -90,7 +91,7 @@ def fmt(x: object) -> str:
     """A measurement for a table: thousands separated, about four significant digits."""
     if not _finite(x):
         return "–"
-    v = float(x)  # type: ignore[arg-type]
+    v = float(x)
     if v == 0:
         return "0"
     if abs(v) >= 1000:
@@ -104,14 +105,14 @@ def fmt_p(p: object) -> str:
     """A p-value: two significant digits, scientific below 1e-4."""
     if not _finite(p):
         return "–"
-    v = float(p)  # type: ignore[arg-type]
+    v = float(p)
     return f"{v:.1e}" if v < 1e-4 else f"{v:.2g}"
 
 
-def fmt_ci(ci: object) -> str:
+def fmt_ci(ci: Sequence[object] | None) -> str:
     if not ci:
         return "no CI"
-    lo, hi = ci  # type: ignore[misc]
+    lo, hi = ci
     return f"[{fmt(lo)}, {fmt(hi)}]"
 
 

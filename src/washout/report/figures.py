@@ -22,11 +22,12 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +116,7 @@ def _attr(text: str) -> str:
     )
 
 
-def _finite(x: object) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and math.isfinite(float(x))
 
 
@@ -226,8 +227,8 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
             continue
         ref = float(ref)
 
-        def rel(v: object, ref: float = ref) -> float:
-            return (float(v) / ref - 1.0) * 100.0  # type: ignore[arg-type]
+        def rel(v: float, ref: float = ref) -> float:
+            return (float(v) / ref - 1.0) * 100.0
 
         random = rel(t["median_random"]) if _finite(t.get("median_random")) else math.nan
         rows.append((random, test_label(t, several), t, rel))
@@ -404,7 +405,9 @@ def ci_case_counts(analysis: dict[str, Any]) -> Figure:
     ax.set_ylabel("tests (count)")
     ax.set_xlabel("CI case (Algorithm 2)")
     ax.set_ylim(0, max(counts + [1]) * 1.2)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    locator = ax.yaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator)  # a linear axis's default AutoLocator
+    locator.set_params(integer=True)
     ax.legend(fontsize=8, loc="upper right")
     ax.set_title("CI cases across tests", fontsize=12)
     return fig
@@ -552,7 +555,8 @@ def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> 
     joined (the quantity the stopping rule tests), and the target."""
     fig = _figure(3.4, width_in=7.0)
     ax = fig.subplots()
-    rates, mins = [], []
+    rates: list[float] = []
+    mins: list[float] = []
     for step in sorted(history, key=lambda s: float(s["sampling_rate"])):
         rate = 100.0 * float(step["sampling_rate"])
         r2 = [float(v) for v in step.get("r2_validation") or [] if _finite(v)]
