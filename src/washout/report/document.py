@@ -10,11 +10,10 @@ made up.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from washout.report import figures
 
@@ -83,13 +82,9 @@ class Report:
 # ---------------------------------------------------------------------------------------
 
 
-def _finite(x: object) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
-
-
 def fmt(x: object) -> str:
     """A measurement for a table: thousands separated, about four significant digits."""
-    if not _finite(x):
+    if not figures.finite(x):
         return "–"
     v = float(x)
     if v == 0:
@@ -103,7 +98,7 @@ def fmt(x: object) -> str:
 
 def fmt_p(p: object) -> str:
     """A p-value: two significant digits, scientific below 1e-4."""
-    if not _finite(p):
+    if not figures.finite(p):
         return "–"
     v = float(p)
     return f"{v:.1e}" if v < 1e-4 else f"{v:.2g}"
@@ -124,13 +119,13 @@ def fmt_ci(ci: Sequence[object] | None) -> str:
 def verdict_sentence(analysis: dict[str, Any]) -> str:
     """The whole result in one sentence, with the test and the threshold it rests on."""
     tests = analysis.get("tests") or []
-    compared = [t for t in tests if _finite(t.get("kw_p"))]
+    compared = [t for t in tests if figures.finite(t.get("kw_p"))]
     m = analysis.get("family_size", len(compared))
     how = (
         f"Kruskal-Wallis, alpha = {analysis.get('alpha')} with {analysis.get('correction')} "
         f"correction over {m} comparison{'s' if m != 1 else ''}"
     )
-    if _finite(analysis.get("alpha_per_test")):
+    if figures.finite(analysis.get("alpha_per_test")):
         how += f" (threshold per test {float(analysis['alpha_per_test']):.3g})"
     if not compared:
         return (
@@ -188,9 +183,9 @@ def tests_table(analysis: dict[str, Any]) -> Table:
             _median_ci(t, "fixed"),
             _median_ci(t, "random"),
             str(t["ci_case"]) if t.get("ci_case") is not None else "–",
-            f"{float(delta):+.2f}" if _finite(delta) else "–",
+            f"{float(delta):+.2f}" if figures.finite(delta) else "–",
             fmt_p(t.get("kw_p")),
-            f"{float(t['eta_squared']):.3f}" if _finite(t.get("eta_squared")) else "–",
+            f"{float(t['eta_squared']):.3f}" if figures.finite(t.get("eta_squared")) else "–",
             "yes" if t.get("significant") else "no",
         ]
         rows.append(row)
@@ -200,7 +195,7 @@ def tests_table(analysis: dict[str, Any]) -> Table:
 
 def _median_ci(t: dict[str, Any], side: str) -> str:
     median = t.get(f"median_{side}")
-    return f"{fmt(median)} {fmt_ci(t.get(f'ci_{side}'))}" if _finite(median) else "–"
+    return f"{fmt(median)} {fmt_ci(t.get(f'ci_{side}'))}" if figures.finite(median) else "–"
 
 
 def test_warnings(analysis: dict[str, Any]) -> list[tuple[str, str]]:
@@ -506,7 +501,7 @@ def sweep_part(
     shares = {
         str(t["term"]): float(t["share"])
         for t in sweep.get("significant_terms") or []
-        if _finite(t.get("share"))
+        if figures.finite(t.get("share"))
     }
     # A parameter's weight: the shares of every term it appears in (main and interactions).
     weight = {p: sum(v for t, v in shares.items() if p in t.split(":")) for p in params}
@@ -515,7 +510,7 @@ def sweep_part(
     rate = sweep.get("sampling_rate")
     summary = (
         f"Measured {measured} of {total} settings"
-        + (f" ({100 * float(rate):.0f}% sampled)" if _finite(rate) else "")
+        + (f" ({100 * float(rate):.0f}% sampled)" if figures.finite(rate) else "")
         + (
             "; the model reached the R² threshold"
             if sweep.get("terminated")
@@ -523,7 +518,7 @@ def sweep_part(
         )
         + "."
     )
-    r2 = [float(v) for v in sweep.get("r2_validation") or [] if _finite(v)]
+    r2 = [float(v) for v in sweep.get("r2_validation") or [] if figures.finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
     tables = [
@@ -570,7 +565,7 @@ def sweep_part(
             )
         )
     history = r2_history or (
-        [{"sampling_rate": rate, "r2_validation": r2}] if r2 and _finite(rate) else []
+        [{"sampling_rate": rate, "r2_validation": r2}] if r2 and figures.finite(rate) else []
     )
     items = []
     if history:

@@ -116,8 +116,10 @@ def _attr(text: str) -> str:
     )
 
 
-def _finite(x: object) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and math.isfinite(float(x))
+def finite(x: object) -> TypeGuard[float]:
+    """Whether ``x`` is a number that can be drawn or printed (not NaN or infinite, not a
+    bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
 
 
 # ---------------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
         for x, side, marker in ((0, "fixed", "s"), (1, "random", "o")):
             med = t.get(f"median_{side}")
             ci = t.get(f"ci_{side}")
-            if not _finite(med):
+            if not finite(med):
                 continue
             if ci:
                 lo, hi = float(ci[0]), float(ci[1])
@@ -187,7 +189,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
                     markersize=7,
                     markerfacecolor="white",
                 )
-        if not (_finite(t.get("median_fixed")) or _finite(t.get("median_random"))):
+        if not (finite(t.get("median_fixed")) or finite(t.get("median_random"))):
             ax.text(
                 0.5,
                 0.5,
@@ -223,14 +225,14 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     rows = []
     for t in tests:
         ref = t.get("median_fixed")
-        if not _finite(ref) or float(ref) == 0:
+        if not finite(ref) or float(ref) == 0:
             continue
         ref = float(ref)
 
         def rel(v: float, ref: float = ref) -> float:
             return (float(v) / ref - 1.0) * 100.0
 
-        random = rel(t["median_random"]) if _finite(t.get("median_random")) else math.nan
+        random = rel(t["median_random"]) if finite(t.get("median_random")) else math.nan
         rows.append((random, test_label(t, several), t, rel))
     rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
     n = len(rows)
@@ -267,7 +269,7 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
 def _sorted_by(tests: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return sorted(
         tests,
-        key=lambda t: (-float(t[key]) if _finite(t.get(key)) else math.inf, test_label(t, True)),
+        key=lambda t: (-float(t[key]) if finite(t.get(key)) else math.inf, test_label(t, True)),
     )
 
 
@@ -291,7 +293,7 @@ def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
 def kw_significance(analysis: dict[str, Any]) -> Figure:
     """Kruskal-Wallis p-values against the family-wise corrected threshold (log scale), and
     the effect size eta^2_H, tests sorted by effect size (Duplyakin et al. 2023, Fig. 2)."""
-    tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if _finite(t.get("kw_p"))]
+    tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if finite(t.get("kw_p"))]
     names = [test_label(t, several_metrics(tests)) for t in tests]
     n = len(tests)
     fig = _figure(5.4 + (1.0 if n <= 40 and n else 0.0))
@@ -312,7 +314,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     alpha = analysis.get("alpha")
     per_test = analysis.get("alpha_per_test")
     correction = str(analysis.get("correction") or "")
-    if _finite(per_test):
+    if finite(per_test):
         ax_p.axhline(
             float(per_test),
             color=SIGNIFICANT,
@@ -321,7 +323,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             label=f"corrected threshold ({label(correction)}, m = "
             f"{analysis.get('family_size')}): {float(per_test):.3g}",
         )
-    elif correction == "holm" and _finite(alpha) and n:
+    elif correction == "holm" and finite(alpha) and n:
         # Holm's step-down compares the r-th smallest p with alpha / (m - r + 1) (Holm 1979).
         m = int(analysis.get("family_size") or n)
         by_p = sorted(xs, key=lambda i: ps[i])
@@ -335,7 +337,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             mew=2,
             label="Holm threshold for the p-value's rank",
         )
-    if _finite(alpha) and alpha != per_test:
+    if finite(alpha) and alpha != per_test:
         ax_p.axhline(
             float(alpha),
             color="#555555",
@@ -347,7 +349,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
-    etas = [float(t["eta_squared"]) if _finite(t.get("eta_squared")) else 0.0 for t in tests]
+    etas = [float(t["eta_squared"]) if finite(t.get("eta_squared")) else 0.0 for t in tests]
     ax_e.bar(
         xs,
         etas,
@@ -366,7 +368,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
 def delta_pct(analysis: dict[str, Any]) -> Figure:
     """Delta% = (mean fixed - mean random) / mean fixed x 100 per test, sorted
     (Duplyakin et al. 2023, Fig. 4); bars coloured by significance."""
-    tests = [t for t in analysis["tests"] if _finite(t.get("delta_pct"))]
+    tests = [t for t in analysis["tests"] if finite(t.get("delta_pct"))]
     tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
     n = len(tests)
     fig = _figure(1.6 + 0.28 * min(n, 40) if n <= 40 else 5.0)
@@ -559,7 +561,7 @@ def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> 
     mins: list[float] = []
     for step in sorted(history, key=lambda s: float(s["sampling_rate"])):
         rate = 100.0 * float(step["sampling_rate"])
-        r2 = [float(v) for v in step.get("r2_validation") or [] if _finite(v)]
+        r2 = [float(v) for v in step.get("r2_validation") or [] if finite(v)]
         if not r2:
             continue
         ax.plot(
