@@ -33,7 +33,7 @@ from typing import Any
 
 from washout import __version__
 from washout.environment import EnvironmentWatch, check_same, fingerprint, mismatch
-from washout.errors import StoreWriteError, WashoutError
+from washout.errors import StoreExistsError, StoreWriteError, WashoutError
 from washout.execute.base import CommandResult, Executor
 from washout.execute.local import LocalExecutor
 from washout.measure import MetricError, extract
@@ -161,6 +161,20 @@ def default_db_path(name: str, directory: str | Path = "washout-results") -> Pat
         candidate = base / f"{safe}-{n}.db"
         n += 1
     return candidate
+
+
+def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
+    """Create the store an experiment runs into: ``db``, or else the next free
+    :func:`default_db_path` (taking the next one if another washout creates that default
+    name at the same instant). An explicit ``db`` that exists is refused
+    (:class:`~washout.errors.StoreExistsError`)."""
+    while True:
+        path = db or default_db_path(experiment.spec.experiment.name)
+        try:
+            return experiment.create_store(path)
+        except StoreExistsError:
+            if db is not None:
+                raise
 
 
 def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:

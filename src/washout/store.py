@@ -382,8 +382,16 @@ class Store:
         return store
 
     def close(self) -> None:
+        """Give up the writer lock (if held) and close the connection; safe to call twice."""
         self.unlock()
         self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """``with Store.open(path) as store:`` closes the store however the block ends."""
+        self.close()
 
     # -- the one writer ----------------------------------------------------------------
     def lock(self) -> None:

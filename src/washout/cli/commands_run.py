@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from washout.cli.app import app
-from washout.errors import ExitCode, StoreExistsError, StoreWriteError, WashoutError
+from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -186,7 +186,7 @@ def run_command(
     ),
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
-    from washout.engine import Experiment, default_db_path
+    from washout.engine import Experiment, new_store
     from washout.spec import load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
@@ -204,15 +204,8 @@ def run_command(
         spec, text = spec_from_commands(args, runs=runs or 10, seed=seed, reset=reset, setup=setup)
         source = "command line"
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
-    while True:
-        path = db or default_db_path(experiment.spec.experiment.name)
-        try:
-            store = experiment.create_store(path)
-            break
-        except StoreExistsError:
-            if db is not None:
-                raise
-            # another washout took that default name this instant: take the next one
+    store = new_store(experiment, db)
+    path = store.path
     console = _console(quiet)
     exp = experiment.spec.experiment
     console.print(
