@@ -3,6 +3,220 @@
 Runs experiments that avoid the ordering trap (Duplyakin et al., USENIX ATC 2023), tells
 whether the order of trials changed the results and why, and evaluates a system across
 its parameter space with incremental sampling (Hui et al., SIGMOD 2024).
+
+The public API (docs/api.md): :func:`run`, :func:`load`, :func:`analyze`,
+:func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`, :class:`Store`,
+:class:`RunResult` and :class:`OrderAnalysis`. Each function imports its heavy modules
+when called, so ``import washout`` (and ``washout --help``) stays fast.
 """
 
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pandas as pd
+
+    from washout.stats.carryover import CarryoverResult
+    from washout.stats.claims import ClaimResult
+    from washout.stats.drift import DriftResult
+    from washout.stats.order import OrderAnalysis
+    from washout.store import Store
+    from washout.sweep.incremental import LoopOptions
+    from washout.sweep.space import Space
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "OrderAnalysis",
+    "RunResult",
+    "Store",
+    "__version__",
+    "analyze",
+    "carryover",
+    "claims",
+    "drift",
+    "explore",
+    "load",
+    "run",
+]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did: where the data is, the seed, and how the session ended.
+
+    ``planned`` counts trial slots over all workers; ``executed`` the trials run by this
+    call; ``failures`` those that failed or timed out; ``complete`` is true when every
+    planned slot is done (no stop, no worker lost); ``stopped`` says why it stopped early.
+    """
+
+    db: Path
+    seed: int
+    planned: int
+    executed: int
+    failures: int
+    complete: bool
+    stopped: str | None = None
+    worker_errors: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (the path as a string), e.g. for JSON."""
+        return {**asdict(self), "db": str(self.db)}
+
+
+def _spec(spec: str | Path) -> tuple[Any, str, str]:
+    """The parsed spec, its text and its source name: ``spec`` is a path to a TOML file, or
+    the spec's text itself (any string with a line break)."""
+    from washout.spec import load_spec, parse_spec_text
+
+    if isinstance(spec, str) and "\n" in spec:
+        return parse_spec_text(spec, "spec text"), spec, "spec text"
+    parsed, text = load_spec(spec)
+    return parsed, text, str(spec)
+
+
+def run(
+    spec: str | Path,
+    *,
+    db: str | Path | None = None,
+    seed: int | None = None,
+    runs: int | None = None,
+    quiet: bool = True,
+) -> RunResult:
+    """Run an experiment as ``washout run SPEC.toml`` does, without its summary or exit code.
+
+    ``spec``: a path to a TOML spec, or the spec's text. ``db``: the store to create
+    (refused if it exists); default ``./washout-results/NAME.db`` (the next free name).
+    ``seed`` and ``runs`` override the spec's. ``quiet=False`` prints what runs and how it
+    ended on stderr. The store is closed before this returns; a store that can no longer
+    be written raises :class:`~washout.errors.StoreWriteError`.
+    """
+    import sys
+
+    from washout.engine import Experiment, execute, new_store
+    from washout.errors import StoreWriteError
+
+    parsed, text, source = _spec(spec)
+    experiment = Experiment.prepare(parsed, text, source, seed=seed, runs=runs)
+    with new_store(experiment, db) as store:
+        if not quiet:
+            print(
+                f"washout: {len(experiment.tests)} tests, seed {experiment.plan.seed}, "
+                f"data in {store.path}",
+                file=sys.stderr,
+            )
+        outcome = execute(experiment, store)
+    if outcome.store_error:
+        raise StoreWriteError(outcome.store_error)
+    result = RunResult(
+        db=outcome.db,
+        seed=outcome.seed,
+        planned=outcome.planned,
+        executed=outcome.executed,
+        failures=outcome.failures,
+        complete=outcome.complete,
+        stopped=outcome.stopped,
+        worker_errors=dict(outcome.worker_errors),
+    )
+    if not quiet:
+        print(
+            f"washout: {result.executed} trials run, {result.failures} failed"
+            + ("" if result.complete else f"; incomplete ({result.stopped or 'worker lost'})"),
+            file=sys.stderr,
+        )
+    return result
+
+
+def load(source: str | Path) -> pd.DataFrame:
+    """The long format (one row per trial and metric) of a washout store, a long-format CSV
+    or an OrderSage results file, told apart by content."""
+    from washout.sources import load_trials
+
+    return load_trials(source)[0]
+
+
+def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """A long-format frame as given, or loaded from a path."""
+    if isinstance(source, str | Path):
+        return load(source)
+    return source
+
+
+def analyze(source: str | Path | pd.DataFrame, **options: Any) -> OrderAnalysis:
+    """Did order change the results? Fixed vs random per test x metric, as ``washout
+    analyze`` computes it. ``options`` are those of
+    :func:`washout.stats.order.analyze_order`: ``alpha``, ``correction``
+    (bonferroni | holm), ``by_worker``, ``ci_confidence``."""
+    from washout.stats.order import analyze_order
+
+    return analyze_order(_frame(source), **options)
+
+
+def carryover(source: str | Path | pd.DataFrame, **options: Any) -> CarryoverResult:
+    """Which preceding test shifts which test (random-order runs), and the first trial
+    after the reset; ``options`` as :func:`washout.stats.carryover.carryover`."""
+    from washout.stats.carryover import carryover as carryover_of
+
+    return carryover_of(_frame(source), **options)
+
+
+def drift(source: str | Path | pd.DataFrame, **options: Any) -> DriftResult:
+    """Drift of each test with position, time since the reset and run;
+    ``options`` as :func:`washout.stats.drift.drift`."""
+    from washout.stats.drift import drift as drift_of
+
+    return drift_of(_frame(source), **options)
+
+
+def claims(
+    source: str | Path | pd.DataFrame, claims: Sequence[str], **options: Any
+) -> list[ClaimResult]:
+    """Whether each claim ("A < B", "A > 1.1 * B") holds under fixed and under random
+    order; ``options`` as :func:`washout.stats.claims.evaluate_claims`."""
+    from washout.stats.claims import evaluate_claims
+
+    return evaluate_claims(_frame(source), claims, **options)
+
+
+def explore(
+    space: Space | str | Path,
+    options: LoopOptions | None = None,
+    *,
+    metric: str | None = None,
+    full: bool = False,
+) -> dict[str, Any]:
+    """Incremental sampling on an already measured space, as ``washout explore`` does:
+    ``space`` a :class:`~washout.sweep.space.Space` or a CSV path (one row per setting,
+    with ``metric`` naming its metric column); ``options`` the sampling options (default:
+    the paper's). Returns the summary (sampling rate, R^2, terms, points, ranges)."""
+    from threadpoolctl import threadpool_limits
+
+    from washout.errors import WashoutError
+    from washout.sweep.explore import explore as explore_space
+    from washout.sweep.incremental import LoopOptions
+    from washout.sweep.space import load_space_csv
+
+    if isinstance(space, str | Path):
+        if metric is None:
+            raise WashoutError(f"{space}: explore needs metric= (the column to model)")
+        space = load_space_csv(space, metric)
+    with threadpool_limits(1):  # as the CLI: one BLAS thread, so the same numbers
+        return explore_space(space, options or LoopOptions(), full=full)
+
+
+def __getattr__(name: str) -> Any:
+    """The classes of the API, imported only when first used."""
+    if name == "Store":
+        from washout.store import Store
+
+        return Store
+    if name == "OrderAnalysis":
+        from washout.stats.order import OrderAnalysis
+
+        return OrderAnalysis
+    raise AttributeError(f"module 'washout' has no attribute {name!r}")
