@@ -549,61 +549,30 @@ class SSHExecutor:
                 duration = worker_wall
         finished = datetime.now(UTC)
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
+        status, why = "ok", ""
         if timeout is not None and code in (124, 137) and duration >= timeout:
-            return CommandResult(
+            status, why = (
                 "timeout",
-                code,
-                stdout,
-                stderr,
-                started,
-                finished,
-                duration,
                 f"timed out after {timeout:g} s; process group killed on the worker",
-                cpus,
-                stdout_cut=got.out.cut,
-                stderr_cut=got.err.cut,
             )
-        if code == 127 and (missing := _MISSING_TOOL.search(stderr)):
-            return CommandResult(
-                "failed",
-                code,
-                stdout,
-                stderr,
-                started,
-                finished,
-                duration,
-                f"{self._where()} lacks `{missing.group(1).decode()}` "
-                f"({missing.group(2).decode()})",
-                cpus,
-                stdout_cut=got.out.cut,
-                stderr_cut=got.err.cut,
+        elif code == 127 and (missing := _MISSING_TOOL.search(stderr)):
+            status = "failed"
+            why = (
+                f"{self._where()} lacks `{missing.group(1).decode()}` ({missing.group(2).decode()})"
             )
-        if code != 0:
-            why = f"exit code {code}"
+        elif code != 0:
+            status, why = "failed", f"exit code {code}"
             if code > 128:
                 why += f" (signal {code - 128} if it was killed)"
-            return CommandResult(
-                "failed",
-                code,
-                stdout,
-                stderr,
-                started,
-                finished,
-                duration,
-                why,
-                cpus,
-                stdout_cut=got.out.cut,
-                stderr_cut=got.err.cut,
-            )
         return CommandResult(
-            "ok",
-            0,
+            status,
+            code,
             stdout,
             stderr,
             started,
             finished,
             duration,
-            "",
+            why,
             cpus,
             stdout_cut=got.out.cut,
             stderr_cut=got.err.cut,
