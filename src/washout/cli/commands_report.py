@@ -117,31 +117,19 @@ def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict, settings: pd
     history = sweep.get("steps")
     with _figure_progress() as progress:
         if fmt == "md":
-            from washout.report.markdown import write_markdown
-
-            write_markdown(
-                out,
-                None,
-                None,
-                meta,
-                sweep,
-                settings=settings,
-                r2_history=history,
-                progress=progress,
-            )
+            from washout.report.markdown import write_markdown as write
         else:
-            from washout.report.html import write_html
-
-            write_html(
-                out,
-                None,
-                None,
-                meta,
-                sweep,
-                settings=settings,
-                r2_history=history,
-                progress=progress,
-            )
+            from washout.report.html import write_html as write
+        write(
+            out,
+            None,
+            None,
+            meta,
+            sweep,
+            settings=settings,
+            r2_history=history,
+            progress=progress,
+        )
 
 
 def explain_for_report(
