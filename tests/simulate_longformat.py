@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from washout.longformat import COLUMNS
+
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -83,16 +85,5 @@ def simulate(
                     )
     return pd.DataFrame(
         rows,
-        columns=[
-            "run",
-            "order",
-            "position",
-            "test",
-            "metric",
-            "value",
-            "status",
-            "worker",
-            "started",
-            "ended",
-        ],
+        columns=list(COLUMNS),
     )

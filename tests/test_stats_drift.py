@@ -14,6 +14,7 @@ from scipy.stats import spearmanr
 from simulate_longformat import simulate
 
 from washout.errors import WashoutError
+from washout.longformat import COLUMNS
 from washout.stats.drift import drift, drift_frame, with_clocks
 from washout.stats.family import adjust
 
@@ -98,18 +99,7 @@ def test_time_since_reset_counts_the_typical_durations_of_the_trials_before() ->
             start += timedelta(seconds=seconds)
     df = pd.DataFrame(
         rows,
-        columns=[
-            "run",
-            "order",
-            "position",
-            "test",
-            "metric",
-            "value",
-            "status",
-            "worker",
-            "started",
-            "ended",
-        ],
+        columns=list(COLUMNS),
     )
     ok = df[df["status"] == "ok"]
     # medians: t0 4 s, t1 8 s: every run's third trial starts 12 s after its first

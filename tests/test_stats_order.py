@@ -13,6 +13,7 @@ from conftest import ARTIFACT
 from statsmodels.stats.multitest import multipletests
 
 from washout.errors import WashoutError
+from washout.longformat import COLUMNS
 from washout.sources import load_trials
 from washout.stats.median_ci import median_ci_rank
 from washout.stats.order import JSON_TEST_KEYS, analyze_order, ci_case
@@ -42,18 +43,7 @@ def long_frame(
                 )
     return pd.DataFrame(
         rows,
-        columns=[
-            "run",
-            "order",
-            "position",
-            "test",
-            "metric",
-            "value",
-            "status",
-            "worker",
-            "started",
-            "ended",
-        ],
+        columns=list(COLUMNS),
     )
 
 
