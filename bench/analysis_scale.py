@@ -177,7 +177,7 @@ def write_store(frame, tests: list[str], path: Path) -> None:
 
     import numpy as np
 
-    from washout.store import ExperimentRecord, Store
+    from washout.data.store import ExperimentRecord, Store
 
     spec_text = "\n".join(
         [
@@ -372,7 +372,7 @@ def stages(path: str) -> None:
 
     mark("import pandas (+numpy)")
     from washout.cli.commands_analyze import _json_document
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
     from washout.stats.order import COLUMNS, analyze_order
 
     mark("import washout")

@@ -71,7 +71,7 @@ def run_washout(work: Path, name: str, text: str, env: dict[str, str] | None = N
 def positions(db: Path) -> dict[tuple[str, int], dict[int, float]]:
     """Wall seconds of every ok trial, from the store's long format:
     {(worker, run): {position: wall}}."""
-    from washout.store import Store
+    from washout.data.store import Store
 
     store = Store.open(db)
     try:

@@ -35,9 +35,9 @@ import asyncssh  # noqa: E402
 from _common import header, load  # noqa: E402
 from sshd import SshdFarm  # noqa: E402
 
-from washout.engine import Experiment, execute  # noqa: E402
-from washout.execute.ssh import SSHExecutor  # noqa: E402
-from washout.spec import WorkerSpec, parse_spec_text  # noqa: E402
+from washout.harness.engine import Experiment, execute  # noqa: E402
+from washout.harness.executors.ssh import SSHExecutor  # noqa: E402
+from washout.harness.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
 
 def workers_of(farm: SshdFarm) -> list[WorkerSpec]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from washout.longformat import COLUMNS
+from washout.data.longformat import COLUMNS
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import ARTIFACT, MEMCACHED, NPBENCH
 from test_stats_ordersage_compat import assert_matches_node_stats
 
-from washout.sources import load_trials
+from washout.data.sources import load_trials
 from washout.stats.order import JSON_TEST_KEYS, analyze_order
 
 WASHOUT = Path(sys.executable).parent / "washout"
@@ -257,7 +257,7 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
     path.write_text("\n".join(rows) + "\n")
     script = (
         "import sys, json\n"
-        "from washout.sources import load_trials\n"
+        "from washout.data.sources import load_trials\n"
         "from washout.stats.order import analyze_order\n"
         f"frame, _ = load_trials({str(path)!r})\n"
         "result = analyze_order(frame).to_dict()\n"

@@ -79,8 +79,8 @@ def test_all_names_the_api_and_each_name_resolves() -> None:
     assert API <= set(api.__all__)
     for name in api.__all__:
         assert getattr(api, name) is not None
+    from washout.data.store import Store
     from washout.stats.order import OrderAnalysis
-    from washout.store import Store
 
     assert api.Store is Store and api.OrderAnalysis is OrderAnalysis
     with pytest.raises(AttributeError):

@@ -8,7 +8,7 @@ import subprocess
 
 from conftest import ROOT
 
-from washout.spec import expand_tests, parse_spec_text
+from washout.harness.spec import expand_tests, parse_spec_text
 
 README = (ROOT / "README.md").read_text()
 

@@ -14,10 +14,10 @@ from conftest import FIXTURES, washout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from washout.data.sources import load_trials
 from washout.errors import WashoutError
-from washout.measure import MetricError, extract
-from washout.sources import load_trials
-from washout.spec import (
+from washout.harness.measure import MetricError, extract
+from washout.harness.spec import (
     MetricSpec,
     Spec,
     expand_tests,

@@ -20,10 +20,10 @@ import pytest
 from conftest import washout
 from sshd import run_async, sshd_farm  # noqa: F401 (fixture)
 
-from washout.environment import MOMENT_FILES, moment_script, parse_capture, read_moment
-from washout.execute.local import LocalExecutor
-from washout.spec import ProvenanceSpec
-from washout.store import Store
+from washout.data.store import Store
+from washout.harness.environment import MOMENT_FILES, moment_script, parse_capture, read_moment
+from washout.harness.executors.local import LocalExecutor
+from washout.harness.spec import ProvenanceSpec
 
 PROBE = """#!/bin/sh
 read -r ns rest < /proc/$PPID/schedstat

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from conftest import ARTIFACT
 
+from washout.data.longformat import COLUMNS
+from washout.data.sources import load_trials
 from washout.errors import WashoutError
-from washout.longformat import COLUMNS
-from washout.sources import load_trials
 
 WASHOUT = Path(sys.executable).parent / "washout"
 HEADER = ",".join(COLUMNS)

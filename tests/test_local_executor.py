@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from washout.execute import local
-from washout.execute.base import CommandResult
-from washout.execute.local import LocalExecutor
+from washout.harness.executors import local
+from washout.harness.executors.base import CommandResult
+from washout.harness.executors.local import LocalExecutor
 
 
 def run(command: str, timeout: float | None = 30, **kwargs) -> CommandResult:

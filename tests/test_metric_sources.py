@@ -19,10 +19,10 @@ from conftest import washout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from washout.execute.base import OUTPUT_TAIL
-from washout.execute.local import LocalExecutor
-from washout.measure import MetricError, extract, json_value, last_number
-from washout.spec import MetricSpec
+from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.executors.local import LocalExecutor
+from washout.harness.measure import MetricError, extract, json_value, last_number
+from washout.harness.spec import MetricSpec
 
 
 def trials(db: Path) -> list[tuple[str, str, str]]:
@@ -206,7 +206,7 @@ def test_output_streams_through_a_bounded_tail(tmp_path: Path) -> None:
     probe.write_text("""
 import asyncio, re
 from pathlib import Path
-from washout.execute.local import LocalExecutor
+from washout.harness.executors.local import LocalExecutor
 result = asyncio.run(LocalExecutor().run("yes | head -c 300000000; echo 1234", timeout=120))
 peak_kb = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
 print(result.status, len(result.stdout), result.stdout_cut, result.stdout[-5:].decode().strip(),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from washout.plan import schedule, williams_rows
+from washout.harness.plan import schedule, williams_rows
 
 
 def test_alternate_starts_fixed_and_alternates() -> None:

@@ -17,8 +17,8 @@ from conftest import MEMCACHED
 from simulate_longformat import simulate
 from test_report_sweep import silo_sweep
 
+from washout.data.sources import load_trials
 from washout.report.html import render_html
-from washout.sources import load_trials
 from washout.stats.order import analyze_order
 
 pytestmark = pytest.mark.chromium

@@ -11,8 +11,8 @@ import pytest
 from conftest import NPBENCH
 from simulate_longformat import simulate
 
+from washout.data.sources import load_trials
 from washout.report import figures
-from washout.sources import load_trials
 from washout.stats.order import analyze_order
 from washout.stats.trials import usable_trials
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from conftest import MEMCACHED, NPBENCH, washout
 from simulate_longformat import simulate
 
+from washout.data.sources import load_trials
 from washout.report.markdown import md_text, write_markdown
-from washout.sources import load_trials
 from washout.stats.order import analyze_order
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import washout
 
-from washout.plan import schedule
+from washout.harness.plan import schedule
 
 
 def write_spec(path: Path, body: str) -> Path:

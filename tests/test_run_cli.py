@@ -307,8 +307,8 @@ def test_engine_runs_from_inside_a_running_event_loop(tmp_path: Path) -> None:
     """Jupyter and sync wrappers call the library with a loop already running."""
     import asyncio
 
-    from washout.engine import Experiment, execute
-    from washout.spec import load_spec
+    from washout.harness.engine import Experiment, execute
+    from washout.harness.spec import load_spec
 
     spec_path = logging_spec(tmp_path, runs=1)
     spec, text = load_spec(spec_path)
@@ -333,7 +333,7 @@ def test_engine_runs_from_inside_a_running_event_loop(tmp_path: Path) -> None:
 def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(tmp_path: Path) -> None:
     """`sleep` started directly has washout as its parent; anything with shell syntax is
     still run by /bin/sh with its meaning intact."""
-    from washout.execute.local import argv_for
+    from washout.harness.executors.local import argv_for
 
     assert argv_for("sleep 0.1") == ["sleep", "0.1"]
     for command in (

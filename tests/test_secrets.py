@@ -9,8 +9,8 @@ from pathlib import Path
 
 from conftest import washout
 
-from washout.execute.base import TAIL_BYTES
-from washout.secrets import redact, redact_tail, secret_values
+from washout.harness.executors.base import TAIL_BYTES
+from washout.harness.secrets import redact, redact_tail, secret_values
 
 
 def store_bytes(tmp_path: Path) -> bytes:

@@ -14,8 +14,8 @@ import pytest
 from conftest import washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
-from washout.execute.local import argv_for
-from washout.spec import expand_tests, parse_spec_text, unsafe_placeholder
+from washout.harness.executors.local import argv_for
+from washout.harness.spec import expand_tests, parse_spec_text, unsafe_placeholder
 
 HOSTILE = [
     "$(touch {marker})",

@@ -16,9 +16,9 @@ from conftest import washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
-from washout.execute.ssh import SSHExecutor
-from washout.execute.sync import _sftp
-from washout.spec import WorkerSpec
+from washout.harness.executors.ssh import SSHExecutor
+from washout.harness.executors.sync import _sftp
+from washout.harness.spec import WorkerSpec
 
 pytestmark = pytest.mark.ssh
 

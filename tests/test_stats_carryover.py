@@ -361,7 +361,7 @@ def test_published_memcached_get_hits_is_slow_right_after_the_reset() -> None:
     than later in the run; no other pair is flagged."""
     from conftest import FIXTURES
 
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
 
     df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")
     result = carryover(df)
@@ -372,7 +372,7 @@ def test_published_memcached_get_hits_is_slow_right_after_the_reset() -> None:
 
 
 def test_a_csv_without_positions_is_a_one_line_error(tmp_path) -> None:
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
 
     path = tmp_path / "nopos.csv"
     simulate(runs=3).drop(columns=["position"]).to_csv(path, index=False)

@@ -13,8 +13,8 @@ import pytest
 from scipy.stats import spearmanr
 from simulate_longformat import simulate
 
+from washout.data.longformat import COLUMNS
 from washout.errors import WashoutError
-from washout.longformat import COLUMNS
 from washout.stats.drift import drift, drift_frame, with_clocks
 from washout.stats.family import adjust
 
@@ -205,7 +205,7 @@ def test_published_memcached_get_hits_is_not_drift() -> None:
     analysis finds it); at positions 1 and 2 it does not rise with its position."""
     from conftest import FIXTURES
 
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
 
     df, _ = load_trials(FIXTURES / "ordersage-artifact" / "memcached" / "all_exp_results.csv")
     result = drift(df)
@@ -218,7 +218,7 @@ def test_published_memcached_get_hits_is_not_drift() -> None:
 
 def test_a_csv_without_positions_has_no_drift_to_compare(tmp_path) -> None:
     """Without positions the first trial after the reset cannot be told from the others."""
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
 
     path = tmp_path / "bare.csv"
     simulate(runs=4, seed=17).drop(columns=["position", "started"]).to_csv(path, index=False)

@@ -12,9 +12,9 @@ import scipy.stats as st
 from conftest import ARTIFACT
 from statsmodels.stats.multitest import multipletests
 
+from washout.data.longformat import COLUMNS
+from washout.data.sources import load_trials
 from washout.errors import WashoutError
-from washout.longformat import COLUMNS
-from washout.sources import load_trials
 from washout.stats.median_ci import median_ci_rank
 from washout.stats.order import JSON_TEST_KEYS, analyze_order, ci_case
 
@@ -315,7 +315,7 @@ def test_npbench_table_4_no_evidence_at_alpha_over_3_although_softmax_was_marked
 
 
 def test_no_trials_or_only_other_orders_give_an_empty_family() -> None:
-    from washout.longformat import empty_frame
+    from washout.data.longformat import empty_frame
 
     other = pd.DataFrame(
         {

@@ -13,7 +13,7 @@ import pytest
 from conftest import ARTIFACT
 from scipy.stats import norm
 
-from washout.sources import load_trials
+from washout.data.sources import load_trials
 from washout.stats.ordersage_compat import ci_case, drop_failures, ordersage_stats, rank_ci
 
 SHAPIRO = ("SW_test_stat_fixed", "SW_p-value_fixed", "SW_test_stat_random", "SW_p-value_random")

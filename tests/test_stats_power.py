@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from scipy.stats import kruskal, norm
 from simulate_longformat import simulate
 
+from washout.data.sources import load_trials
 from washout.errors import WashoutError
-from washout.sources import load_trials
 from washout.stats.power import (
     detectable_delta_for,
     detectable_deltas,

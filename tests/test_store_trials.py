@@ -6,7 +6,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from washout.store import ExperimentRecord, Store
+from washout.data.store import ExperimentRecord, Store
 
 
 def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
@@ -82,8 +82,8 @@ def test_one_writer_at_a_time_and_the_lock_goes_with_its_holder(tmp_path: Path) 
 
     import pytest
 
+    from washout.data.store import writer_of
     from washout.errors import StoreBusyError
-    from washout.store import writer_of
 
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "w.db"
@@ -137,7 +137,7 @@ def test_a_status_probing_the_lock_does_not_turn_a_writer_away(tmp_path: Path) -
     import os
     import threading
 
-    from washout.store import lock_path
+    from washout.data.store import lock_path
 
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "p.db"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from washout.errors import WashoutError
-from washout.spec import expand_tests, spec_from_data
+from washout.harness.spec import expand_tests, spec_from_data
 from washout.sweep.spec import batch_spec_data, load_sweep, sweep_space
 
 SPEC = """

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
+    from washout.data.store import Store
     from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
     from washout.stats.drift import DriftResult
     from washout.stats.order import OrderAnalysis
-    from washout.store import Store
     from washout.sweep.incremental import LoopOptions
     from washout.sweep.space import Space
 
@@ -72,7 +72,7 @@ class RunResult:
 def _spec(spec: str | Path) -> tuple[Any, str, str]:
     """The parsed spec, its text and its source name: ``spec`` is a path to a TOML file, or
     the spec's text itself (any string with a line break)."""
-    from washout.spec import load_spec, parse_spec_text
+    from washout.harness.spec import load_spec, parse_spec_text
 
     if isinstance(spec, str) and "\n" in spec:
         return parse_spec_text(spec, "spec text"), spec, "spec text"
@@ -98,8 +98,8 @@ def run(
     """
     import sys
 
-    from washout.engine import Experiment, execute, new_store
     from washout.errors import StoreWriteError
+    from washout.harness.engine import Experiment, execute, new_store
 
     parsed, text, source = _spec(spec)
     experiment = Experiment.prepare(parsed, text, source, seed=seed, runs=runs)
@@ -135,7 +135,7 @@ def run(
 def load(source: str | Path) -> pd.DataFrame:
     """The long format (one row per trial and metric) of a washout store, a long-format CSV
     or an OrderSage results file, told apart by content."""
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
 
     return load_trials(source)[0]
 
@@ -212,7 +212,7 @@ def explore(
 def __getattr__(name: str) -> Any:
     """The classes of the API, imported only when first used."""
     if name == "Store":
-        from washout.store import Store
+        from washout.data.store import Store
 
         return Store
     if name == "OrderAnalysis":

@@ -64,8 +64,8 @@ def analyze_command(
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
 
+    from washout.data.sources import load_trials
     from washout.report.terminal import frame_table, render_analysis
-    from washout.sources import load_trials
     from washout.stats.family import check_alpha, check_method
     from washout.stats.median_ci import check_confidence
 
@@ -145,8 +145,8 @@ def stored_claims(source: Path, kind: str) -> list[str]:
     """The ``claims`` of a store's own spec (none for CSV sources)."""
     if kind != "store":
         return []
-    from washout.spec import parse_spec_text
-    from washout.store import Store
+    from washout.data.store import Store
+    from washout.harness.spec import parse_spec_text
 
     store = Store.open(source, readonly=True)
     try:

@@ -46,7 +46,7 @@ def plan_command(
     output: str = typer.Option("table", "--format", help="table or json."),
 ) -> None:
     """Runs per order needed to detect a given order effect, simulated from a pilot."""
-    from washout.sources import load_trials
+    from washout.data.sources import load_trials
     from washout.stats.power import MAX_RUNS, PILOT_RESAMPLES, PLAN_PERCENTILES, plan_runs
 
     if output not in FORMATS:

@@ -53,7 +53,7 @@ def report(
     ),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
-    from washout.outputs import check_output
+    from washout.data.outputs import check_output
 
     out = check_output(output or Path(f"report.{fmt.value}"), source)
     if source.is_dir():
@@ -61,8 +61,8 @@ def report(
         write_sweep_report(out, fmt.value, source.name, sweep, settings)
         typer.echo(f"{out}: sweep of {sweep.get('settings_measured')} settings")
         return
+    from washout.data.sources import load_trials
     from washout.report import document
-    from washout.sources import load_trials
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source)

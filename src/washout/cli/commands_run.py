@@ -14,8 +14,8 @@ from washout.errors import ExitCode, StoreWriteError, WashoutError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from washout.engine import Experiment, Outcome
-    from washout.store import Store
+    from washout.data.store import Store
+    from washout.harness.engine import Experiment, Outcome
 
 
 def _console(quiet: bool = False, stderr: bool = True) -> Console:
@@ -42,7 +42,7 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
         TimeRemainingColumn,
     )
 
-    from washout.engine import execute
+    from washout.harness.engine import execute
 
     console = _console(quiet)
     total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
@@ -104,7 +104,7 @@ def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
     """For each test whose every trial failed: its first failure's reason (its exit code,
     signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
     failing command failed and how to see its output)."""
-    from washout.execute.base import tail
+    from washout.harness.executors.base import tail
 
     commands = {t.name: t.command for t in experiment.tests}
     console = _console()
@@ -120,7 +120,7 @@ def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
 
 def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool) -> None:
     """What ran, failures, where the data is, and the order analysis."""
-    from washout.status import progress_of
+    from washout.harness.status import progress_of
 
     state = progress_of(store)
     out = _console(stderr=False)
@@ -186,8 +186,8 @@ def run_command(
     ),
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
-    from washout.engine import Experiment, new_store
-    from washout.spec import load_spec, spec_from_commands
+    from washout.harness.engine import Experiment, new_store
+    from washout.harness.spec import load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
     if is_spec and Path(args[0]).is_file():
@@ -230,9 +230,9 @@ def resume_command(
 ) -> None:
     """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
     cut short is re-run whole after a fresh reset."""
-    from washout.engine import Experiment
-    from washout.status import progress_of
-    from washout.store import Store
+    from washout.data.store import Store
+    from washout.harness.engine import Experiment
+    from washout.harness.status import progress_of
 
     store = Store.open(db)
     try:
@@ -249,8 +249,8 @@ def resume_command(
 @app.command("validate")
 def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml")) -> None:
     """Load, expand and check a spec without running it."""
-    from washout.engine import Experiment
-    from washout.spec import load_spec
+    from washout.harness.engine import Experiment
+    from washout.harness.spec import load_spec
 
     spec, text = load_spec(spec_path)
     experiment = Experiment.prepare(spec, text, str(spec_path))
@@ -269,8 +269,8 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
 @app.command("status")
 def status_command(db: Path = typer.Argument(..., help="An experiment database.")) -> None:
     """Progress of a running or stopped experiment (works while it runs)."""
-    from washout.status import describe
-    from washout.store import Store
+    from washout.data.store import Store
+    from washout.harness.status import describe
 
     store = Store.open(db, readonly=True)
     try:
@@ -293,9 +293,9 @@ def export_command(
     ),
 ) -> None:
     """Write the long format: one row per trial and metric."""
-    from washout.export import write_long
-    from washout.outputs import check_output
-    from washout.store import read_long
+    from washout.data.export import write_long
+    from washout.data.outputs import check_output
+    from washout.data.store import read_long
 
     if output is not None:
         check_output(output, db)

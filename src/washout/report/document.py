@@ -649,7 +649,7 @@ def meta_from_store(path: str | Path) -> dict[str, Any]:
     their fingerprints (``matched``: same fingerprint as most workers), failed trials."""
     from collections import Counter
 
-    from washout.store import Store
+    from washout.data.store import Store
 
     store = Store.open(path, readonly=True)
     try:

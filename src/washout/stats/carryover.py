@@ -2,7 +2,7 @@
 pays.
 
 Data: per test T and metric (and worker, when asked), T's trials in random-order runs. A
-random run is a uniform permutation of the tests (washout.plan), so given that T is at
+random run is a uniform permutation of the tests (washout.harness.plan), so given that T is at
 position k >= 1 its predecessor is equally likely to be each other test, whatever k is and
 whatever happened in other runs. Among T's trials at positions >= 1, "came right after S" is
 therefore assigned at random, and comparing those trials with T's trials after other tests

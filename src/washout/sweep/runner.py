@@ -46,9 +46,9 @@ def _measure_batch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run (or resume) one batch: the mean metric of each setting over its successful trials,
     and the variance of that mean (sample variance / count; NaN with a single trial)."""
-    from washout.engine import Experiment, execute
-    from washout.spec import spec_from_data
-    from washout.store import Store
+    from washout.data.store import Store
+    from washout.harness.engine import Experiment, execute
+    from washout.harness.spec import spec_from_data
 
     data = batch_spec_data(section, rest, space, [int(r) for r in rows], batch, seed)
     spec = spec_from_data(data, f"{text_source} (batch {batch})")

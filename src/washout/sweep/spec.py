@@ -32,7 +32,7 @@ json = "median_s"
 
 The space is at most :data:`MAX_SETTINGS` settings (it is enumerated whole), and the
 command's placeholders must stand bare, as for a ``[[test]]`` grid
-(:func:`washout.spec.unsafe_placeholder`).
+(:func:`washout.harness.spec.unsafe_placeholder`).
 
 A constraint is a Python-like boolean expression over the parameter names with numbers,
 strings, comparisons, ``and``/``or``/``not``, + - * / % and parentheses (nothing else is
@@ -52,7 +52,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from washout.errors import WashoutError, located
-from washout.spec import check_placeholders, validation_error
+from washout.harness.spec import check_placeholders, validation_error
 from washout.sweep.incremental import LoopOptions
 from washout.sweep.space import Space
 

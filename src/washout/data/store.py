@@ -707,9 +707,9 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------
     def long_frame(self, include_superseded: bool = False) -> pd.DataFrame:
-        """The long format (see :mod:`washout.longformat`): one row per trial and metric,
+        """The long format (see :mod:`washout.data.longformat`): one row per trial and metric,
         ordered by worker, run, position and attempt; label columns as categoricals
-        (:data:`washout.longformat.LABELS`), time stamps as Python strings.
+        (:data:`washout.data.longformat.LABELS`), time stamps as Python strings.
 
         Trials of an interrupted run's earlier attempts are left out, or with
         ``include_superseded`` given with status ``superseded``.
@@ -740,7 +740,7 @@ class Store:
         import numpy as np
         import pandas as pd
 
-        from washout.longformat import COLUMNS, label_column
+        from washout.data.longformat import COLUMNS, label_column
 
         metrics_of = dict(self.tests())
         statuses = [*FINISHED, "interrupted", SUPERSEDED]

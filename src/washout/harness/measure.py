@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any
 
-from washout.spec import MetricSpec
+from washout.harness.spec import MetricSpec
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 """A decimal number as a whole token: optional sign, digits with an optional fraction, an

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from washout.execute.base import TAIL_BYTES
+from washout.harness.executors.base import TAIL_BYTES
 
 SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 """A variable name that suggests its value is a secret."""

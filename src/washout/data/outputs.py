@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from washout.data.store import is_store
 from washout.errors import WashoutError
-from washout.store import is_store
 
 
 def check_output(output: Path, *sources: Path) -> Path:

@@ -39,11 +39,11 @@ from pydantic import (
     model_validator,
 )
 
-from washout.durations import parse_duration
 from washout.errors import WashoutError, located
-from washout.execute.base import OUTPUT_TAIL
-from washout.pinning import parse_cpus
-from washout.sizes import parse_size
+from washout.harness.durations import parse_duration
+from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.pinning import parse_cpus
+from washout.harness.sizes import parse_size
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 ByteSize = Annotated[int, BeforeValidator(parse_size)]

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
 
 from washout.errors import WashoutError
-from washout.execute.base import Executor, tail
-from washout.execute.ssh import SSHExecutor, remote_path
+from washout.harness.executors.base import Executor, tail
+from washout.harness.executors.ssh import SSHExecutor, remote_path
 
 SYNC_TIMEOUT = 3600.0
 """Seconds one worker's copy may take before it is that worker's error."""

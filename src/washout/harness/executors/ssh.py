@@ -60,7 +60,7 @@ from typing import Any, TypedDict
 import asyncssh
 
 from washout.errors import WashoutError
-from washout.execute.base import (
+from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
     OUTPUT_TAIL,
     TAIL_BYTES,
@@ -68,7 +68,7 @@ from washout.execute.base import (
     OutputTail,
     tail,
 )
-from washout.spec import WorkerSpec
+from washout.harness.spec import WorkerSpec
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""

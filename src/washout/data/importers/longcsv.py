@@ -1,6 +1,6 @@
 """Read a long-format CSV (as ``washout export`` writes it) back into a DataFrame.
 
-The columns are :data:`washout.longformat.COLUMNS`; ``position``, ``worker``, ``started`` and
+The columns are :data:`washout.data.longformat.COLUMNS`; ``position``, ``worker``, ``started`` and
 ``ended`` may be absent (``worker`` then means the local machine). Every row is checked: an
 unknown order kind or status, or a value that is neither empty (no value: a failed trial, or
 output that gave no number) nor a finite number ("nan", "inf", "12 ms"), is a one-line error
@@ -16,8 +16,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, label_column
 from washout.errors import WashoutError, located
-from washout.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, label_column
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,5 +1,5 @@
 """Executors run a worker's commands: the local machine (subprocess) or SSH (asyncssh)."""
 
-from washout.execute.base import CommandResult, Executor
+from washout.harness.executors.base import CommandResult, Executor
 
 __all__ = ["CommandResult", "Executor"]

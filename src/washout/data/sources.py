@@ -50,8 +50,8 @@ def load_trials(
     ``columns``: the long-format columns the caller needs; a long-format CSV then reads
     only those (and the ones it checks every row by), other sources give every column.
     """
-    from washout.importers.longcsv import REQUIRED as LONG_REQUIRED
-    from washout.importers.ordersage import is_ordersage
+    from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
+    from washout.data.importers.ordersage import is_ordersage
 
     path = Path(path)
     if not path.is_file():
@@ -62,16 +62,16 @@ def load_trials(
     except OSError as err:
         raise WashoutError(f"{path}: cannot read: {err.strerror}") from None
     if magic == SQLITE_MAGIC:
-        from washout.store import read_long
+        from washout.data.store import read_long
 
         return read_long(path), SourceInfo(path, "store")
     header = _header(path)
     if all(c in header for c in LONG_REQUIRED):
-        from washout.importers.longcsv import read_long_csv
+        from washout.data.importers.longcsv import read_long_csv
 
         return read_long_csv(path, columns), SourceInfo(path, "long-csv")
     if is_ordersage(header):
-        from washout.importers.ordersage import read_ordersage
+        from washout.data.importers.ordersage import read_ordersage
 
         frame, layout = read_ordersage(path)
         return frame, SourceInfo(path, "ordersage", layout.test_column, layout.generation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from washout.store import Store, describe_writer, writer_of
+from washout.data.store import Store, describe_writer, writer_of
 
 
 def progress_of(store: Store) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def progress_of(store: Store) -> dict[str, Any]:
     The plan is rebuilt from the stored spec and seed, so "done" means exactly what
     ``resume`` will skip.
     """
-    from washout.engine import Experiment, count_done
+    from washout.harness.engine import Experiment, count_done
 
     experiment = Experiment.from_store(store)
     workers = max(1, len(experiment.spec.worker))

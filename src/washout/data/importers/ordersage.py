@@ -13,7 +13,7 @@ number per trial), order = order_type, position = order_number, worker = hostnam
 appearance (without run_uuid: per hostname, run_num and order_type, since the older layout
 numbers fixed and random runs separately). ``time_start``/``time_stop`` are not wall-clock
 times, so started/ended stay empty. A trial with two ``Success`` rows is refused, as in a
-long-format CSV (:func:`washout.importers.longcsv.check_one_ok_row_per_trial`).
+long-format CSV (:func:`washout.data.importers.longcsv.check_one_ok_row_per_trial`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from washout.data.importers.longcsv import check_choice, check_one_ok_row_per_trial, numeric_column
+from washout.data.longformat import COLUMNS
 from washout.errors import WashoutError
-from washout.importers.longcsv import check_choice, check_one_ok_row_per_trial, numeric_column
-from washout.longformat import COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -31,14 +31,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from washout.execute.base import (
+from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
     OUTPUT_TAIL,
     TAIL_BYTES,
     CommandResult,
     OutputTail,
 )
-from washout.pinning import parse_cpus
+from washout.harness.pinning import parse_cpus
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group."""

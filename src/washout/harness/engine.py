@@ -1,7 +1,7 @@
 """The engine: executes a plan on every worker and records each trial as it finishes.
 
 It only executes the plan and records; it decides nothing about order (that is
-:mod:`washout.plan`) and analyzes nothing. Resume is "re-plan from the stored spec and
+:mod:`washout.harness.plan`) and analyzes nothing. Resume is "re-plan from the stored spec and
 seed, skip what the store already holds": a planned slot (worker, run, position) is done
 when the store has a finished attempt that the failure policy accepts.
 
@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from washout import __version__
-from washout.environment import EnvironmentWatch, check_same, fingerprint, mismatch
+from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
 from washout.errors import StoreExistsError, StoreWriteError, WashoutError
-from washout.execute.base import CommandResult, Executor
-from washout.execute.local import LocalExecutor
-from washout.measure import MetricError, extract
-from washout.plan import Plan, draw_seed, schedule
-from washout.secrets import redact, redact_tail, secret_values
-from washout.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
-from washout.store import FINISHED, ExperimentRecord, NextTrial, Store
+from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
+from washout.harness.executors.base import CommandResult, Executor
+from washout.harness.executors.local import LocalExecutor
+from washout.harness.measure import MetricError, extract
+from washout.harness.plan import Plan, draw_seed, schedule
+from washout.harness.secrets import redact, redact_tail, secret_values
+from washout.harness.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -206,7 +206,7 @@ def make_executors(spec: Spec) -> list[Executor]:
     """The local machine, or one SSH executor per ``[[worker]]``."""
     if not spec.worker:
         return [LocalExecutor()]
-    from washout.execute.ssh import SSHExecutor
+    from washout.harness.executors.ssh import SSHExecutor
 
     return [SSHExecutor(w) for w in spec.worker]
 
@@ -315,7 +315,7 @@ class _Worker:
         if r is None or r.kind == "none":
             info = "no reset configured"
         elif r.kind == "reboot":
-            from washout.execute.ssh import SSHExecutor
+            from washout.harness.executors.ssh import SSHExecutor
 
             assert isinstance(self.ex, SSHExecutor)  # prepare() refuses a reboot without workers
             info = await self.ex.reboot(r.timeout, r.command)
@@ -737,7 +737,7 @@ def execute(
         on_start(outcome.done_before)
     executors = executors if executors is not None else make_executors(experiment.spec)
     if sync is None and experiment.spec.experiment.sync:
-        from washout.execute.sync import directory_sync
+        from washout.harness.executors.sync import directory_sync
 
         sync = directory_sync(experiment.spec.experiment.sync, experiment.source)
     hook = progress or (lambda worker, n: None)

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from washout.errors import WashoutError
-from washout.execute.base import Executor
-from washout.execute.local import LocalExecutor
-from washout.secrets import redact, secret_values
-from washout.spec import ProvenanceSpec
+from washout.harness.executors.base import Executor
+from washout.harness.executors.local import LocalExecutor
+from washout.harness.secrets import redact, secret_values
+from washout.harness.spec import ProvenanceSpec
 
 MOMENT_FILES = {
     "governor": ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", 1),
