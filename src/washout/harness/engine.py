@@ -21,6 +21,7 @@ runs in every case.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -41,6 +42,8 @@ from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.secrets import redact, redact_tail, secret_values
 from washout.harness.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
+
+log = logging.getLogger(__name__)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -325,6 +328,7 @@ class _Worker:
             )
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
+        log.debug("%s: reset: %s", self.ex.name, info)
         if (
             (r is None or r.kind == "none")
             and isinstance(self.ex, LocalExecutor)
@@ -460,6 +464,15 @@ class _Worker:
             except WashoutError:
                 self.store.forget_trial(trial_id)
                 raise
+            log.debug(
+                "%s: position %d %s: %s %s(%.6f s)",
+                self.ex.name,
+                position,
+                test.name,
+                status,
+                fields["reason"] and fields["reason"] + " ",
+                fields["duration"],
+            )
             statuses = statuses + [status]
             lost = status == "interrupted"
             abort = status != "ok" and exp.on_failure == "abort"
@@ -503,6 +516,7 @@ class _Worker:
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]
             run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
+            log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
                     await self.check_environment(run.index)
@@ -524,6 +538,7 @@ class _Worker:
                     if self.stop.is_set():
                         raise StopRequested("stopped by the user") from None
                     self.store.event("rerun", message + "; re-running it whole", self.ex.name)
+                    log.warning("%s: %s; re-running it whole", self.ex.name, message)
                     # Reconnect (and so kill what the lost trial left) before anything else:
                     # a worker gone for good is then this one-line error.
                     await self._command("reconnect", "true", None, None)
@@ -564,6 +579,7 @@ def recover(experiment: Experiment, store: Store) -> None:
                 )
     for note in notes:
         store.event("resume", note)
+        log.info("resume: %s", note)
 
 
 def count_done(experiment: Experiment, store: Store) -> int:
@@ -733,6 +749,13 @@ def execute(
         planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
     )
     outcome.done_before = count_done(experiment, store)
+    log.info(
+        "%s: %d of %d planned trials done before this session (seed %d)",
+        store.path,
+        outcome.done_before,
+        outcome.planned,
+        outcome.seed,
+    )
     if on_start is not None:
         on_start(outcome.done_before)
     executors = executors if executors is not None else make_executors(experiment.spec)
