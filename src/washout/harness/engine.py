@@ -34,7 +34,13 @@ from typing import Any
 
 from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
-from washout.errors import StoreExistsError, StoreWriteError, WashoutError
+from washout.errors import (
+    SpecError,
+    StoreExistsError,
+    StoreWriteError,
+    WashoutError,
+    WorkerError,
+)
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
@@ -119,7 +125,7 @@ class Experiment:
         tests = expand_tests(spec, source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
         if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
-            raise WashoutError(
+            raise SpecError(
                 f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
                 "(washout does not reboot the machine it runs on)"
             )
@@ -185,7 +191,7 @@ def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
 
     def sub(m: re.Match[str]) -> str:
         if m.group(1) not in os.environ:
-            raise WashoutError(
+            raise SpecError(
                 f"{source}: env value ${{{m.group(1)}}}: not set in washout's environment"
             )
         return os.environ[m.group(1)]
@@ -265,7 +271,7 @@ class _Worker:
         if result.status != "ok":
             err = redact_tail(result.stderr, self.secrets, result.stderr_cut, 300).strip()
             err = err.replace("\n", " | ")
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.ex.name}: {what} command {command!r} {result.status}: "
                 f"{result.reason}{': ' + err if err else ''}"
             )
@@ -299,7 +305,7 @@ class _Worker:
             message = f"provenance changed during the experiment: {problem}"
             self.store.event("mismatch", message, self.ex.name)
             if not self.allow_mismatch:
-                raise WashoutError(message + " (use --allow-mismatch to record and proceed)")
+                raise WorkerError(message + " (use --allow-mismatch to record and proceed)")
 
     async def reset(self, run_id: int) -> None:
         """Reset the worker and record it.
@@ -530,7 +536,7 @@ class _Worker:
                         "trial(s) are kept as superseded"
                     )
                     if restart == LOST_RUN_RESTARTS:
-                        raise WashoutError(
+                        raise WorkerError(
                             f"{self.ex.name}: {message}; gave up after "
                             f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
                             "re-runs it whole)"
