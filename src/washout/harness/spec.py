@@ -682,3 +682,11 @@ def spec_from_commands(
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
+
+
+def stored_claims(path: str | Path) -> list[str]:
+    """The ``claims`` of the spec a washout store was made with."""
+    from washout.data.store import Store
+
+    with Store.open(path, readonly=True) as store:
+        return list(parse_spec_text(store.experiment().spec_text, str(path)).experiment.claims)
