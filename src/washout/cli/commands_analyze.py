@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from washout.cli.app import app
 from washout.errors import WashoutError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
+COMPARED_TESTS = 20
+"""Most tests given hyperfine's comparison (table and ranking): a handful of commands is what
+it is for; a study of hundreds of configurations gets the order analysis alone."""
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -58,14 +65,17 @@ def analyze_command(
         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).',
     ),
     metric: str | None = typer.Option(
-        None, "--metric", help="Restrict carryover, drift and claims to one metric."
+        None,
+        "--metric",
+        help="Restrict carryover, drift and claims to one metric, and compare tests on it "
+        "(user, system and max_rss are analysed only when named here).",
     ),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
 
     from washout.data.sources import load_trials
-    from washout.report.terminal import frame_table, render_analysis
+    from washout.report.terminal import frame_table, render_analysis, render_comparison
     from washout.stats.family import check_alpha, check_method
     from washout.stats.median_ci import check_confidence
 
@@ -110,8 +120,24 @@ def analyze_command(
             _print_table(frame_table(frame, keys=keys))
         return
 
+    from washout.stats.compare import compare_tests, without_resource_metrics
     from washout.stats.order import analyze_order
 
+    comparison = None
+    if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
+        from washout.report.terminal import metric_value
+
+        shown = _compared_metric(trials, metric)
+        # the runs pair the tests: a source read for the order analysis alone lacks them
+        every = trials if "run" in trials.columns else load_trials(source)[0]
+        comparison = compare_tests(
+            every,
+            metric=shown,
+            alpha=alpha,
+            correction=correction,
+            describe=lambda v: metric_value(shown, v),
+        )
+    trials = without_resource_metrics(trials, metric)
     analysis = analyze_order(
         trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
     )
@@ -130,15 +156,30 @@ def analyze_command(
             metric=metric,
         )
     if fmt == "json":
-        typer.echo(_json_document({**analysis.to_dict(), **found}))
+        compared = {"comparison": comparison.to_dict()} if comparison else {}
+        typer.echo(_json_document({**analysis.to_dict(), **found, **compared}))
     elif fmt == "csv":
         analysis.to_frame().to_csv(sys.stdout, index=False)
     else:
+        if comparison is not None and comparison.summaries:
+            _print_table(render_comparison(comparison))
         _print_table(render_analysis(analysis))
         if found:
             from washout.stats.why import render_words
 
             _print_table("\n".join(render_words(found)))
+
+
+def _compared_metric(trials: pd.DataFrame, metric: str | None) -> str:
+    """The metric of hyperfine's comparison: ``--metric``, else wall, else the first of the
+    trials' own metrics (lower taken as better: a CSV does not say)."""
+    from washout.stats.compare import RESOURCE_METRICS
+
+    if metric is not None:
+        return metric
+    present = sorted(trials["metric"].dropna().astype(str).unique())
+    own = [m for m in present if m not in RESOURCE_METRICS]
+    return "wall" if "wall" in own else (own or present or ["wall"])[0]
 
 
 def stored_claims(source: Path, kind: str) -> list[str]:

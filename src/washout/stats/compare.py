@@ -169,18 +169,12 @@ def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.
 def _summary(
     test: str,
     metric: str,
-    ok: pd.DataFrame,
+    values: np.ndarray,
+    resources: dict[str, float],
     first: Callable[[float], str],
-    ordered_values: pd.Series,
 ) -> TestSummary:
+    """hyperfine's figures of one test's values (in the order its trials ran)."""
     import numpy as np
-
-    values = ordered_values.to_numpy(dtype=float)
-    mine = ok[ok["test"] == test]
-
-    def mean_of(name: str) -> float | None:
-        v = mine.loc[mine["metric"] == name, "value"].to_numpy(dtype=float)
-        return float(v.mean()) if v.size else None
 
     return TestSummary(
         test=test,
@@ -191,11 +185,11 @@ def _summary(
         median=float(np.median(values)),
         min=float(values.min()),
         max=float(values.max()),
-        user=mean_of("user"),
-        system=mean_of("system"),
-        max_rss=mean_of("max_rss"),
-        times=tuple(float(v) for v in values),
-        warnings=trial_warnings(values, first(values[0])),
+        user=resources.get("user"),
+        system=resources.get("system"),
+        max_rss=resources.get("max_rss"),
+        times=tuple(values.tolist()),
+        warnings=trial_warnings(values, first(float(values[0]))),
     )
 
 
@@ -233,10 +227,18 @@ def compare_tests(
     here = ok[ok["metric"] == metric]
     by_time = [c for c in ("started", "worker", "run", "position") if c in here.columns]
     here = here.sort_values(by_time, kind="stable") if by_time else here
+    values = {
+        str(t): v.to_numpy(dtype=float) for t, v in here.groupby("test", observed=True)["value"]
+    }
+    used = ok[ok["metric"].isin(RESOURCE_METRICS)]
+    means = used.groupby(["test", "metric"], observed=True)["value"].mean()
+    resources: dict[str, dict[str, float]] = {}
+    for (t, m), v in means.items():
+        resources.setdefault(str(t), {})[str(m)] = float(v)
     summaries = [
-        _summary(t, metric, ok, describe, here.loc[here["test"] == t, "value"])
+        _summary(t, metric, values[t], resources.get(t, {}), describe)
         for t in names
-        if (here["test"] == t).any()
+        if t in values and values[t].size
     ]
     random = here[here["order"] == "random"]
     medians = random.groupby("test", observed=True)["value"].median()
