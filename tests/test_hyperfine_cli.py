@@ -73,6 +73,9 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
         "fixed": 12,
         "random": 12,
     }
+    washout("report", tmp_path / "q.db", "-f", "md", "-o", out / "report.md")
+    report = (out / "report.md").read_text()
+    assert "## Comparison" in report and "times faster than 'sleep 0.05'" in report
 
 
 def test_every_trial_failing_stops_scripts_unless_ignored(tmp_path: Path) -> None:

@@ -63,11 +63,12 @@ def report(
         return
     from washout.data.sources import load_trials
     from washout.report import document
+    from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source)
     analysis = analyze_order(
-        trials, alpha=alpha, correction=correction, by_worker=by_worker
+        without_resource_metrics(trials), alpha=alpha, correction=correction, by_worker=by_worker
     ).to_dict()
     if info.kind == "store":
         meta = document.meta_from_store(source)

@@ -75,6 +75,10 @@ class Report:
     sweep: SweepPart | None = None
     findings: list[str] = field(default_factory=list)
     """Carryover, drift and claims in words (washout.stats.why.render_words)."""
+    comparison: Table | None = None
+    """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
+    ranking: list[str] = field(default_factory=list)
+    """hyperfine's "A ran r ± e times faster than B" lines, with their notes."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -109,6 +113,61 @@ def fmt_ci(ci: Sequence[object] | None) -> str:
         return "no CI"
     lo, hi = ci
     return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+# ---------------------------------------------------------------------------------------
+# hyperfine's comparison
+# ---------------------------------------------------------------------------------------
+
+COMPARED_TESTS = 20
+"""Most tests given hyperfine's comparison: it is for a handful of commands."""
+
+
+def comparison_part(trials: pd.DataFrame | None) -> tuple[Table | None, list[str]]:
+    """hyperfine's table and ranking lines (washout.stats.compare) on wall time, or on the
+    trials' first own metric, lower taken as better; none for more than
+    :data:`COMPARED_TESTS` tests or without successful trials."""
+    from washout.report.terminal import byte_size, metric_value, ranking_line, seconds, time_unit
+    from washout.stats.compare import RESOURCE_METRICS, compare_tests
+
+    if trials is None or trials.empty or trials["test"].nunique() > COMPARED_TESTS:
+        return None, []
+    present = sorted(trials["metric"].dropna().astype(str).unique())
+    own = [m for m in present if m not in RESOURCE_METRICS] or present
+    if not own:
+        return None, []
+    metric = "wall" if "wall" in own else own[0]
+    result = compare_tests(trials, metric=metric, describe=lambda v: metric_value(metric, v))
+    if not result.summaries:
+        return None, []
+    rows = []
+    for s in result.summaries:
+        unit = time_unit(s.mean) if metric in ("wall", "user", "system") else None
+        spread = "" if s.stddev is None else f" ± {metric_value(metric, s.stddev, unit)}"
+        rows.append(
+            [
+                s.test,
+                metric_value(metric, s.mean, unit) + spread,
+                metric_value(metric, s.median, unit),
+                f"{metric_value(metric, s.min, unit)} … {metric_value(metric, s.max, unit)}",
+                seconds(s.user),
+                seconds(s.system),
+                byte_size(s.max_rss),
+                str(s.runs),
+            ]
+        )
+    columns = ["test", f"{metric} mean ± σ", "median", "min … max", "user", "system"]
+    table = Table([*columns, "max RSS", "runs"], rows, [bool(s.warnings) for s in result.summaries])
+    lines = [f"{r.fastest!r} ran {ranking_line(r, metric)}" for r in result.rankings]
+    lines += [
+        f"{r.test!r}: fixed and random orders disagree about this ratio (fixed order: "
+        f"{r.fixed_ratio:.2f}, Kruskal-Wallis p = {r.interaction_p:.2g}); the random-order "
+        "estimate is the order-safe one"
+        for r in result.rankings
+        if r.orders_disagree
+    ]
+    lines += [f"{s.test!r}: {w}" for s in result.summaries for w in s.warnings]
+    return table, lines
 
 
 # ---------------------------------------------------------------------------------------
@@ -629,6 +688,7 @@ def build_report(
     meta = meta or {}
     facts, notes, workers = what_ran(meta, trials)
     title = f"washout report: {meta['name']}" if meta.get("name") else "washout report"
+    comparison, ranking = comparison_part(trials)
     return Report(
         title=title,
         verdict=verdict_sentence(analysis) if analysis is not None else "",
@@ -641,6 +701,8 @@ def build_report(
         sections=order_sections(analysis, trials) if analysis is not None else [],
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
         findings=render_words(why) if why else [],
+        comparison=comparison,
+        ranking=ranking,
     )
 
 
