@@ -214,3 +214,42 @@ def test_analyze_shows_resource_metrics_without_analysing_them(tmp_path: Path) -
     assert a["user"] * 2 == a["mean"]
     named = json.loads(washout("analyze", path, "--format", "json", "--metric", "user").stdout)
     assert named["family_size"] == 8 and named["comparison"]["metric"] == "user"
+
+
+def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
+    """On a terminal, stderr shows per-test medians while the run goes on; piped, it does not
+    (the summary on stdout has the table either way)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    args = ["run", "sleep 0.3", "sleep 0.4", "--runs", "6", "--seed", "1"]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", *args, "--db", str(tmp_path / "tty.db")],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
+    os.close(slave)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the pty closed: washout exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.wait(timeout=60) == 0 and "mean ± σ" in proc.stdout.read()
+    shown = seen.decode(errors="replace")
+    assert "trials ┃ median" in shown and "sleep 0.3" in shown and "ETA" in shown
+    piped = washout(*args, "--db", tmp_path / "piped.db")
+    assert "trials ┃ median" not in piped.stderr and "median" in piped.stdout

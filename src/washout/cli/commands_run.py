@@ -14,8 +14,10 @@ from washout.cli.app import app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pandas as pd
-    from rich.console import Console
+    from rich.console import Console, RenderableType
 
     from washout.data.store import Store
     from washout.harness.engine import Experiment, Outcome
@@ -61,7 +63,17 @@ def _execute(
 
     console = _console(quiet)
     total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
-    progress = Progress(
+    live = None if quiet or not sys.stderr.isatty() else _LiveMedians(store)
+
+    class LiveProgress(Progress):
+        """The progress bar, and under it the live medians (on a terminal only)."""
+
+        def get_renderables(self) -> Iterable[RenderableType]:
+            yield from super().get_renderables()
+            if live is not None and live.table is not None:
+                yield live.table
+
+    progress = LiveProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -81,12 +93,17 @@ def _execute(
                 "Stopping after the current trial (Ctrl-C again to stop now)", style="yellow"
             )
 
+    def advance(worker: str, n: int) -> None:
+        progress.advance(task, n)
+        if live is not None:
+            live.update()
+
     with progress:
         outcome = execute(
             experiment,
             store,
             allow_mismatch=allow_mismatch,
-            progress=lambda worker, n: progress.advance(task, n),
+            progress=advance,
             on_stop_request=on_stop,
             on_start=lambda done: progress.update(task, completed=done),
         )
@@ -100,6 +117,40 @@ def _execute(
             code = ExitCode.DONE
     if code != ExitCode.DONE:
         raise typer.Exit(code)
+
+
+class _LiveMedians:
+    """Per-test medians so far, refreshed from the store as trials finish: at most once a
+    second, and less often when reading the store takes longer (never more than a tenth of
+    the time)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.table: RenderableType | None = None
+        self.due = 0.0
+
+    def update(self) -> None:
+        import time
+
+        from rich.table import Table
+        from rich.text import Text
+
+        from washout.report.terminal import seconds
+        from washout.stats.trials import usable_trials
+
+        started = time.monotonic()
+        if started < self.due:
+            return
+        frame = self.store.long_frame()
+        ok, _ = usable_trials(frame[frame["metric"] == "wall"], "the live table")
+        if not ok.empty:
+            table = Table(show_edge=False, header_style="bold")
+            for name, justify in (("test", "left"), ("trials", "right"), ("median", "right")):
+                table.add_column(name, justify=justify)  # type: ignore[arg-type]
+            for test, values in ok.groupby("test", observed=True)["value"]:
+                table.add_row(Text(str(test)), str(values.size), seconds(float(values.median())))
+            self.table = table
+        self.due = started + max(1.0, 10 * (time.monotonic() - started))
 
 
 def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
