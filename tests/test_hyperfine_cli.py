@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -249,7 +250,20 @@ def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
             break
     os.close(master)
     assert proc.wait(timeout=60) == 0 and "mean ± σ" in proc.stdout.read()
-    shown = seen.decode(errors="replace")
-    assert "trials ┃ median" in shown and "sleep 0.3" in shown and "ETA" in shown
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+    assert re.search(r"trials\s*┃\s*median", shown) and "sleep 0.3 │" in shown and "ETA" in shown
     piped = washout(*args, "--db", tmp_path / "piped.db")
-    assert "trials ┃ median" not in piped.stderr and "median" in piped.stdout
+    assert not re.search(r"trials\s*┃\s*median", piped.stderr) and "median" in piped.stdout
+
+
+def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
+    from washout.cli.commands_run import runs_for_budget
+
+    assert runs_for_budget([0.5, 0.25], 10, None) == 10  # 3 s / 0.5 s = 6, at least 10
+    assert runs_for_budget([0.1, 0.2], 4, None) == 15  # the slowest command's 3 s
+    assert runs_for_budget([0.001], 10, 50) == 50
+    assert runs_for_budget([0.0], 7, None) == 7  # a failing pilot: the minimum
+    washout("run", "sleep 0.5", "--min-runs", "2", "--db", tmp_path / "b.db", "-q")
+    assert len(export(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
+    bad = washout("run", "true", "--runs", "4", "--max-runs", "5", check=False)
+    assert bad.returncode == 2 and "one or the other" in bad.stderr

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from washout.data.store import Store
     from washout.harness.engine import Experiment, Outcome
-    from washout.harness.spec import Scalar
+    from washout.harness.spec import Scalar, Test
     from washout.stats.compare import Comparison
 
 
@@ -305,6 +305,21 @@ def run_command(
         help="Quick form: runs of each command in total, split evenly across the order kinds "
         "(default 20). With a spec: runs per order kind, as its [experiment] runs.",
     ),
+    min_runs: int | None = typer.Option(
+        None,
+        "--min-runs",
+        "-m",
+        min=2,
+        help="Quick form, without --runs: runs of each command in total from hyperfine's "
+        "3-second budget (timed once before the experiment), at least this many (default 10).",
+    ),
+    max_runs: int | None = typer.Option(
+        None,
+        "--max-runs",
+        "-M",
+        min=2,
+        help="Quick form, without --runs: at most this many runs of each command in total.",
+    ),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Seed for the random orders."),
     warmup: int = typer.Option(
         0,
@@ -371,7 +386,7 @@ def run_command(
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
     from washout.harness.engine import Experiment, new_store
-    from washout.harness.spec import load_spec, spec_from_commands
+    from washout.harness.spec import expand_tests, load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
     exports = _exports(
@@ -388,6 +403,8 @@ def run_command(
             "--parameter-scan": parameter_scan,
             "--parameter-list": parameter_list,
             "--command-name": command_name,
+            "--min-runs": min_runs,
+            "--max-runs": max_runs,
         }
         given = [name for name, value in quick_only.items() if value]
         if given:
@@ -411,6 +428,13 @@ def run_command(
             params=params,
         )
         source = "command line"
+        if min_runs is not None or max_runs is not None:
+            if runs is not None:
+                raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
+            if min_runs is not None and max_runs is not None and min_runs > max_runs:
+                raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
+            pilot = _pilot_seconds(expand_tests(spec, source), prepare)
+            runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
         if runs is not None:  # hyperfine's meaning: in total, over the order kinds
             kinds = len(spec.experiment.orders)
             runs = -(-runs // kinds)
@@ -436,6 +460,46 @@ def run_command(
         )
     finally:
         store.close()
+
+
+BUDGET = 3.0
+"""hyperfine's measurement time per command when the run count is not given (seconds)."""
+MIN_RUNS = 10
+"""hyperfine's default ``--min-runs``."""
+
+
+def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> int:
+    """hyperfine's run count, ceil(budget / a command's time), at least ``min_runs`` and at
+    most ``max_runs``; every run holds every command, so the slowest command's count (the
+    smallest) is taken, and every command is measured for at least that long."""
+    slowest = max(pilot, default=0.0)
+    wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
+    chosen = max(wanted, min_runs)
+    return chosen if max_runs is None else min(chosen, max_runs)
+
+
+def _pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
+    """One trial of each command (after ``prepare``, as every trial), timed and not stored,
+    as hyperfine times a command's first run to choose its run count; a failing command
+    counts 0 (its count is then ``--min-runs``)."""
+    import asyncio
+
+    from washout.harness.executors.local import LocalExecutor
+
+    async def pilot() -> list[float]:
+        ex = LocalExecutor()
+        try:
+            times = []
+            for test in tests:
+                if prepare:
+                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
+                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
+                times.append(result.duration if result.status == "ok" else 0.0)
+            return times
+        finally:
+            await ex.close()
+
+    return asyncio.run(pilot())
 
 
 def _exports(**paths: Path | None) -> dict[str, Path]:
