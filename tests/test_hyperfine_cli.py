@@ -94,6 +94,12 @@ def test_every_trial_failing_stops_scripts_unless_ignored(tmp_path: Path) -> Non
         check=False,
     )
     assert proc.returncode == 4 and "exit code 3" in proc.stderr and "boom" in proc.stderr
+    shown = washout("run", "echo out; echo err >&2", "--runs", "2", "--db", tmp_path / "o.db")
+    assert "stdout: out" not in shown.stderr
+    shown = washout(
+        "run", "echo out; echo err >&2", "--runs", "2", "--db", tmp_path / "s.db", "--show-output"
+    )
+    assert "stdout: out" in shown.stderr and "stderr: err" in shown.stderr
     ignored = washout("run", "false", "true", "--runs", "4", "--db", tmp_path / "c.db", "-i")
     assert ignored.returncode == 0 and "all 4 trial(s) failed" in ignored.stderr
 

@@ -161,13 +161,13 @@ def analyze_command(
     elif fmt == "csv":
         analysis.to_frame().to_csv(sys.stdout, index=False)
     else:
-        if comparison is not None and comparison.summaries:
-            _print_table(render_comparison(comparison))
         _print_table(render_analysis(analysis))
         if found:
             from washout.stats.why import render_words
 
             _print_table("\n".join(render_words(found)))
+        if comparison is not None and comparison.summaries:
+            _print_table(render_comparison(comparison))
 
 
 def _compared_metric(trials: pd.DataFrame, metric: str | None) -> str:

@@ -45,6 +45,7 @@ def _execute(
     *,
     ignore_failure: bool = False,
     exports: dict[str, Path] | None = None,
+    show_output: bool = False,
 ) -> None:
     """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize, write
     the ``exports`` (format: path) and exit with the :class:`~washout.errors.ExitCode` that
@@ -109,6 +110,8 @@ def _execute(
         )
     if outcome.store_error:  # the store refuses writes: nothing more can be said from it
         raise StoreWriteError(outcome.store_error)
+    if show_output:
+        _show_output(store)
     _summary(experiment, store, outcome, exports or {})
     code = _exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
@@ -153,6 +156,21 @@ class _LiveMedians:
         self.due = started + max(1.0, 10 * (time.monotonic() - started))
 
 
+def _show_output(store: Store) -> None:
+    """hyperfine's ``--show-output``, after the fact: the stored output tails of each test's
+    last trial (washout keeps a trial's output to read its metrics)."""
+    console = _console()
+    rows = store.conn.execute(
+        "SELECT test, status, stdout_tail, stderr_tail FROM trial WHERE id IN"
+        " (SELECT max(id) FROM trial WHERE status != 'running' GROUP BY test) ORDER BY id"
+    ).fetchall()
+    for test, status, stdout, stderr in rows:
+        console.print(f"Output of {test!r} (its last trial, {status}):", style="bold")
+        for stream, text in (("stdout", stdout), ("stderr", stderr)):
+            shown = (text or "").rstrip("\n")
+            console.print(f"  {stream}: " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
+
+
 def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
     """How a session ended, the most serious first."""
     if outcome.terminated:
@@ -191,8 +209,8 @@ def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -
 def _summary(
     experiment: Experiment, store: Store, outcome: Outcome, exports: dict[str, Path]
 ) -> None:
-    """What ran, failures, where the data is; then hyperfine's comparison (written to the
-    ``exports`` too) and, with two tests or more, the order analysis."""
+    """What ran, failures, where the data is; with two tests or more the order analysis and
+    why; then hyperfine's comparison (written to the ``exports`` too)."""
     from washout.harness.status import progress_of
 
     state = progress_of(store)
@@ -218,26 +236,27 @@ def _summary(
     frame = store.long_frame()
     exp = experiment.spec.experiment
     comparison = _compare(experiment, frame)
-    if comparison.summaries:
-        out.print(render_comparison(comparison))
     _export(comparison, experiment, exports)
-    frame = without_resource_metrics(frame)
+    analysed = without_resource_metrics(frame)
     # one test: every order is the same order, there is no fixed-vs-random verdict to give
-    if len(experiment.tests) < 2 or frame["order"].nunique() < 2:
-        return
-    out.print(render_analysis(analyze_order(frame, alpha=exp.alpha, correction=exp.correction)))
-    from washout.stats.why import explain, render_words
+    if len(experiment.tests) > 1 and analysed["order"].nunique() > 1:
+        out.print(
+            render_analysis(analyze_order(analysed, alpha=exp.alpha, correction=exp.correction))
+        )
+        from washout.stats.why import explain, render_words
 
-    # why order matters: the first trial after the reset, carryover, drift, the spec's claims
-    found = explain(
-        frame,
-        carryover=True,
-        drift=True,
-        claims=exp.claims,
-        alpha=exp.alpha,
-        correction=exp.correction,
-    )
-    out.print("\n".join(render_words(found)))
+        # why order matters: the first trial after the reset, carryover, drift, the claims
+        found = explain(
+            analysed,
+            carryover=True,
+            drift=True,
+            claims=exp.claims,
+            alpha=exp.alpha,
+            correction=exp.correction,
+        )
+        out.print("\n".join(render_words(found)))
+    if comparison.summaries:  # last, as hyperfine ends: the table and which is faster
+        out.print(render_comparison(comparison))
 
 
 def _compare(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
@@ -371,6 +390,12 @@ def run_command(
     export_csv: Path | None = typer.Option(
         None, "--export-csv", help="Write the summary as hyperfine's CSV."
     ),
+    show_output: bool = typer.Option(
+        False,
+        "--show-output",
+        help="Print each command's output (the kept tails of stdout and stderr of its last "
+        "trial) after the run.",
+    ),
     ignore_failure: bool = typer.Option(
         False,
         "--ignore-failure",
@@ -457,6 +482,7 @@ def run_command(
             allow_mismatch,
             ignore_failure=ignore_failure,
             exports=exports,
+            show_output=show_output,
         )
     finally:
         store.close()
