@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from washout.cli.app import app
 from washout.errors import WashoutError
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
-COMPARED_TESTS = 20
-"""Most tests given hyperfine's comparison (table and ranking): a handful of commands is what
-it is for; a study of hundreds of configurations gets the order analysis alone."""
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -120,14 +113,19 @@ def analyze_command(
             _print_table(frame_table(frame, keys=keys))
         return
 
-    from washout.stats.compare import compare_tests, without_resource_metrics
+    from washout.stats.compare import (
+        COMPARED_TESTS,
+        compare_tests,
+        compared_metric,
+        without_resource_metrics,
+    )
     from washout.stats.order import analyze_order
 
     comparison = None
     if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
         from washout.report.terminal import metric_value
 
-        shown = _compared_metric(trials, metric)
+        shown = compared_metric(trials, metric) or "wall"
         # the runs pair the tests: a source read for the order analysis alone lacks them
         every = trials if "run" in trials.columns else load_trials(source)[0]
         comparison = compare_tests(
@@ -168,18 +166,6 @@ def analyze_command(
             _print_table("\n".join(render_words(found)))
         if comparison is not None and comparison.summaries:
             _print_table(render_comparison(comparison))
-
-
-def _compared_metric(trials: pd.DataFrame, metric: str | None) -> str:
-    """The metric of hyperfine's comparison: ``--metric``, else wall, else the first of the
-    trials' own metrics (lower taken as better: a CSV does not say)."""
-    from washout.stats.compare import RESOURCE_METRICS
-
-    if metric is not None:
-        return metric
-    present = sorted(trials["metric"].dropna().astype(str).unique())
-    own = [m for m in present if m not in RESOURCE_METRICS]
-    return "wall" if "wall" in own else (own or present or ["wall"])[0]
 
 
 def stored_claims(source: Path, kind: str) -> list[str]:

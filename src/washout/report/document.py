@@ -119,53 +119,32 @@ def fmt_ci(ci: Sequence[object] | None) -> str:
 # hyperfine's comparison
 # ---------------------------------------------------------------------------------------
 
-COMPARED_TESTS = 20
-"""Most tests given hyperfine's comparison: it is for a handful of commands."""
-
 
 def comparison_part(trials: pd.DataFrame | None) -> tuple[Table | None, list[str]]:
     """hyperfine's table and ranking lines (washout.stats.compare) on wall time, or on the
     trials' first own metric, lower taken as better; none for more than
-    :data:`COMPARED_TESTS` tests or without successful trials."""
-    from washout.report.terminal import byte_size, metric_value, ranking_line, seconds, time_unit
-    from washout.stats.compare import RESOURCE_METRICS, compare_tests
+    :data:`~washout.stats.compare.COMPARED_TESTS` tests or without successful trials."""
+    from washout.report.terminal import (
+        COMPARISON_COLUMNS,
+        comparison_rows,
+        disagreement_note,
+        metric_value,
+        ranking_line,
+    )
+    from washout.stats.compare import COMPARED_TESTS, compare_tests, compared_metric
 
     if trials is None or trials.empty or trials["test"].nunique() > COMPARED_TESTS:
         return None, []
-    present = sorted(trials["metric"].dropna().astype(str).unique())
-    own = [m for m in present if m not in RESOURCE_METRICS] or present
-    if not own:
+    metric = compared_metric(trials)
+    if metric is None:
         return None, []
-    metric = "wall" if "wall" in own else own[0]
     result = compare_tests(trials, metric=metric, describe=lambda v: metric_value(metric, v))
     if not result.summaries:
         return None, []
-    rows = []
-    for s in result.summaries:
-        unit = time_unit(s.mean) if metric in ("wall", "user", "system") else None
-        spread = "" if s.stddev is None else f" ± {metric_value(metric, s.stddev, unit)}"
-        rows.append(
-            [
-                s.test,
-                metric_value(metric, s.mean, unit) + spread,
-                metric_value(metric, s.median, unit),
-                f"{metric_value(metric, s.min, unit)} … {metric_value(metric, s.max, unit)}",
-                seconds(s.user),
-                seconds(s.system),
-                byte_size(s.max_rss),
-                str(s.runs),
-            ]
-        )
-    columns = ["test", f"{metric} mean ± σ", "median", "min … max", "user", "system"]
-    table = Table([*columns, "max RSS", "runs"], rows, [bool(s.warnings) for s in result.summaries])
+    columns = [COMPARISON_COLUMNS[0], f"{metric} {COMPARISON_COLUMNS[1]}", *COMPARISON_COLUMNS[2:]]
+    table = Table(columns, comparison_rows(result), [bool(s.warnings) for s in result.summaries])
     lines = [f"{r.fastest!r} ran {ranking_line(r, metric)}" for r in result.rankings]
-    lines += [
-        f"{r.test!r}: fixed and random orders disagree about this ratio (fixed order: "
-        f"{r.fixed_ratio:.2f}, Kruskal-Wallis p = {r.interaction_p:.2g}); the random-order "
-        "estimate is the order-safe one"
-        for r in result.rankings
-        if r.orders_disagree
-    ]
+    lines += [f"{r.test!r}: {disagreement_note(r)}" for r in result.rankings if r.orders_disagree]
     lines += [f"{s.test!r}: {w}" for s in result.summaries for w in s.warnings]
     return table, lines
 

@@ -172,6 +172,49 @@ def ranking_line(r: Ranking, metric: str) -> str:
     return line
 
 
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "test",
+    "mean ± σ",
+    "median",
+    "min … max",
+    "user",
+    "system",
+    "max RSS",
+    "runs",
+)
+
+
+def comparison_rows(comparison: Comparison) -> list[list[str]]:
+    """One row of :data:`COMPARISON_COLUMNS` per test, times in hyperfine's unit of its mean."""
+    m = comparison.metric
+    rows = []
+    for s in comparison.summaries:
+        unit = time_unit(s.mean) if m in SECOND_METRICS else None
+        spread = "" if s.stddev is None else f" ± {metric_value(m, s.stddev, unit)}"
+        rows.append(
+            [
+                s.test,
+                metric_value(m, s.mean, unit) + spread,
+                metric_value(m, s.median, unit),
+                f"{metric_value(m, s.min, unit)} … {metric_value(m, s.max, unit)}",
+                seconds(s.user),
+                seconds(s.system),
+                byte_size(s.max_rss),
+                str(s.runs),
+            ]
+        )
+    return rows
+
+
+def disagreement_note(r: Ranking) -> str:
+    """What to say when fixed and random orders disagree about a ratio."""
+    return (
+        f"fixed and random orders disagree about this ratio (fixed order: {r.fixed_ratio:.2f}, "
+        f"Kruskal-Wallis p = {r.interaction_p:.2g}): order changed it; the random-order "
+        "estimate is the order-safe one"
+    )
+
+
 def render_comparison(comparison: Comparison) -> RenderableType:
     """The per-test table (mean ± σ, median, min … max, user, system, max RSS, runs), then
     "A ran r ± e times faster than B" for every other test, a note where fixed and random
@@ -180,40 +223,19 @@ def render_comparison(comparison: Comparison) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
-    m = comparison.metric
     table = Table(show_edge=False, header_style="bold")
-    table.add_column("test", overflow="fold")
-    for name in ("mean ± σ", "median", "min … max", "user", "system", "max RSS", "runs"):
+    table.add_column(COMPARISON_COLUMNS[0], overflow="fold")
+    for name in COMPARISON_COLUMNS[1:]:
         table.add_column(name, justify="right", no_wrap=True)
-    for s in comparison.summaries:
-        unit = time_unit(s.mean) if m in SECOND_METRICS else None
-        spread = "" if s.stddev is None else f" ± {metric_value(m, s.stddev, unit)}"
-        cells = [
-            s.test,
-            metric_value(m, s.mean, unit) + spread,
-            metric_value(m, s.median, unit),
-            f"{metric_value(m, s.min, unit)} … {metric_value(m, s.max, unit)}",
-            seconds(s.user),
-            seconds(s.system),
-            byte_size(s.max_rss),
-            str(s.runs),
-        ]
+    for cells in comparison_rows(comparison):
         table.add_row(*map(Text, cells))
     parts: list[RenderableType] = [table]
     if comparison.rankings:
         parts += [Text("Summary", style="bold"), Text(f"  {comparison.rankings[0].fastest!r} ran")]
         for r in comparison.rankings:
-            parts.append(Text(f"    {ranking_line(r, m)}"))
+            parts.append(Text(f"    {ranking_line(r, comparison.metric)}"))
             if r.orders_disagree:
-                parts.append(
-                    Text(
-                        f"      fixed and random orders disagree about this ratio (fixed "
-                        f"order: {r.fixed_ratio:.2f}, Kruskal-Wallis p = "
-                        f"{r.interaction_p:.2g}): order changed it; the random-order "
-                        "estimate above is the order-safe one",
-                        style="yellow",
-                    )
-                )
+                parts.append(Text(f"      {disagreement_note(r)}", style="yellow"))
     for s in comparison.summaries:
         for w in s.warnings:
             parts.append(Text(f"Warning ({s.test}): {w}", style="yellow"))

@@ -129,6 +129,23 @@ class Comparison:
         }
 
 
+COMPARED_TESTS = 20
+"""Most tests ``analyze`` and reports give the comparison: it is for a handful of commands;
+a study of hundreds of configurations gets the order analysis alone."""
+
+
+def compared_metric(df: pd.DataFrame, metric: str | None = None) -> str | None:
+    """The metric to compare tests on: ``metric`` if given, else ``wall``, else the first of
+    the trials' own metrics (not a resource metric); None if the trials have no metric."""
+    if metric is not None:
+        return metric
+    present = sorted(df["metric"].dropna().astype(str).unique())
+    own = [m for m in present if m not in RESOURCE_METRICS] or present
+    if not own:
+        return None
+    return "wall" if "wall" in own else own[0]
+
+
 def modified_zscores(x: np.ndarray) -> np.ndarray:
     """0.6745 (x - median) / MAD, MAD the median absolute deviation (Iglewicz & Hoaglin
     1993); all zeros when MAD is 0 (more than half the values equal: nothing stands out)."""
