@@ -716,5 +716,7 @@ def meta_from_store(path: str | Path) -> dict[str, Any]:
             }
             for _, name, host, f in workers
         ],
-        "failures": sum(n for status, n in counts.items() if status not in ("ok", "running")),
+        "failures": sum(
+            n for status, n in counts.items() if status not in ("ok", "running", "warmup")
+        ),
     }
