@@ -139,6 +139,15 @@ def test_warmup_and_prepare(tmp_path: Path) -> None:
     assert "n F/R" in proc.stdout and "2/2" in proc.stdout
 
 
+def test_a_failing_prepare_stops_with_its_reason(tmp_path: Path) -> None:
+    proc = washout(
+        "run", "true", "--runs", "2", "--prepare", "exit 9", "--db", tmp_path / "f.db", check=False
+    )
+    assert proc.returncode == 3  # a worker error, as a failing reset
+    assert "prepare command 'exit 9' failed" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_spec_keys_warmup_and_prepare(tmp_path: Path) -> None:
     log = tmp_path / "log"
     spec = tmp_path / "s.toml"
