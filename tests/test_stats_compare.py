@@ -126,10 +126,14 @@ def test_disagreement_note_is_calibrated() -> None:
     assert hits / n <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / n)
 
 
-def test_single_test_has_no_ranking() -> None:
+def test_single_test_or_a_value_of_zero_has_no_ranking() -> None:
     result = compare_tests(frame({"only": 1.0}))
     assert len(result.summaries) == 1 and result.rankings == ()
     assert result.to_dict()["rankings"] == []
+    zero = frame({"a": 1.0, "b": 2.0})
+    zero.loc[zero.index[-1], "value"] = 0.0  # a count, say: no ratio, but still a summary
+    result = compare_tests(zero)
+    assert result.rankings == () and [s.min for s in result.summaries][1] == 0.0
 
 
 def test_modified_zscores_match_scipy_mad() -> None:

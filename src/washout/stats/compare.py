@@ -111,7 +111,8 @@ class Ranking:
 @dataclass(frozen=True)
 class Comparison:
     """The per-test summaries (in the tests' order) and the ranking against the fastest
-    (empty for a single test, or without random-order runs of two tests together)."""
+    (empty for a single test, without random-order runs of two tests together, or when a
+    value is not positive: a ratio needs positive values)."""
 
     metric: str
     summaries: tuple[TestSummary, ...]
@@ -260,7 +261,7 @@ def compare_tests(
     random = here[here["order"] == "random"]
     medians = random.groupby("test", observed=True)["value"].median()
     ranked = [t for t in names if t in medians.index]
-    if len(ranked) < 2:
+    if len(ranked) < 2 or bool((here["value"] <= 0).any()):  # ratios need positive values
         return Comparison(metric, tuple(summaries), (), level, method)
     sign = 1.0 if lower_is_better else -1.0
     fastest = min(ranked, key=lambda t: sign * float(medians[t]))
