@@ -242,7 +242,7 @@ def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    args = ["run", "sleep 0.3", "sleep 0.4", "--runs", "6", "--seed", "1"]
+    args = ["run", "sleep 0.1", "sleep 0.15", "--runs", "6", "--seed", "1"]
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "washout", *args, "--db", str(tmp_path / "tty.db")],
@@ -267,7 +267,7 @@ def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
     os.close(master)
     assert proc.wait(timeout=60) == 0 and "mean ± σ" in proc.stdout.read()
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
-    assert re.search(r"trials\s*┃\s*median", shown) and "sleep 0.3 │" in shown and "ETA" in shown
+    assert re.search(r"trials\s*┃\s*median", shown) and "sleep 0.1 │" in shown and "ETA" in shown
     piped = washout(*args, "--db", tmp_path / "piped.db")
     assert not re.search(r"trials\s*┃\s*median", piped.stderr) and "median" in piped.stdout
 
