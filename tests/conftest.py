@@ -91,7 +91,12 @@ SLOW = {
         "test_unreachable_and_untrusted_workers_fail_alone",
         "test_two_workers_concurrent_synced_pinned_with_per_worker_results",
     },
+    "test_hyperfine_cli.py": {
+        "test_two_commands_table_ranking_and_exports",
+        "test_every_trial_failing_stops_scripts_unless_ignored",
+    },
     "test_stats_carryover.py": {"test_family_wise_false_positives_stay_within_alpha"},
+    "test_stats_compare.py": {"test_disagreement_note_is_calibrated"},
     "test_stats_claims.py": {"test_a_false_claim_holds_at_most_at_rate_alpha"},
     "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_power.py": {

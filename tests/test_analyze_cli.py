@@ -50,6 +50,9 @@ def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     expected = analyze_order(load_trials(source)[0], correction=correction).to_dict()
+    assert [s["test"] for s in data.pop("comparison")["summaries"]] == sorted(
+        {t["test"] for t in data["tests"]}
+    )  # hyperfine's comparison beside the analysis
     assert data == json.loads(json.dumps(expected))
     assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
     assert data["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
@@ -123,7 +126,7 @@ def test_a_store_written_by_washout_run_is_analyzed(tmp_path: Path) -> None:
             "true",
             "sleep 0.01",
             "--runs",
-            "6",
+            "12",  # each command 12 times: 6 per order kind
             "--seed",
             "3",
             "--db",

@@ -134,7 +134,7 @@ def test_quick_form_like_hyperfine(tmp_path: Path) -> None:
         f"echo a >> {log}",
         f"echo b >> {log}",
         "--runs",
-        "3",
+        "6",  # hyperfine's meaning: 6 of each command, 3 per order kind
         "--seed",
         "1",
         "--reset",

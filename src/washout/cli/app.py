@@ -17,7 +17,7 @@ app = typer.Typer(
     help="Order-aware performance experiments: run fixed and random orders, "
     "tell whether order changed the results, and why.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 

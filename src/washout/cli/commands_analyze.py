@@ -58,14 +58,17 @@ def analyze_command(
         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).',
     ),
     metric: str | None = typer.Option(
-        None, "--metric", help="Restrict carryover, drift and claims to one metric."
+        None,
+        "--metric",
+        help="Restrict carryover, drift and claims to one metric, and compare tests on it "
+        "(user, system and max_rss are analysed only when named here).",
     ),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
 
     from washout.data.sources import load_trials
-    from washout.report.terminal import frame_table, render_analysis
+    from washout.report.terminal import frame_table, render_analysis, render_comparison
     from washout.stats.family import check_alpha, check_method
     from washout.stats.median_ci import check_confidence
 
@@ -112,8 +115,29 @@ def analyze_command(
             _print_table(frame_table(frame, keys=keys))
         return
 
+    from washout.stats.compare import (
+        COMPARED_TESTS,
+        compare_tests,
+        compared_metric,
+        without_resource_metrics,
+    )
     from washout.stats.order import analyze_order
 
+    comparison = None
+    if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
+        from washout.report.terminal import metric_value
+
+        shown = compared_metric(trials, metric) or "wall"
+        # the runs pair the tests: a source read for the order analysis alone lacks them
+        every = trials if "run" in trials.columns else load_trials(source)[0]
+        comparison = compare_tests(
+            every,
+            metric=shown,
+            alpha=alpha,
+            correction=correction,
+            describe=lambda v: metric_value(shown, v),
+        )
+    trials = without_resource_metrics(trials, metric)
     analysis = analyze_order(
         trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
     )
@@ -132,7 +156,9 @@ def analyze_command(
             metric=metric,
         )
     if fmt == "json":
-        typer.echo(_json_document({**analysis.to_dict(), **(found.to_dict() if found else {})}))
+        compared = {"comparison": comparison.to_dict()} if comparison else {}
+        why_found = found.to_dict() if found else {}
+        typer.echo(_json_document({**analysis.to_dict(), **why_found, **compared}))
     elif fmt == "csv":
         analysis.to_frame().to_csv(sys.stdout, index=False)
     else:
@@ -141,6 +167,8 @@ def analyze_command(
             from washout.stats.why import render_words
 
             _print_table("\n".join(render_words(found)))
+        if comparison is not None and comparison.summaries:
+            _print_table(render_comparison(comparison))
 
 
 def _json_document(document: dict) -> str:

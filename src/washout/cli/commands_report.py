@@ -65,10 +65,13 @@ def report(
     from washout.data.sources import load_trials
     from washout.harness.spec import stored_claims
     from washout.report.document import ReportMeta, build_report, why_for_report
+    from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source)
-    analysis = analyze_order(trials, alpha=alpha, correction=correction, by_worker=by_worker)
+    analysis = analyze_order(
+        without_resource_metrics(trials), alpha=alpha, correction=correction, by_worker=by_worker
+    )
     why, notes = why_for_report(
         trials,
         [*claim, *(stored_claims(source) if info.kind == "store" else [])],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,10 +14,15 @@ from washout.cli.app import app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from collections.abc import Iterable
+
+    import pandas as pd
+    from rich.console import Console, RenderableType
 
     from washout.data.store import Store
     from washout.harness.engine import Experiment, Outcome
+    from washout.harness.spec import Scalar, Test
+    from washout.stats.compare import Comparison
 
 
 def _console(quiet: bool = False, stderr: bool = True) -> Console:
@@ -30,9 +37,20 @@ def _console(quiet: bool = False, stderr: bool = True) -> Console:
     )
 
 
-def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: bool) -> None:
-    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize and
-    exit with the :class:`~washout.errors.ExitCode` that says how it ended."""
+def _execute(
+    experiment: Experiment,
+    store: Store,
+    quiet: bool,
+    allow_mismatch: bool,
+    *,
+    ignore_failure: bool = False,
+    exports: dict[str, Path] | None = None,
+    show_output: bool = False,
+) -> None:
+    """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize, write
+    the ``exports`` (format: path) and exit with the :class:`~washout.errors.ExitCode` that
+    says how it ended; ``ignore_failure`` (hyperfine's ``-i``) makes a test whose every
+    trial failed a warning, not an exit status."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -46,7 +64,17 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
 
     console = _console(quiet)
     total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
-    progress = Progress(
+    live = None if quiet or not sys.stderr.isatty() else _LiveMedians(store)
+
+    class LiveProgress(Progress):
+        """The progress bar, and under it the live medians (on a terminal only)."""
+
+        def get_renderables(self) -> Iterable[RenderableType]:
+            yield from super().get_renderables()
+            if live is not None and live.table is not None:
+                yield live.table
+
+    progress = LiveProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -66,23 +94,81 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
                 "Stopping after the current trial (Ctrl-C again to stop now)", style="yellow"
             )
 
+    def advance(worker: str, n: int) -> None:
+        progress.advance(task, n)
+        if live is not None:
+            live.update()
+
     with progress:
         outcome = execute(
             experiment,
             store,
             allow_mismatch=allow_mismatch,
-            progress=lambda worker, n: progress.advance(task, n),
+            progress=advance,
             on_stop_request=on_stop,
             on_start=lambda done: progress.update(task, completed=done),
         )
     if outcome.store_error:  # the store refuses writes: nothing more can be said from it
         raise StoreWriteError(outcome.store_error)
-    _summary(experiment, store, outcome, quiet)
+    if show_output:
+        _show_output(store)
+    _summary(experiment, store, outcome, exports or {})
     code = _exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
-        _explain_failed_tests(experiment, store)
+        _explain_failed_tests(experiment, store, ignore_failure)
+        if ignore_failure:
+            code = ExitCode.DONE
     if code != ExitCode.DONE:
         raise typer.Exit(code)
+
+
+class _LiveMedians:
+    """Per-test medians so far, refreshed from the store as trials finish: at most once a
+    second, and less often when reading the store takes longer (never more than a tenth of
+    the time)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.table: RenderableType | None = None
+        self.due = 0.0
+
+    def update(self) -> None:
+        import time
+
+        from rich.table import Table
+        from rich.text import Text
+
+        from washout.report.terminal import seconds
+        from washout.stats.trials import usable_trials
+
+        started = time.monotonic()
+        if started < self.due:
+            return
+        frame = self.store.long_frame()
+        ok, _ = usable_trials(frame[frame["metric"] == "wall"], "the live table")
+        if not ok.empty:
+            table = Table(show_edge=False, header_style="bold")
+            for name, justify in (("test", "left"), ("trials", "right"), ("median", "right")):
+                table.add_column(name, justify=justify)  # type: ignore[arg-type]
+            for test, values in ok.groupby("test", observed=True)["value"]:
+                table.add_row(Text(str(test)), str(values.size), seconds(float(values.median())))
+            self.table = table
+        self.due = started + max(1.0, 10 * (time.monotonic() - started))
+
+
+def _show_output(store: Store) -> None:
+    """hyperfine's ``--show-output``, after the fact: the stored output tails of each test's
+    last trial (washout keeps a trial's output to read its metrics)."""
+    console = _console()
+    rows = store.conn.execute(
+        "SELECT test, status, stdout_tail, stderr_tail FROM trial WHERE id IN"
+        " (SELECT max(id) FROM trial WHERE status != 'running' GROUP BY test) ORDER BY id"
+    ).fetchall()
+    for test, status, stdout, stderr in rows:
+        console.print(f"Output of {test!r} (its last trial, {status}):", style="bold")
+        for stream, text in (("stdout", stdout), ("stderr", stderr)):
+            shown = (text or "").rstrip("\n")
+            console.print(f"  {stream}: " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
 
 
 def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
@@ -100,7 +186,7 @@ def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
     return ExitCode.DONE
 
 
-def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
+def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -> None:
     """For each test whose every trial failed: its first failure's reason (its exit code,
     signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
     failing command failed and how to see its output)."""
@@ -116,10 +202,15 @@ def _explain_failed_tests(experiment: Experiment, store: Store) -> None:
         console.print("  stderr (tail): " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
         console.print(f"  Run it by hand to see its whole output: {commands.get(test, test)}")
     console.print(f"Every stored failure, with its reason: washout status {store.path}")
+    if not ignored:
+        console.print("Use the '-i'/'--ignore-failure' option to make this exit with status 0.")
 
 
-def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool) -> None:
-    """What ran, failures, where the data is, and the order analysis."""
+def _summary(
+    experiment: Experiment, store: Store, outcome: Outcome, exports: dict[str, Path]
+) -> None:
+    """What ran, failures, where the data is; with two tests or more the order analysis and
+    why; then hyperfine's comparison (written to the ``exports`` too)."""
     from washout.harness.status import progress_of
 
     state = progress_of(store)
@@ -138,28 +229,81 @@ def _summary(experiment: Experiment, store: Store, outcome: Outcome, quiet: bool
     if not state["complete"]:
         out.print(f"Resume with: washout resume {store.path}")
         return
-    if quiet:
-        return
-    from washout.report.terminal import render_analysis
+    from washout.report.terminal import render_analysis, render_comparison
+    from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
     frame = store.long_frame()
-    if frame["order"].nunique() < 2:
-        return
     exp = experiment.spec.experiment
-    out.print(render_analysis(analyze_order(frame, alpha=exp.alpha, correction=exp.correction)))
-    from washout.stats.why import explain, render_words
+    comparison = _compare(experiment, frame)
+    _export(comparison, experiment, exports)
+    analysed = without_resource_metrics(frame)
+    # one test: every order is the same order, there is no fixed-vs-random verdict to give
+    if len(experiment.tests) > 1 and analysed["order"].nunique() > 1:
+        out.print(
+            render_analysis(analyze_order(analysed, alpha=exp.alpha, correction=exp.correction))
+        )
+        from washout.stats.why import explain, render_words
 
-    # why order matters: the first trial after the reset, carryover, drift, the spec's claims
-    found = explain(
+        # why order matters: the first trial after the reset, carryover, drift, the claims
+        found = explain(
+            analysed,
+            carryover=True,
+            drift=True,
+            claims=exp.claims,
+            alpha=exp.alpha,
+            correction=exp.correction,
+        )
+        out.print("\n".join(render_words(found)))
+    if comparison.summaries:  # last, as hyperfine ends: the table and which is faster
+        out.print(render_comparison(comparison))
+
+
+def _compare(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
+    """hyperfine's comparison of the tests on wall time, or on the first test's first metric
+    when some test does not measure wall (in that metric's better direction)."""
+    from washout.report.terminal import metric_value
+    from washout.stats.compare import compare_tests
+
+    tests = experiment.tests
+    metric = "wall" if all("wall" in t.metrics for t in tests) else next(iter(tests[0].metrics))
+    exp = experiment.spec.experiment
+    return compare_tests(
         frame,
-        carryover=True,
-        drift=True,
-        claims=exp.claims,
+        metric=metric,
         alpha=exp.alpha,
         correction=exp.correction,
+        tests=[t.name for t in tests],
+        lower_is_better=tests[0].metrics[metric].better == "lower",
+        describe=lambda v: metric_value(metric, v),
     )
-    out.print("\n".join(render_words(found)))
+
+
+EXPORTS: dict[str, str] = {
+    "json": "--export-json",
+    "markdown": "--export-markdown",
+    "csv": "--export-csv",
+}
+
+
+def _export(comparison: Comparison, experiment: Experiment, exports: dict[str, Path]) -> None:
+    """Write the comparison in hyperfine's formats (washout.report.hyperfine)."""
+    if not exports:
+        return
+    from washout.report.hyperfine import csv_results, json_results, markdown_results
+
+    commands = {t.name: t.command for t in experiment.tests}
+    parameters = {t.name: t.params for t in experiment.tests}
+    texts = {
+        "json": lambda: json_results(comparison, commands, parameters),
+        "csv": lambda: csv_results(comparison, commands, parameters),
+        "markdown": lambda: markdown_results(comparison, commands),
+    }
+    for fmt, path in exports.items():
+        try:
+            path.write_text(texts[fmt](), encoding="utf-8")
+        except OSError as err:
+            raise WashoutError(f"{EXPORTS[fmt]} = {str(path)!r}: {err.strerror or err}") from None
 
 
 @app.command("run")
@@ -172,14 +316,94 @@ def run_command(
     db: Path | None = typer.Option(
         None, "--db", help="Database path (default: ./washout-results/NAME.db)."
     ),
-    runs: int | None = typer.Option(None, "--runs", min=1, help="Runs per order kind."),
+    runs: int | None = typer.Option(
+        None,
+        "--runs",
+        "-r",
+        min=1,
+        help="Quick form: runs of each command in total, split evenly across the order kinds "
+        "(default 20). With a spec: runs per order kind, as its [experiment] runs.",
+    ),
+    min_runs: int | None = typer.Option(
+        None,
+        "--min-runs",
+        "-m",
+        min=2,
+        help="Quick form, without --runs: runs of each command in total from hyperfine's "
+        "3-second budget (timed once before the experiment), at least this many (default 10).",
+    ),
+    max_runs: int | None = typer.Option(
+        None,
+        "--max-runs",
+        "-M",
+        min=2,
+        help="Quick form, without --runs: at most this many runs of each command in total.",
+    ),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Seed for the random orders."),
+    warmup: int = typer.Option(
+        0,
+        "--warmup",
+        "-w",
+        min=0,
+        max=10_000,
+        help="Quick form: run each command N times first, stored as warmup, out of the analysis.",
+    ),
+    prepare: str | None = typer.Option(
+        None,
+        "--prepare",
+        "-p",
+        help="Quick form: command run before every trial, outside its timing.",
+    ),
     reset: str | None = typer.Option(
         None, "--reset", help="Quick form: reset command before every run."
     ),
     setup: str | None = typer.Option(None, "--setup", help="Quick form: setup command, once."),
+    parameter_scan: tuple[str, float, float] | None = typer.Option(
+        None,
+        "--parameter-scan",
+        "-P",
+        metavar="NAME MIN MAX",
+        help="Quick form: one test per value of {NAME} from MIN to MAX (step -D, default 1).",
+    ),
+    parameter_step: float | None = typer.Option(
+        None, "--parameter-step-size", "-D", help="The step of -P (default 1)."
+    ),
+    parameter_list: tuple[str, str] | None = typer.Option(
+        None,
+        "--parameter-list",
+        "-L",
+        metavar="NAME a,b,c",
+        help="Quick form: one test per value of {NAME} (with -P: every combination).",
+    ),
+    command_name: list[str] = typer.Option(
+        [],
+        "--command-name",
+        "-n",
+        help="Quick form: the name of each command's test, in order (repeatable).",
+    ),
+    export_json: Path | None = typer.Option(
+        None, "--export-json", help="Write the summary as hyperfine's JSON."
+    ),
+    export_markdown: Path | None = typer.Option(
+        None, "--export-markdown", help="Write the summary as hyperfine's Markdown table."
+    ),
+    export_csv: Path | None = typer.Option(
+        None, "--export-csv", help="Write the summary as hyperfine's CSV."
+    ),
+    show_output: bool = typer.Option(
+        False,
+        "--show-output",
+        help="Print each command's output (the kept tails of stdout and stderr of its last "
+        "trial) after the run.",
+    ),
+    ignore_failure: bool = typer.Option(
+        False,
+        "--ignore-failure",
+        "-i",
+        help="Exit 0 even if every trial of a test failed (they stay recorded as failed).",
+    ),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="No progress bar (for scripts and CI)."
+        False, "--quiet", "-q", help="No progress bar (results are still printed)."
     ),
     allow_mismatch: bool = typer.Option(
         False, "--allow-mismatch", help="Record provenance mismatches and proceed."
@@ -187,22 +411,58 @@ def run_command(
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
     from washout.harness.engine import Experiment, new_store
-    from washout.harness.spec import load_spec, spec_from_commands
+    from washout.harness.spec import expand_tests, load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
+    exports = _exports(
+        export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
+    )
     if is_spec and Path(args[0]).is_file():
         spec, text = load_spec(args[0])
         source = args[0]
-        if reset or setup:
+        quick_only = {
+            "--reset": reset,
+            "--setup": setup,
+            "--prepare": prepare,
+            "--warmup": warmup,
+            "--parameter-scan": parameter_scan,
+            "--parameter-list": parameter_list,
+            "--command-name": command_name,
+            "--min-runs": min_runs,
+            "--max-runs": max_runs,
+        }
+        given = [name for name, value in quick_only.items() if value]
+        if given:
             raise WashoutError(
-                "--reset and --setup go with the quick form; "
-                f"put them in {source} as [reset] and [setup]"
+                f"{', '.join(given)} go(es) with the quick form; put them in {source} "
+                "([reset], [setup], [prepare], [experiment] warmup, [[test]] name and params)"
             )
     else:
         if is_spec:
             raise WashoutError(f"{args[0]}: no such spec file")
-        spec, text = spec_from_commands(args, runs=runs or 10, seed=seed, reset=reset, setup=setup)
+        params = _parameters(parameter_scan, parameter_step, parameter_list)
+        spec, text = spec_from_commands(
+            args,
+            runs=10,
+            seed=seed,
+            reset=reset,
+            setup=setup,
+            warmup=warmup,
+            prepare=prepare,
+            names=command_name or None,
+            params=params,
+        )
         source = "command line"
+        if min_runs is not None or max_runs is not None:
+            if runs is not None:
+                raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
+            if min_runs is not None and max_runs is not None and min_runs > max_runs:
+                raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
+            pilot = _pilot_seconds(expand_tests(spec, source), prepare)
+            runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
+        if runs is not None:  # hyperfine's meaning: in total, over the order kinds
+            kinds = len(spec.experiment.orders)
+            runs = -(-runs // kinds)
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
     store = new_store(experiment, db)
     path = store.path
@@ -215,9 +475,100 @@ def run_command(
         f"{experiment.plan.seed}, data in {path}"
     )
     try:
-        _execute(experiment, store, quiet, allow_mismatch)
+        _execute(
+            experiment,
+            store,
+            quiet,
+            allow_mismatch,
+            ignore_failure=ignore_failure,
+            exports=exports,
+            show_output=show_output,
+        )
     finally:
         store.close()
+
+
+BUDGET = 3.0
+"""hyperfine's measurement time per command when the run count is not given (seconds)."""
+MIN_RUNS = 10
+"""hyperfine's default ``--min-runs``."""
+
+
+def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> int:
+    """hyperfine's run count, ceil(budget / a command's time), at least ``min_runs`` and at
+    most ``max_runs``; every run holds every command, so the slowest command's count (the
+    smallest) is taken, and every command is measured for at least that long."""
+    slowest = max(pilot, default=0.0)
+    wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
+    chosen = max(wanted, min_runs)
+    return chosen if max_runs is None else min(chosen, max_runs)
+
+
+def _pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
+    """One trial of each command (after ``prepare``, as every trial), timed and not stored,
+    as hyperfine times a command's first run to choose its run count; a failing command
+    counts 0 (its count is then ``--min-runs``)."""
+    import asyncio
+
+    from washout.harness.executors.local import LocalExecutor
+
+    async def pilot() -> list[float]:
+        ex = LocalExecutor()
+        try:
+            times = []
+            for test in tests:
+                if prepare:
+                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
+                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
+                times.append(result.duration if result.status == "ok" else 0.0)
+            return times
+        finally:
+            await ex.close()
+
+    return asyncio.run(pilot())
+
+
+def _exports(**paths: Path | None) -> dict[str, Path]:
+    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs: not a
+    directory, its directory there (an export never costs the run its summary)."""
+    chosen = {}
+    for option, path in paths.items():
+        if path is None:
+            continue
+        fmt = option.removeprefix("export_")
+        if path.is_dir() or not path.parent.is_dir():
+            problem = "a directory" if path.is_dir() else "its directory does not exist"
+            raise WashoutError(f"{EXPORTS[fmt]} = {str(path)!r}: {problem}")
+        chosen[fmt] = path
+    return chosen
+
+
+def _parameters(
+    scan: tuple[str, float, float] | None, step: float | None, listed: tuple[str, str] | None
+) -> dict[str, list[Scalar]] | None:
+    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` as a grid: scan
+    values MIN, MIN + STEP, ... up to MAX (integers when MIN, MAX and STEP are)."""
+    grid: dict[str, list[Scalar]] = {}
+    if step is not None and scan is None:
+        raise WashoutError("--parameter-step-size goes with --parameter-scan")
+    if scan is not None:
+        name, low, high = scan
+        step = 1.0 if step is None else step
+        if not step > 0 or high < low:
+            raise WashoutError(
+                f"--parameter-scan {name} {low:g} {high:g} -D {step:g}: needs MIN <= MAX "
+                "and a positive step"
+            )
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        whole = all(float(v).is_integer() for v in (low, high, step))
+        values = [low + i * step for i in range(count)]
+        grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
+    if listed is not None:
+        grid[listed[0]] = list(listed[1].split(","))
+    for name in grid:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise WashoutError(f"parameter name {name!r}: expected letters, digits and _")
+    return grid or None
 
 
 @app.command("resume")

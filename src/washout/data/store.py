@@ -675,12 +675,12 @@ class Store:
 
     def failures(self, limit: int = 20) -> list[tuple[str, int, int, str, str, str]]:
         """Recent failed/timeout/interrupted trials: (worker, run, position, test, status,
-        reason)."""
+        reason); warmups are not among them."""
         return list(
             self.conn.execute(
                 "SELECT w.name, r.idx, t.position, t.test, t.status, t.reason FROM trial t"
                 " JOIN run r ON r.id = t.run_id JOIN worker w ON w.id = r.worker_id"
-                f" WHERE t.status NOT IN ('ok', 'running') AND {self._live}"
+                f" WHERE t.status NOT IN ('ok', 'running', 'warmup') AND {self._live}"
                 " ORDER BY t.id DESC LIMIT ?",
                 (limit,),
             )

@@ -60,6 +60,9 @@ there (see _Worker.reset)."""
 ProgressHook = Callable[[str, int], None]
 """Called as ``hook(worker, trials_done_now)`` after every finished slot."""
 
+WARMUP_RUN = -1
+"""The run index of a worker's warmup trials (``[experiment] warmup``)."""
+
 LOST_RUN_RESTARTS = 3
 """How often one session re-runs a run whose worker connection dropped mid-trial, before
 it gives that worker up (``resume`` tries again)."""
@@ -367,6 +370,9 @@ class _Worker:
                             CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
                             {},
                         )
+            if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
+                p = self.spec.prepare
+                await self._command("prepare", p.command, p.timeout, p.cwd)
             result = await self.ex.run(
                 test.command,
                 timeout=test.timeout,
@@ -508,13 +514,47 @@ class _Worker:
         if position < len(tests):
             raise StopRequested("stopped by the user")
 
+    async def warmup(self) -> None:
+        """``[experiment] warmup`` trials of each test, in the tests' order, before the
+        session's first run (hyperfine runs its warmups before a command's timed runs):
+        stored in run -1 (order ``warmup``) with status ``warmup``, a failure's reason kept,
+        so no analysis counts them. They come before the first run's environment check and
+        reset, so position 0 still follows the reset as in every run."""
+        names = [t.name for t in self.x.tests]
+        run_id = self.store.run_id(self.worker_id, WARMUP_RUN, "warmup", names)
+        position = 0
+        for index, test in enumerate(self.x.tests):
+            for _ in range(self.spec.experiment.warmup):
+                if self.stop.is_set():
+                    raise StopRequested("stopped by the user")
+                now = datetime.now(UTC)
+                trial_id = self.store.begin_trial(run_id, position, test.name, 0, now)
+                try:
+                    status, fields = await self.trial(trial_id, test, self.envs[index])
+                except WashoutError:
+                    self.store.forget_trial(trial_id)
+                    raise
+                if status != "ok":
+                    fields["reason"] = f"{status}: {fields['reason']}"
+                self.store.finish_trial(trial_id, **{**fields, "status": "warmup"})
+                position += 1
+        self.store.set_run_status(run_id, "warmup")
+
     async def execute(self) -> None:
         """Every run of the plan that the store does not hold complete, each whole: runs
         left part-way by an earlier session were superseded before (:func:`recover`); a
         run whose worker is lost mid-trial is superseded and re-run here, after the
-        executor reconnects, at most :data:`LOST_RUN_RESTARTS` times."""
+        executor reconnects, at most :data:`LOST_RUN_RESTARTS` times. Warmups come first
+        when some run is left to do."""
         exp = self.spec.experiment
         slots = self.store.slot_attempts(self.worker_id)
+        left = [
+            run
+            for run in self.x.plan.runs
+            if not run_complete(slots, run.index, len(run.tests), exp.on_failure, exp.retries)
+        ]
+        if exp.warmup and left:
+            await self.warmup()
         for run in self.x.plan.runs:
             if run_complete(slots, run.index, len(run.tests), exp.on_failure, exp.retries):
                 continue

@@ -236,6 +236,9 @@ class ExperimentSpec(_Model):
 
     name: NonBlank = "experiment"
     runs: int = Field(default=10, gt=0)
+    warmup: int = Field(default=0, ge=0, le=10_000)
+    """Trials of each test run before the first run of a session (hyperfine's
+    ``--warmup``): stored with status ``warmup``, out of every analysis."""
     design: Literal["alternate", "coin", "blocked"] = "alternate"
     orders: list[OrderKind] = Field(default_factory=_default_orders, min_length=1)
     seed: int | None = Field(default=None, ge=0)
@@ -277,6 +280,9 @@ class Spec(_Model):
     experiment: ExperimentSpec = Field(default_factory=ExperimentSpec)
     setup: CommandSpec | None = None
     reset: ResetSpec | None = None
+    prepare: CommandSpec | None = None
+    """Run before every trial, warmups too, outside its timing (hyperfine's
+    ``--prepare``); the reset still runs once per run."""
     teardown: CommandSpec | None = None
     test: list[TestSpec] = Field(min_length=1)
     worker: list[WorkerSpec] = Field(default_factory=list)
@@ -661,24 +667,38 @@ def spec_from_commands(
     reset: str | None,
     setup: str | None,
     name: str = "quick",
+    warmup: int = 0,
+    prepare: str | None = None,
+    names: list[str] | None = None,
+    params: dict[str, list[Scalar]] | None = None,
 ) -> tuple[Spec, str]:
-    """The hyperfine-like quick form: each command a test named after itself.
+    """The hyperfine-like quick form: each command a test named after itself (or after
+    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup`` and ``--prepare``; with
+    ``params`` (``-P``/``-L``) every command is a grid over them.
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
+    if names and len(names) > len(commands):
+        raise WashoutError(
+            f"--command-name given {len(names)} times for {len(commands)} command(s)"
+        )
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if seed is not None:
         lines.append(f"seed = {seed}")
-    if setup:
-        lines += ["", "[setup]", f"command = {json.dumps(setup)}"]
-    if reset:
-        lines += ["", "[reset]", f"command = {json.dumps(reset)}"]
-    for command in commands:
+    if warmup:
+        lines.append(f"warmup = {warmup}")
+    for table, command in (("setup", setup), ("reset", reset), ("prepare", prepare)):
+        if command:
+            lines += ["", f"[{table}]", f"command = {json.dumps(command)}"]
+    pairs = ", ".join(f"{key} = {json.dumps(levels)}" for key, levels in (params or {}).items())
+    grid = [f"params = {{{pairs}}}"] if params else []
+    for i, command in enumerate(commands):
         lines += [
             "",
             "[[test]]",
-            f"name = {json.dumps(command)}",
+            f"name = {json.dumps(names[i] if names and i < len(names) else command)}",
             f"command = {json.dumps(command)}",
+            *grid,
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text

@@ -75,7 +75,9 @@ class ReportMeta:
                 WorkerProvenance(name, host, f, None if f is None else f == usual)
                 for _, name, host, f in workers
             ),
-            failures=sum(n for status, n in counts.items() if status not in ("ok", "running")),
+            failures=sum(
+                n for status, n in counts.items() if status not in ("ok", "running", "warmup")
+            ),
             notes=tuple(notes),
         )
 
@@ -138,6 +140,10 @@ class Report:
     """Carryover, drift and claims in words (washout.stats.why.render_words)."""
     order_matters: bool = False
     """The verdict is that order matters (the report says so first)."""
+    comparison: Table | None = None
+    """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
+    ranking: list[str] = field(default_factory=list)
+    """hyperfine's "A ran r ± e times faster than B" lines, with their notes."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,6 +178,40 @@ def fmt_ci(ci: Sequence[object] | None) -> str:
         return "no CI"
     lo, hi = ci
     return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+# ---------------------------------------------------------------------------------------
+# hyperfine's comparison
+# ---------------------------------------------------------------------------------------
+
+
+def comparison_part(trials: pd.DataFrame | None) -> tuple[Table | None, list[str]]:
+    """hyperfine's table and ranking lines (washout.stats.compare) on wall time, or on the
+    trials' first own metric, lower taken as better; none for more than
+    :data:`~washout.stats.compare.COMPARED_TESTS` tests or without successful trials."""
+    from washout.report.terminal import (
+        COMPARISON_COLUMNS,
+        comparison_rows,
+        disagreement_note,
+        metric_value,
+        ranking_line,
+    )
+    from washout.stats.compare import COMPARED_TESTS, compare_tests, compared_metric
+
+    if trials is None or trials.empty or trials["test"].nunique() > COMPARED_TESTS:
+        return None, []
+    metric = compared_metric(trials)
+    if metric is None:
+        return None, []
+    result = compare_tests(trials, metric=metric, describe=lambda v: metric_value(metric, v))
+    if not result.summaries:
+        return None, []
+    columns = [COMPARISON_COLUMNS[0], f"{metric} {COMPARISON_COLUMNS[1]}", *COMPARISON_COLUMNS[2:]]
+    table = Table(columns, comparison_rows(result), [bool(s.warnings) for s in result.summaries])
+    lines = [f"{r.fastest!r} ran {ranking_line(r, metric)}" for r in result.rankings]
+    lines += [f"{r.test!r}: {disagreement_note(r)}" for r in result.rankings if r.orders_disagree]
+    lines += [f"{s.test!r}: {w}" for s in result.summaries for w in s.warnings]
+    return table, lines
 
 
 # ---------------------------------------------------------------------------------------
@@ -695,6 +735,7 @@ def build_report(
     meta = meta or ReportMeta()
     found = analysis.to_dict() if analysis is not None else None
     facts, notes, workers = what_ran(meta, trials)
+    comparison, ranking = comparison_part(trials)
     return Report(
         title=f"washout report: {meta.name}" if meta.name else "washout report",
         verdict=verdict_sentence(found) if found is not None else "",
@@ -708,6 +749,8 @@ def build_report(
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
         findings=render_words(why) if why is not None else [],
         order_matters=found is not None and found.get("verdict") == "order-matters",
+        comparison=comparison,
+        ranking=ranking,
     )
 
 

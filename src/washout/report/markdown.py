@@ -92,6 +92,11 @@ def markdown_text(
         lines += ["### Workers and provenance", ""] + md_table(report.workers) + [""]
     if report.spec_text:
         lines += ["### Spec", ""] + _code_block(report.spec_text) + [""]
+    if report.comparison is not None:
+        lines += ["## Comparison", ""] + md_table(report.comparison) + [""]
+        lines += [f"- {md_text(line)}" for line in report.ranking] + (
+            [""] if report.ranking else []
+        )
     if report.tests is not None:
         lines += ["## Per-test results", ""]
         lines += (md_table(report.tests) if report.tests.rows else ["No test to show."]) + [""]

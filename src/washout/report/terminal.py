@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import RenderableType
 
+    from washout.stats.compare import Comparison, Ranking
     from washout.stats.order import OrderAnalysis, OrderComparison
 
 
@@ -111,6 +112,133 @@ def render_analysis(analysis: OrderAnalysis) -> RenderableType:
     if notes:
         parts.append(Text("warnings:", style="yellow"))
         parts.extend(Text(f"  {n}", style="yellow") for n in notes)
+    return Group(*parts)
+
+
+TIME_UNITS: tuple[tuple[str, float], ...] = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
+"""hyperfine's units for a time, largest first: a value is shown in the largest unit it
+reaches (so 0.0093 s is 9.3 ms)."""
+SECOND_METRICS: tuple[str, ...] = ("wall", "user", "system")
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit (name, size in seconds) to show ``seconds`` in."""
+    for name, size in TIME_UNITS:
+        if abs(seconds) >= size:
+            return name, size
+    return TIME_UNITS[-1]
+
+
+def seconds(value: float | None, unit: tuple[str, float] | None = None) -> str:
+    """A time with hyperfine's automatic unit (or the given one) and its decimals (three
+    for seconds, one otherwise): ``1.020 s``, ``9.3 ms``; ``-`` if none."""
+    if value is None:
+        return "-"
+    name, size = unit or time_unit(value)
+    return f"{value / size:.{3 if name == 's' else 1}f} {name}"
+
+
+def byte_size(value: float | None) -> str:
+    """Bytes in binary units, as sizes are written in a spec: ``12.3 MiB``; ``-`` if none."""
+    if value is None:
+        return "-"
+    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.3g} {name}"
+    return f"{value:.0f} B"
+
+
+def metric_value(metric: str, value: float | None, unit: tuple[str, float] | None = None) -> str:
+    """A value of ``metric``: a time with its unit, bytes for ``max_rss``, else 4 digits."""
+    if metric in SECOND_METRICS:
+        return seconds(value, unit)
+    if metric == "max_rss":
+        return byte_size(value)
+    return "-" if value is None else f"{value:.4g}"
+
+
+def ranking_line(r: Ranking, metric: str) -> str:
+    """hyperfine's sentence, its ± covering the CI, then the CI and where it comes from."""
+    error = f" ± {r.error:.2f}" if r.error is not None else ""
+    how = "faster than" if metric == "wall" else f"better on {metric} than"
+    line = f"{r.ratio:.2f}{error} times {how} {r.test!r}"
+    if r.ratio_ci is not None and r.confidence is not None:
+        line += (
+            f"  ({r.confidence:.0%} CI {r.ratio_ci[0]:.3g}…{r.ratio_ci[1]:.3g}, "
+            f"{r.n_runs} random-order runs, paired by run)"
+        )
+    else:
+        line += f"  ({r.n_runs} random-order runs: too few for a CI)"
+    return line
+
+
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "test",
+    "mean ± σ",
+    "median",
+    "min … max",
+    "user",
+    "system",
+    "max RSS",
+    "runs",
+)
+
+
+def comparison_rows(comparison: Comparison) -> list[list[str]]:
+    """One row of :data:`COMPARISON_COLUMNS` per test, times in hyperfine's unit of its mean."""
+    m = comparison.metric
+    rows = []
+    for s in comparison.summaries:
+        unit = time_unit(s.mean) if m in SECOND_METRICS else None
+        spread = "" if s.stddev is None else f" ± {metric_value(m, s.stddev, unit)}"
+        rows.append(
+            [
+                s.test,
+                metric_value(m, s.mean, unit) + spread,
+                metric_value(m, s.median, unit),
+                f"{metric_value(m, s.min, unit)} … {metric_value(m, s.max, unit)}",
+                seconds(s.user),
+                seconds(s.system),
+                byte_size(s.max_rss),
+                str(s.runs),
+            ]
+        )
+    return rows
+
+
+def disagreement_note(r: Ranking) -> str:
+    """What to say when fixed and random orders disagree about a ratio."""
+    return (
+        f"fixed and random orders disagree about this ratio (fixed order: {r.fixed_ratio:.2f}, "
+        f"Kruskal-Wallis p = {r.interaction_p:.2g}): order changed it; the random-order "
+        "estimate is the order-safe one"
+    )
+
+
+def render_comparison(comparison: Comparison) -> RenderableType:
+    """The per-test table (mean ± σ, median, min … max, user, system, max RSS, runs), then
+    "A ran r ± e times faster than B" for every other test, a note where fixed and random
+    orders disagree, and hyperfine's warnings."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column(COMPARISON_COLUMNS[0], overflow="fold")
+    for name in COMPARISON_COLUMNS[1:]:
+        table.add_column(name, justify="right", no_wrap=True)
+    for cells in comparison_rows(comparison):
+        table.add_row(*map(Text, cells))
+    parts: list[RenderableType] = [table]
+    if comparison.rankings:
+        parts += [Text("Summary", style="bold"), Text(f"  {comparison.rankings[0].fastest!r} ran")]
+        for r in comparison.rankings:
+            parts.append(Text(f"    {ranking_line(r, comparison.metric)}"))
+            if r.orders_disagree:
+                parts.append(Text(f"      {disagreement_note(r)}", style="yellow"))
+    for s in comparison.summaries:
+        for w in s.warnings:
+            parts.append(Text(f"Warning ({s.test}): {w}", style="yellow"))
     return Group(*parts)
 
 

@@ -1,0 +1,101 @@
+"""The comparison in hyperfine's export formats (``--export-json``, ``--export-markdown``,
+``--export-csv``): the same keys and columns, so scripts written for hyperfine read them.
+
+JSON: ``{"results": [{"command", "mean", "stddev", "median", "user", "system", "min",
+"max", "times", "exit_codes", "parameters"?}]}`` in seconds (hyperfine's keys; ``times``
+and ``exit_codes`` are those of the successful trials, so every exit code is 0, and
+``user``/``system`` are null where washout did not measure them). CSV: hyperfine's columns
+``command,mean,stddev,median,user,system,min,max`` plus ``parameter_NAME`` per parameter.
+Markdown: hyperfine's table, Mean ± σ, Min, Max in one unit, and Relative: the order-safe
+ratio to the fastest test (:mod:`washout.stats.compare`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from washout.stats.compare import Comparison
+
+Parameters = Mapping[str, Mapping[str, Any]]
+"""Per test name, its parameter values (``-P``/``-L`` scans or spec grids)."""
+
+
+def json_results(
+    comparison: Comparison, commands: Mapping[str, str], parameters: Parameters
+) -> str:
+    """hyperfine's JSON export: one result per test, its command the test's command."""
+    results = []
+    for s in comparison.summaries:
+        row: dict[str, Any] = {
+            "command": commands.get(s.test, s.test),
+            "mean": s.mean,
+            "stddev": s.stddev,
+            "median": s.median,
+            "user": s.user,
+            "system": s.system,
+            "min": s.min,
+            "max": s.max,
+            "times": list(s.times),
+            "exit_codes": [0] * len(s.times),
+        }
+        if parameters.get(s.test):
+            row["parameters"] = {k: str(v) for k, v in parameters[s.test].items()}
+        results.append(row)
+    return json.dumps({"results": results}, indent=2) + "\n"
+
+
+def csv_results(comparison: Comparison, commands: Mapping[str, str], parameters: Parameters) -> str:
+    """hyperfine's CSV export (a missing value is an empty field)."""
+    names = sorted({k for p in parameters.values() for k in p})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    fields = ("mean", "stddev", "median", "user", "system", "min", "max")
+    writer.writerow(["command", *fields, *(f"parameter_{n}" for n in names)])
+    for s in comparison.summaries:
+        values = [getattr(s, f) for f in fields]
+        writer.writerow(
+            [
+                commands.get(s.test, s.test),
+                *("" if v is None else repr(v) for v in values),
+                *(parameters.get(s.test, {}).get(n, "") for n in names),
+            ]
+        )
+    return buffer.getvalue()
+
+
+def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str:
+    """hyperfine's Markdown table: Command, Mean ± σ, Min, Max (one unit, chosen by the
+    smallest mean) and Relative (1.00 for the fastest, else ratio ± error)."""
+    from washout.report.terminal import time_unit
+
+    summaries = comparison.summaries
+    timed = comparison.metric == "wall"
+    unit = time_unit(min(s.mean for s in summaries)) if timed and summaries else ("", 1.0)
+    head = f" [{unit[0]}]" if timed else ""
+    relative = {r.test: r for r in comparison.rankings}
+    fastest = comparison.rankings[0].fastest if comparison.rankings else None
+    lines = [
+        f"| Command | Mean{head} | Min{head} | Max{head} | Relative |",
+        "|:---|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        mean = f"{s.mean / unit[1]:.1f}"
+        if s.stddev is not None:
+            mean += f" ± {s.stddev / unit[1]:.1f}"
+        if s.test == fastest:
+            rel = "1.00"
+        elif s.test in relative:
+            r = relative[s.test]
+            rel = f"{r.ratio:.2f}" + (f" ± {r.error:.2f}" if r.error is not None else "")
+        else:
+            rel = ""
+        command = commands.get(s.test, s.test).replace("|", "\\|")
+        lines.append(
+            f"| `{command}` | {mean} | {s.min / unit[1]:.1f} | {s.max / unit[1]:.1f} | {rel} |"
+        )
+    return "\n".join(lines) + "\n"

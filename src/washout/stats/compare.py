@@ -1,0 +1,301 @@
+"""The comparison hyperfine users expect: per test mean ± σ, median, min…max, user and
+system CPU time and max RSS, then which test is fastest and by how much, order-safe.
+
+Per test (successful trials of every order kind; warmups are not ``ok`` and so never
+count): the arithmetic mean, the sample standard deviation (n - 1 in the denominator, as
+hyperfine reports σ), the median, min and max of the compared metric (``wall`` unless told),
+and the means of the resource metrics ``user``, ``system`` (CPU seconds of the trial's
+process tree) and ``max_rss`` (bytes) where trials have them.
+
+The ranking compares every other test with the fastest (the lowest median under random
+order): "F ran r ± e times faster than T". ``r`` is the Hodges-Lehmann estimate of the
+per-run ratio T / F over the random-order runs (the order-safe estimate), paired by run,
+with Tukey's distribution-free CI: the claims module's machinery
+(:func:`washout.stats.claims.per_run_log_ratios`, :func:`~washout.stats.claims.hodges_lehmann`),
+not a second one. The CIs are simultaneous over the k - 1 comparisons by Bonferroni
+(two-sided at 1 - alpha / (k - 1)); ``e`` is the larger distance from ``r`` to an end of
+its CI, so r ± e covers the CI. Fixed and random orders disagree about a comparison when
+the per-run log ratios of fixed-order runs differ from those of random-order runs
+(two-sample Kruskal-Wallis, the claims' interaction test), family-wise over the
+comparisons (Bonferroni or Holm).
+
+Warnings follow hyperfine: a trial is a statistical outlier when its modified z-score
+0.6745 (x - median) / MAD exceeds 14 in absolute value (Iglewicz & Hoaglin 1993, "How to
+Detect and Handle Outliers", ASQC; 14 is hyperfine's threshold); when the first trial of
+a test (in time) is such an outlier upwards, the first run was significantly slower.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from washout.stats.claims import Claim, hodges_lehmann, per_run_log_ratios
+from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.trials import usable_trials
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+RESOURCE_METRICS: tuple[str, ...] = ("user", "system", "max_rss")
+"""Measured per trial by washout itself (CPU seconds of the trial's process tree, peak
+resident bytes): shown in the summary, analysed only when named with ``--metric``."""
+OUTLIER_THRESHOLD = 14.0
+"""|modified z-score| above which a trial is an outlier (hyperfine's threshold)."""
+OUTLIERS_DETECTED = (
+    "Statistical outliers were detected. Consider re-running this benchmark on a quiet "
+    "system without any interferences from other programs."
+)
+SLOW_FIRST_RUN = (
+    "The first benchmarking run for this command was significantly slower than the rest "
+    "({first}). This could be caused by (filesystem) caches that were not filled until "
+    "after the first run. You should consider using the '--warmup' option to fill those "
+    "caches before the actual benchmark. Alternatively, use the '--prepare' option to "
+    "clear the caches before each timing run."
+)
+
+
+@dataclass(frozen=True)
+class TestSummary:
+    """One test's trials of the compared metric, hyperfine's figures, and its warnings."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    metric: str
+    runs: int
+    mean: float
+    stddev: float | None
+    median: float
+    min: float
+    max: float
+    user: float | None
+    system: float | None
+    max_rss: float | None
+    times: tuple[float, ...]
+    warnings: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["times"] = list(self.times)
+        d["warnings"] = list(self.warnings)
+        return d
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """``fastest`` ran ``ratio`` ± ``error`` times faster than ``test`` (random order, paired
+    by run); ``fixed_ratio`` is the same estimate over fixed-order runs and
+    ``orders_disagree`` whether the two differ significantly (family-wise)."""
+
+    fastest: str
+    test: str
+    ratio: float
+    ratio_ci: tuple[float, float] | None
+    confidence: float | None
+    error: float | None
+    n_runs: int
+    fixed_ratio: float | None
+    interaction_p: float | None
+    orders_disagree: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ratio_ci"] = list(self.ratio_ci) if self.ratio_ci else None
+        return d
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The per-test summaries (in the tests' order) and the ranking against the fastest
+    (empty for a single test, without random-order runs of two tests together, or when a
+    value is not positive: a ratio needs positive values)."""
+
+    metric: str
+    summaries: tuple[TestSummary, ...]
+    rankings: tuple[Ranking, ...]
+    alpha: float
+    correction: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "summaries": [s.to_dict() for s in self.summaries],
+            "rankings": [r.to_dict() for r in self.rankings],
+        }
+
+
+COMPARED_TESTS = 20
+"""Most tests ``analyze`` and reports give the comparison: it is for a handful of commands;
+a study of hundreds of configurations gets the order analysis alone."""
+
+
+def compared_metric(df: pd.DataFrame, metric: str | None = None) -> str | None:
+    """The metric to compare tests on: ``metric`` if given, else ``wall``, else the first of
+    the trials' own metrics (not a resource metric); None if the trials have no metric."""
+    if metric is not None:
+        return metric
+    present = sorted(df["metric"].dropna().astype(str).unique())
+    own = [m for m in present if m not in RESOURCE_METRICS] or present
+    if not own:
+        return None
+    return "wall" if "wall" in own else own[0]
+
+
+def modified_zscores(x: np.ndarray) -> np.ndarray:
+    """0.6745 (x - median) / MAD, MAD the median absolute deviation (Iglewicz & Hoaglin
+    1993); all zeros when MAD is 0 (more than half the values equal: nothing stands out)."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    median = np.median(x)
+    mad = np.median(np.abs(x - median))
+    if mad == 0:
+        return np.zeros_like(x)
+    return 0.6745 * (x - median) / mad
+
+
+def trial_warnings(times_in_trial_order: np.ndarray, first: str) -> tuple[str, ...]:
+    """hyperfine's warnings for one test's values in the order the trials ran: the slow
+    first run if the first value is an upward outlier, else outliers if any value is one.
+    ``first`` is the first value as it should be printed."""
+    if len(times_in_trial_order) < 3:
+        return ()
+    scores = modified_zscores(times_in_trial_order)
+    if scores[0] > OUTLIER_THRESHOLD:
+        return (SLOW_FIRST_RUN.format(first=first),)
+    if (abs(scores) > OUTLIER_THRESHOLD).any():
+        return (OUTLIERS_DETECTED,)
+    return ()
+
+
+def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """``df`` without the rows of :data:`RESOURCE_METRICS`, unless ``metric`` names one:
+    the default analyses cover the spec's own metrics, so measuring CPU time and RSS does not
+    change their family-wise correction."""
+    if metric in RESOURCE_METRICS or "metric" not in df.columns:
+        return df
+    keep = ~df["metric"].isin(RESOURCE_METRICS)
+    return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
+
+
+def _summary(
+    test: str,
+    metric: str,
+    values: np.ndarray,
+    resources: dict[str, float],
+    first: Callable[[float], str],
+) -> TestSummary:
+    """hyperfine's figures of one test's values (in the order its trials ran)."""
+    import numpy as np
+
+    return TestSummary(
+        test=test,
+        metric=metric,
+        runs=int(values.size),
+        mean=float(values.mean()),
+        stddev=float(values.std(ddof=1)) if values.size > 1 else None,
+        median=float(np.median(values)),
+        min=float(values.min()),
+        max=float(values.max()),
+        user=resources.get("user"),
+        system=resources.get("system"),
+        max_rss=resources.get("max_rss"),
+        times=tuple(values.tolist()),
+        warnings=trial_warnings(values, first(float(values[0]))),
+    )
+
+
+def _slower_over_faster(test: str, best: str, lower_is_better: bool) -> Claim:
+    """The claim whose per-run ratio is ``test / best`` (``best / test`` when higher is
+    better): at least 1 when ``best`` is better."""
+    if lower_is_better:
+        return Claim(f"{test} > {best}", test, ">", 1.0, best)
+    return Claim(f"{best} > {test}", best, ">", 1.0, test)
+
+
+def compare_tests(
+    df: pd.DataFrame,
+    *,
+    metric: str = "wall",
+    alpha: float = 0.05,
+    correction: str = "bonferroni",
+    tests: Sequence[str] | None = None,
+    lower_is_better: bool = True,
+    describe: Callable[[float], str] = str,
+) -> Comparison:
+    """Summarise every test on ``metric`` and rank them against the fastest (module doc).
+
+    ``tests`` gives their order (default: sorted); with ``lower_is_better`` False (a
+    throughput, say) the best test has the highest median and the ratios are best / other.
+    ``describe(value)`` prints a first run's value in the slow-first-run warning. Trials
+    are taken in the order they ran: ``started`` where the frame has it, else worker, run
+    and position.
+    """
+    from washout.stats.power import kruskal_rows
+
+    level, method = check_alpha(alpha), check_method(correction)
+    ok, _ = usable_trials(df, "the comparison")
+    names = list(tests) if tests is not None else sorted(ok["test"].astype(str).unique())
+    here = ok[ok["metric"] == metric]
+    by_time = [c for c in ("started", "worker", "run", "position") if c in here.columns]
+    here = here.sort_values(by_time, kind="stable") if by_time else here
+    values = {
+        str(t): v.to_numpy(dtype=float) for t, v in here.groupby("test", observed=True)["value"]
+    }
+    used = ok[ok["metric"].isin(RESOURCE_METRICS)]
+    means = used.groupby(["test", "metric"], observed=True)["value"].mean()
+    resources: dict[str, dict[str, float]] = {}
+    for (t, m), v in means.items():
+        resources.setdefault(str(t), {})[str(m)] = float(v)
+    summaries = [
+        _summary(t, metric, values[t], resources.get(t, {}), describe)
+        for t in names
+        if t in values and values[t].size
+    ]
+    random = here[here["order"] == "random"]
+    medians = random.groupby("test", observed=True)["value"].median()
+    ranked = [t for t in names if t in medians.index]
+    if len(ranked) < 2 or bool((here["value"] <= 0).any()):  # ratios need positive values
+        return Comparison(metric, tuple(summaries), (), level, method)
+    sign = 1.0 if lower_is_better else -1.0
+    fastest = min(ranked, key=lambda t: sign * float(medians[t]))
+    others = [t for t in ranked if t != fastest]
+    confidence = max(1.0 - level / len(others), 0.0)
+    logs = [
+        per_run_log_ratios(ok, _slower_over_faster(t, fastest, lower_is_better), metric)
+        for t in others
+    ]
+    both = [i for i, lr in enumerate(logs) if lr["fixed"].size and lr["random"].size]
+    interaction = [float(kruskal_rows(logs[i]["fixed"], logs[i]["random"])[1][0]) for i in both]
+    differs = dict(zip(both, adjust(interaction, level, method)[0]))
+    p_of = dict(zip(both, interaction))
+    rankings = []
+    for i, t in enumerate(others):
+        if not logs[i]["random"].size:
+            continue
+        estimate, ci, achieved = hodges_lehmann(logs[i]["random"], confidence)
+        ratio = math.exp(estimate)
+        ratio_ci = (math.exp(ci[0]), math.exp(ci[1])) if ci else None
+        fixed = logs[i]["fixed"]
+        rankings.append(
+            Ranking(
+                fastest=fastest,
+                test=t,
+                ratio=ratio,
+                ratio_ci=ratio_ci,
+                confidence=achieved,
+                error=max(ratio - ratio_ci[0], ratio_ci[1] - ratio) if ratio_ci else None,
+                n_runs=int(logs[i]["random"].size),
+                fixed_ratio=math.exp(hodges_lehmann(fixed, confidence)[0]) if fixed.size else None,
+                interaction_p=p_of.get(i),
+                orders_disagree=bool(differs.get(i, False)),
+            )
+        )
+    rankings.sort(key=lambda r: r.ratio)
+    return Comparison(metric, tuple(summaries), tuple(rankings), level, method)

@@ -1,0 +1,285 @@
+"""What a hyperfine user meets, end to end with real processes: the summary table and the
+ranking line, hyperfine's exports, exit codes, --warmup, --prepare, -P/-L scans, -n, -q."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+from conftest import washout
+
+from washout.data.longformat import COLUMNS
+
+
+def export(db: Path) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(washout("export", db).stdout))
+
+
+def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = washout(
+        "run",
+        "sleep 0.01",
+        "sleep 0.05",
+        "--runs",
+        "12",
+        "--db",
+        tmp_path / "q.db",
+        "-q",
+        "--export-json",
+        out / "r.json",
+        "--export-markdown",
+        out / "r.md",
+        "--export-csv",
+        out / "r.csv",
+    )
+    text = proc.stdout
+    assert "mean ± σ" in text and "min … max" in text and "max RSS" in text
+    assert " ms ± " in text  # hyperfine's automatic unit
+    assert "'sleep 0.01' ran" in text
+    line = next(x for x in text.splitlines() if "times faster than 'sleep 0.05'" in x)
+    ratio, error = float(line.split()[0]), float(line.split()[2])
+    assert 1.5 < ratio < 8 and error > 0
+    assert "random-order runs, paired by run" in line
+    assert proc.stderr.count("\n") <= 2  # -q: no progress bar, the results still printed
+
+    results = json.loads((out / "r.json").read_text())["results"]
+    assert [r["command"] for r in results] == ["sleep 0.01", "sleep 0.05"]
+    first = results[0]
+    keys = {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times"}
+    assert keys | {"exit_codes"} <= set(first)
+    assert len(first["times"]) == 12 and first["exit_codes"] == [0] * 12
+    assert first["min"] <= first["median"] <= first["max"] and 0.01 <= first["min"]
+    md = (out / "r.md").read_text()
+    assert md.startswith("| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |")
+    assert "| `sleep 0.01` |" in md and "| 1.00 |" in md
+    csv = pd.read_csv(out / "r.csv")
+    assert list(csv.columns) == [
+        "command",
+        "mean",
+        "stddev",
+        "median",
+        "user",
+        "system",
+        "min",
+        "max",
+    ]
+    assert csv["mean"].tolist() == [r["mean"] for r in results]
+    # --runs 12 is hyperfine's total: 6 per order kind
+    assert export(tmp_path / "q.db")["order"].value_counts().to_dict() == {
+        "fixed": 12,
+        "random": 12,
+    }
+    washout("report", tmp_path / "q.db", "-f", "md", "-o", out / "report.md")
+    report = (out / "report.md").read_text()
+    assert "## Comparison" in report and "times faster than 'sleep 0.05'" in report
+
+
+def test_every_trial_failing_stops_scripts_unless_ignored(tmp_path: Path) -> None:
+    proc = washout("run", "false", "true", "--runs", "4", "--db", tmp_path / "a.db", check=False)
+    assert proc.returncode == 4
+    assert "Test 'false': all 4 trial(s) failed; the first: exit code 1" in proc.stderr
+    assert "stderr (tail)" in proc.stderr and "--ignore-failure" in proc.stderr
+    proc = washout(
+        "run",
+        "sh -c 'echo boom >&2; exit 3'",
+        "--runs",
+        "2",
+        "--db",
+        tmp_path / "b.db",
+        check=False,
+    )
+    assert proc.returncode == 4 and "exit code 3" in proc.stderr and "boom" in proc.stderr
+    shown = washout("run", "echo out; echo err >&2", "--runs", "2", "--db", tmp_path / "o.db")
+    assert "stdout: out" not in shown.stderr
+    shown = washout(
+        "run", "echo out; echo err >&2", "--runs", "2", "--db", tmp_path / "s.db", "--show-output"
+    )
+    assert "stdout: out" in shown.stderr and "stderr: err" in shown.stderr
+    ignored = washout("run", "false", "true", "--runs", "4", "--db", tmp_path / "c.db", "-i")
+    assert ignored.returncode == 0 and "all 4 trial(s) failed" in ignored.stderr
+
+
+def test_warmup_and_prepare(tmp_path: Path) -> None:
+    """Warmups run first, stored as warmup and out of the analysis; prepare runs before every
+    trial (warmups too) and its 0.3 s stay outside the timing."""
+    log = tmp_path / "log"
+    db = tmp_path / "w.db"
+    proc = washout(
+        "run",
+        f"echo a >> {log}",
+        f"echo b >> {log}",
+        "--runs",
+        "4",
+        "--warmup",
+        "2",
+        "--prepare",
+        f"sleep 0.3; echo P >> {log}",
+        "--db",
+        db,
+        "-q",
+        "--export-json",
+        tmp_path / "r.json",
+    )
+    words = log.read_text().split()
+    assert words[:8] == ["P", "a", "P", "a", "P", "b", "P", "b"]  # the warmups, in test order
+    assert words.count("P") == 2 * 2 + 2 * 4 and words.count("a") == 2 + 4
+    assert all(words[i] == "P" for i in range(0, len(words), 2))  # before every trial
+    frame = export(db)
+    warm = frame[frame["status"] == "warmup"]
+    assert len(warm) == 4 and set(warm["order"]) == {"warmup"} and set(warm["run"]) == {-1}
+    assert "warmup" not in washout("status", db).stdout  # not listed as failures
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [len(r["times"]) for r in results] == [4, 4]  # the warmups are not counted
+    assert max(t for r in results for t in r["times"]) < 0.25  # prepare is not timed
+    assert "n F/R" in proc.stdout and "2/2" in proc.stdout
+
+
+def test_a_failing_prepare_stops_with_its_reason(tmp_path: Path) -> None:
+    proc = washout(
+        "run", "true", "--runs", "2", "--prepare", "exit 9", "--db", tmp_path / "f.db", check=False
+    )
+    assert proc.returncode == 3  # a worker error, as a failing reset
+    assert "prepare command 'exit 9' failed" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_spec_keys_warmup_and_prepare(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f'[experiment]\nruns = 2\nwarmup = 1\n[prepare]\ncommand = "echo P >> {log}"\n'
+        f'[[test]]\nname = "t"\ncommand = "echo t >> {log}"\n'
+    )
+    washout("run", spec, "--db", tmp_path / "s.db", "-q")
+    assert log.read_text().split() == ["P", "t"] * (1 + 2 * 2)
+    bad = washout("run", spec, "--warmup", "2", check=False)
+    assert bad.returncode == 2 and "--warmup go(es) with the quick form" in bad.stderr
+
+
+def test_parameter_scans_and_names(tmp_path: Path) -> None:
+    proc = washout(
+        "run", "echo {n}", "-P", "n", "1", "5", "-D", "2", "--runs", "2", "--db", tmp_path / "p.db"
+    )
+    assert set(export(tmp_path / "p.db")["test"]) == {"echo 1", "echo 3", "echo 5"}
+    assert "'echo 1' ran" in proc.stdout or "ran" in proc.stdout
+    washout(
+        "run",
+        "echo {x}",
+        "printf {x}",
+        "-L",
+        "x",
+        "a,b",
+        "-n",
+        "e-{x}",
+        "-n",
+        "p-{x}",
+        "--runs",
+        "2",
+        "--db",
+        tmp_path / "l.db",
+        "--export-json",
+        tmp_path / "l.json",
+    )
+    assert set(export(tmp_path / "l.db")["test"]) == {"e-a", "e-b", "p-a", "p-b"}
+    results = json.loads((tmp_path / "l.json").read_text())["results"]
+    assert {(r["command"], r["parameters"]["x"]) for r in results} == {
+        ("echo a", "a"),
+        ("echo b", "b"),
+        ("printf a", "a"),
+        ("printf b", "b"),
+    }
+    bad = washout("run", "echo {n}", "-P", "n", "5", "1", check=False)
+    assert bad.returncode == 2 and "MIN <= MAX" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_single_command_gets_a_plain_summary(tmp_path: Path) -> None:
+    proc = washout("run", "true", "--runs", "6", "--db", tmp_path / "one.db")
+    assert "mean ± σ" in proc.stdout
+    assert "order matters" not in proc.stdout.lower() and " ran" not in proc.stdout
+
+
+def test_analyze_shows_resource_metrics_without_analysing_them(tmp_path: Path) -> None:
+    """A long CSV with user, system and max_rss (as the executors store them): the table
+    shows them; the order analysis' family is the spec's metric alone unless --metric."""
+    rows = []
+    for run in range(12):
+        order = "fixed" if run % 2 == 0 else "random"
+        for position, (test, wall) in enumerate((("a", 0.010), ("b", 0.020))):
+            wall = wall * (1 + 0.01 * ((run * 7 + position) % 5))
+            for metric, value in (
+                ("wall", wall),
+                ("user", wall / 2),
+                ("system", wall / 4),
+                ("max_rss", 3 * 2**20),
+            ):
+                rows.append(
+                    dict(zip(COLUMNS, (run, order, position, test, metric, value, "ok", "local")))
+                )
+    path = tmp_path / "long.csv"
+    pd.DataFrame(rows).reindex(columns=COLUMNS).to_csv(path, index=False)
+    table = washout("analyze", path).stdout
+    assert "3 MiB" in table and " ms" in table and "'a' ran" in table
+    document = json.loads(washout("analyze", path, "--format", "json").stdout)
+    assert document["family_size"] == 2  # wall of a and b: not user, system, max_rss
+    a = document["comparison"]["summaries"][0]
+    assert a["test"] == "a" and a["max_rss"] == 3 * 2**20
+    assert a["user"] * 2 == a["mean"]
+    named = json.loads(washout("analyze", path, "--format", "json", "--metric", "user").stdout)
+    assert named["family_size"] == 8 and named["comparison"]["metric"] == "user"
+
+
+def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
+    """On a terminal, stderr shows per-test medians while the run goes on; piped, it does not
+    (the summary on stdout has the table either way)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    args = ["run", "sleep 0.1", "sleep 0.15", "--runs", "6", "--seed", "1"]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", *args, "--db", str(tmp_path / "tty.db")],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
+    os.close(slave)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the pty closed: washout exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.wait(timeout=60) == 0 and "mean ± σ" in proc.stdout.read()
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+    assert re.search(r"trials\s*┃\s*median", shown) and "sleep 0.1 │" in shown and "ETA" in shown
+    piped = washout(*args, "--db", tmp_path / "piped.db")
+    assert not re.search(r"trials\s*┃\s*median", piped.stderr) and "median" in piped.stdout
+
+
+def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
+    from washout.cli.commands_run import runs_for_budget
+
+    assert runs_for_budget([0.5, 0.25], 10, None) == 10  # 3 s / 0.5 s = 6, at least 10
+    assert runs_for_budget([0.1, 0.2], 4, None) == 15  # the slowest command's 3 s
+    assert runs_for_budget([0.001], 10, 50) == 50
+    assert runs_for_budget([0.0], 7, None) == 7  # a failing pilot: the minimum
+    washout("run", "sleep 0.5", "--min-runs", "2", "--db", tmp_path / "b.db", "-q")
+    assert len(export(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
+    bad = washout("run", "true", "--runs", "4", "--max-runs", "5", check=False)
+    assert bad.returncode == 2 and "one or the other" in bad.stderr
