@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, washout
+from conftest import FIXTURES, ROOT, washout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kruskal, norm
@@ -270,3 +270,42 @@ def test_the_runs_needed_come_with_the_spread_a_pilot_of_that_size_allows() -> N
     assert seeded == runs_needed_interval(pilot[:10], 2.0, alpha_per_test=0.01)
     # An effect too small for MAX_RUNS at the noisy end has no upper number.
     assert runs_needed_interval(pilot[:10], 0.2, alpha_per_test=0.01, max_runs=64) == (None, None)
+
+
+def stats_imports() -> dict[str, set[str]]:
+    """Per module of washout.stats, the washout.stats modules it imports anywhere in its
+    source (at the top, inside functions, under TYPE_CHECKING)."""
+    import ast
+
+    package = ROOT / "src" / "washout" / "stats"
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found |= {n.split(".")[2] for n in names if n.startswith("washout.stats.")}
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_the_statistics_modules_import_one_another_without_a_cycle() -> None:
+    """Planning uses the order analysis' Kruskal-Wallis and the analysis plans its detectable
+    shift: both take it from washout.stats.kruskal, so neither imports the other."""
+    graph = stats_imports()
+    assert "order" in graph["ordersage_compat"] and "kruskal" in graph["power"]  # it sees imports
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join(path + (module,))}"
+        if module not in done:
+            for imported in graph.get(module, ()):
+                visit(imported, path + (module,))
+            done.add(module)
+
+    for module in graph:
+        visit(module, ())

@@ -21,7 +21,7 @@ experiments, seeded, with the same draws for every shift (common random numbers)
   copies of the pilot (:func:`runs_needed_interval`).
 
 Kruskal-Wallis is computed vectorised over the simulations, by the same code as the order
-analysis (:func:`washout.stats.order.kruskal_merged`): the same H and p as
+analysis (:func:`washout.stats.kruskal.kruskal_merged`): the same H and p as
 ``scipy.stats.kruskal``.
 """
 
@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
 from washout.stats.family import check_alpha
+from washout.stats.kruskal import kruskal_merged
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from washout.stats.order import Samples
+    from washout.stats.kruskal import Samples
 
 N_SIM = 400
 # Bootstrap copies of the pilot behind the interval of the runs needed, and their simulations.
@@ -55,13 +56,11 @@ MAX_DELTA_PCT = 1000.0
 
 def kruskal_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2)
-    (:func:`washout.stats.order.kruskal_merged`, the order analysis' own computation).
+    (:func:`washout.stats.kruskal.kruskal_merged`, the order analysis' own computation).
 
     Rows whose values are all equal have no test: H NaN, p 1.
     """
     import numpy as np
-
-    from washout.stats.order import kruskal_merged
 
     x, y = np.atleast_2d(np.asarray(x, float)), np.atleast_2d(np.asarray(y, float))
     n1, n2 = x.shape[1], y.shape[1]
