@@ -110,6 +110,7 @@ SLOW = {
         "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
         "test_analyze_json_has_carryover_drift_and_claims",
         "test_bad_claim_is_one_line",
+        "test_quickstart_says_the_first_trial_after_each_reset_pays_for_the_disk",
     },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by
