@@ -97,6 +97,7 @@ SLOW = {
     "test_stats_power.py": {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
+        "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
     },
     "test_sweep_cli.py": {"test_explore_json_on_herd"},
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
