@@ -102,6 +102,7 @@ SLOW = {
     "test_stats_power.py": {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
+        "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
     },
     "test_sweep_cli.py": {"test_explore_json_on_herd"},
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
@@ -115,6 +116,7 @@ SLOW = {
         "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
         "test_analyze_json_has_carryover_drift_and_claims",
         "test_bad_claim_is_one_line",
+        "test_quickstart_says_the_first_trial_after_each_reset_pays_for_the_disk",
     },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from washout.stats.order import chi2_sf_1
+from washout.stats.kruskal import chi2_sf_1
 from washout.stats.shapiro import normal_quantile_as111, normal_upper_tail_as66, shapiro_sorted
 
 

@@ -47,7 +47,7 @@ def plan_command(
 ) -> None:
     """Runs per order needed to detect a given order effect, simulated from a pilot."""
     from washout.data.sources import load_trials
-    from washout.stats.power import MAX_RUNS, PILOT_RESAMPLES, PLAN_PERCENTILES, plan_runs
+    from washout.stats.power import MAX_RUNS, PLAN_CONFIDENCE, plan_runs
 
     if output not in FORMATS:
         raise WashoutError(f"--format = {output!r}: expected one of {', '.join(FORMATS)}")
@@ -80,14 +80,13 @@ def plan_command(
         f"{power:g} (Kruskal-Wallis at alpha {alpha:g}/{len(rows)} = "
         f"{per_test:.3g})"
     )
-    lo_pct, hi_pct = PLAN_PERCENTILES
     for name in (
         "test",
         "metric",
         "CV",
         "pilot trials",
         "runs per order",
-        f"{lo_pct:g}-{hi_pct:g}th pct, resampled pilot",
+        f"{PLAN_CONFIDENCE:.0%} interval",
         "power",
     ):
         table.add_column(name, justify="left" if name in ("test", "metric") else "right")
@@ -118,9 +117,9 @@ def plan_command(
             "the spread, and so the plan, is only a rough estimate."
         )
     console.print(
-        f"The interval is the {lo_pct:g}th to {hi_pct:g}th percentile of the runs "
-        f"needed over {PILOT_RESAMPLES} resamples of the pilot: what another pilot of "
-        "the same size could have asked for."
+        f"The interval is the runs needed at either end of a {PLAN_CONFIDENCE:.0%} "
+        "confidence interval of the pilot's variance (Bonett 2006): how much a pilot of "
+        "this size leaves the noise, and so the plan, uncertain."
     )
     needed = [r.runs_needed for r in rows]
     if all(needed):

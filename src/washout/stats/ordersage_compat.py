@@ -34,8 +34,9 @@ import math
 from typing import TYPE_CHECKING
 
 from washout.errors import WashoutError
+from washout.stats.kruskal import kruskal_two
 from washout.stats.median_ci import check_confidence
-from washout.stats.order import collect_samples, kruskal_two, shapiro_all, summarize
+from washout.stats.order import collect_samples, shapiro_all, summarize
 
 if TYPE_CHECKING:
     import numpy as np
