@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import ROOT, washout
 from sshd import SshdFarm, free_port, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
@@ -291,3 +292,13 @@ def test_validate_names_the_role_problem_in_one_line(tmp_path: Path) -> None:
     assert proc.stderr == (
         f"washout: error: {spec}: test[0].role: required: the workers have roles client, server\n"
     )
+
+
+def test_the_readmes_client_server_spec_is_valid() -> None:
+    """The README's roles example parses as a whole spec (docs stay true)."""
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "role =" in b]
+    spec = parse_spec_text(block, "README.md")
+    assert spec.schedules == 1
+    assert [b.role for t in spec.test for b in t.background] == ["server"]
+    assert {m.role for t in spec.test for m in t.metrics.values()} == {"server", None}
