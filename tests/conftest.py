@@ -79,6 +79,8 @@ SLOW = {
         "test_progress_hears_every_figure",
     },
     "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_roles.py": {"test_two_client_server_pairs_metrics_from_both_roles_analysis_per_group"},
+    "test_roles_example.py": {"test_client_server_example"},
     "test_robustness.py": {
         "test_sigkill_at_random_moments_then_resume",
         "test_databases_of_another_kind_get_a_clear_message",

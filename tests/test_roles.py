@@ -302,3 +302,40 @@ def test_the_readmes_client_server_spec_is_valid() -> None:
     assert spec.schedules == 1
     assert [b.role for t in spec.test for b in t.background] == ["server"]
     assert {m.role for t in spec.test for m in t.metrics.values()} == {"server", None}
+
+
+def test_a_server_lost_mid_trial_makes_the_run_rerun_whole(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """The server role's connection drops during a trial (its sshd drops every session and
+    comes back, as after a crash): the background's outcome is unknown, so the trial is
+    kept as interrupted and its run re-run whole, as for a plain worker lost mid-trial."""
+    server, client = sshd_farm.start(2)
+    drop = server.reboot_script(down=0.5)
+    once = tmp_path / "dropped-once"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        f"""
+[experiment]
+name = "lost"
+runs = 1
+seed = 3
+
+[[test]]
+name = "t"
+role = "client"
+command = "if [ ! -e {once} ]; then touch {once}; {drop}; sleep 3; fi; echo ok"
+[[test.background]]
+role = "server"
+command = "sleep 600"
+"""
+        + server.worker_toml("s", sshd_farm.known_hosts, extra='role = "server"')
+        + client.worker_toml("c", sshd_farm.known_hosts, extra='role = "client"')
+    )
+    db = tmp_path / "lost.db"
+    washout("run", spec, "--db", db, "--quiet", timeout=120)
+    with sqlite3.connect(db) as conn:
+        trials = conn.execute("SELECT status, superseded FROM trial ORDER BY id").fetchall()
+        events = [m for (k, m) in conn.execute("SELECT kind, message FROM event") if k == "rerun"]
+    assert trials == [("interrupted", 1), ("ok", 0), ("ok", 0)]
+    assert len(events) == 1 and "lost its worker" in events[0]

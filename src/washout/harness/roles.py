@@ -382,6 +382,11 @@ class _Background:
             side.run(spec.command, timeout=None, cwd=cwd, env=env, output_tail=64 << 10)
         )
 
+    @property
+    def lost(self) -> bool:
+        """Whether the connection to its worker dropped while it ran."""
+        return self.task.done() and self.task.result().status == "lost"
+
     def ended(self, when: str) -> str | None:
         """Why the command is not running any more (None while it runs)."""
         if not self.task.done():
@@ -504,6 +509,9 @@ class TrialSide:
                 failure = failure or running.ended("during the trial")
             if result.status != "ok":
                 return result
+            if any(running.lost for running in backgrounds):
+                # its worker's connection dropped: the trial's outcome is unknown
+                return dataclasses.replace(result, status="lost", reason=str(failure))
             if failure:
                 return dataclasses.replace(result, status="failed", reason=failure)
             if output:
