@@ -7,7 +7,8 @@ readings become one value: their ``mean`` or ``max``, or the ``delta`` of a coun
 minus first). Readings are taken from the controller through the role's executor, so a
 worker runs nothing of washout's between readings; each reading is one short process
 there (an in-process read for a local ``file``). Without an interval nothing of washout's
-runs during the timed window at all; ``bench/sampling_overhead.py`` measures what an
+runs during the timed window at all (powercap reads every :data:`POWERCAP_INTERVAL`, so
+no wrap of its counters is missed); ``bench/sampling_overhead.py`` measures what an
 interval costs the measured command.
 
 Powercap energy counters are read with shell builtins (one ``sh`` per reading, no
