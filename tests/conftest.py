@@ -82,6 +82,7 @@ SLOW = {
     "test_roles.py": {
         "test_two_client_server_pairs_metrics_from_both_roles_analysis_per_group",
         "test_a_server_lost_mid_trial_makes_the_run_rerun_whole",
+        "test_provenance_is_per_role_and_groups_are_compared_role_by_role",
     },
     "test_roles_example.py": {"test_client_server_example"},
     "test_robustness.py": {

@@ -339,3 +339,44 @@ command = "sleep 600"
         events = [m for (k, m) in conn.execute("SELECT kind, message FROM event") if k == "rerun"]
     assert trials == [("interrupted", 1), ("ok", 0), ("ok", 0)]
     assert len(events) == 1 and "lost its worker" in events[0]
+
+
+def test_provenance_is_per_role_and_groups_are_compared_role_by_role(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """The server role's provenance file must agree between groups; the clients' differ,
+    but no client provenance is asked for, so that is no mismatch."""
+    hosts = sshd_farm.start(4)
+    toml = ""
+    for k in range(2):
+        for j, role in enumerate(("server", "client")):
+            workdir = tmp_path / f"{role}{k}"
+            workdir.mkdir()
+            (workdir / "build.txt").write_text(f"{role} build {k if role == 'client' else 7}\n")
+            toml += hosts[2 * k + j].worker_toml(
+                f"{role}{k}", sshd_farm.known_hosts, workdir, f'role = "{role}"\ngroup = "g{k}"'
+            )
+    spec = tmp_path / "spec.toml"
+    body = """
+[experiment]
+name = "prov"
+runs = 1
+seed = 1
+
+[role.server.provenance]
+files = ["build.txt"]
+
+[[test]]
+name = "t"
+role = "client"
+command = "true"
+"""
+    spec.write_text(body + toml)
+    washout("run", spec, "--db", tmp_path / "a.db", "--quiet")
+
+    (tmp_path / "server1" / "build.txt").write_text("server build 8\n")
+    proc = washout("run", spec, "--db", tmp_path / "b.db", "--quiet", check=False)
+    assert proc.returncode != 0
+    assert (
+        "provenance mismatch between workers: server@file:build.txt differs: g0 has" in proc.stderr
+    ), proc.stderr

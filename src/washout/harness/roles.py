@@ -364,9 +364,10 @@ def _taken_around(test: Test) -> dict[str, MetricSpec]:
     return {name: m for name, m in test.metrics.items() if m.around_trial}
 
 
-def _failed(reason: str, started: datetime | None = None, stderr: bytes = b"") -> CommandResult:
+def _failed(reason: str) -> CommandResult:
+    """A trial that failed before its measured command ran."""
     now = datetime.now(UTC)
-    return CommandResult("failed", None, b"", stderr, started or now, now, 0.0, reason)
+    return CommandResult("failed", None, b"", b"", now, now, 0.0, reason)
 
 
 class _Background:
