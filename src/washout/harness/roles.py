@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from washout.errors import WashoutError, located
+from washout.errors import SpecError, WorkerError
 from washout.harness.counters import perf_command, perf_values
 from washout.harness.environment import EnvironmentWatch
 from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, Executor, tail
@@ -71,9 +71,9 @@ def check_roles(spec: Spec, source: str) -> None:
     known = ", ".join(sorted(roles)) or "none"
     for name in spec.role:
         if name not in roles:
-            raise located(source, f"role.{name}", name, f"no [[worker]] has this role ({known})")
+            raise _unknown_role(source, f"role.{name}", name, known)
     if roles and spec.experiment.sync:
-        raise located(
+        raise SpecError.at(
             source,
             "experiment.sync",
             spec.experiment.sync,
@@ -82,20 +82,19 @@ def check_roles(spec: Spec, source: str) -> None:
     for i, t in enumerate(spec.test):
         where = f"test[{i}]"
         if t.role is not None and t.role not in roles:
-            raise located(source, f"{where}.role", t.role, f"no [[worker]] has this role ({known})")
+            raise _unknown_role(source, f"{where}.role", t.role, known)
         if t.role is None and len(roles) > 1:
-            raise WashoutError(f"{source}: {where}.role: required: the workers have roles {known}")
+            raise SpecError(f"{source}: {where}.role: required: the workers have roles {known}")
         own = t.role or next(iter(roles), None)
         for j, bg in enumerate(t.background):
             if bg.role is not None and bg.role not in roles:
-                raise located(
-                    source,
-                    f"{where}.background[{j}].role",
-                    bg.role,
-                    f"no [[worker]] has this role ({known})",
-                )
+                raise _unknown_role(source, f"{where}.background[{j}].role", bg.role, known)
         for name, m in t.metrics.items():
             _check_metric(m, own, roles, known, source, f"{where}.metrics.{name}")
+
+
+def _unknown_role(source: str, field: str, role: str, known: str) -> SpecError:
+    return SpecError.at(source, field, role, f"no [[worker]] has this role ({known})")
 
 
 def _check_groups(spec: Spec, source: str) -> set[str]:
@@ -104,19 +103,19 @@ def _check_groups(spec: Spec, source: str) -> set[str]:
     if not with_role:
         for i, w in enumerate(spec.worker):
             if w.group is not None:
-                raise located(source, f"worker[{i}].group", w.group, "a group needs roles")
+                raise SpecError.at(source, f"worker[{i}].group", w.group, "a group needs roles")
         return set()
     groups: dict[str, dict[str, int]] = {}
     for i, w in enumerate(spec.worker):
         if not w.role:
             first = spec.worker[with_role[0]]
-            raise WashoutError(
+            raise SpecError(
                 f"{source}: worker[{i}].role: required: worker[{with_role[0]}] "
                 f"has role {first.role!r}"
             )
         members = groups.setdefault(w.group or DEFAULT_GROUP, {})
         if w.role in members:
-            raise located(
+            raise SpecError.at(
                 source,
                 f"worker[{i}].role",
                 w.role,
@@ -128,7 +127,7 @@ def _check_groups(spec: Spec, source: str) -> set[str]:
     for group, members in groups.items():
         missing = sorted(roles - set(members))
         if missing:
-            raise located(
+            raise SpecError.at(
                 source,
                 "worker.group",
                 group,
@@ -142,17 +141,17 @@ def _check_metric(
     m: MetricSpec, own: str | None, roles: set[str], known: str, source: str, field: str
 ) -> None:
     if m.role is not None and m.role not in roles:
-        raise located(source, f"{field}.role", m.role, f"no [[worker]] has this role ({known})")
+        raise _unknown_role(source, f"{field}.role", m.role, known)
     elsewhere = m.role is not None and m.role != own
     if elsewhere and m.perf is not None:
-        raise located(
+        raise SpecError.at(
             source,
             f"{field}.role",
             m.role,
             "perf counts the measured command, which runs on the test's own role",
         )
     if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
-        raise located(
+        raise SpecError.at(
             source,
             f"{field}.role",
             m.role,
@@ -213,7 +212,7 @@ class RoleSide:
     async def reboot(self, timeout: float, command: str | None) -> str:
         reboot = getattr(self.member, "reboot", None)
         if reboot is None:
-            raise WashoutError(f"{self.name}: reset.kind = 'reboot' needs an SSH worker")
+            raise WorkerError(f"{self.name}: reset.kind = 'reboot' needs an SSH worker")
         return str(await reboot(timeout, command))
 
     async def close(self) -> None:
