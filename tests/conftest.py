@@ -79,6 +79,12 @@ SLOW = {
         "test_progress_hears_every_figure",
     },
     "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_roles.py": {
+        "test_two_client_server_pairs_metrics_from_both_roles_analysis_per_group",
+        "test_a_server_lost_mid_trial_makes_the_run_rerun_whole",
+        "test_provenance_is_per_role_and_groups_are_compared_role_by_role",
+    },
+    "test_roles_example.py": {"test_client_server_example"},
     "test_robustness.py": {
         "test_sigkill_at_random_moments_then_resume",
         "test_databases_of_another_kind_get_a_clear_message",
@@ -104,6 +110,7 @@ SLOW = {
         "test_cli_plan_json_and_table",
         "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
     },
+    "test_sampled_metrics.py": {"test_sampled_file_and_command_mean_max_delta"},
     "test_sweep_cli.py": {"test_explore_json_on_herd"},
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
     "test_sweep_report_cli.py": {

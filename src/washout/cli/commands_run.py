@@ -63,7 +63,7 @@ def _execute(
     from washout.harness.engine import execute
 
     console = _console(quiet)
-    total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
+    total = experiment.planned_trials
     live = None if quiet or not sys.stderr.isatty() else _LiveMedians(store)
 
     class LiveProgress(Progress):
@@ -606,11 +606,10 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
     spec, text = load_spec(spec_path)
     experiment = Experiment.prepare(spec, text, str(spec_path))
     exp = spec.experiment
-    workers = max(1, len(spec.worker))
     typer.echo(
         f"{spec_path}: valid. Experiment {exp.name!r}: {len(experiment.tests)} tests, "
         f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "
-        f"{workers} worker(s): {experiment.plan.total_trials * workers} trials planned."
+        f"{spec.schedules} worker(s): {experiment.planned_trials} trials planned."
     )
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())

@@ -46,8 +46,24 @@ from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
+from washout.harness.roles import (
+    GroupWatch,
+    RoleSide,
+    around_trial,
+    make_groups,
+    role_commands,
+    watch_for,
+)
 from washout.harness.secrets import redact, redact_tail, secret_values
-from washout.harness.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
+from washout.harness.spec import (
+    CommandSpec,
+    MetricSpec,
+    ResetSpec,
+    Spec,
+    Test,
+    expand_tests,
+    parse_spec_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +159,11 @@ class Experiment:
             spec, rec.spec_text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind
         )
 
+    @property
+    def planned_trials(self) -> int:
+        """Trials the plan asks for, over every schedule (worker or worker group)."""
+        return self.plan.total_trials * self.spec.schedules
+
     def record(self) -> ExperimentRecord:
         exp = self.spec.experiment
         return ExperimentRecord(
@@ -215,9 +236,12 @@ def slot_done(statuses: list[str], policy: str, retries: int) -> bool:
 
 
 def make_executors(spec: Spec) -> list[Executor]:
-    """The local machine, or one SSH executor per ``[[worker]]``."""
+    """The local machine, one SSH executor per ``[[worker]]``, or one per worker group."""
     if not spec.worker:
         return [LocalExecutor()]
+    groups = make_groups(spec)
+    if groups:
+        return list(groups)
     from washout.harness.executors.ssh import SSHExecutor
 
     return [SSHExecutor(w) for w in spec.worker]
@@ -236,7 +260,7 @@ class _Worker:
         outcome: Outcome,
         allow_mismatch: bool,
         baseline: dict[str, str],
-        watch: EnvironmentWatch,
+        watch: EnvironmentWatch | GroupWatch,
     ) -> None:
         self.x = experiment
         self.spec = experiment.spec
@@ -266,8 +290,9 @@ class _Worker:
         timeout: float | None,
         cwd: str | None,
         on_controller: bool = False,
+        side: Executor | None = None,
     ) -> CommandResult:
-        runner: Executor = LocalExecutor() if on_controller else self.ex
+        runner: Executor = LocalExecutor() if on_controller else side or self.ex
         # [experiment] env reaches setup, reset and teardown as it reaches every test
         env = resolve_env(self.spec.experiment.env, self.x.source)
         result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd), env=env)
@@ -281,16 +306,16 @@ class _Worker:
         return result
 
     async def setup(self) -> None:
-        if self.spec.setup:
-            s = self.spec.setup
-            await self._command("setup", s.command, s.timeout, s.cwd)
-            self.store.event("setup", f"setup done: {s.command}", self.ex.name)
+        for side, s in role_commands(self.ex, self.spec, "setup"):  # per role in a group
+            assert isinstance(s, CommandSpec)
+            await self._command("setup", s.command, s.timeout, s.cwd, side=side)
+            self.store.event("setup", f"setup done: {s.command}", side.name)
 
     async def teardown(self) -> None:
-        if self.spec.teardown:
-            t = self.spec.teardown
-            await self._command("teardown", t.command, t.timeout, t.cwd)
-            self.store.event("teardown", f"teardown done: {t.command}", self.ex.name)
+        for side, t in role_commands(self.ex, self.spec, "teardown"):
+            assert isinstance(t, CommandSpec)
+            await self._command("teardown", t.command, t.timeout, t.cwd, side=side)
+            self.store.event("teardown", f"teardown done: {t.command}", side.name)
 
     async def check_environment(self, run_index: int) -> None:
         """Record the environment before a run (before its reset) and refuse a provenance
@@ -324,18 +349,26 @@ class _Worker:
         """
         r = self.spec.reset
         started = datetime.now(UTC)
-        if r is None or r.kind == "none":
-            info = "no reset configured"
-        elif r.kind == "reboot":
-            from washout.harness.executors.ssh import SSHExecutor
+        infos = []
+        for side, reset in role_commands(self.ex, self.spec, "reset"):  # per role in a group
+            assert isinstance(reset, ResetSpec)
+            if reset.kind == "reboot":
+                from washout.harness.executors.ssh import SSHExecutor
 
-            assert isinstance(self.ex, SSHExecutor)  # prepare() refuses a reboot without workers
-            info = await self.ex.reboot(r.timeout, r.command)
-        else:
-            await self._command(
-                "reset", r.command or "", r.timeout, None, on_controller=r.kind == "local"
-            )
-            info = f"{r.kind}: {r.command}"
+                # prepare() refuses a reboot without workers
+                assert isinstance(side, SSHExecutor | RoleSide)
+                infos.append(await side.reboot(reset.timeout, reset.command))
+            elif reset.kind != "none":
+                await self._command(
+                    "reset",
+                    reset.command or "",
+                    reset.timeout,
+                    None,
+                    on_controller=reset.kind == "local",
+                    side=side,
+                )
+                infos.append(f"{reset.kind}: {reset.command}")
+        info = "; ".join(infos) or "no reset configured"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
         log.debug("%s: reset: %s", self.ex.name, info)
         if (
@@ -356,9 +389,10 @@ class _Worker:
         trial wrote. Stored output is redacted whole, then cut to its tail.
         """
         cwd = self._cwd(test.cwd)
+        runner = around_trial(self.ex, test)  # its role, background, samples, counters
         try:
             for name, mspec in test.metrics.items():
-                if mspec.file is not None:
+                if mspec.file is not None and not mspec.around_trial:
                     try:
                         await self.ex.remove_file(mspec.file, cwd)
                     except OSError as err:
@@ -373,7 +407,7 @@ class _Worker:
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            result = await self.ex.run(
+            result = await runner.run(
                 test.command,
                 timeout=test.timeout,
                 cwd=cwd,
@@ -403,6 +437,8 @@ class _Worker:
         if status == "ok":
             metrics.update(result.extra_metrics)
             for name, mspec in test.metrics.items():
+                if mspec.around_trial:  # runner's, in extra_metrics (absent: not available)
+                    continue
                 try:
                     metrics[name] = await self._metric(mspec, result, cwd)
                 except MetricError as err:
@@ -685,10 +721,7 @@ async def _run_all(
     # Provenance at setup: all workers must agree now, and each must still match what it
     # ran when the experiment started (its first capture in the store, if resuming).
     started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
-    watches = {
-        ex.name: EnvironmentWatch(ex, experiment.spec.provenance, getattr(ex, "workdir", None))
-        for ex in executors
-    }
+    watches = {ex.name: watch_for(ex, experiment.spec) for ex in executors}
     current = await asyncio.gather(*(watches[ex.name].capture() for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
@@ -792,7 +825,7 @@ def execute(
     outcome = Outcome(
         db=store.path,
         seed=experiment.plan.seed,
-        planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
+        planned=experiment.planned_trials,
     )
     outcome.done_before = count_done(experiment, store)
     log.info(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ fact memory_kb "$mem"
 """
 FINGERPRINTED = ("kernel", "cpu_model", "cores", "memory_kb")
 """System facts that must agree across workers (with every provenance file and command)."""
+_ROLE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*@")
+"""A worker group's facts are its roles' (``server@kernel``; washout.harness.roles)."""
 
 
 def _moment_script() -> str:
@@ -225,7 +228,8 @@ def fingerprint_items(facts: dict[str, Any]) -> dict[str, str]:
     return {
         k: str(v)
         for k, v in sorted(facts.items())
-        if k in FINGERPRINTED or k.startswith(("file:", "command:"))
+        if (fact := _ROLE_PREFIX.sub("", k, count=1)) in FINGERPRINTED
+        or fact.startswith(("file:", "command:"))
     }
 
 

@@ -112,6 +112,11 @@ def extract(spec: MetricSpec, *, stdout: bytes, wall: float, file_content: bytes
         text, where = file_content.decode("utf-8", errors="replace"), f"file {spec.file}"
     else:
         text, where = stdout.decode("utf-8", errors="replace"), "stdout"
+    return parse(spec, text, where)
+
+
+def parse(spec: MetricSpec, text: str, where: str) -> float:
+    """``text`` read by the metric's parser: ``json``, ``regex``, else its last number."""
     if spec.json_path is not None:
         return json_value(text, spec.json_path, where)
     if spec.regex is not None:

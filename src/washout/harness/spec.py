@@ -91,6 +91,47 @@ NonBlank = Annotated[str, AfterValidator(_not_blank)]
 Env = Annotated[dict[str, str], AfterValidator(_env_names)]
 
 
+def _role_name(value: str) -> str:
+    """A role becomes part of a variable name (``WASHOUT_HOST_SERVER``): letters, digits, _."""
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError("a role is a name of letters, digits and _ (not starting with a digit)")
+    return value
+
+
+RoleName = Annotated[str, AfterValidator(_role_name)]
+
+
+class SampleSpec(_Model):
+    """A metric read while the trial runs: ``command`` or ``file`` on the metric's role,
+    at the start, every ``interval`` (absent: no reading in between) and at the end, each
+    reading parsed by the metric's ``json``, ``regex`` or as its last number, then
+    ``aggregate``d: ``mean``, ``max``, or ``delta`` (last minus first, for counters)."""
+
+    command: NonBlank | None = None
+    file: NonBlank | None = None
+    interval: Duration | None = None
+    aggregate: Literal["mean", "max", "delta"] = "mean"
+    timeout: Duration = 10.0
+
+    @model_validator(mode="after")
+    def _one_reading(self) -> SampleSpec:
+        if (self.command is None) == (self.file is None):
+            raise ValueError("give one of command or file to sample")
+        return self
+
+
+class BackgroundSpec(_Model):
+    """A command started on another role before a trial and stopped after it (a server):
+    ready once ``ready`` exits 0 (retried until ``ready_timeout``)."""
+
+    role: RoleName | None = None
+    """Where it runs (default: the test's own role)."""
+    command: NonBlank
+    ready: NonBlank | None = None
+    ready_timeout: Duration = 30.0
+    cwd: str | None = None
+
+
 class MetricSpec(_Model):
     """Where a trial's metric comes from. Exactly one source; ``file`` changes the text read.
 
@@ -107,8 +148,23 @@ class MetricSpec(_Model):
     regex: str | None = None
     file: str | None = None
     better: Literal["lower", "higher"] = "lower"
+    role: RoleName | None = None
+    """Where the metric is taken (default: the test's own role); see washout.harness.roles."""
+    sample: SampleSpec | None = None
+    powercap: Literal["joules", "watts"] | None = None
+    powercap_zones: list[NonBlank] = Field(default_factory=list)
+    """Powercap zone names to sum (``package-0``, ``dram``...); default: every package."""
+    powercap_root: NonBlank = "/sys/class/powercap"
+    perf: NonBlank | None = None
+    """A ``perf stat -e`` event counted over the measured command (``instructions``...)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+    @property
+    def around_trial(self) -> bool:
+        """Taken by washout around the trial (:mod:`washout.harness.roles`: on a role, sampled,
+        powercap or perf), not read from the measured command's output afterwards."""
+        return bool(self.role or self.sample or self.powercap or self.perf)
 
     @field_validator("regex")
     @classmethod
@@ -126,6 +182,18 @@ class MetricSpec(_Model):
     @model_validator(mode="after")
     def _one_source(self) -> MetricSpec:
         parsers = [p for p in (self.stdout, self.json_path, self.regex) if p is not None]
+        counted = [k for k in ("powercap", "perf") if getattr(self, k) is not None]
+        if counted and (self.wall or parsers or self.file or self.sample or len(counted) > 1):
+            raise ValueError(f"{counted[0]} is read by washout; it takes no other source")
+        if counted:
+            return self
+        if self.sample is not None:
+            if self.wall or self.file or self.stdout:
+                raise ValueError(
+                    "sample reads its own command or file every interval, parsed by json, "
+                    "regex or as its last number; give no wall, file or stdout with it"
+                )
+            return self
         if self.wall and (parsers or self.file):
             raise ValueError("wall is measured by washout; it takes no other source")
         if len(parsers) > 1:
@@ -133,7 +201,9 @@ class MetricSpec(_Model):
         if self.stdout and self.file:
             raise ValueError("stdout = 'last-number' reads stdout; for a file give file alone")
         if not self.wall and not parsers and not self.file:
-            raise ValueError("give a source: wall, stdout, json, regex or file")
+            raise ValueError(
+                "give a source: wall, stdout, json, regex, file, sample, powercap or perf"
+            )
         return self
 
 
@@ -176,6 +246,9 @@ class TestSpec(_Model):
     cwd: str | None = None
     env: Env = Field(default_factory=dict)
     cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
+    role: RoleName | None = None
+    """The role whose worker runs the command (workers with roles: see roles.py)."""
+    background: list[BackgroundSpec] = Field(default_factory=list)
 
     @field_validator("metrics")
     @classmethod
@@ -211,6 +284,12 @@ class WorkerSpec(_Model):
     ``command``, else ``reboot`` as root and ``sudo -n reboot`` otherwise)."""
     boot_id_command: str | None = None
     """Prints the boot id that must change across a reboot (default: the kernel's)."""
+    role: RoleName | None = None
+    """This worker's part in a client/server trial (``server``, ``client``...)."""
+    group: NonBlank | None = None
+    """The worker group (one worker per role) that runs one schedule; default ``main``."""
+    address: NonBlank | None = None
+    """How the group's other roles reach this worker (``WASHOUT_HOST_<ROLE>``; default host)."""
 
     @property
     def label(self) -> str:
@@ -274,6 +353,16 @@ class ExperimentSpec(_Model):
         return int(self.on_failure.split(":")[1]) if self.on_failure.startswith("retry:") else 0
 
 
+class RoleSpec(_Model):
+    """``[role.NAME]``: what replaces ``[setup]``, ``[reset]``, ``[teardown]`` and
+    ``[provenance]`` on the workers of one role."""
+
+    setup: CommandSpec | None = None
+    reset: ResetSpec | None = None
+    teardown: CommandSpec | None = None
+    provenance: ProvenanceSpec | None = None
+
+
 class Spec(_Model):
     """A whole experiment spec, as written (before grid expansion)."""
 
@@ -287,6 +376,13 @@ class Spec(_Model):
     test: list[TestSpec] = Field(min_length=1)
     worker: list[WorkerSpec] = Field(default_factory=list)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
+    role: dict[RoleName, RoleSpec] = Field(default_factory=dict)
+
+    @property
+    def schedules(self) -> int:
+        """How many schedules run at once: one per worker group, else one per worker."""
+        groups = {w.group or "main" for w in self.worker if w.role}
+        return len(groups) if groups else max(1, len(self.worker))
 
 
 class Test(BaseModel):
@@ -303,6 +399,8 @@ class Test(BaseModel):
     env: dict[str, str]
     cpus: str | None
     params: dict[str, Scalar] = Field(default_factory=dict)
+    role: str | None = None
+    background: list[BackgroundSpec] = Field(default_factory=list)
 
 
 def unsafe_placeholder(command: str) -> tuple[str, str] | None:
@@ -432,6 +530,8 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     env={**exp.env, **t.env},
                     cpus=t.cpus or exp.cpus,
                     params=values,
+                    role=t.role,
+                    background=t.background,
                 )
             )
     seen: dict[str, int] = {}
@@ -464,7 +564,7 @@ def check_size(spec: Spec, source: str) -> None:
             f"{n_tests:,} tests after expanding the params grids",
             f"at most {MAX_TESTS:,} tests",
         )
-    workers = max(1, len(spec.worker))
+    workers = spec.schedules
     total = n_tests * exp.runs * len(exp.orders) * workers
     if total > MAX_TRIALS:
         raise SpecError.at(
@@ -634,6 +734,9 @@ def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     except ValidationError as err:
         raise validation_error(err, source, Spec) from None
     _check_workers(spec, source)
+    from washout.harness.roles import check_roles
+
+    check_roles(spec, source)
     _check_claims(spec, expand_tests(spec, source), source)
     return spec
 

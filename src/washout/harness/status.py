@@ -19,8 +19,7 @@ def progress_of(store: Store) -> dict[str, Any]:
     from washout.harness.engine import Experiment, count_done
 
     experiment = Experiment.from_store(store)
-    workers = max(1, len(experiment.spec.worker))
-    planned = experiment.plan.total_trials * workers
+    planned = experiment.planned_trials
     done = count_done(experiment, store)
     counts = store.counts()
     durations = store.finished_durations()
@@ -31,7 +30,7 @@ def progress_of(store: Store) -> dict[str, Any]:
         "planned": planned,
         "done": done,
         "remaining": remaining,
-        "runs_planned": len(experiment.plan.runs) * workers,
+        "runs_planned": len(experiment.plan.runs) * experiment.spec.schedules,
         "runs_done": runs_done,
         "ok": counts.get("ok", 0),
         "failed": counts.get("failed", 0),
@@ -40,7 +39,7 @@ def progress_of(store: Store) -> dict[str, Any]:
         "running": counts.get("running", 0),
         "superseded": counts.get("superseded", 0),
         "writer": writer_of(store.path),
-        "eta_seconds": None if mean is None else remaining * mean / workers,
+        "eta_seconds": None if mean is None else remaining * mean / experiment.spec.schedules,
         "complete": remaining == 0,
         "seed": experiment.plan.seed,
         "name": experiment.spec.experiment.name,

@@ -1,0 +1,599 @@
+"""Client/server trials: workers with roles, worker groups, and what runs around a trial.
+
+A worker may carry a ``role`` (``server``, ``client``...). Workers with the same ``group``
+(default ``main``), one per role, act as one worker: the group runs one schedule, is one
+worker in the store and the long format (its name is the ``worker`` column), and the
+analysis treats it as one. Several groups run their schedules at once, as several plain
+workers do.
+
+Within a group a test's command runs on the test's ``role``; its ``background`` commands
+are started on their roles before it (each ready once its probe exits 0) and stopped
+(their process groups killed) after it; its metrics may be taken on any role (a file read
+there, a sample, energy, counters). Every command on a group's worker gets the other
+roles' addresses as environment variables, ``WASHOUT_HOST_<ROLE>`` (``$WASHOUT_HOST_SERVER``),
+never pasted into the command text: a host name reaches the shell as data, never as code
+(the same rule as ``{param}`` values). ``[role.NAME]`` replaces ``[setup]``, ``[reset]``,
+``[teardown]`` and ``[provenance]`` for that role's workers.
+
+The engine meets this module at four hooks: :func:`make_groups` (its executors),
+:func:`role_commands` (setup, reset and teardown per role), :func:`watch_for` (provenance
+per role) and :func:`around_trial` (the measured command with what runs around it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from washout.errors import SpecError, WorkerError
+from washout.harness.counters import perf_command, perf_values
+from washout.harness.environment import EnvironmentWatch
+from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, Executor, tail
+from washout.harness.measure import MetricError, extract
+from washout.harness.sampling import MetricUnavailable, Sampler, start_sampler
+from washout.harness.spec import (
+    BackgroundSpec,
+    CommandSpec,
+    MetricSpec,
+    ProvenanceSpec,
+    ResetSpec,
+    Spec,
+    Test,
+    WorkerSpec,
+)
+
+DEFAULT_GROUP = "main"
+HOST_VARIABLE = "WASHOUT_HOST_{}"
+"""The variable holding a role's address in a group (role upper-cased)."""
+READY_FIRST_WAIT = 0.05
+"""Seconds before a readiness probe is tried again; doubled up to READY_LONGEST_WAIT."""
+READY_LONGEST_WAIT = 1.0
+
+
+def host_variable(role: str) -> str:
+    """``WASHOUT_HOST_SERVER`` for role ``server``."""
+    return HOST_VARIABLE.format(role.upper())
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def check_roles(spec: Spec, source: str) -> None:
+    """Refuse, in one line naming the field and value, a spec whose roles do not fit:
+    every worker has a role once one has, each group has one worker per role and all
+    groups the same roles, and every role a test, background, metric or ``[role.X]``
+    names is a role of the workers."""
+    roles = _check_groups(spec, source)
+    known = ", ".join(sorted(roles)) or "none"
+    for name in spec.role:
+        if name not in roles:
+            raise _unknown_role(source, f"role.{name}", name, known)
+    if roles and spec.experiment.sync:
+        raise SpecError.at(
+            source,
+            "experiment.sync",
+            spec.experiment.sync,
+            "not supported with worker roles yet: sync each role's workdir in its [role.X] setup",
+        )
+    for i, t in enumerate(spec.test):
+        where = f"test[{i}]"
+        if t.role is not None and t.role not in roles:
+            raise _unknown_role(source, f"{where}.role", t.role, known)
+        if t.role is None and len(roles) > 1:
+            raise SpecError(f"{source}: {where}.role: required: the workers have roles {known}")
+        own = t.role or next(iter(roles), None)
+        for j, bg in enumerate(t.background):
+            if bg.role is not None and bg.role not in roles:
+                raise _unknown_role(source, f"{where}.background[{j}].role", bg.role, known)
+        for name, m in t.metrics.items():
+            _check_metric(m, own, roles, known, source, f"{where}.metrics.{name}")
+
+
+def _unknown_role(source: str, field: str, role: str, known: str) -> SpecError:
+    return SpecError.at(source, field, role, f"no [[worker]] has this role ({known})")
+
+
+def _check_groups(spec: Spec, source: str) -> set[str]:
+    """The roles of the workers, once the groups are checked."""
+    with_role = [i for i, w in enumerate(spec.worker) if w.role]
+    if not with_role:
+        for i, w in enumerate(spec.worker):
+            if w.group is not None:
+                raise SpecError.at(source, f"worker[{i}].group", w.group, "a group needs roles")
+        return set()
+    groups: dict[str, dict[str, int]] = {}
+    for i, w in enumerate(spec.worker):
+        if not w.role:
+            first = spec.worker[with_role[0]]
+            raise SpecError(
+                f"{source}: worker[{i}].role: required: worker[{with_role[0]}] "
+                f"has role {first.role!r}"
+            )
+        members = groups.setdefault(w.group or DEFAULT_GROUP, {})
+        if w.role in members:
+            raise SpecError.at(
+                source,
+                f"worker[{i}].role",
+                w.role,
+                f"group {w.group or DEFAULT_GROUP!r} already has it (worker[{members[w.role]}]);"
+                " a group has one worker per role",
+            )
+        members[w.role] = i
+    roles = {r for members in groups.values() for r in members}
+    for group, members in groups.items():
+        missing = sorted(roles - set(members))
+        if missing:
+            raise SpecError.at(
+                source,
+                "worker.group",
+                group,
+                f"has no worker of role {missing[0]!r}; every group needs every role "
+                f"({', '.join(sorted(roles))})",
+            )
+    return roles
+
+
+def _check_metric(
+    m: MetricSpec, own: str | None, roles: set[str], known: str, source: str, field: str
+) -> None:
+    if m.role is not None and m.role not in roles:
+        raise _unknown_role(source, f"{field}.role", m.role, known)
+    elsewhere = m.role is not None and m.role != own
+    if elsewhere and m.perf is not None:
+        raise SpecError.at(
+            source,
+            f"{field}.role",
+            m.role,
+            "perf counts the measured command, which runs on the test's own role",
+        )
+    if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
+        raise SpecError.at(
+            source,
+            f"{field}.role",
+            m.role,
+            "a metric of another role reads a file, a sample or powercap there "
+            "(the measured command's output is the test's own role's)",
+        )
+
+
+# -- a group as one worker -----------------------------------------------------------------
+
+
+def _join(workdir: str | None, cwd: str | None) -> str | None:
+    if cwd and workdir and not cwd.startswith("/"):
+        return f"{workdir.rstrip('/')}/{cwd}"
+    return cwd or workdir
+
+
+class RoleSide:
+    """One member of a worker group, as an :class:`Executor`: every command gets the
+    group's ``WASHOUT_HOST_<ROLE>`` variables and runs in the member's workdir."""
+
+    def __init__(self, role: str, member: Executor, env: dict[str, str]) -> None:
+        self.role = role
+        self.member = member
+        self.name = member.name
+        self.host: str = getattr(member, "host", "localhost")
+        self.workdir: str | None = getattr(member, "workdir", None)
+        self.env = env
+
+    async def connect(self) -> None:
+        await self.member.connect()
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
+    ) -> CommandResult:
+        return await self.member.run(
+            command,
+            timeout=timeout,
+            cwd=_join(self.workdir, cwd),
+            env={**self.env, **(env or {})},
+            cpus=cpus,
+            output_tail=output_tail,
+        )
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        return await self.member.read_file(path, _join(self.workdir, cwd))
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        await self.member.remove_file(path, _join(self.workdir, cwd))
+
+    async def reboot(self, timeout: float, command: str | None) -> str:
+        reboot = getattr(self.member, "reboot", None)
+        if reboot is None:
+            raise WorkerError(f"{self.name}: reset.kind = 'reboot' needs an SSH worker")
+        return str(await reboot(timeout, command))
+
+    async def close(self) -> None:
+        await self.member.close()
+
+
+class GroupExecutor:
+    """A worker group as the engine's one worker. Commands the engine runs on it go to the
+    role of the trial in hand (:func:`around_trial` sets it), else to the first role; what
+    runs on every role (setup, reset, teardown, provenance) goes through
+    :func:`role_commands` and :func:`watch_for`."""
+
+    def __init__(self, name: str, sides: dict[str, RoleSide]) -> None:
+        self.name = name
+        self.sides = sides
+        self.host = ",".join(f"{role}={side.host}" for role, side in sides.items())
+        self.workdir: str | None = None  # each side joins its own
+        self.current = next(iter(sides))
+
+    async def connect(self) -> None:
+        await asyncio.gather(*(side.connect() for side in self.sides.values()))
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
+    ) -> CommandResult:
+        return await self.sides[self.current].run(
+            command, timeout=timeout, cwd=cwd, env=env, cpus=cpus, output_tail=output_tail
+        )
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        return await self.sides[self.current].read_file(path, cwd)
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        await self.sides[self.current].remove_file(path, cwd)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(side.close() for side in self.sides.values()))
+
+
+def make_groups(spec: Spec) -> list[GroupExecutor]:
+    """One :class:`GroupExecutor` per worker group, its sides in spec order (empty when no
+    worker has a role)."""
+    from washout.harness.executors.ssh import SSHExecutor
+
+    grouped: dict[str, list[WorkerSpec]] = {}
+    for w in spec.worker:
+        if w.role:
+            grouped.setdefault(w.group or DEFAULT_GROUP, []).append(w)
+    groups = []
+    for name, workers in grouped.items():
+        env = {host_variable(str(w.role)): w.address or w.host for w in workers}
+        groups.append(
+            GroupExecutor(
+                name,
+                {
+                    str(w.role): RoleSide(
+                        str(w.role),
+                        SSHExecutor(w),
+                        {**env, "WASHOUT_ROLE": str(w.role), "WASHOUT_GROUP": name},
+                    )
+                    for w in workers
+                },
+            )
+        )
+    return groups
+
+
+def _sides(ex: Executor) -> Iterator[tuple[str | None, Executor]]:
+    if isinstance(ex, GroupExecutor):
+        yield from ex.sides.items()
+    else:
+        yield None, ex
+
+
+def role_commands(
+    ex: Executor, spec: Spec, what: str
+) -> list[tuple[Executor, CommandSpec | ResetSpec]]:
+    """Where ``setup``, ``reset`` or ``teardown`` runs and what: on each side of a group its
+    role's own (``[role.NAME]``), else the top-level one; on a plain worker the top-level."""
+    chosen = []
+    for role, side in _sides(ex):
+        own = spec.role.get(role) if role else None
+        command = getattr(own, what, None) if own else None
+        command = command or getattr(spec, what)
+        if command is not None:
+            chosen.append((side, command))
+    return chosen
+
+
+class GroupWatch:
+    """The environment of a group: each side's own (:class:`EnvironmentWatch`, with its
+    role's provenance), its keys prefixed ``role@`` so groups compare role by role."""
+
+    def __init__(self, watches: dict[str, EnvironmentWatch]) -> None:
+        self.watches = watches
+
+    @staticmethod
+    def _merge(parts: list[dict[str, str]], roles: list[str]) -> dict[str, str]:
+        return {f"{role}@{k}": v for role, facts in zip(roles, parts) for k, v in facts.items()}
+
+    async def capture(self) -> dict[str, str]:
+        roles = list(self.watches)
+        parts = await asyncio.gather(*(w.capture() for w in self.watches.values()))
+        return self._merge(list(parts), roles)
+
+    async def before_run(self) -> dict[str, str]:
+        roles = list(self.watches)
+        parts = await asyncio.gather(*(w.before_run() for w in self.watches.values()))
+        return self._merge(list(parts), roles)
+
+
+def watch_for(ex: Executor, spec: Spec) -> EnvironmentWatch | GroupWatch:
+    """The environment watch of a worker, or of each role of a group (``[role.NAME]
+    provenance`` replacing ``[provenance]``)."""
+    if not isinstance(ex, GroupExecutor):
+        return EnvironmentWatch(ex, spec.provenance, getattr(ex, "workdir", None))
+    watches = {}
+    for role, side in ex.sides.items():
+        own = spec.role.get(role)
+        provenance: ProvenanceSpec = (own.provenance if own else None) or spec.provenance
+        watches[role] = EnvironmentWatch(side.member, provenance, side.workdir)
+    return GroupWatch(watches)
+
+
+# -- around a trial ----------------------------------------------------------------------
+
+
+def around_trial(ex: Executor, test: Test) -> Executor:
+    """What runs a test's command: the executor itself for a plain test on a plain worker,
+    else a :class:`TrialSide` that also starts its background commands, samples, counts
+    and reads its metrics on every role (returned as the result's ``extra_metrics``). On
+    a group, the test's role becomes the one the engine's own reads and writes go to."""
+    if isinstance(ex, GroupExecutor) and test.role:
+        ex.current = test.role
+    if not isinstance(ex, GroupExecutor) and not test.background and not _taken_around(test):
+        return ex
+    return TrialSide(ex, test)
+
+
+def _taken_around(test: Test) -> dict[str, MetricSpec]:
+    return {name: m for name, m in test.metrics.items() if m.around_trial}
+
+
+def _failed(reason: str) -> CommandResult:
+    """A trial that failed before its measured command ran."""
+    now = datetime.now(UTC)
+    return CommandResult("failed", None, b"", b"", now, now, 0.0, reason)
+
+
+class _Background:
+    """One background command in flight on its side."""
+
+    def __init__(
+        self, spec: BackgroundSpec, side: Executor, cwd: str | None, env: dict[str, str]
+    ) -> None:
+        self.spec = spec
+        self.side = side
+        self.cwd = cwd
+        self.task = asyncio.create_task(
+            side.run(spec.command, timeout=None, cwd=cwd, env=env, output_tail=64 << 10)
+        )
+
+    @property
+    def lost(self) -> bool:
+        """Whether the connection to its worker dropped while it ran."""
+        return self.task.done() and self.task.result().status == "lost"
+
+    def ended(self, when: str) -> str | None:
+        """Why the command is not running any more (None while it runs)."""
+        if not self.task.done():
+            return None
+        result = self.task.result()
+        err = tail(result.stderr, 300).strip().replace("\n", " | ")
+        return (
+            f"background {self.spec.command!r} on {self.side.name} ended {when}: "
+            f"{result.reason or 'exit code 0'}{': ' + err if err else ''}"
+        )
+
+    async def ready(self, env: dict[str, str]) -> str | None:
+        """Wait for the readiness probe (None when ready, else why not)."""
+        if self.spec.ready is None:
+            return self.ended("at once")
+        deadline = time.monotonic() + self.spec.ready_timeout
+        wait = READY_FIRST_WAIT
+        while True:
+            left = deadline - time.monotonic()
+            probe = await self.side.run(
+                self.spec.ready, timeout=max(left, 0.1), cwd=self.cwd, env=env
+            )
+            if probe.status == "ok":
+                return self.ended("before the trial")
+            why = self.ended("before it was ready")
+            if why:
+                return why
+            if time.monotonic() + wait > deadline:
+                return (
+                    f"background {self.spec.command!r} on {self.side.name} not ready after "
+                    f"{self.spec.ready_timeout:g} s: {self.spec.ready!r} {probe.reason}"
+                )
+            await asyncio.sleep(wait)
+            wait = min(2 * wait, READY_LONGEST_WAIT)
+
+    async def stop(self) -> None:
+        """Kill its process group (the executor does, when its run is cancelled)."""
+        if not self.task.done():
+            self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+class TrialSide:
+    """A trial with what runs around it, as an executor whose ``run`` runs the trial's
+    measured command (see :func:`around_trial`).
+
+    Order: files of role metrics removed; background commands started and ready; each
+    sampler's first reading; the measured command (under ``perf stat`` for perf
+    metrics); the samplers' last readings; background commands checked (one that ended
+    during the trial fails it) and stopped; then files, counters and samples become
+    metrics. A metric the machine cannot give (no powercap, a counter perf does not
+    support) is left out and said in the trial's reason; the trial stays ok.
+    """
+
+    def __init__(self, ex: Executor, test: Test) -> None:
+        self.ex = ex
+        self.test = test
+        self.group = ex if isinstance(ex, GroupExecutor) else None
+        self.own = self.side(test.role)
+        self.name = ex.name
+
+    def side(self, role: str | None) -> Executor:
+        if self.group is None:
+            return self.ex
+        return self.group.sides[role or self.group.current]
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+        output_tail: int = OUTPUT_TAIL,
+    ) -> CommandResult:
+        metrics = _taken_around(self.test)
+        for name, m in metrics.items():
+            if m.file is not None:
+                try:
+                    await self.side(m.role).remove_file(m.file, cwd)
+                except OSError as err:
+                    return _failed(f"metric {name}: file {m.file} cannot be removed: {err}")
+        backgrounds: list[_Background] = []
+        samplers: dict[str, Sampler] = {}
+        output = None
+        try:
+            for bg in self.test.background:
+                # a group's sides join their own workdir; a plain worker's is joined here
+                where = bg.cwd if self.group else _join(getattr(self.ex, "workdir", None), bg.cwd)
+                side = self.side(bg.role or self.test.role)
+                backgrounds.append(_Background(bg, side, where, env or {}))
+                why = await backgrounds[-1].ready(env or {})
+                if why:
+                    return _failed(why)
+            notes: list[str] = []
+            for name, m in metrics.items():
+                if m.sample or m.powercap:
+                    try:
+                        samplers[name] = await start_sampler(m, self.side(m.role), cwd)
+                    except MetricUnavailable as err:
+                        notes.append(f"metric {name}: not available: {err}")
+                    except MetricError as err:
+                        return _failed(f"metric {name}: {err}")
+            perf = {name: str(m.perf) for name, m in metrics.items() if m.perf}
+            output = f"/tmp/washout-perf-{uuid.uuid4().hex}.csv" if perf else None
+            run = perf_command(command, list(perf.values()), output) if output else command
+            result = await self.own.run(
+                run, timeout=timeout, cwd=cwd, env=env, cpus=cpus, output_tail=output_tail
+            )
+            values: dict[str, float] = {}
+            failure = None
+            for name, sampler in samplers.items():
+                try:
+                    values[name] = await sampler.stop()
+                except MetricError as err:
+                    failure = failure or f"metric {name}: {err}"
+            samplers = {}
+            for running in backgrounds:
+                failure = failure or running.ended("during the trial")
+            if result.status != "ok":
+                return result
+            if any(running.lost for running in backgrounds):
+                # its worker's connection dropped: the trial's outcome is unknown
+                return dataclasses.replace(result, status="lost", reason=str(failure))
+            if failure:
+                return dataclasses.replace(result, status="failed", reason=failure)
+            if output:
+                counted = await self._counters(perf, output)
+                if isinstance(counted, str):
+                    return dataclasses.replace(result, status="failed", reason=counted)
+                values.update(counted[0])
+                notes += counted[1]
+            try:
+                values.update(await self._after(metrics, result, cwd))
+            except MetricError as err:
+                return dataclasses.replace(result, status="failed", reason=str(err))
+            return dataclasses.replace(
+                result,
+                extra_metrics={**result.extra_metrics, **values},
+                reason="; ".join([result.reason, *notes] if result.reason else notes),
+            )
+        finally:
+            for sampler in samplers.values():
+                await sampler.cancel()
+            await asyncio.gather(*(bg.stop() for bg in backgrounds))
+            if output:
+                try:
+                    await self.own.remove_file(output)
+                except OSError:
+                    pass
+
+    async def _counters(
+        self, events: dict[str, str], output: str
+    ) -> tuple[dict[str, float], list[str]] | str:
+        """perf's values by metric name, and what it could not count; or why it failed."""
+        try:
+            text = (await self.own.read_file(output)).decode("utf-8", errors="replace")
+        except OSError as err:
+            return f"perf stat wrote no counts ({err}): is perf installed on {self.own.name}?"
+        try:
+            counted = perf_values(text, list(events.values()))
+        except MetricError as err:
+            return f"perf: {err}"
+        values, notes = {}, []
+        for name, event in events.items():
+            value = counted[event]
+            if isinstance(value, str):
+                notes.append(f"metric {name}: not available: perf event {event} {value}")
+            else:
+                values[name] = value
+        return values, notes
+
+    async def _after(
+        self, metrics: dict[str, MetricSpec], result: CommandResult, cwd: str | None
+    ) -> dict[str, float]:
+        """Metrics read after the trial on a role: its file there, or (the test's own
+        role) the measured command's output."""
+        values = {}
+        for name, m in metrics.items():
+            if m.sample or m.powercap or m.perf:
+                continue
+            content = None
+            if m.file is not None:
+                try:
+                    content = await self.side(m.role).read_file(m.file, cwd)
+                except OSError as err:
+                    raise MetricError(
+                        f"metric {name}: file {m.file} on {self.side(m.role).name} could "
+                        f"not be read: {err.strerror or err}"
+                    ) from None
+            try:
+                values[name] = extract(
+                    m, stdout=result.stdout, wall=result.duration, file_content=content
+                )
+            except MetricError as err:
+                raise MetricError(f"metric {name}: {err}") from None
+        return values
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        return await self.own.read_file(path, cwd)
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        await self.own.remove_file(path, cwd)
+
+    async def connect(self) -> None:
+        await self.ex.connect()
+
+    async def close(self) -> None:
+        """Nothing: the worker stays connected for the next trial."""
