@@ -3,13 +3,16 @@ an SSH worker (a real sshd on loopback), and every process of the trial is gone.
 
 from __future__ import annotations
 
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import alive, wait_for
+from conftest import alive, wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
 
@@ -74,4 +77,89 @@ def test_sigkill_of_washout_kills_the_trial_group_on_an_ssh_worker(
         lambda: not any(alive(p) for p in pids),
         15,
         f"trial processes {[p for p in pids if alive(p)]} outlived washout on the worker",
+    )
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def kill_controller_leaving_a_survivor(tmp_path: Path, worker: str, escape: bool) -> list[int]:
+    """Start an experiment whose first trial leaves a process running and whose later
+    attempts finish at once; SIGKILL washout mid-trial so that the process survives it:
+    with ``escape`` the process left its trial's group (``setsid``), which no group kill
+    reaches; without, washout's guard is SIGKILLed first, so nothing kills the group.
+    Returns the surviving pids."""
+    pids, flag = tmp_path / "pids", tmp_path / "started"
+    spec = tmp_path / "spec.toml"
+    leave = "setsid sleep 300" if escape else "sleep 300"
+    spec.write_text(
+        f"""
+[experiment]
+runs = 1
+orders = ["fixed"]
+[[test]]
+name = "long"
+command = "[ -e {flag} ] && exit 0; touch {flag}; {leave} & echo $! >> {pids}; wait"
+"""
+        + worker
+    )
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: pids.exists() and pids.read_text().strip(), 60, "no trial started")
+        if not escape:
+            guards = [
+                p
+                for p in _children(proc.pid)
+                if b"while read" in Path(f"/proc/{p}/cmdline").read_bytes()
+            ]
+            assert len(guards) == 1, guards
+            os.kill(guards[0], signal.SIGKILL)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    survivors = [int(p) for p in pids.read_text().split()]
+    time.sleep(1.0)  # what washout's end kills would be dead by now
+    assert all(alive(p) for p in survivors), "nothing survived: the test tests nothing"
+    return survivors
+
+
+def test_resume_kills_what_a_dead_session_left_running_locally(tmp_path: Path) -> None:
+    survivors = kill_controller_leaving_a_survivor(tmp_path, "", escape=False)
+    washout("resume", tmp_path / "k.db", "--quiet")
+    wait_for(
+        lambda: not any(alive(p) for p in survivors),
+        5,
+        f"resume left {[p for p in survivors if alive(p)]} of the dead session's trial running",
+    )
+    with sqlite3.connect(tmp_path / "k.db") as conn:
+        (note,) = conn.execute("SELECT message FROM event WHERE message LIKE 'killed%'").fetchone()
+    assert note.startswith("killed 2 process(es)")  # the trial's shell and its sleep
+
+
+@pytest.mark.ssh
+def test_resume_kills_what_a_dead_session_left_on_an_ssh_worker(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    (server,) = sshd_farm.start(1)
+    worker = server.worker_toml("w", sshd_farm.known_hosts)
+    survivors = kill_controller_leaving_a_survivor(tmp_path, worker, escape=True)
+    washout("resume", tmp_path / "k.db", "--quiet")
+    wait_for(
+        lambda: not any(alive(p) for p in survivors),
+        5,
+        f"resume left {[p for p in survivors if alive(p)]} on the worker",
     )

@@ -29,13 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
 from washout.errors import StoreExistsError, StoreWriteError, WashoutError
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
-from washout.harness.executors.base import CommandResult, Executor
+from washout.harness.executors.base import SESSION_VARIABLE, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
@@ -87,6 +88,9 @@ class Outcome:
     store_error: str | None = None
     """Why the store could not be written (the session stopped; what was committed holds)."""
     worker_errors: dict[str, str] = field(default_factory=dict)
+    session: str = field(default_factory=lambda: token_hex(8))
+    """The random token that marks the processes of this session's trials
+    (SESSION_VARIABLE in their environment), recorded in the store."""
 
     @property
     def complete(self) -> bool:
@@ -236,11 +240,13 @@ class _Worker:
         self.allow_mismatch = allow_mismatch
         self.baseline = baseline
         self.watch = watch
-        self.worker_id = store.worker_id(executor.name, getattr(executor, "host", "localhost"))
-        self.workdir: str | None = getattr(executor, "workdir", None)
+        self.worker_id = store.worker_id(executor.name, executor.host)
+        self.workdir = executor.workdir
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
-        self.envs = envs
         self.secrets = secret_values(envs)
+        # Every process of a trial carries the session's token, so that a later session
+        # can find what this one left running if it dies (kill_leftovers).
+        self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -315,9 +321,6 @@ class _Worker:
         if r is None or r.kind == "none":
             info = "no reset configured"
         elif r.kind == "reboot":
-            from washout.harness.executors.ssh import SSHExecutor
-
-            assert isinstance(self.ex, SSHExecutor)  # prepare() refuses a reboot without workers
             info = await self.ex.reboot(r.timeout, r.command)
         else:
             await self._command(
@@ -385,7 +388,6 @@ class _Worker:
         reason = result.reason
         metrics: dict[str, float] = {}
         if status == "ok":
-            metrics.update(result.extra_metrics)
             for name, mspec in test.metrics.items():
                 try:
                     metrics[name] = await self._metric(mspec, result, cwd)
@@ -393,7 +395,10 @@ class _Worker:
                     status, reason = "failed", f"metric {name}: {err}"
                     metrics = {}
                     break
-        return status, self._finished(status, reason, result, metrics)
+        # What the trial's processes used, whatever its status (a metric of the test's
+        # own with the same name wins).
+        used = {k: v for k, v in result.resources.items() if k not in test.metrics}
+        return status, self._finished(status, reason, result, {**used, **metrics})
 
     async def _metric(self, mspec: MetricSpec, result: CommandResult, cwd: str | None) -> float:
         """One metric of a finished trial (MetricError with the reason if it has none)."""
@@ -604,6 +609,25 @@ async def _each_worker(
     return kept
 
 
+async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store) -> None:
+    """Before anything runs on a worker: kill what trials of earlier sessions (all dead:
+    this one holds the writer lock) left running there, so no old trial runs beside the
+    new ones."""
+    try:
+        killed = await executor.kill_leftovers(sessions)
+    except OSError as err:
+        store.event(
+            "resume", f"could not look for processes of earlier trials: {err}", executor.name
+        )
+        return
+    if killed:
+        store.event(
+            "resume",
+            f"killed {killed} process(es) that trials of an earlier session left running",
+            executor.name,
+        )
+
+
 async def _run_all(
     experiment: Experiment,
     store: Store,
@@ -616,6 +640,11 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    earlier = [s for s in store.sessions() if s != outcome.session]
+    if earlier:
+        executors = await _each_worker(
+            executors, lambda ex: _kill_leftovers(ex, earlier, store), store, outcome
+        )
     if sync is not None:
         executors = await _each_worker(executors, sync, store, outcome)
     if not executors:
@@ -624,13 +653,12 @@ async def _run_all(
     # ran when the experiment started (its first capture in the store, if resuming).
     started_with = {e["worker"]: e["data"] for e in reversed(store.environments())}
     watches = {
-        ex.name: EnvironmentWatch(ex, experiment.spec.provenance, getattr(ex, "workdir", None))
-        for ex in executors
+        ex.name: EnvironmentWatch(ex, experiment.spec.provenance, ex.workdir) for ex in executors
     }
     current = await asyncio.gather(*(watches[ex.name].capture() for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
-        worker_id = store.worker_id(ex.name, getattr(ex, "host", "localhost"))
+        worker_id = store.worker_id(ex.name, ex.host)
         store.record_environment(worker_id, None, facts, fingerprint(facts))
         baselines[ex.name] = started_with.get(ex.name, facts)
     try:
@@ -732,6 +760,7 @@ def execute(
         seed=experiment.plan.seed,
         planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
     )
+    store.add_session(outcome.session)
     outcome.done_before = count_done(experiment, store)
     if on_start is not None:
         on_start(outcome.done_before)
