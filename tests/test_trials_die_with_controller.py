@@ -3,12 +3,14 @@ an SSH worker (a real sshd on loopback), and every process of the trial is gone.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,16 @@ from conftest import alive, wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
 
-def kill_controller_mid_trial(tmp_path: Path, worker: str = "") -> list[int]:
-    """Start an experiment whose trial leaves a child and a grandchild running, SIGKILL
-    washout while the trial runs; returns the trial's pids."""
+def start_and_kill(
+    tmp_path: Path,
+    command: str,
+    worker: str,
+    started: int,
+    before_kill: Callable[[int], None] = lambda pid: None,
+) -> list[int]:
+    """Run a one-trial experiment of ``command`` (which appends pids to ``tmp_path/pids``),
+    SIGKILL washout once ``started`` pids are written (after ``before_kill(washout's
+    pid)``); returns the pids."""
     pids = tmp_path / "pids"
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -28,34 +37,38 @@ runs = 1
 orders = ["fixed"]
 [[test]]
 name = "long"
-command = "sh -c 'sleep 300 & echo $! >> {pids}; wait' & echo $! >> {pids}; echo $$ >> {pids}; wait"
+command = {json.dumps(command.format(pids=pids))}
 """
         + worker
     )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "washout",
-            "run",
-            str(spec),
-            "--db",
-            str(tmp_path / "k.db"),
-            "--quiet",
-        ],
+        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(tmp_path / "k.db")]
+        + ["--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         wait_for(
-            lambda: pids.exists() and len(pids.read_text().split()) == 3,
+            lambda: pids.exists() and len(pids.read_text().split()) == started,
             60,
             "the trial did not start",
         )
+        before_kill(proc.pid)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     return [int(p) for p in pids.read_text().split()]
+
+
+def kill_controller_mid_trial(tmp_path: Path, worker: str = "") -> list[int]:
+    """Start an experiment whose trial leaves a child and a grandchild running, SIGKILL
+    washout while the trial runs; returns the trial's pids."""
+    return start_and_kill(
+        tmp_path,
+        "sh -c 'sleep 300 & echo $! >> {pids}; wait' & echo $! >> {pids}; echo $$ >> {pids}; wait",
+        worker,
+        3,
+    )
 
 
 def test_sigkill_of_washout_kills_the_local_trial_group(tmp_path: Path) -> None:
@@ -92,46 +105,30 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def kill_guard(controller: int) -> None:
+    """SIGKILL washout's guard process (its child running the guard script)."""
+    guards = [
+        p for p in _children(controller) if b"while read" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    assert len(guards) == 1, guards
+    os.kill(guards[0], signal.SIGKILL)
+
+
 def kill_controller_leaving_a_survivor(tmp_path: Path, worker: str, escape: bool) -> list[int]:
     """Start an experiment whose first trial leaves a process running and whose later
     attempts finish at once; SIGKILL washout mid-trial so that the process survives it:
     with ``escape`` the process left its trial's group (``setsid``), which no group kill
     reaches; without, washout's guard is SIGKILLed first, so nothing kills the group.
     Returns the surviving pids."""
-    pids, flag = tmp_path / "pids", tmp_path / "started"
-    spec = tmp_path / "spec.toml"
+    flag = tmp_path / "started"
     leave = "setsid sleep 300" if escape else "sleep 300"
-    spec.write_text(
-        f"""
-[experiment]
-runs = 1
-orders = ["fixed"]
-[[test]]
-name = "long"
-command = "[ -e {flag} ] && exit 0; touch {flag}; {leave} & echo $! >> {pids}; wait"
-"""
-        + worker
+    survivors = start_and_kill(
+        tmp_path,
+        f"[ -e {flag} ] && exit 0; touch {flag}; {leave} & echo $! >> {{pids}}; wait",
+        worker,
+        1,
+        (lambda pid: None) if escape else kill_guard,
     )
-    db = tmp_path / "k.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: pids.exists() and pids.read_text().strip(), 60, "no trial started")
-        if not escape:
-            guards = [
-                p
-                for p in _children(proc.pid)
-                if b"while read" in Path(f"/proc/{p}/cmdline").read_bytes()
-            ]
-            assert len(guards) == 1, guards
-            os.kill(guards[0], signal.SIGKILL)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    survivors = [int(p) for p in pids.read_text().split()]
     time.sleep(1.0)  # what washout's end kills would be dead by now
     assert all(alive(p) for p in survivors), "nothing survived: the test tests nothing"
     return survivors
