@@ -17,7 +17,6 @@ from washout.harness.executors import ssh_connection, ssh_wrapper
 from washout.harness.executors.base import RESOURCES, CommandResult
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
-from washout.harness.spec import WorkerSpec
 
 MIB = 1 << 20
 HEAVY = (
@@ -104,12 +103,7 @@ def test_ssh_trials_measure_their_process_tree(
         for module in (ssh_wrapper, ssh_connection):
             monkeypatch.setattr(module, "GNU_TIME", "/nonexistent/time")
     (server,) = sshd_farm.start(1)
-    worker = WorkerSpec(
-        host="127.0.0.1",
-        port=server.port,
-        key=str(sshd_farm.client_key),
-        known_hosts=str(sshd_farm.known_hosts),
-    )
+    worker = server.worker_spec(sshd_farm.known_hosts)
 
     async def go() -> tuple[CommandResult, CommandResult]:
         ex = SSHExecutor(worker)
