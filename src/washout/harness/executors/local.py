@@ -22,7 +22,6 @@ import fcntl
 import functools
 import os
 import re
-import resource
 import shutil
 import signal
 import stat
@@ -219,6 +218,24 @@ def _devnull(flags: int = os.O_RDONLY) -> int:
     return os.open(os.devnull, flags)
 
 
+_peak_rss_seen = 0
+"""washout's own peak RSS in KiB as last read (it only grows)."""
+
+
+def _own_peak_rss(than: int) -> int:
+    """washout's own peak RSS in KiB (``VmHWM``, its memory's high-water mark: not
+    ``getrusage``'s, which holds the peak of whatever process started washout), read
+    again only when ``than`` exceeds what was last read, since it only grows."""
+    global _peak_rss_seen
+    if than > _peak_rss_seen:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    _peak_rss_seen = int(line.split()[1])
+                    break
+    return _peak_rss_seen
+
+
 class _Child:
     """A started process as the event loop sees it: its exit and its pipes, each read into
     its OutputTail.
@@ -267,14 +284,14 @@ class _Child:
         """Wait for the process (wait4, so its resource use comes with its status).
 
         A process forked by washout starts out with washout's own peak RSS as its
-        ``ru_maxrss`` (Linux keeps the parent's high-water mark across the fork and the
-        exec), so a peak at or below washout's own is not the trial's: ``max_rss`` is then
-        absent rather than wrong."""
+        ``ru_maxrss`` (Linux keeps the high-water mark of the memory it leaves at exec), so
+        a peak at or below washout's own is not the trial's: ``max_rss`` is then absent
+        rather than wrong."""
         if self.returncode is None:
             _, status, usage = os.wait4(self.pid, 0)
             self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
             self.resources = {"user": usage.ru_utime, "system": usage.ru_stime}
-            if usage.ru_maxrss > resource.getrusage(resource.RUSAGE_SELF).ru_maxrss:
+            if usage.ru_maxrss > _own_peak_rss(usage.ru_maxrss):
                 self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
 
     def _on_exit(self) -> None:
@@ -358,6 +375,20 @@ class LocalExecutor:
 
     def __init__(self, name: str = "local") -> None:
         self.name = name
+        self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+    def _environment(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        """A command's whole environment: washout's own (as this executor first saw it)
+        with ``env`` over it; None for washout's own. Built once per ``env``, not per
+        trial: every trial has one (its session's token), and copying washout's
+        environment was most of what that cost."""
+        if not env:
+            return None
+        key = tuple(env.items())
+        found = self._environments.get(key)
+        if found is None:
+            found = self._environments[key] = {**os.environ, **env}
+        return found
 
     async def connect(self) -> None:
         return None
@@ -390,7 +421,7 @@ class LocalExecutor:
         cpus: str | None = None,
         output_tail: int = OUTPUT_TAIL,
     ) -> CommandResult:
-        full_env = None if not env else {**os.environ, **env}
+        full_env = self._environment(env)
         cpu_set = parse_cpus(cpus) if cpus else None
         preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
         guard = _guard()
