@@ -328,11 +328,7 @@ class _Worker:
             )
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
-        if (
-            (r is None or r.kind == "none")
-            and isinstance(self.ex, LocalExecutor)
-            and len(self.x.tests) > 1
-        ):
+        if (r is None or r.kind == "none") and self.ex.local and len(self.x.tests) > 1:
             await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
     async def trial(
