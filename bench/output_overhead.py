@@ -11,6 +11,8 @@ stored wall (from `washout export`) and the largest peak RSS of the washout proc
 - the same with `output_tail = 0` (stdout is /dev/null, hyperfine's default);
 - `... | cat > /dev/null`: the same bytes through a pipe read by cat (the best a reader of
   a pipe can do);
+- `... > out.bin`: the same bytes written to a file (what keeping the output in a file on
+  the worker, its tail read after the trial, would cost the command);
 - `... > /dev/null`: the command alone.
 
 Run: .venv/bin/python bench/output_overhead.py [--bytes 2G] [--rounds 5]
@@ -66,6 +68,7 @@ def main() -> None:
         ("read", command, None),
         ("discarded", command, "0"),
         ("cat", f"{command} | cat > /dev/null", None),
+        ("file", f"{command} > out.bin", None),
         ("alone", f"{command} > /dev/null", None),
     ]
     walls: dict[str, list[float]] = {name: [] for name, _, _ in variants}
@@ -74,6 +77,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, cmd, tail in variants:
                 wall, peak = stored_wall(Path(tmp), name, cmd, tail)
+                (Path(tmp) / "out.bin").unlink(missing_ok=True)  # outside the timed trial
                 walls[name].append(wall)
                 rss[name].append(peak)
             print(
@@ -91,6 +95,7 @@ def main() -> None:
         "read": f"`{command}`, output read (output_tail 1 MiB)",
         "discarded": f"`{command}`, `output_tail = 0`",
         "cat": f"`{command} | cat > /dev/null`",
+        "file": f"`{command} > out.bin` (a file)",
         "alone": f"`{command} > /dev/null` (alone)",
     }
     for name, (wall, rss) in results.items():

@@ -6,7 +6,8 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
 1. the floor: asyncssh's own ``conn.run("true")`` on a reused connection (one channel, the
    login shell's start-up, the command): what any SSH runner pays;
 2. washout's executor: ``SSHExecutor.run("true")`` (the same plus the setsid/timeout
-   wrapper, the worker-side clock and marker parsing);
+   wrapper, GNU time where the worker has it, the worker-side clock and CPU times, marker
+   parsing), and the same without GNU time (what ``max_rss`` costs);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
    (provenance capture once per run, SQLite writes, progress), via the library.
 
@@ -77,10 +78,15 @@ async def floor(workers: list[WorkerSpec], trials: int) -> tuple[float, float]:
     return wall / trials, cpu / (trials * len(workers))
 
 
-async def executor(workers: list[WorkerSpec], trials: int) -> tuple[float, float, float]:
-    """SSHExecutor: (wall per trial per worker, CPU per trial, median worker-side duration)."""
+async def executor(
+    workers: list[WorkerSpec], trials: int, gnu_time: bool = True
+) -> tuple[float, float, float]:
+    """SSHExecutor: (wall per trial per worker, CPU per trial, median worker-side duration);
+    without ``gnu_time`` as on a worker that lacks GNU time (no ``max_rss``)."""
     executors = [SSHExecutor(w) for w in workers]
     await asyncio.gather(*(e.connect() for e in executors))
+    for e in executors:
+        e.link.gnu_time = e.link.gnu_time and gnu_time
     durations: list[float] = []
 
     async def loop(ex: SSHExecutor) -> None:
@@ -137,6 +143,7 @@ def main() -> None:
             workers = workers_of(farm)
             f_wall, f_cpu = asyncio.run(floor(workers, args.trials))
             e_wall, e_cpu, e_dur = asyncio.run(executor(workers, args.trials))
+            n_wall, n_cpu, n_dur = asyncio.run(executor(workers, args.trials, gnu_time=False))
             g_wall, g_cpu, g_dur, total = engine(farm, work, args.tests, args.runs)
         finally:
             farm.stop_all()
@@ -150,13 +157,18 @@ def main() -> None:
         f"{'2 SSHExecutor.run(true)':<44}{e_wall * 1e3:>16.1f} ms"
         f"{(e_wall - e_dur) * 1e3:>8.1f} ms{e_cpu * 1e3:>12.2f} ms"
     )
+    print(
+        f"{'2b SSHExecutor.run(true), no GNU time':<44}{n_wall * 1e3:>16.1f} ms"
+        f"{(n_wall - n_dur) * 1e3:>8.1f} ms{n_cpu * 1e3:>12.2f} ms"
+    )
     label = f"3 engine: {args.tests} tests x {2 * args.runs} runs ({total} trials)"
     print(
         f"{label:<44}{g_wall * 1e3:>16.1f} ms{(g_wall - g_dur) * 1e3:>8.1f} ms"
         f"{g_cpu * 1e3:>12.2f} ms"
     )
     print(
-        f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms, "
+        f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms "
+        f"({n_dur * 1e3:.1f} ms without GNU time), "
         f"engine {g_dur * 1e3:.1f} ms"
     )
     print(

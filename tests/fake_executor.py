@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from washout.harness.executors.base import OUTPUT_TAIL, CommandResult
 
@@ -49,6 +50,7 @@ class FakeExecutor:
     on_call: Callable[[str, int], None] | None = None
     host: str = "fake-host"
     workdir: str | None = None
+    local: bool = False
     calls: list[str] = field(default_factory=list)
     connects: int = 0
     closes: int = 0
@@ -93,6 +95,17 @@ class FakeExecutor:
 
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         return None
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        self.calls.append(f"kill leftovers of {len(sessions)} session(s)")
+        return 0
+
+    async def mirror(self, directory: Path) -> str:
+        return "the fake worker needs no files"
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        self.calls.append("reboot")
+        return "rebooted (scripted)"
 
     async def close(self) -> None:
         self.closes += 1

@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from washout.harness.spec import WorkerSpec
+
 SSHD = "/usr/sbin/sshd"
 T = TypeVar("T")
 
@@ -164,6 +166,17 @@ class Sshd:
         if workdir is not None:
             lines.append(f'workdir = "{workdir}"')
         return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"
+
+    def worker_spec(self, known_hosts: Path, workdir: Path | None = None) -> WorkerSpec:
+        """The same worker as :meth:`worker_toml`, as a spec for an executor."""
+        return WorkerSpec(
+            host="127.0.0.1",
+            port=self.port,
+            user=self.user,
+            key=str(self.client_key),
+            known_hosts=str(known_hosts),
+            workdir=None if workdir is None else str(workdir),
+        )
 
     def reboot_script(self, down: float = 0.5) -> Path:
         """A script that simulates a reboot of this worker: drop every session, stay down

@@ -33,7 +33,8 @@ def trials(db: Path) -> list[tuple[str, str, str]]:
 def metric_values(db: Path) -> dict[str, list[float]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
-            "SELECT t.test, m.value FROM metric m JOIN trial t ON t.id = m.trial_id ORDER BY t.id"
+            "SELECT t.test, m.value FROM metric m JOIN trial t ON t.id = m.trial_id"
+            " WHERE m.name NOT IN ('user', 'system', 'max_rss') ORDER BY t.id"
         ).fetchall()
     values: dict[str, list[float]] = {}
     for test, value in rows:

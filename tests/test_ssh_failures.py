@@ -107,7 +107,7 @@ def test_a_worker_lost_for_good_keeps_its_trial_interrupted_and_nothing_it_never
     from washout.harness.engine import Experiment, execute
     from washout.harness.spec import load_spec
 
-    monkeypatch.setattr("washout.harness.executors.ssh.RECONNECT_WINDOW", 2.0)
+    monkeypatch.setattr("washout.harness.executors.ssh_connection.RECONNECT_WINDOW", 2.0)
     (server,) = sshd_farm.start(1)
     pid_file = tmp_path / "pid"
     spec_path = tmp_path / "spec.toml"
@@ -357,7 +357,7 @@ def test_cancelled_trial_kills_its_remote_group(sshd_farm: SshdFarm, tmp_path: P
 def test_a_worker_that_stays_down_is_given_up_after_bounded_retries(
     sshd_farm: SshdFarm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("washout.harness.executors.ssh.RECONNECT_WINDOW", 2.0)
+    monkeypatch.setattr("washout.harness.executors.ssh_connection.RECONNECT_WINDOW", 2.0)
     (server,) = sshd_farm.start(1)
     worker = WorkerSpec(
         host="127.0.0.1",

@@ -17,7 +17,7 @@ from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (
 
 from washout.errors import WashoutError
 from washout.harness.executors.ssh import SSHExecutor
-from washout.harness.executors.sync import _sftp
+from washout.harness.executors.ssh_copy import sftp
 from washout.harness.spec import WorkerSpec
 
 pytestmark = pytest.mark.ssh
@@ -234,7 +234,7 @@ def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> 
     async def go() -> bytes:
         await executor.connect()
         try:
-            await _sftp(executor, src, str(workdir))
+            await sftp(executor.link, executor.run, src, str(workdir))
             return (await executor.run("./run.sh", timeout=30, cwd=str(workdir))).stdout
         finally:
             await executor.close()

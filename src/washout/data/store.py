@@ -491,6 +491,21 @@ class Store:
     def events(self) -> list[tuple[str, str | None, str, str]]:
         return list(self.conn.execute("SELECT time, worker, kind, message FROM event ORDER BY id"))
 
+    def add_session(self, token: str) -> None:
+        """Record the token that marks the processes of this session's trials (before any
+        runs), so a later session can kill what they left running if this one dies."""
+        with self.transaction() as c:
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES ('sessions', json_array(?))"
+                " ON CONFLICT (key) DO UPDATE SET value = json_insert(value, '$[#]', ?)",
+                (token, token),
+            )
+
+    def sessions(self) -> list[str]:
+        """The tokens of every session that has run trials into this store, oldest first."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'sessions'").fetchone()
+        return [] if row is None else list(json.loads(row[0]))
+
     # -- workers and environment ---------------------------------------------------------
     def worker_id(self, name: str, host: str) -> int:
         with self.transaction() as c:

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 from washout import __version__
@@ -42,13 +43,12 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
-from washout.harness.executors.base import CommandResult, Executor
+from washout.harness.executors.base import SESSION_VARIABLE, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.roles import (
     GroupWatch,
-    RoleSide,
     around_trial,
     make_groups,
     role_commands,
@@ -115,6 +115,9 @@ class Outcome:
     store_error: str | None = None
     """Why the store could not be written (the session stopped; what was committed holds)."""
     worker_errors: dict[str, str] = field(default_factory=dict)
+    session: str = field(default_factory=lambda: token_hex(8))
+    """The random token that marks the processes of this session's trials
+    (SESSION_VARIABLE in their environment), recorded in the store."""
 
     @property
     def complete(self) -> bool:
@@ -272,11 +275,13 @@ class _Worker:
         self.allow_mismatch = allow_mismatch
         self.baseline = baseline
         self.watch = watch
-        self.worker_id = store.worker_id(executor.name, getattr(executor, "host", "localhost"))
-        self.workdir: str | None = getattr(executor, "workdir", None)
+        self.worker_id = store.worker_id(executor.name, executor.host)
+        self.workdir = executor.workdir
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
-        self.envs = envs
         self.secrets = secret_values(envs)
+        # Every process of a trial carries the session's token, so that a later session
+        # can find what this one left running if it dies (kill_leftovers).
+        self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -352,11 +357,7 @@ class _Worker:
         infos = []
         for side, reset in role_commands(self.ex, self.spec, "reset"):  # per role in a group
             assert isinstance(reset, ResetSpec)
-            if reset.kind == "reboot":
-                from washout.harness.executors.ssh import SSHExecutor
-
-                # prepare() refuses a reboot without workers
-                assert isinstance(side, SSHExecutor | RoleSide)
+            if reset.kind == "reboot":  # prepare() refuses a reboot without workers
                 infos.append(await side.reboot(reset.timeout, reset.command))
             elif reset.kind != "none":
                 await self._command(
@@ -371,11 +372,7 @@ class _Worker:
         info = "; ".join(infos) or "no reset configured"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
         log.debug("%s: reset: %s", self.ex.name, info)
-        if (
-            (r is None or r.kind == "none")
-            and isinstance(self.ex, LocalExecutor)
-            and len(self.x.tests) > 1
-        ):
+        if (r is None or r.kind == "none") and self.ex.local and len(self.x.tests) > 1:
             await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
 
     async def trial(
@@ -445,7 +442,10 @@ class _Worker:
                     status, reason = "failed", f"metric {name}: {err}"
                     metrics = {}
                     break
-        return status, self._finished(status, reason, result, metrics)
+        # What the trial's processes used, whatever its status (a metric of the test's
+        # own with the same name wins).
+        used = {k: v for k, v in result.resources.items() if k not in test.metrics}
+        return status, self._finished(status, reason, result, {**used, **metrics})
 
     async def _metric(self, mspec: MetricSpec, result: CommandResult, cwd: str | None) -> float:
         """One metric of a finished trial (MetricError with the reason if it has none)."""
@@ -702,6 +702,25 @@ async def _each_worker(
     return kept
 
 
+async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store) -> None:
+    """Before anything runs on a worker: kill what trials of earlier sessions (all dead:
+    this one holds the writer lock) left running there, so no old trial runs beside the
+    new ones."""
+    try:
+        killed = await executor.kill_leftovers(sessions)
+    except OSError as err:
+        store.event(
+            "resume", f"could not look for processes of earlier trials: {err}", executor.name
+        )
+        return
+    if killed:
+        store.event(
+            "resume",
+            f"killed {killed} process(es) that trials of an earlier session left running",
+            executor.name,
+        )
+
+
 async def _run_all(
     experiment: Experiment,
     store: Store,
@@ -714,6 +733,11 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    earlier = [s for s in store.sessions() if s != outcome.session]
+    if earlier:
+        executors = await _each_worker(
+            executors, lambda ex: _kill_leftovers(ex, earlier, store), store, outcome
+        )
     if sync is not None:
         executors = await _each_worker(executors, sync, store, outcome)
     if not executors:
@@ -725,7 +749,7 @@ async def _run_all(
     current = await asyncio.gather(*(watches[ex.name].capture() for ex in executors))
     baselines = {}
     for ex, facts in zip(executors, current):
-        worker_id = store.worker_id(ex.name, getattr(ex, "host", "localhost"))
+        worker_id = store.worker_id(ex.name, ex.host)
         store.record_environment(worker_id, None, facts, fingerprint(facts))
         baselines[ex.name] = started_with.get(ex.name, facts)
     try:
@@ -827,6 +851,7 @@ def execute(
         seed=experiment.plan.seed,
         planned=experiment.planned_trials,
     )
+    store.add_session(outcome.session)
     outcome.done_before = count_done(experiment, store)
     log.info(
         "%s: %d of %d planned trials done before this session (seed %d)",

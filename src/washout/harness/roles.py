@@ -28,8 +28,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
-from washout.errors import SpecError, WorkerError
+from washout.errors import SpecError
 from washout.harness.counters import perf_command, perf_values
 from washout.harness.environment import EnvironmentWatch
 from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, Executor, tail
@@ -177,8 +178,9 @@ class RoleSide:
         self.role = role
         self.member = member
         self.name = member.name
-        self.host: str = getattr(member, "host", "localhost")
-        self.workdir: str | None = getattr(member, "workdir", None)
+        self.host = member.host
+        self.workdir = member.workdir
+        self.local = member.local
         self.env = env
 
     async def connect(self) -> None:
@@ -209,11 +211,14 @@ class RoleSide:
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         await self.member.remove_file(path, _join(self.workdir, cwd))
 
-    async def reboot(self, timeout: float, command: str | None) -> str:
-        reboot = getattr(self.member, "reboot", None)
-        if reboot is None:
-            raise WorkerError(f"{self.name}: reset.kind = 'reboot' needs an SSH worker")
-        return str(await reboot(timeout, command))
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        return await self.member.kill_leftovers(sessions)
+
+    async def mirror(self, directory: Path) -> str:
+        return await self.member.mirror(directory)
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        return await self.member.reboot(timeout, command)
 
     async def close(self) -> None:
         await self.member.close()
@@ -230,6 +235,7 @@ class GroupExecutor:
         self.sides = sides
         self.host = ",".join(f"{role}={side.host}" for role, side in sides.items())
         self.workdir: str | None = None  # each side joins its own
+        self.local = all(side.local for side in sides.values())
         self.current = next(iter(sides))
 
     async def connect(self) -> None:
@@ -254,6 +260,20 @@ class GroupExecutor:
 
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         await self.sides[self.current].remove_file(path, cwd)
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        killed = await asyncio.gather(*(s.kill_leftovers(sessions) for s in self.sides.values()))
+        return sum(killed)
+
+    async def mirror(self, directory: Path) -> str:
+        done = await asyncio.gather(*(s.mirror(directory) for s in self.sides.values()))
+        return "; ".join(f"{role}: {how}" for role, how in zip(self.sides, done))
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        """Every role's machine (a reboot reset of a group, where no per-role reset says
+        otherwise, goes through :func:`role_commands` instead)."""
+        done = await asyncio.gather(*(s.reboot(timeout, command) for s in self.sides.values()))
+        return "; ".join(done)
 
     async def close(self) -> None:
         await asyncio.gather(*(side.close() for side in self.sides.values()))
@@ -447,6 +467,9 @@ class TrialSide:
         self.group = ex if isinstance(ex, GroupExecutor) else None
         self.own = self.side(test.role)
         self.name = ex.name
+        self.host = ex.host
+        self.workdir = ex.workdir
+        self.local = ex.local
 
     def side(self, role: str | None) -> Executor:
         if self.group is None:
@@ -594,6 +617,15 @@ class TrialSide:
 
     async def connect(self) -> None:
         await self.ex.connect()
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        return await self.ex.kill_leftovers(sessions)
+
+    async def mirror(self, directory: Path) -> str:
+        return await self.ex.mirror(directory)
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        return await self.ex.reboot(timeout, command)
 
     async def close(self) -> None:
         """Nothing: the worker stays connected for the next trial."""

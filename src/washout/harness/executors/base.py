@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 TAIL_BYTES = 4096
@@ -85,8 +86,21 @@ class OutputTail:
         return data[len(data) - self.limit :] if len(data) > self.limit else data
 
 
+SESSION_VARIABLE = "WASHOUT_SESSION"
+"""The environment variable that marks every process of a trial with its session's random
+token, so that ``resume`` can find what a dead session left running (hyperfine, likewise,
+adds a variable of its own to what it runs)."""
+
 METRIC_FILE_LIMIT = 16 << 20
 """The largest ``file`` metric washout reads (bytes): a metric file is a small report."""
+
+
+RESOURCES = ("user", "system", "max_rss")
+"""The resource metrics every trial records when its executor can measure them, with
+hyperfine's names for CPU time: ``user`` and ``system``, CPU seconds of the command's
+process tree (itself and every descendant it waited for), and ``max_rss``, the peak
+resident set size in bytes of the largest process of that tree (getrusage(2):
+``ru_utime``, ``ru_stime``, ``ru_maxrss`` of the waited-for children)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,9 @@ class CommandResult:
     (killed at its timeout, with its whole process group) or ``lost`` (the connection to the
     worker dropped, so the outcome is unknown). ``reason`` says why in words when not ok.
     ``stdout`` and ``stderr`` are the ends of the streams (``output_tail`` bytes at most);
-    ``stdout_cut``/``stderr_cut`` say a stream was longer.
+    ``stdout_cut``/``stderr_cut`` say a stream was longer. ``resources`` is what the
+    command's process tree used, measured by the executor (:data:`RESOURCES`); a measure
+    the executor could not take is absent, never 0.
     """
 
     status: str
@@ -109,17 +125,28 @@ class CommandResult:
     duration: float
     reason: str = ""
     cpus: str | None = None
+    resources: dict[str, float] = field(default_factory=dict)
     extra_metrics: dict[str, float] = field(default_factory=dict)
+    """Metrics taken around the command by what ran it (a trial's roles: sampled, energy,
+    counters, other roles' files), by their metric names."""
     stdout_cut: bool = False
     stderr_cut: bool = False
 
 
 @runtime_checkable
 class Executor(Protocol):
-    """A worker as the engine sees it."""
+    """A worker as the engine sees it: everything the engine, the environment capture and
+    ``[experiment] sync`` use, and nothing else."""
 
     name: str
     """Worker name as recorded in the store (``local`` for the local machine)."""
+    host: str
+    """Where the worker is, as recorded in the store: ``localhost``, or the SSH host
+    (``host:port`` with a port)."""
+    workdir: str | None
+    """The directory commands run in unless they say otherwise (None: as started)."""
+    local: bool
+    """Whether the worker is the machine washout runs on (its files are this machine's)."""
 
     async def connect(self) -> None:
         """Open what is needed (a connection); idempotent; called again after a reset."""
@@ -136,7 +163,7 @@ class Executor(Protocol):
     ) -> CommandResult:
         """Run a shell command in its own process group; kill the group at ``timeout``, and
         when washout itself dies. Keep the last ``output_tail`` bytes of stdout (0: stdout is
-        /dev/null) and of stderr (at least TAIL_BYTES)."""
+        /dev/null) and of stderr (at least TAIL_BYTES); measure its :data:`RESOURCES`."""
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         """A metric file on the worker (relative paths resolve against ``cwd``): OSError
@@ -145,6 +172,21 @@ class Executor(Protocol):
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         """Remove a metric file before the trial that writes it (none there is fine);
         OSError if it cannot be removed or is a directory."""
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        """SIGKILL what trials of earlier, dead sessions left running on the worker: every
+        process whose environment has SESSION_VARIABLE set to one of ``sessions``; returns
+        how many were killed."""
+
+    async def mirror(self, directory: Path) -> str:
+        """Make the worker's workdir an exact copy of the local ``directory``
+        (``[experiment] sync``; the local machine already has it); returns how, for the
+        log. WashoutError if the workdir is missing or too broad to be overwritten."""
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        """Reboot the worker and wait until it is back (a ``reboot`` reset) within
+        ``timeout`` seconds; returns what happened, for the store. WashoutError where
+        washout cannot reboot the worker."""
 
     async def close(self) -> None:
         """Release connections; idempotent."""

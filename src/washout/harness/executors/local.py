@@ -31,9 +31,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from washout.errors import WashoutError
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
     OUTPUT_TAIL,
+    SESSION_VARIABLE,
     TAIL_BYTES,
     CommandResult,
     OutputTail,
@@ -216,6 +218,24 @@ def _devnull(flags: int = os.O_RDONLY) -> int:
     return os.open(os.devnull, flags)
 
 
+_peak_rss_seen = 0
+"""washout's own peak RSS in KiB as last read (it only grows)."""
+
+
+def _own_peak_rss(than: int) -> int:
+    """washout's own peak RSS in KiB (``VmHWM``, its memory's high-water mark: not
+    ``getrusage``'s, which holds the peak of whatever process started washout), read
+    again only when ``than`` exceeds what was last read, since it only grows."""
+    global _peak_rss_seen
+    if than > _peak_rss_seen:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    _peak_rss_seen = int(line.split()[1])
+                    break
+    return _peak_rss_seen
+
+
 class _Child:
     """A started process as the event loop sees it: its exit and its pipes, each read into
     its OutputTail.
@@ -236,6 +256,9 @@ class _Child:
         self.proc = proc
         self.pid = proc.pid
         self.returncode: int | None = None
+        self.resources: dict[str, float] = {}
+        """CPU seconds and peak RSS of the process and its waited-for descendants
+        (base.RESOURCES), from wait4(2)."""
         self._waiter: asyncio.Future[bool] | None = None
         self._closed: asyncio.Future[bool] = loop.create_future()
         self._tails = pipes
@@ -251,15 +274,29 @@ class _Child:
             threading.Thread(target=self._wait_in_thread, daemon=True).start()
 
     def _wait_in_thread(self) -> None:
-        self.proc.wait()
+        self._reap()
         try:
             self.loop.call_soon_threadsafe(self._on_exit)
         except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
             pass
 
+    def _reap(self) -> None:
+        """Wait for the process (wait4, so its resource use comes with its status).
+
+        A process forked by washout starts out with washout's own peak RSS as its
+        ``ru_maxrss`` (Linux keeps the high-water mark of the memory it leaves at exec), so
+        a peak at or below washout's own is not the trial's: ``max_rss`` is then absent
+        rather than wrong."""
+        if self.returncode is None:
+            _, status, usage = os.wait4(self.pid, 0)
+            self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
+            self.resources = {"user": usage.ru_utime, "system": usage.ru_stime}
+            if usage.ru_maxrss > _own_peak_rss(usage.ru_maxrss):
+                self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
+
     def _on_exit(self) -> None:
         self._forget_pidfd()
-        self.returncode = self.proc.wait()  # exited: waitpid returns at once
+        self._reap()  # exited: wait4 returns at once
         if self._waiter is not None:
             _resolve(self._waiter, True)
 
@@ -332,11 +369,38 @@ class _Child:
 class LocalExecutor:
     """Runs commands on this machine."""
 
+    host = "localhost"
+    workdir: str | None = None
+    local = True
+
     def __init__(self, name: str = "local") -> None:
         self.name = name
+        self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+    def _environment(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        """A command's whole environment: washout's own (as this executor first saw it)
+        with ``env`` over it; None for washout's own. Built once per ``env``, not per
+        trial: every trial has one (its session's token), and copying washout's
+        environment was most of what that cost."""
+        if not env:
+            return None
+        key = tuple(env.items())
+        found = self._environments.get(key)
+        if found is None:
+            found = self._environments[key] = {**os.environ, **env}
+        return found
 
     async def connect(self) -> None:
         return None
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        return kill_session_processes(sessions)
+
+    async def mirror(self, directory: Path) -> str:
+        return "local worker: the directory is already here"
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        raise WashoutError("washout does not reboot the machine it runs on")
 
     async def close(self) -> None:
         return None
@@ -357,7 +421,7 @@ class LocalExecutor:
         cpus: str | None = None,
         output_tail: int = OUTPUT_TAIL,
     ) -> CommandResult:
-        full_env = None if not env else {**os.environ, **env}
+        full_env = self._environment(env)
         cpu_set = parse_cpus(cpus) if cpus else None
         preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
         guard = _guard()
@@ -451,9 +515,30 @@ class LocalExecutor:
             duration,
             why,
             cpus,
+            resources=child.resources,
             stdout_cut=out.cut,
             stderr_cut=err.cut,
         )
+
+
+def kill_session_processes(sessions: list[str]) -> int:
+    """SIGKILL every process of this machine whose environment has SESSION_VARIABLE set to
+    one of ``sessions`` (what trials of those sessions left running; only processes
+    washout may read and signal are seen); returns how many."""
+    marks = {f"{SESSION_VARIABLE}={token}".encode() for token in sessions}
+    killed = 0
+    for entry in os.scandir("/proc") if marks else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if marks.isdisjoint(f.read().split(b"\0")):
+                    continue
+            os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        killed += 1
+    return killed
 
 
 _FILE_KINDS = (
