@@ -45,7 +45,7 @@ def _execute(experiment: Experiment, store: Store, quiet: bool, allow_mismatch: 
     from washout.harness.engine import execute
 
     console = _console(quiet)
-    total = experiment.plan.total_trials * max(1, len(experiment.spec.worker))
+    total = experiment.plan.total_trials * experiment.spec.workers
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -255,7 +255,7 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
     spec, text = load_spec(spec_path)
     experiment = Experiment.prepare(spec, text, str(spec_path))
     exp = spec.experiment
-    workers = max(1, len(spec.worker))
+    workers = spec.workers
     typer.echo(
         f"{spec_path}: valid. Experiment {exp.name!r}: {len(experiment.tests)} tests, "
         f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "

@@ -26,6 +26,7 @@ import re
 import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
 from washout.errors import StoreExistsError, StoreWriteError, WashoutError
+from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
@@ -115,9 +117,13 @@ class Experiment:
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
         tests = expand_tests(spec, source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
-        if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
+        if (
+            spec.reset
+            and spec.reset.kind == "reboot"
+            and not (spec.worker or spec.cluster or spec.allocate)
+        ):
             raise WashoutError(
-                f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
+                f"{source}: reset.kind = 'reboot': needs [[worker]], [cluster] or [allocate] "
                 "(washout does not reboot the machine it runs on)"
             )
         return cls(spec, text, source, tests, plan)
@@ -315,9 +321,11 @@ class _Worker:
         if r is None or r.kind == "none":
             info = "no reset configured"
         elif r.kind == "reboot":
+            from washout.harness.executors.slurm import SlurmExecutor
             from washout.harness.executors.ssh import SSHExecutor
 
-            assert isinstance(self.ex, SSHExecutor)  # prepare() refuses a reboot without workers
+            # prepare() refuses a reboot without workers (of the machine washout runs on)
+            assert isinstance(self.ex, SSHExecutor | SlurmExecutor)
             info = await self.ex.reboot(r.timeout, r.command)
         else:
             await self._command(
@@ -730,12 +738,12 @@ def execute(
     outcome = Outcome(
         db=store.path,
         seed=experiment.plan.seed,
-        planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
+        planned=experiment.plan.total_trials * experiment.spec.workers,
     )
     outcome.done_before = count_done(experiment, store)
     if on_start is not None:
         on_start(outcome.done_before)
-    executors = executors if executors is not None else make_executors(experiment.spec)
+    previous_workers = [name for _, name, *_ in store.workers()]
     if sync is None and experiment.spec.experiment.sync:
         from washout.harness.executors.sync import directory_sync
 
@@ -774,8 +782,22 @@ def execute(
                 installed.append(sig)
             except (RuntimeError, ValueError):
                 pass
+
+        def allocation_note(kind: str, message: str) -> None:
+            if kind == "error":
+                outcome.worker_errors.setdefault("allocation", message)
+            _note(store, outcome, kind, message)
+
+        spec = experiment.spec
         try:
-            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch, sync)
+            workers = (
+                allocated(spec, experiment.source, previous_workers, allocation_note)
+                if executors is None
+                else nullcontext(executors)
+            )
+            async with workers as given:
+                chosen = given if given is not None else make_executors(spec)
+                await _run_all(experiment, store, chosen, stop, hook, outcome, allow_mismatch, sync)
         except asyncio.CancelledError:
             _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:

@@ -19,7 +19,7 @@ def progress_of(store: Store) -> dict[str, Any]:
     from washout.harness.engine import Experiment, count_done
 
     experiment = Experiment.from_store(store)
-    workers = max(1, len(experiment.spec.worker))
+    workers = experiment.spec.workers
     planned = experiment.plan.total_trials * workers
     done = count_done(experiment, store)
     counts = store.counts()
