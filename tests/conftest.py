@@ -72,6 +72,7 @@ SLOW = {
         "test_bad_input_is_one_line_naming_file_line_field_value",
     },
     "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
+    "test_slurm.py": {"test_ctrl_c_releases_the_allocation_and_resume_allocates_again"},
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_report_markdown.py": {
         "test_cli_writes_html_and_markdown",

@@ -8,11 +8,12 @@ marker line on stderr that is stripped before the output is kept. So ``wall`` ho
 neither srun's start-up nor the controller's network round trips, as over SSH.
 
 The process handling is the local executor's (:class:`LocalExecutor`): srun runs in its
-own process group, is SIGTERMed at the timeout (srun forwards the signal to the step),
-SIGKILLed after the grace period, and killed by the local guard if washout dies. Slurm
-ends a step whose srun is gone and kills every process of it on the node, so a trial
-never outlives its controller there either. The environment reaches the node through
-srun (``--export=ALL``, Slurm's default).
+own process group, is SIGTERMed at the timeout (srun then cancels the step), SIGKILLed
+after the grace period, and killed by the local guard if washout dies (Slurm then ends the
+step, its I/O gone). A step killed from the controller's side may leave processes on the
+node until its job ends, so after a command that did not report its end every process of
+its step is SIGKILLed (``scancel --signal=KILL JOB.STEP``) before the next command runs.
+The environment reaches the node through srun (``--export=ALL``, Slurm's default).
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ def step_argv(job_id: str, node: str) -> list[str]:
 
 
 def step_script(command: str, token: str, cwd: str | None, cpus: str | None) -> str:
-    """The bash wrapper one step runs on the node (see the module docstring). It exits 0
-    when the command ran, whatever its status, which the marker carries: so srun adds no
-    "task 0: Exited with exit code" line to the trial's stderr."""
+    """The bash wrapper one step runs on the node (see the module docstring). It prints
+    the step's id first (to kill what a step killed from the controller's side leaves) and
+    exits 0 when the command ran, whatever its status, which the end marker carries: so
+    srun adds no "task 0: Exited with exit code" line to the trial's stderr."""
     launch = f"taskset -c {shlex.quote(cpus)} " if cpus else ""
     lines = [
         f"cd -- {shlex.quote(cwd)} || exit 1" if cwd else "",
+        f"printf '@@washout:{token}:step %s\\n' \"$SLURM_STEP_ID\" >&2",
         "t0=$EPOCHREALTIME",
         f"{launch}/bin/sh -c {shlex.quote(command)} </dev/null",
         "rc=$?",
@@ -79,6 +82,16 @@ class SlurmExecutor:
         self._token = secrets.token_hex(8)
         self._marker = re.compile(
             rb"\n?@@washout:" + self._token.encode() + rb":end (-?\d+) (\S+) (\S+)\n"
+        )
+        self._step = re.compile(rb"@@washout:" + self._token.encode() + rb":step (\d+)\n")
+
+    async def _kill_step(self, step: str) -> None:
+        """SIGKILL every process of a step whose srun is gone, and end the step: Slurm
+        itself would leave them running until the job ends."""
+        await self._local.run(
+            f"scancel --quiet --signal=KILL {self.job_id}.{step}; "
+            f"scancel --quiet {self.job_id}.{step}",
+            timeout=60,
         )
 
     async def connect(self) -> None:
@@ -110,8 +123,11 @@ class SlurmExecutor:
         line = shlex.join([*argv, "bash", "-c", script])
         result = await self._local.run(line, timeout=timeout, env=env, output_tail=output_tail)
         found = list(self._marker.finditer(result.stderr))
-        stderr = self._marker.sub(b"", result.stderr)
-        if not found:  # srun failed, or the step was killed (timeout, washout stopping)
+        step = self._step.search(result.stderr)
+        stderr = self._step.sub(b"", self._marker.sub(b"", result.stderr))
+        if not found:  # srun failed, or was killed (a timeout): so is the step, now
+            if step is not None:
+                await self._kill_step(step.group(1).decode())
             return replace(result, stderr=stderr, cpus=cpus)
         code = int(found[-1].group(1))
         wall = float(found[-1].group(3)) - float(found[-1].group(2))
