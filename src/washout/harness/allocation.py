@@ -39,9 +39,18 @@ from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import AllocateSpec, ClusterSpec, Spec, WorkerSpec, validation_error
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
-_GUARD = 'trap "" INT HUP TERM; read -r said; [ "$said" = released ] || exec /bin/sh -c "$0"'
-"""The guard: it blocks reading a pipe only washout writes; at its end (washout gone)
-without the word ``released`` it runs the release command (its ``$0``)."""
+_GUARD = """trap '' INT HUP TERM
+while read -r word rest; do
+  case $word in
+    hosts) WASHOUT_HOSTS=$rest; export WASHOUT_HOSTS ;;
+    released) exit 0 ;;
+  esac
+done
+exec /bin/sh -c "$0"
+"""
+"""The guard: it blocks reading a pipe only washout writes (``hosts ...`` when the
+allocated hosts are known, ``released`` when the release ran); at its end (washout gone)
+it runs the release command (its ``$0``)."""
 
 
 class ReleaseGuard:
@@ -61,6 +70,10 @@ class ReleaseGuard:
             )
         finally:
             os.close(alive_r)
+
+    def tell_hosts(self, hosts: list[str]) -> None:
+        """The allocated hosts, for the release command's ``WASHOUT_HOSTS``."""
+        os.write(self._alive_w, ("hosts " + " ".join(hosts) + "\n").encode())
 
     def stand_down(self) -> None:
         """The release ran: the guard exits without running it again."""
@@ -262,6 +275,9 @@ class HookAllocation:
         self.workers = parse_hosts(
             result.stdout.decode("utf-8", "replace"), self.allocate, self.source
         )
+        self.env["WASHOUT_HOSTS"] = " ".join(w.host for w in self.workers)
+        if self.guard is not None:
+            self.guard.tell_hosts([w.host for w in self.workers])
         names = sorted(w.label for w in self.workers)
         if previous and names != sorted(previous):
             raise WashoutError(
@@ -269,7 +285,6 @@ class HookAllocation:
                 f"experiment ran on {sorted(previous)}: a worker's schedule belongs to its "
                 'machine; print the same names (JSON "name" keeps a name across addresses)'
             )
-        self.env["WASHOUT_HOSTS"] = " ".join(w.host for w in self.workers)
         from washout.harness.executors.ssh import SSHExecutor
 
         return [SSHExecutor(w) for w in self.workers]
