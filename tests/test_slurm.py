@@ -334,3 +334,11 @@ def test_cluster_and_workers_are_exclusive_and_the_plan_counts_nodes(tmp_path: P
         '[[test]]\nname = "a"\ncommand = "true"\n'
     )
     assert "3 worker(s): 12 trials planned" in washout("validate", spec).stdout
+
+
+@pytest.mark.slurm
+def test_the_example_runs_on_the_node_and_leaves_no_job(node: str, tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    washout("run", ROOT / "examples/slurm/spec.toml", "--runs", "2", "--db", db, "-q")
+    assert trial_workers(db) == {node} and len(statuses(db)) == 2 * 2 * 2
+    assert jobs_of("slurm-example") == []
