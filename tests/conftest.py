@@ -3,6 +3,7 @@ which tests are slow."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import time
@@ -56,6 +57,27 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(what)
         time.sleep(0.05)
+
+
+def trial_workers(db: Path) -> set[str]:
+    """The names of the workers a store's trials ran on."""
+    with sqlite3.connect(db) as c:
+        rows = c.execute(
+            "SELECT DISTINCT w.name FROM trial t JOIN run r ON t.run_id = r.id "
+            "JOIN worker w ON r.worker_id = w.id"
+        )
+        return {name for (name,) in rows}
+
+
+def ok_trials(db: Path) -> int:
+    """Successful trials in a store another process is writing (0 before it exists)."""
+    if not db.exists():  # connecting would create it, and washout never overwrites a file
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            return c.execute("SELECT count(*) FROM trial WHERE status = 'ok'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, wait_for, washout
+from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
@@ -67,25 +67,6 @@ def farm_hosts(farm: SshdFarm, n: int) -> list[dict]:
 def log_lines(tmp_path: Path) -> list[str]:
     path = tmp_path / "log"
     return path.read_text().splitlines() if path.exists() else []
-
-
-def trial_workers(db: Path) -> set[str]:
-    with sqlite3.connect(db) as c:
-        rows = c.execute(
-            "SELECT DISTINCT w.name FROM trial t JOIN run r ON t.run_id = r.id "
-            "JOIN worker w ON r.worker_id = w.id"
-        )
-        return {name for (name,) in rows}
-
-
-def ok_trials(db: Path) -> int:
-    if not db.exists():  # connecting would create it, and washout never overwrites a file
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-            return c.execute("SELECT count(*) FROM trial WHERE status = 'ok'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.mark.ssh

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, wait_for, washout
+from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import run_async
 
 from washout.harness.executors.slurm import SlurmExecutor
@@ -55,7 +55,7 @@ def jobs_of(experiment: str) -> list[str]:
     return [j for j in out.stdout.split() if j.startswith(f"washout-{experiment}-")]
 
 
-def spec_text(name: str, tests: str, runs: int = 2, extra: str = "") -> str:
+def spec_text(name: str, tests: str, runs: int = 2) -> str:
     return f"""
 [experiment]
 name = "{name}"
@@ -66,7 +66,6 @@ seed = 3
 kind = "slurm"
 nodes = 1
 time_limit = "10m"
-{extra}
 {tests}
 """
 
@@ -85,15 +84,6 @@ command = "hostname -s"
 [test.metrics.n]
 regex = '(?P<value>[0-9]*)'
 """
-
-
-def trial_workers(db: Path) -> set[str]:
-    with sqlite3.connect(db) as c:
-        rows = c.execute(
-            "SELECT DISTINCT w.name FROM trial t JOIN run r ON t.run_id = r.id "
-            "JOIN worker w ON r.worker_id = w.id"
-        )
-        return {name for (name,) in rows}
 
 
 def statuses(db: Path) -> list[str]:
@@ -195,16 +185,6 @@ def _start(spec: Path, db: Path) -> subprocess.Popen[str]:
     )
 
 
-def _trials(db: Path) -> int:
-    if not db.exists():  # connecting would create it, and washout never overwrites a file
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-            return c.execute("SELECT count(*) FROM trial WHERE status = 'ok'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 SLOW_TESTS = """
 [[test]]
 name = "a"
@@ -225,7 +205,7 @@ def test_ctrl_c_releases_the_allocation_and_resume_allocates_again(
     spec.write_text(spec_text("slurm-intr", SLOW_TESTS, runs=4))
     db = tmp_path / "x.db"
     proc = _start(spec, db)
-    wait_for(lambda: _trials(db) >= 2, 120, "no trial finished")
+    wait_for(lambda: ok_trials(db) >= 2, 120, "no trial finished")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -250,7 +230,7 @@ def test_sigterm_and_sigkill_of_washout_leave_no_job(
     spec.write_text(spec_text(name, SLOW_TESTS, runs=20))
     db = tmp_path / "x.db"
     proc = _start(spec, db)
-    wait_for(lambda: _trials(db) >= 1, 120, "no trial finished")
+    wait_for(lambda: ok_trials(db) >= 1, 120, "no trial finished")
     assert jobs_of(name), "the session holds no job while it runs"
     proc.send_signal(sig)
     proc.communicate(timeout=60)
