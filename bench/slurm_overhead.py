@@ -11,7 +11,8 @@ node, then measures on it, for a no-op command ``true``:
    the node-side clock), with the ``wall`` it records (measured on the node) beside it;
 3. the whole engine: ``washout run`` of K no-op tests x R runs per order with
    ``[cluster] kind = "slurm"`` (allocation and release included once), per trial;
-and, for comparison, ``LocalExecutor.run("true")`` on this machine.
+and, for comparison, ``LocalExecutor.run("true")`` on this machine, and the design washout
+does not use: one long-lived step per node, a shell reading commands from srun's stdin.
 
 "Overhead" is wall per trial minus the wall washout records for it.
 
@@ -63,6 +64,30 @@ def floor(job: str, node: str, trials: int) -> float:
     return (time.perf_counter() - t0) / trials
 
 
+def long_lived_step(job: str, node: str, trials: int) -> float:
+    """The alternative design: one step per node kept open, a shell on the node reading
+    commands from srun's stdin and answering on stdout; wall per command."""
+    loop = 'while read -r line; do eval "$line"; echo "done $?"; done'
+    proc = subprocess.Popen(
+        [*step_argv(job, node), "bash", "-c", loop],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("/bin/true\n")  # the step's own start-up stays out of the figure
+    proc.stdout.readline()
+    t0 = time.perf_counter()
+    for _ in range(trials):
+        proc.stdin.write("/bin/true\n")
+        assert proc.stdout.readline() == "done 0\n"
+    wall = (time.perf_counter() - t0) / trials
+    proc.stdin.close()
+    proc.wait()
+    return wall
+
+
 async def per_trial(executor: LocalExecutor | SlurmExecutor, trials: int) -> tuple[float, float]:
     """(wall per trial, median recorded wall) of ``executor.run("true")``."""
     recorded = []
@@ -108,6 +133,7 @@ def main() -> None:
     job, node = allocate(name)
     try:
         srun_wall = floor(job, node, args.trials)
+        kept_wall = long_lived_step(job, node, args.trials)
         slurm_wall, slurm_recorded = asyncio.run(per_trial(SlurmExecutor(job, node), args.trials))
         local_wall, local_recorded = asyncio.run(per_trial(LocalExecutor(), args.trials))
     finally:
@@ -116,6 +142,7 @@ def main() -> None:
         engine_wall, engine_trials = engine(Path(tmp), args.tests, args.runs)
     print(f"load after: {load()}")
     rows = [
+        ("0 a long-lived step fed commands (not used)", kept_wall, None),
         ("1 srun --overlap true (the floor)", srun_wall, None),
         ('2 SlurmExecutor.run("true")', slurm_wall, slurm_recorded),
         (f"3 washout run via [cluster], {engine_trials} trials", engine_wall, None),
