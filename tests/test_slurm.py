@@ -16,8 +16,9 @@ import pytest
 from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import run_async
 
+from washout.harness.allocation import salloc_argv
 from washout.harness.executors.slurm import SlurmExecutor
-from washout.harness.spec import parse_spec_text
+from washout.harness.spec import ClusterSpec, parse_spec_text
 
 STATUS_FILE = Path(os.environ.get("WASHOUT_SLURM_STATUS", "/tmp/washout-slurm-unavailable"))
 
@@ -322,3 +323,31 @@ def test_the_example_runs_on_the_node_and_leaves_no_job(node: str, tmp_path: Pat
     washout("run", ROOT / "examples/slurm/spec.toml", "--runs", "2", "--db", db, "-q")
     assert trial_workers(db) == {node} and len(statuses(db)) == 2 * 2 * 2
     assert jobs_of("slurm-example") == []
+
+
+def test_salloc_asks_for_one_node_with_the_clusters_options() -> None:
+    cluster = ClusterSpec.model_validate(
+        {
+            "kind": "slurm",
+            "nodes": 2,
+            "partition": "compute",
+            "time_limit": "90s",
+            "exclusive": True,
+            "args": ["--account=perf"],
+        }
+    )
+    assert salloc_argv(cluster, "washout-x-1", node="n1", exclude=["n0"], reboot=True) == [
+        "salloc",
+        "--no-shell",
+        "--nodes=1",
+        "--job-name=washout-x-1",
+        "--partition=compute",
+        "--time=2",  # minutes, rounded up: never shorter than asked
+        "--exclusive",
+        "--nodelist=n1",
+        "--exclude=n0",
+        "--reboot",
+        "--account=perf",
+    ]
+    bare = ClusterSpec.model_validate({"kind": "slurm"})
+    assert salloc_argv(bare, "j") == ["salloc", "--no-shell", "--nodes=1", "--job-name=j"]
