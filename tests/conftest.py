@@ -95,7 +95,10 @@ SLOW = {
     },
     "test_allocate.py": {"test_ctrl_c_releases_and_resume_allocates_the_same_workers_again"},
     "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
-    "test_slurm.py": {"test_ctrl_c_releases_the_allocation_and_resume_allocates_again"},
+    "test_slurm.py": {
+        "test_ctrl_c_releases_the_allocation_and_resume_allocates_again",
+        "test_the_example_runs_on_the_node_and_leaves_no_job",
+    },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_report_markdown.py": {
         "test_cli_writes_html_and_markdown",
