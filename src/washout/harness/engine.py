@@ -27,6 +27,7 @@ import re
 import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from washout.errors import (
     WashoutError,
     WorkerError,
 )
+from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
@@ -146,9 +148,13 @@ class Experiment:
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
         tests = expand_tests(spec, source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
-        if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
+        if (
+            spec.reset
+            and spec.reset.kind == "reboot"
+            and not (spec.worker or spec.cluster or spec.allocate)
+        ):
             raise SpecError(
-                f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
+                f"{source}: reset.kind = 'reboot': needs [[worker]], [cluster] or [allocate] "
                 "(washout does not reboot the machine it runs on)"
             )
         return cls(spec, text, source, tests, plan)
@@ -862,7 +868,7 @@ def execute(
     )
     if on_start is not None:
         on_start(outcome.done_before)
-    executors = executors if executors is not None else make_executors(experiment.spec)
+    previous_workers = [name for _, name, *_ in store.workers()]
     if sync is None and experiment.spec.experiment.sync:
         from washout.harness.executors.sync import directory_sync
 
@@ -901,8 +907,22 @@ def execute(
                 installed.append(sig)
             except (RuntimeError, ValueError):
                 pass
+
+        def allocation_note(kind: str, message: str) -> None:
+            if kind == "error":
+                outcome.worker_errors.setdefault("allocation", message)
+            _note(store, outcome, kind, message)
+
+        spec = experiment.spec
         try:
-            await _run_all(experiment, store, executors, stop, hook, outcome, allow_mismatch, sync)
+            workers = (
+                allocated(spec, experiment.source, previous_workers, allocation_note)
+                if executors is None
+                else nullcontext(executors)
+            )
+            async with workers as given:
+                chosen = given if given is not None else make_executors(spec)
+                await _run_all(experiment, store, chosen, stop, hook, outcome, allow_mismatch, sync)
         except asyncio.CancelledError:
             _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:

@@ -306,6 +306,80 @@ class ProvenanceSpec(_Model):
     commands: list[NonBlank] = Field(default_factory=list)
 
 
+SLURM_OWN_OPTIONS = (
+    "-N",
+    "--nodes",
+    "-w",
+    "--nodelist",
+    "-J",
+    "--job-name",
+    "-p",
+    "--partition",
+    "-t",
+    "--time",
+    "--exclusive",
+    "--no-shell",
+    "--reboot",
+)
+"""salloc options washout sets itself from ``[cluster]`` (refused in its ``args``)."""
+
+
+class ClusterSpec(_Model):
+    """``[cluster]``: the workers are nodes a scheduler allocates (kind "slurm"), one
+    allocation per node, released at the end (:mod:`washout.harness.allocation`)."""
+
+    kind: Literal["slurm"]
+    nodes: int = Field(default=1, ge=1, le=10_000)
+    partition: NonBlank | None = None
+    time_limit: Duration | None = None
+    """The allocation's time limit (Slurm's ``--time``, rounded up to minutes): also what
+    ends it if washout is killed before it can release it."""
+    exclusive: bool = False
+    args: list[NonBlank] = Field(default_factory=list)
+    """More salloc arguments, as written (``["--account=perf", "--constraint=skylake"]``)."""
+    workdir: str | None = None
+
+    @field_validator("args")
+    @classmethod
+    def _not_ours(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            if not arg.startswith("-"):
+                raise ValueError(f"{arg!r} is not an option (options start with -)")
+            option = arg.split("=", 1)[0]
+            name = option if option.startswith("--") else option[:2]
+            if name in SLURM_OWN_OPTIONS:
+                raise ValueError(
+                    f"{arg!r}: washout sets {name} itself "
+                    "(from nodes, partition, time_limit and exclusive)"
+                )
+        return value
+
+
+class AllocateSpec(_Model):
+    """``[allocate]``: a command on the controller that obtains the workers (a cloud CLI,
+    Terraform, a testbed's tool) and prints them, one host per line or as JSON: a list of
+    host names or of ``[[worker]]`` tables (``{"host": ..., "port": ..., "name": ...}``).
+    The fields below are the defaults of every host it prints."""
+
+    command: NonBlank
+    workers: int = Field(ge=1, le=10_000)
+    """How many hosts the command must print (the plan's size is known before it runs)."""
+    timeout: Duration = 1800.0
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    key: str | None = None
+    known_hosts: str | None = None
+    workdir: str | None = None
+
+
+class ReleaseSpec(_Model):
+    """``[release]``: the command on the controller that gives ``[allocate]``'s workers
+    back; it runs at the end whatever happened, and if washout dies."""
+
+    command: NonBlank
+    timeout: Duration = 600.0
+
+
 def _default_orders() -> list[OrderKind]:
     return ["fixed", "random"]
 
@@ -377,10 +451,19 @@ class Spec(_Model):
     worker: list[WorkerSpec] = Field(default_factory=list)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
     role: dict[RoleName, RoleSpec] = Field(default_factory=dict)
+    cluster: ClusterSpec | None = None
+    allocate: AllocateSpec | None = None
+    release: ReleaseSpec | None = None
 
     @property
     def schedules(self) -> int:
-        """How many schedules run at once: one per worker group, else one per worker."""
+        """How many schedules run at once: one per worker group, else one per worker (the
+        ``[[worker]]`` entries, the cluster's nodes, the hosts ``[allocate]`` prints), or 1
+        (this machine)."""
+        if self.cluster:
+            return self.cluster.nodes
+        if self.allocate:
+            return self.allocate.workers
         groups = {w.group or "main" for w in self.worker if w.role}
         return len(groups) if groups else max(1, len(self.worker))
 
@@ -699,6 +782,28 @@ def _check_workers(spec: Spec, source: str) -> None:
             seen[key] = i
 
 
+def _check_workers_source(spec: Spec, source: str) -> None:
+    """Workers come from one place: ``[[worker]]``, ``[cluster]`` or ``[allocate]``; and
+    ``[release]`` only gives back what ``[allocate]`` obtained."""
+    given = [
+        name
+        for name, present in (
+            ("[[worker]]", spec.worker),
+            ("[cluster]", spec.cluster),
+            ("[allocate]", spec.allocate),
+        )
+        if present
+    ]
+    if len(given) > 1:
+        raise WashoutError(
+            f"{source}: both {given[0]} and {given[1]}: give one; each says where the workers are"
+        )
+    if spec.release and not spec.allocate:
+        raise WashoutError(
+            f"{source}: [release] without [allocate]: it gives back what [allocate] obtained"
+        )
+
+
 def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
     """Claims are parsed and their tests looked up now, not after the whole run."""
     from washout.stats.claims import parse_claim
@@ -737,6 +842,7 @@ def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     from washout.harness.roles import check_roles
 
     check_roles(spec, source)
+    _check_workers_source(spec, source)
     _check_claims(spec, expand_tests(spec, source), source)
     return spec
 
