@@ -33,7 +33,7 @@ from washout.sweep.conclusions import compare, conclusions_of, loop_conclusions
 from washout.sweep.explore import unmeasured
 from washout.sweep.incremental import LoopOptions, method_options, r2_score, run_loop
 from washout.sweep.models import get_model
-from washout.sweep.space import Space, load_space_csv
+from washout.sweep.space import Space, full_grid, load_space_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "configspaces"
 SPACES = {
@@ -43,10 +43,50 @@ SPACES = {
     "Lrzip": ("Lrzip.csv", "<$performance", None, "anova"),
 }
 RATIOS = np.linspace(0.05, 1, 20)[:19]
+SYNTHETIC = ("synthetic-3way", "synthetic-unfittable")
+"""Spaces the project never tuned on, generated with a fixed seed: one with a real 3-way
+interaction (threads x cache x workload, the kind of structure gzip and sort sweeps have),
+and one no model can fit (independent noise: a correct method never terminates)."""
+
+
+def synthetic(name: str) -> Space:
+    """A generated space (see :data:`SYNTHETIC`)."""
+    rng = np.random.default_rng(20261122)
+    if name == "synthetic-3way":
+        space = full_grid(
+            ["threads", "cache_mb", "workload", "batch"],
+            [
+                [1.0, 2, 4, 8, 16, 32],
+                [1.0, 4, 16, 64, 256],
+                ["read", "mixed", "write"],
+                [1.0, 8, 64],
+            ],
+        )
+        t, c, w, b = (space.codes[:, f] for f in range(4))
+        scale = np.minimum(2.0**t, 2.0 ** np.where(w == 2, 2, 4))  # writes saturate early
+        hit = 1 - np.exp(-(2.0 ** (2 * c)) / np.where(w == 0, 64.0, 16.0))
+        y = (
+            1000
+            * scale
+            * (0.3 + 0.7 * hit)
+            * (1 + 0.1 * b)
+            * np.exp(rng.normal(0, 0.03, len(space)))
+        )
+    else:
+        space = full_grid(
+            ["a", "b", "c"],
+            [list(map(float, range(8))), list(map(float, range(6))), list(map(float, range(5)))],
+        )
+        y = np.exp(rng.normal(0, 0.5, len(space)))
+    space.y, space.metric, space.source = y, "y", name
+    return space
 
 
 def load(name: str) -> tuple[Space, str]:
-    """A fixture space, preprocessed as the paper's code does (silo: tput per thread)."""
+    """A fixture space, preprocessed as the paper's code does (silo: tput per thread), or a
+    synthetic one."""
+    if name in SYNTHETIC:
+        return synthetic(name), "anova"
     file, metric, per, paper_model = SPACES[name]
     space = load_space_csv(FIXTURES / file, metric)
     if per is not None:
@@ -171,7 +211,7 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--spaces", default=",".join(SPACES))
+    parser.add_argument("--spaces", default=",".join([*SPACES, *SYNTHETIC]))
     parser.add_argument(
         "--configs", default="all", help="';'-separated name prefixes from CONFIGS, or all"
     )

@@ -200,3 +200,19 @@ def test_holdout_pools_the_latest_batches_up_to_its_minimum() -> None:
     assert HOLDOUT_MIN == 10  # 3 batches of 4 are the fewest that hold 10
     assert pooled_holdout(batches) == pytest.approx(sk_r2(*pooled))
     assert pooled_holdout([]) is None
+
+
+def test_a_space_no_model_can_fit_ends_not_terminated_with_its_best_r2() -> None:
+    """Independent noise: neither the splits nor the holdout may claim termination; every
+    setting is measured and the result says how far the model got."""
+    from washout.sweep.explore import explore
+    from washout.sweep.space import full_grid
+
+    space = full_grid(["a", "b", "c"], [[1.0, 2, 3, 4], [1.0, 2, 3, 4, 5], ["x", "y", "z"]])
+    space.y = np.exp(np.random.default_rng(7).normal(0, 0.5, len(space)))
+    result = explore(space, LoopOptions())
+    assert not result.terminated
+    assert result.settings_measured == len(space)
+    assert result.r2_best is not None and result.r2_best < 0.8
+    assert result.r2_best == max(s.r2_min for s in result.steps if s.r2_min is not None)
+    assert result.steps[0].settings_measured == 1 + 3 + 4 + 2  # every main effect estimable

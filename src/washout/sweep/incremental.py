@@ -161,18 +161,20 @@ class LoopResult:
     stopped: str | None = None  # why ``measure`` ended the loop early
 
 
-def sample_sizes(n: int, start: float, step: float, growth: float = 1.0) -> list[int]:
+def sample_sizes(
+    n: int, start: float, step: float, growth: float = 1.0, least: int = 1
+) -> list[int]:
     """Settings measured after each batch.
 
     With ``growth`` 1 (the paper): at each ratio start, start + step, ..., as
     train_test_split(test_size=1 - r) sizes the sample. Otherwise (ours) the first batch is
-    that of ``start``, and each later one adds max(ceil(step n), ceil((growth - 1) size), 1)
-    settings: fine steps while little is measured, geometric ones later, so the overshoot past
-    the size that suffices stays within a factor ``growth`` and the number of iterations is
-    logarithmic.
+    that of ``start`` but at least ``least`` settings, and each later one adds
+    max(ceil(step n), ceil((growth - 1) size), 1) settings: fine steps while little is
+    measured, geometric ones later, so the overshoot past the size that suffices stays within
+    a factor ``growth`` and the number of iterations is logarithmic.
     """
     if growth > 1.0:
-        grown = [min(max(n - math.ceil((1.0 - start) * n), 1), n)]
+        grown = [min(max(n - math.ceil((1.0 - start) * n), least, 1), n)]
         while grown[-1] < n:
             last = grown[-1]
             add = max(math.ceil(step * n - 1e-9), math.ceil((growth - 1.0) * last - 1e-9), 1)
@@ -265,7 +267,10 @@ def run_loop(
     model = get_model(options.model)
     n = len(space)
     limit = n if options.budget is None else min(options.budget, n)
-    sizes = [s for s in sample_sizes(n, options.start, options.step, options.growth) if s <= limit]
+    least = 1 + sum(k - 1 for k in space.n_levels)  # the first batch estimates every main effect
+    sizes = [
+        s for s in sample_sizes(n, options.start, options.step, options.growth, least) if s <= limit
+    ]
     if not sizes or sizes[-1] < limit:
         sizes.append(limit)
     result = LoopResult(np.empty(0, dtype=int), np.empty(0))
