@@ -506,6 +506,16 @@ def sweep_part(
     r2 = [float(v) for v in sweep.get("r2_validation") or [] if figures.finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
+    if figures.finite(sweep.get("r2_holdout")):
+        holdout = float(sweep["r2_holdout"])
+        summary += f" R² on the latest batches, predicted before they were measured: {holdout:.3f}."
+    if not sweep.get("terminated") and figures.finite(sweep.get("r2_best")):
+        summary += f" Best worst-split R² reached: {float(sweep['r2_best']):.3f}."
+    if sweep.get("method"):
+        summary += (
+            f" Method: {sweep['method']} ({sweep.get('sampler')} sampler, model "
+            f"{sweep.get('model')}, rule {sweep.get('rule')}, {sweep.get('coding')} coding)."
+        )
     tables = [
         (
             "Significant terms",
