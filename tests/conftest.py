@@ -98,7 +98,10 @@ SLOW = {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
     },
-    "test_sweep_cli.py": {"test_explore_json_on_herd"},
+    "test_sweep_cli.py": {
+        "test_explore_json_on_herd",
+        "test_method_paper_is_the_papers_components",
+    },
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
     "test_sweep_report_cli.py": {
         "test_report_reads_a_sweep_directory",
