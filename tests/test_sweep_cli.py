@@ -257,68 +257,20 @@ def test_explore_says_when_a_metric_does_not_vary_or_fits_exactly(
 def test_method_paper_is_the_papers_components(capsys, monkeypatch) -> None:
     """--method paper is exactly its sampler, model, rule, conclusions, coding and steps;
     an explicit option overrides one component of a method."""
-    data = str(FIXTURES / "silo_ycsb.csv")
-    paper = json.loads(
-        _call(
-            capsys,
-            monkeypatch,
-            "explore",
-            data,
-            "--metric",
-            "tput",
-            "--method",
-            "paper",
-            "--format",
-            "json",
-        ).stdout
-    )
-    spelled = json.loads(
-        _call(
-            capsys,
-            monkeypatch,
-            "explore",
-            data,
-            "--metric",
-            "tput",
-            "--sampler",
-            "random",
-            "--model",
-            "anova",
-            "--rule",
-            "paper",
-            "--conclude",
-            "measured",
-            "--coding",
-            "treatment",
-            "--start",
-            "0.05",
-            "--step",
-            "0.05",
-            "--growth",
-            "1",
-            "--format",
-            "json",
-        ).stdout
+
+    def silo(*options: str) -> dict:
+        data = str(FIXTURES / "silo_ycsb.csv")
+        args = ("explore", data, "--metric", "tput", *options, "--format", "json")
+        return json.loads(_call(capsys, monkeypatch, *args).stdout)
+
+    paper = silo("--method", "paper")
+    spelled = silo(
+        *("--sampler", "random", "--model", "anova", "--rule", "paper"),
+        *("--conclude", "measured", "--coding", "treatment"),
+        *("--start", "0.05", "--step", "0.05", "--growth", "1"),
     )
     assert paper["method"] == spelled["method"] == "paper"
     assert paper == spelled
     assert [s["sampling_rate"] for s in paper["steps"]][:2] == pytest.approx([7 / 144, 14 / 144])
-    mixed = json.loads(
-        _call(
-            capsys,
-            monkeypatch,
-            "explore",
-            data,
-            "--metric",
-            "tput",
-            "--method",
-            "paper",
-            "--model",
-            "smooth",
-            "--budget",
-            "14",
-            "--format",
-            "json",
-        ).stdout
-    )
+    mixed = silo("--method", "paper", "--model", "smooth", "--budget", "14")
     assert (mixed["method"], mixed["model"], mixed["sampler"]) == ("custom", "smooth", "random")
