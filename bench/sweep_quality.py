@@ -172,9 +172,9 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
     sample's conclusions compared with the full data's under the same coding."""
     runs = []
     for seed in seeds:
-        options = method_options(
-            **{**config, "model": config.get("model")}, seed=seed, analysis=paper_model
-        )
+        paper = config["method"] == "paper"  # the paper's model per table (herd: main only)
+        model = config.get("model") or (paper_model if paper else None)
+        options = method_options(**{**config, "model": model}, seed=seed, analysis=paper_model)
         full = conclusions_of(space, np.arange(len(space)), space.y, paper_model, options.coding)
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
