@@ -138,7 +138,10 @@ SLOW = {
         "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
     },
     "test_sampled_metrics.py": {"test_sampled_file_and_command_mean_max_delta"},
-    "test_sweep_cli.py": {"test_explore_json_on_herd"},
+    "test_sweep_cli.py": {
+        "test_explore_json_on_herd",
+        "test_method_paper_is_the_papers_components",
+    },
     "test_sweep_incremental.py": {"test_holdout_rule_is_never_looser_and_stops_at_the_threshold"},
     "test_sweep_report_cli.py": {
         "test_report_reads_a_sweep_directory",

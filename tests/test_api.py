@@ -173,6 +173,6 @@ def test_load_reads_an_ordersage_file_as_analyze_does() -> None:
 def test_explore_matches_the_cli() -> None:
     data = CONFIGSPACES / "silo_ycsb.csv"
     result = api.explore(data, metric="tput", full=True)
-    assert result["settings_measured"] == result["settings_total"] == 144
+    assert result.settings_measured == result.settings_total == 144
     cli = washout("explore", data, "--metric", "tput", "--full", "--format", "json")
-    assert json.loads(cli.stdout)["significant_terms"] == result["significant_terms"]
+    assert json.loads(cli.stdout)["significant_terms"] == result.to_dict()["significant_terms"]

@@ -13,36 +13,28 @@ import pytest
 import statsmodels.formula.api as smf
 from conftest import FIXTURES
 
+from washout import explore
 from washout.report import document, figures
 from washout.report.document import ReportMeta, build_report
 from washout.report.html import render_sweep_section
 from washout.sweep.anova import fit_anova
-from washout.sweep.conclusions import conclude, fair_ranges, points_json, terms_json
+from washout.sweep.incremental import method_options
 from washout.sweep.space import space_from_frame
 
 SILO = FIXTURES / "configspaces" / "silo_ycsb.csv"
 
 
 def silo_sweep() -> tuple[pd.DataFrame, dict, list[dict]]:
-    """The measured settings, washout.sweep's result dict for them, and an R^2 history."""
+    """The measured settings, washout.sweep's result for them (the paper's treatment-coded
+    ANOVA, so its curves compare with statsmodels' coefficients), and an R^2 history."""
     settings = pd.read_csv(SILO)
-    space = space_from_frame(settings, "tput", None, str(SILO))
-    fit = fit_anova(space.codes, space.y, space.n_levels)
-    found = conclude(fit, space)
-    sweep = {
-        "sampling_rate": 1.0,
-        "settings_measured": len(settings),
-        "settings_total": len(settings),
-        "terminated": "every setting measured",
-        "r2_validation": [fit.r2] * 10,
-        "significant_terms": terms_json(found),
-        "important_points": points_json(found, space),
-        "ranges": fair_ranges(space, found),
-    }
+    result = explore(SILO, method_options("paper"), metric="tput", full=True)
+    sweep = result.to_dict()
+    r2 = min(result.r2_validation)  # type: ignore[type-var]
     history = [
         {
             "sampling_rate": r,
-            "r2_validation": [fit.r2 - 0.2 * (1 - r) - 0.01 * k for k in range(10)],
+            "r2_validation": [r2 - 0.2 * (1 - r) - 0.01 * k for k in range(10)],
         }
         for r in (0.05, 0.10, 0.15, 0.20)
     ]
@@ -57,7 +49,8 @@ def silo() -> tuple[pd.DataFrame, dict, list[dict]]:
 def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
     settings, sweep, _ = silo
     params = ["threads", "keys", "ReadRatio"]
-    panels, marks = document.coefficient_panels(settings, params, "tput", sweep["important_points"])
+    panels, marks = document.coefficient_panels(sweep)  # from the result: no new fit
+    assert not hasattr(document, "fit_anova")  # the report draws the result's curves
     # The same model in statsmodels (treatment coding, the terms the elimination kept).
     space = space_from_frame(settings, "tput", None, "silo")
     kept = fit_anova(space.codes, space.y, space.n_levels).terms
@@ -82,9 +75,7 @@ def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
 
 def test_coefficient_figure_marks_knee_and_turning_points(silo) -> None:
     settings, sweep, _ = silo
-    panels, marks = document.coefficient_panels(
-        settings, ["threads", "keys", "ReadRatio"], "tput", sweep["important_points"]
-    )
+    panels, marks = document.coefficient_panels(sweep)
     fig = figures.coefficient_curves(panels, marks, "tput")
     drawn = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() in "vD"]
     assert len(drawn) == len(marks)
@@ -152,3 +143,19 @@ def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
     pngs = sorted(p.name for p in (tmp_path / "sweep-figures").iterdir())
     assert pngs == ["sweep-coefficients.png", "sweep-r2.png", "sweep-tiles.png"]
     assert f"({'sweep-figures/sweep-tiles.png'})" in text
+
+
+def test_sum_coded_curves_are_drawn_at_every_level() -> None:
+    """The default (sum coding): a main effect's curve has every level, deviations from the
+    mean that sum to zero, and the figure's caption says so."""
+    sweep = explore(SILO, metric="tput", full=True).to_dict()
+    assert sweep["coding"] == "sum"
+    panels, _ = document.coefficient_panels(sweep)
+    threads = panels["threads"]["main effect"]
+    assert [x for x, _ in threads] == [1, 2, 4, 8, 16, 28]
+    assert sum(y for _, y in threads) == pytest.approx(
+        0.0, abs=1e-6 * max(abs(y) for _, y in threads)
+    )
+    part = document.sweep_part(sweep, pd.read_csv(SILO))
+    caption = next(f for f in part.figures if f.key == "sweep-coefficients")
+    assert "sum-coded" in str(caption)

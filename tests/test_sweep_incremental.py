@@ -10,7 +10,15 @@ from sklearn.model_selection import train_test_split
 
 from washout.errors import WashoutError
 from washout.sweep.anova import fit_anova
-from washout.sweep.incremental import LoopOptions, r2_score, run_loop, sample_sizes
+from washout.sweep.incremental import (
+    HOLDOUT_MIN,
+    LoopOptions,
+    method_options,
+    pooled_holdout,
+    r2_score,
+    run_loop,
+    sample_sizes,
+)
 from washout.sweep.space import Space, load_space_csv
 
 
@@ -42,7 +50,7 @@ def test_random_anova_loop_reproduces_the_papers_protocol(silo: Space) -> None:
     """At every ratio: the paper's sample (train_test_split, seed), its 10 splits
     (random_state = split), the model fitted on 80%, sklearn's r2_score on 20%."""
     seed = 4
-    options = LoopOptions(seed=seed, threshold=1.0, budget=60)  # never stops early
+    options = method_options("paper", seed=seed, threshold=1.0, budget=60)  # never stops early
     result = run_loop(silo, lambda idx: silo.y[idx], options)
     for step, r in zip(result.steps[:-1], np.linspace(0.05, 1, 20)):  # last: cut by budget
         sample, _ = train_test_split(np.arange(len(silo)), test_size=1 - r, random_state=seed)
@@ -60,7 +68,9 @@ def test_tiny_samples_with_unseen_levels_do_not_crash(silo: Space) -> None:
     for sampler in ("random", "balanced", "stratified", "dist-aware", "coverage"):
         for model in ("anova", "smooth", "mlp"):
             result = run_loop(
-                silo, lambda idx: silo.y[idx], LoopOptions(sampler=sampler, model=model, budget=7)
+                silo,
+                lambda idx: silo.y[idx],
+                method_options("paper", sampler=sampler, model=model, budget=7),
             )
             assert result.steps[0].measured == 7
             assert len(result.steps[0].r2_splits) == 10
@@ -68,8 +78,10 @@ def test_tiny_samples_with_unseen_levels_do_not_crash(silo: Space) -> None:
 
 def test_holdout_rule_is_never_looser_and_stops_at_the_threshold(silo: Space) -> None:
     for seed in (0, 5):
-        paper = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(seed=seed))
-        ours = run_loop(silo, lambda idx: silo.y[idx], LoopOptions(seed=seed, rule="holdout"))
+        paper = run_loop(silo, lambda idx: silo.y[idx], method_options("paper", seed=seed))
+        ours = run_loop(
+            silo, lambda idx: silo.y[idx], method_options("paper", seed=seed, rule="holdout")
+        )
         assert ours.steps[-1].measured >= paper.steps[-1].measured
         last = ours.steps[-1]
         if ours.terminated:
@@ -123,12 +135,10 @@ def test_bad_options_are_one_line_errors(field: str, value: object, message: str
 
 
 def test_stable_rule_waits_for_unchanged_conclusions() -> None:
-    from washout.sweep.explore import conclusion_signature
+    from washout.sweep.conclusions import conclusion_signature
 
     herd = load_space_csv(FIXTURES / "herd_ycsb.csv", "tput")  # stops within 10-15%
-    base = dict(
-        sampler="coverage", model="smooth", conclude="predicted", seed=1, analysis="anova-main"
-    )
+    base = dict(seed=1, analysis="anova-main", start=0.05, step=0.05, growth=1.0)
     holdout = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="holdout", **base))
     stable = run_loop(herd, lambda idx: herd.y[idx], LoopOptions(rule="stable", **base))
     assert stable.steps[-1].measured >= holdout.steps[-1].measured
@@ -142,3 +152,67 @@ def test_stable_rule_waits_for_unchanged_conclusions() -> None:
     assert conclusion_signature(herd, before, options) == conclusion_signature(
         herd, stable, options
     )
+
+
+def test_ours_is_the_default_and_paper_is_the_papers_options() -> None:
+    ours, paper = LoopOptions(), method_options("paper")
+    assert ours == method_options() and ours.method == "ours" and paper.method == "paper"
+    assert (paper.sampler, paper.model, paper.rule, paper.conclude, paper.coding) == (
+        "random",
+        "anova",
+        "paper",
+        "measured",
+        "treatment",
+    )
+    assert (paper.start, paper.step, paper.growth) == (0.05, 0.05, 1.0)
+    assert (ours.sampler, ours.model, ours.rule, ours.conclude, ours.coding) == (
+        "coverage",
+        "smooth",
+        "holdout",
+        "predicted",
+        "sum",
+    )
+    # one component overridden: the rest stays the method's, and it is no longer the method
+    mixed = method_options("paper", model="smooth")
+    assert mixed.model == "smooth" and mixed.sampler == "random" and mixed.method == "custom"
+    with pytest.raises(WashoutError, match="--method = 'fast': unknown method"):
+        method_options("fast")
+
+
+def test_adaptive_batches_start_small_and_grow_geometrically() -> None:
+    sizes = sample_sizes(5184, 0.02, 0.01, 1.25)
+    assert sizes[0] == 103 and sizes[-1] == 5184  # 2%, as train_test_split sizes it
+    steps = np.diff(sizes)
+    assert steps[0] == 52  # 1% of the space while little is measured
+    # later, each batch adds at least a quarter of what is measured: few iterations
+    assert all(b >= np.ceil(0.25 * a) for a, b in zip(sizes, steps[:-1]))  # last: capped
+    assert len(sizes) < 25
+    assert sample_sizes(144, 0.02, 0.01, 1.25)[:3] == [2, 4, 6]
+
+
+def test_holdout_pools_the_latest_batches_up_to_its_minimum() -> None:
+    rng = np.random.default_rng(3)
+    batches = [(rng.normal(size=4), rng.normal(size=4)) for _ in range(5)]
+    pooled = (
+        np.concatenate([y for y, _ in batches[-3:]]),
+        np.concatenate([p for _, p in batches[-3:]]),
+    )
+    assert HOLDOUT_MIN == 10  # 3 batches of 4 are the fewest that hold 10
+    assert pooled_holdout(batches) == pytest.approx(sk_r2(*pooled))
+    assert pooled_holdout([]) is None
+
+
+def test_a_space_no_model_can_fit_ends_not_terminated_with_its_best_r2() -> None:
+    """Independent noise: neither the splits nor the holdout may claim termination; every
+    setting is measured and the result says how far the model got."""
+    from washout.sweep.explore import explore
+    from washout.sweep.space import full_grid
+
+    space = full_grid(["a", "b", "c"], [[1.0, 2, 3, 4], [1.0, 2, 3, 4, 5], ["x", "y", "z"]])
+    space.y = np.exp(np.random.default_rng(7).normal(0, 0.5, len(space)))
+    result = explore(space, LoopOptions())
+    assert not result.terminated
+    assert result.settings_measured == len(space)
+    assert result.r2_best is not None and result.r2_best < 0.8
+    assert result.r2_best == max(s.r2_min for s in result.steps if s.r2_min is not None)
+    assert result.steps[0].settings_measured == 1 + 3 + 4 + 2  # every main effect estimable

@@ -58,14 +58,12 @@ def test_silo_full_conclusions_are_consistent() -> None:
     assert c.important == {t for t, s in c.shares.items() if s >= 0.10}
     points = points_json(c, space)
     assert points, "silo's keys curve has a knee"
-    ranks = [p["share"] * (p["turn_ratio"] or 0) for p in points]
+    ranks = [p.share * (p.turn_ratio or 0) for p in points]
     assert ranks == sorted(ranks, reverse=True)
     ranges = fair_ranges(space, c)
     for p in points:
-        segments = ranges[p["parameter"]]
-        assert [s for s in segments if s[1] == p["value"]] and [
-            s for s in segments if s[0] == p["value"]
-        ]
+        segments = ranges[p.parameter]
+        assert [s for s in segments if s[1] == p.value] and [s for s in segments if s[0] == p.value]
     keys = space.parameters.index("keys")
     lo, hi = min(space.levels[keys]), max(space.levels[keys])
     assert ranges["keys"][0][0] == lo and ranges["keys"][-1][1] == hi
@@ -117,7 +115,9 @@ def test_joint_ranges_cover_both_systems_points() -> None:
         )
         results.append(explore(space, LoopOptions(), full=True))
         spaces.append(space)
-    knees = [{p["value"] for p in r["important_points"] if p["parameter"] == "x"} for r in results]
+    knees = [{p.value for p in r.important_points if p.parameter == "x"} for r in results]
     assert knees == [{3}, {6}]
-    assert results[0]["ranges"]["x"] == [[1, 3], [3, 8]]
-    assert joint_ranges(results, spaces) == {"x": [[1, 3], [3, 6], [6, 8]]}
+    assert results[0].ranges["x"] == [[1, 3], [3, 8]]
+    assert joint_ranges([r.important_points for r in results], spaces) == {
+        "x": [[1, 3], [3, 6], [6, 8]]
+    }

@@ -52,8 +52,8 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     out = tmp_path / "results"
     notes: list[str] = []
     result = run_sweep(spec, out, notify=notes.append)
-    assert result["settings_total"] == 12
-    assert result["settings_measured"] == 6 and result["terminated"] is False
+    assert result.settings_total == 12
+    assert result.settings_measured == 6 and result.terminated is False
     assert sorted(p.name[:10] for p in out.glob("batch-*.db")) == ["batch-000-", "batch-001-"]
     assert _trials(out) == 6 * 2  # every setting twice (repeats), nothing more
     settings = pd.read_csv(out / "settings.csv")
@@ -64,12 +64,12 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     assert settings["a"].nunique() == 4
     assert json.loads((out / "sweep.json").read_text())["settings_measured"] == 6
     assert any("batch 1" in n for n in notes)
-    assert result["r2_noise_ceiling"] == 1.0  # expr prints the same number every time
+    assert result.r2_noise_ceiling == 1.0  # expr prints the same number every time
 
     again = run_sweep(spec, out)  # resume: the same batches, read from their stores
     assert _trials(out) == 12
-    assert again["significant_terms"] == result["significant_terms"]
-    assert again["r2_validation"] == result["r2_validation"]
+    assert again.significant_terms == result.significant_terms
+    assert again.r2_validation == result.r2_validation
 
 
 def test_an_edited_spec_measures_its_batches_anew(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_budget_hours_stops_before_a_batch_that_would_pass_it(tmp_path: Path) ->
     spec = tmp_path / "arith.toml"
     spec.write_text(SPEC.replace("budget_settings = 6", "budget_hours = 0.000001"))
     result = run_sweep(spec, tmp_path / "out")
-    assert result["settings_measured"] == 3  # the first batch, then the estimate says no
-    assert result["terminated"] is False
-    assert "would pass budget_hours = 1e-06" in result["stopped"]
+    assert result.settings_measured == 3  # the first batch, then the estimate says no
+    assert result.terminated is False
+    assert "would pass budget_hours = 1e-06" in result.stopped
     assert _trials(tmp_path / "out") == 3 * 2

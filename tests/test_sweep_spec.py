@@ -68,6 +68,10 @@ def test_batch_experiment_quotes_values_and_runs_random_orders(tmp_path: Path) -
             ('sampler = "coverage"', 'sampler = "lhs"'),
             "sweep.toml: sweep.sampler = 'lhs': unknown sampler",
         ),
+        (
+            ('sampler = "coverage"', 'method = "fast"'),
+            "sweep.toml: sweep.method = 'fast': unknown method (choose from ours, paper)",
+        ),
         (('metric = "t"', 'metric = "p99"'), "sweep.metric = 'p99': not among sweep.metrics (t)"),
         (("n * 2 >= 20", "m > 3"), "sweep.constraints[1] = 'm > 3': unknown name 'm'"),
         (("n * 2 >= 20", "__import__('os').system('true')"), "Call is not allowed in a constraint"),
@@ -116,3 +120,18 @@ def test_a_sweep_spec_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + SPEC.encode())
     section, _, _ = load_sweep(path)
     assert section.metric == "t"
+
+
+def test_a_sweep_spec_uses_ours_unless_it_names_the_papers_method(tmp_path: Path) -> None:
+    from washout.sweep.spec import load_sweep, loop_options
+
+    base = '[sweep]\ncommand = "echo {a}"\n[sweep.params]\na = [1, 2]\n'
+    for extra, method, sampler in (
+        ("", "ours", "coverage"),
+        ('method = "paper"\n', "paper", "random"),
+        ('method = "paper"\nmodel = "smooth"\n', "custom", "random"),
+    ):
+        path = tmp_path / "s.toml"
+        path.write_text(base.replace("[sweep.params]", extra + "[sweep.params]"))
+        options = loop_options(load_sweep(path)[0], 0)
+        assert (options.method, options.sampler) == (method, sampler)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from washout.stats.drift import DriftResult
     from washout.stats.order import OrderAnalysis
     from washout.sweep.incremental import LoopOptions
+    from washout.sweep.result import SweepResult
     from washout.sweep.space import Space
 
 __version__ = "0.1.0"
@@ -193,11 +194,13 @@ def explore(
     *,
     metric: str | None = None,
     full: bool = False,
-) -> dict[str, Any]:
+) -> SweepResult:
     """Incremental sampling on an already measured space, as ``washout explore`` does:
     ``space`` a :class:`~washout.sweep.space.Space` or a CSV path (one row per setting,
     with ``metric`` naming its metric column); ``options`` the sampling options (default:
-    the paper's). Returns the summary (sampling rate, R^2, terms, points, ranges)."""
+    ours; ``washout.sweep.incremental.method_options("paper")`` for the paper's). Returns a
+    frozen :class:`~washout.sweep.result.SweepResult` (sampling rate, learning curve, R^2,
+    terms, points, curves, ranges; ``to_dict()`` for JSON)."""
     from threadpoolctl import threadpool_limits
 
     from washout.errors import WashoutError

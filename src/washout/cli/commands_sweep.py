@@ -38,10 +38,13 @@ def _print_summary(result: dict, fmt: str) -> None:
     out = Console(highlight=False, markup=False)
     r2 = [v for v in result["r2_validation"] if v is not None]
     status = "threshold reached" if result["terminated"] else "threshold NOT reached (budget)"
+    if not result["terminated"] and result.get("r2_best") is not None:
+        status += f"; best worst-split R^2 {result['r2_best']:.3f}"
     out.print(
         f"Measured {result['settings_measured']} of {result['settings_total']} settings "
-        f"({result['sampling_rate']:.0%}) with {result['sampler']} sampling, "
-        f"model {result['model']}: {status}"
+        f"({result['sampling_rate']:.0%}) with method {result['method']} ({result['sampler']} "
+        f"sampling, model {result['model']}, rule {result['rule']}, {result['coding']} "
+        f"coding): {status}"
     )
     if r2:
         out.print(
@@ -84,30 +87,48 @@ def explore(
     param: list[str] = typer.Option(
         None, "--param", help="Parameter column (repeat); default: every other column."
     ),
-    sampler: str = typer.Option(
-        "random", "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."
+    method: str = typer.Option(
+        "ours",
+        "--method",
+        help=(
+            "ours (coverage sampler, smooth model, holdout rule, predicted-space conclusions, "
+            "sum coding, adaptive batches from 2%) or paper (Hui et al.: random, anova, paper "
+            "rule, measured conclusions, treatment coding, 5% steps). The options below "
+            "override single parts."
+        ),
     ),
-    model: str = typer.Option("anova", "--model", help="anova, anova-main, mlp, smooth (ours)."),
+    sampler: str = typer.Option(
+        None, "--sampler", help="random, balanced, stratified, dist-aware, coverage (ours)."
+    ),
+    model: str = typer.Option(None, "--model", help="anova, anova-main, mlp, smooth (ours)."),
     rule: str = typer.Option(
-        "paper",
+        None,
         "--rule",
         help=(
-            "Termination: paper (all splits >= threshold); holdout (ours: also the last batch, "
-            "predicted before it was measured); stable (ours: holdout, and conclusions "
-            "unchanged since the previous batch)."
+            "Termination: paper (all splits >= threshold); holdout (ours: also the latest "
+            "batches, predicted before they were measured); stable (ours: holdout, and "
+            "conclusions unchanged since the previous batch)."
         ),
     ),
     conclude: str = typer.Option(
-        "measured",
+        None,
         "--conclude",
         help=(
             "Draw the ANOVA's conclusions from the measured settings (the paper) or the "
             "predicted full space (ours: measured values + the model's predictions)."
         ),
     ),
+    coding: str = typer.Option(
+        None,
+        "--coding",
+        help="The conclusions' ANOVA coding: sum (ours, label-invariant) or treatment (paper).",
+    ),
     seed: int = typer.Option(0, "--seed"),
-    start: float = typer.Option(0.05, "--start", help="Fraction measured first."),
-    step: float = typer.Option(0.05, "--step", help="Fraction added per iteration."),
+    start: float = typer.Option(None, "--start", help="Fraction measured first."),
+    step: float = typer.Option(None, "--step", help="Least fraction added per iteration."),
+    growth: float = typer.Option(
+        None, "--growth", help="Each batch adds at least (growth - 1) x what is measured."
+    ),
     threshold: float = typer.Option(
         0.9, "--threshold", help="R^2 every validation split must reach."
     ),
@@ -131,13 +152,15 @@ def explore(
     from threadpoolctl import threadpool_limits
 
     from washout.sweep.explore import explore as run_explore
-    from washout.sweep.incremental import LoopOptions
+    from washout.sweep.incremental import method_options
     from washout.sweep.space import load_space_csv
 
     fmt = _format(fmt)
-    options = LoopOptions(
+    options = method_options(
+        method,
         start=start,
         step=step,
+        growth=growth,
         threshold=threshold,
         splits=splits,
         sampler=sampler,
@@ -146,6 +169,7 @@ def explore(
         seed=seed,
         budget=budget,
         conclude=conclude,
+        coding=coding,
     )
     options.check("explore")
     space = load_space_csv(data, metric, param or None)
@@ -169,22 +193,28 @@ def explore(
         result = run_explore(space, options, full=full, on_step=None if full else on_step)
         if versus is not None:
             from washout.sweep.conclusions import joint_ranges
+            from washout.sweep.result import Versus
 
             other = load_space_csv(versus, metric, space.parameters)  # same parameter columns
             other_result = run_explore(other, options, full=full)
-            result["versus"] = {
-                "data": str(versus),
-                "significant_terms": other_result["significant_terms"],
-                "important_points": other_result["important_points"],
-                "ranges": other_result["ranges"],
-            }
-            result["ranges"] = joint_ranges([result, other_result], [space, other])
-    _print_summary(result, fmt)
+            result = result.with_fields(
+                versus=Versus(
+                    str(versus),
+                    other_result.significant_terms,
+                    other_result.important_points,
+                    other_result.ranges,
+                ),
+                ranges=joint_ranges(
+                    [result.important_points, other_result.important_points], [space, other]
+                ),
+            )
+    summary = result.to_dict()
+    _print_summary(summary, fmt)
     if report is not None:
         from washout.cli.commands_report import write_sweep_report
 
         write_sweep_report(
-            report, "md" if report.suffix == ".md" else "html", data.stem, result, space.frame()
+            report, "md" if report.suffix == ".md" else "html", data.stem, summary, space.frame()
         )
 
 
@@ -241,5 +271,5 @@ def sweep(
 
     with bar, threadpool_limits(1):
         result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
-    console.print(f"Data: {result['directory']} (settings.csv, sweep.json, batch-*.db)")
-    _print_summary(result, fmt)
+    console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
+    _print_summary(result.to_dict(), fmt)

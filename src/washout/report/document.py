@@ -519,45 +519,30 @@ Curves = dict[str, dict[str, list[tuple[float, float]]]]
 """Panel title -> line label -> (level, coefficient) points."""
 
 
-def coefficient_panels(
-    settings: pd.DataFrame, params: list[str], metric: str, points: list[dict[str, Any]]
-) -> tuple[Curves, list[tuple[str, str, float, str]]]:
-    """The coefficient curves of the sweep's own ANOVA (washout.sweep: treatment coding,
-    lowest level the reference, 2-way interactions, backward elimination; Hui et al. 2024,
-    docs/sweep-method.md sections 4 and 7), so the sweep's knee and turning points sit on the
-    curves drawn: one panel per main effect left in the model, and one per interaction and
-    varied parameter that has a point (a line per fixed level). Returns the panels and the
-    marks ``(panel, line, x, kind)``."""
-    from washout.sweep.anova import fit_anova
-    from washout.sweep.conclusions import _curves
-    from washout.sweep.space import space_from_frame
-
-    space = space_from_frame(settings[params + [metric]], metric, params, "settings")
-    assert space.y is not None
-    fit = fit_anova(space.codes, space.y, space.n_levels)
+def coefficient_panels(sweep: dict[str, Any]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
+    """The coefficient curves the sweep's conclusions were drawn from (its ``curves``:
+    washout.sweep's ANOVA, Hui et al. 2024, docs/sweep-method.md sections 4 and 7), so the
+    sweep's knee and turning points sit on the curves drawn: one panel per main effect
+    left in the model, and one per interaction and varied parameter that has a point (a line
+    per fixed level). Returns the panels and the marks ``(panel, line, x, kind)``."""
+    points = sweep.get("important_points") or []
     wanted = {
         (str(p.get("term")), str(p.get("parameter")))
         for p in points
         if p.get("fixed") not in (None, "", {})
     }
     panels: Curves = {}
-    for term in fit.terms:
-        names = ":".join(params[f] for f in term)
-        for (_, varied, fixed), (codes, coefs) in sorted(
-            _curves(fit, term).items(), key=lambda kv: str(kv[0])
-        ):
-            x = space.numeric_levels(varied)
-            if fixed is None:
-                title, line = params[varied], "main effect"
-                pts = [(float(x[0]), 0.0)]
-            else:
-                if (names, params[varied]) not in wanted:
-                    continue
-                title = f"{params[varied]} by {params[fixed[0]]} ({names})"
-                line = fixed_text({params[fixed[0]]: space.level(*fixed)})
-                pts = []
-            pts += [(float(x[c]), float(v)) for c, v in zip(codes, coefs)]
-            panels.setdefault(title, {})[line] = sorted(pts)
+    for curve in sorted(sweep.get("curves") or [], key=lambda c: (c["term"], str(c["fixed"]))):
+        xy = [(float(x), float(y)) for x, y in zip(curve["x"], curve["y"])]
+        if curve.get("fixed") in (None, "", {}):
+            title, line = str(curve["parameter"]), "main effect"
+        else:
+            if (str(curve["term"]), str(curve["parameter"])) not in wanted:
+                continue
+            ((name, _),) = curve["fixed"].items()
+            title = f"{curve['parameter']} by {name} ({curve['term']})"
+            line = fixed_text(curve["fixed"])
+        panels.setdefault(title, {})[line] = sorted(xy)
     marks = []
     for p in points:
         if p.get("fixed") in (None, "", {}):
@@ -624,6 +609,16 @@ def sweep_part(
     r2 = [float(v) for v in sweep.get("r2_validation") or [] if figures.finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
+    if figures.finite(sweep.get("r2_holdout")):
+        holdout = float(sweep["r2_holdout"])
+        summary += f" R² on the latest batches, predicted before they were measured: {holdout:.3f}."
+    if not sweep.get("terminated") and figures.finite(sweep.get("r2_best")):
+        summary += f" Best worst-split R² reached: {float(sweep['r2_best']):.3f}."
+    if sweep.get("method"):
+        summary += (
+            f" Method: {sweep['method']} ({sweep.get('sampler')} sampler, model "
+            f"{sweep.get('model')}, rule {sweep.get('rule')}, {sweep.get('coding')} coding)."
+        )
     tables = [
         (
             "Significant terms",
@@ -681,19 +676,19 @@ def sweep_part(
                 figures.r2_by_rate(history),
             )
         )
+    coded = (
+        "deviations from the mean over all levels (the sweep's ANOVA, sum-coded)"
+        if sweep.get("coding") == "sum"
+        else "the other parameters at their lowest level (the sweep's ANOVA, treatment-coded)"
+    )
     items.append(
         FigureItem(
             "sweep-coefficients",
             "Coefficients per parameter",
-            "How the metric moves with each parameter's level, the other parameters at their "
-            "lowest level (the sweep's ANOVA, treatment-coded): main effects, and interactions "
-            "with one line per level of the fixed parameter. Triangles mark knees, diamonds "
-            "turning points.",
-            figures.coefficient_curves(
-                *coefficient_panels(settings, params, metric, sweep.get("important_points") or []),
-                metric,
-                shares,
-            ),
+            f"How the metric moves with each parameter's level, {coded}: main effects, and "
+            "interactions with one line per level of the fixed parameter. Triangles mark "
+            "knees, diamonds turning points.",
+            figures.coefficient_curves(*coefficient_panels(sweep), metric, shares),
         )
     )
     items.append(

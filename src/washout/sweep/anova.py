@@ -22,6 +22,16 @@ checked against patsy 1.0 in the tests).
 Rank deficiency (a level or a cell the training rows never saw) is handled as R's ``lm`` does:
 columns linearly dependent on earlier ones are aliased (coefficient 0), so a level unseen in
 training is predicted at its reference, and never raises.
+
+Coding ``sum`` (ours, for conclusions): patsy's ``C(f, Sum)`` deviation contrasts (level l's
+column is 1 at l, -1 at the last level, 0 elsewhere; Montgomery, Design and Analysis of
+Experiments, 9th ed., §5.3), with backward elimination that respects marginality (a main
+effect is not dropped while an interaction holding it stays; Nelder, JRSS A 1977). Type-III
+tests then test the hypotheses on unweighted marginal means, which do not depend on how the
+levels are labelled or ordered (Searle, Linear Models for Unbalanced Data, 1987, §4.6), unlike
+treatment coding, where a main effect's test is its effect at the reference level of every
+factor it interacts with. Shares of variance (:meth:`AnovaFit.shares`) then decompose the
+explained variance.
 """
 
 from __future__ import annotations
@@ -59,6 +69,9 @@ class Column:
     curve: bool = True
 
 
+CODINGS = ("treatment", "sum")
+
+
 def candidate_terms(n_factors: int, interactions: bool) -> list[Term]:
     """Main effects in factor order, then every 2-way interaction in formula order."""
     terms: list[Term] = [(f,) for f in range(n_factors)]
@@ -83,8 +96,26 @@ def _codings(terms: list[Term]) -> dict[Term, tuple[bool, bool]]:
     return codings
 
 
-def design_columns(terms: list[Term], n_levels: list[int]) -> list[Column]:
-    """Columns of patsy's treatment coding for ``terms`` (intercept always present)."""
+def design_columns(
+    terms: list[Term], n_levels: list[int], coding: str = "treatment"
+) -> list[Column]:
+    """Columns of patsy's treatment coding for ``terms`` (intercept always present); with
+    ``sum`` coding (terms closed under marginality) one column per level but the last, and
+    interactions as products of their factors' columns, in patsy's order."""
+    if coding == "sum":
+        return [
+            Column(term, tuple(zip(term, lv)))
+            for term in sorted(terms, key=len)
+            for lv in (
+                [(la,) for la in range(n_levels[term[0]] - 1)]
+                if len(term) == 1
+                else [
+                    (la, lb)
+                    for lb in range(n_levels[term[1]] - 1)
+                    for la in range(n_levels[term[0]] - 1)
+                ]
+            )
+        ]
     columns: list[Column] = []
     for term, (has_a, has_b) in _codings(terms).items():
         if len(term) == 1:
@@ -104,8 +135,11 @@ def design_columns(terms: list[Term], n_levels: list[int]) -> list[Column]:
     return columns
 
 
-def design_matrix(codes: np.ndarray, columns: list[Column], n_levels: list[int]) -> np.ndarray:
-    """The n x (1 + len(columns)) design: an intercept, then each column's indicator product."""
+def design_matrix(
+    codes: np.ndarray, columns: list[Column], n_levels: list[int], coding: str = "treatment"
+) -> np.ndarray:
+    """The n x (1 + len(columns)) design: an intercept, then each column's product of its
+    factors' indicators (treatment) or deviation contrasts (sum: minus one at the last level)."""
     offsets = np.concatenate([[0], np.cumsum(n_levels)])
     n = codes.shape[0]
     one_hot = np.zeros((n, int(offsets[-1]) + 1))
@@ -113,6 +147,9 @@ def design_matrix(codes: np.ndarray, columns: list[Column], n_levels: list[int])
     rows = np.arange(n)
     for f in range(len(n_levels)):
         one_hot[rows, offsets[f] + codes[:, f]] = 1.0
+        if coding == "sum":
+            last = one_hot[:, offsets[f] + n_levels[f] - 1].copy()
+            one_hot[:, offsets[f] : offsets[f] + n_levels[f]] -= last[:, None]
     first = np.array([offsets[c.cells[0][0]] + c.cells[0][1] for c in columns], dtype=int)
     second = np.array(
         [offsets[c.cells[1][0]] + c.cells[1][1] if len(c.cells) > 1 else -1 for c in columns],
@@ -177,21 +214,34 @@ class AnovaFit:
     elimination_failed: bool = False
     exact: bool = False
     """The model reproduces y exactly (RSS is rounding error): the F tests are limits."""
+    coding: str = "treatment"
 
     def predict(self, codes: np.ndarray) -> np.ndarray:
         """Predictions for settings given as level codes (levels never seen predict as
         reference)."""
-        return design_matrix(codes, self.columns, self.n_levels) @ self.coef
+        return design_matrix(codes, self.columns, self.n_levels, self.coding) @ self.coef
 
     def shares(self) -> dict[Term, float]:
-        """Per-term share of variance, as the paper's code computes it (docs/sweep-method.md §6).
+        """Per-term share of variance.
 
-        SS_term / (SS_intercept + sum of term SS + SS_residual), all Type-III. Not a true
-        decomposition of variance (Type-III SS do not add up, and the intercept is in the
-        denominator), but the paper's importance filter (share >= 0.10) is defined on it.
+        Treatment coding, the paper's (docs/sweep-method.md §6): SS_term / (SS_intercept + sum
+        of term SS + SS_residual), all Type-III; not a decomposition of variance (Type-III SS
+        do not add up, and the intercept is in the denominator), but the paper's importance
+        filter (share >= 0.10) is defined on it.
+
+        Sum coding (ours): R^2 x SS_term / sum of the terms' Type-III SS, so the shares add up
+        to the explained variance R^2. On a complete balanced grid the sum-coded Type-III SS
+        are orthogonal and add up to the model SS (Searle 1987, §4.6), so this is each term's
+        SS / total SS exactly (the classical eta-squared); on unbalanced data it splits R^2 in
+        proportion to the label-invariant Type-III SS.
         """
+        terms = [(t.term, t.ss) for t in self.table if t.term is not None]
+        if self.coding == "sum":
+            explained = sum(ss for _, ss in terms)
+            r2 = self.r2 if np.isfinite(self.r2) else 0.0
+            return {term: r2 * ss / explained if explained > 0 else 0.0 for term, ss in terms}
         total = sum(t.ss for t in self.table) + self.rss
-        return {t.term: t.ss / total for t in self.table if t.term is not None}
+        return {term: ss / total for term, ss in terms}
 
 
 @dataclass
@@ -321,13 +371,15 @@ def fit_anova(
     interactions: bool = True,
     alpha: float = 0.05,
     eliminate: bool = True,
+    coding: str = "treatment",
 ) -> AnovaFit:
     """Fit the paper's model with backward elimination (docs/sweep-method.md §5).
 
     While any term's Type-III p exceeds ``alpha``, drop the one with the largest p (the first
-    in the table on ties) and refit (no hierarchy enforced; terms with no estimable column go
-    first, they change nothing). If every term would go, the full initial model is returned
-    with ``elimination_failed``.
+    in the table on ties) and refit (terms with no estimable column go first, they change
+    nothing). Treatment coding (the paper's) enforces no hierarchy; sum coding only drops a
+    term that no remaining interaction contains (marginality). If every term would go, the
+    full initial model is returned with ``elimination_failed``.
     """
     codes = np.asarray(codes, dtype=int)
     y = np.asarray(y, dtype=float)
@@ -337,9 +389,9 @@ def fit_anova(
     term_id = {t: i for i, t in enumerate(initial)}
     active = np.ones(len(initial), dtype=bool)
     removed: list[Term] = []
-    columns = design_columns(initial, n_levels)
+    columns = design_columns(initial, n_levels, coding)
     codings = _codings(initial)
-    x = design_matrix(codes, columns, n_levels)
+    x = design_matrix(codes, columns, n_levels, coding)
     gram, xty, yty, n = x.T @ x, x.T @ yc, float(yc @ yc), len(yc)
     floor = EXACT_FIT * yty
     keep = independent_columns(gram)
@@ -351,6 +403,15 @@ def fit_anova(
         if not eliminate:
             break
         live = np.flatnonzero(active)
+        if coding == "sum":  # marginality: only terms no remaining interaction contains
+            live = np.array(
+                [
+                    i
+                    for i in live
+                    if not any(set(initial[i]) < set(initial[j]) for j in np.flatnonzero(active))
+                ],
+                dtype=int,
+            )
         empty = live[df[live + 1] == 0]
         if len(empty):
             drop = int(empty[0])
@@ -362,7 +423,7 @@ def fit_anova(
         active[drop] = False
         removed.append(initial[drop])
         if not active.any():
-            fit = fit_anova(codes, y, n_levels, interactions, alpha, eliminate=False)
+            fit = fit_anova(codes, y, n_levels, interactions, alpha, False, coding)
             fit.elimination_failed = True
             return fit
         terms = [initial[i] for i in np.flatnonzero(active)]
@@ -408,4 +469,5 @@ def fit_anova(
         r2=1.0 - sol.rss / yty if yty > 0 else np.nan,
         removed=removed,
         exact=df_resid > 0 and sol.rss <= floor,
+        coding=coding,
     )

@@ -4,18 +4,37 @@ ranges a fair comparison must cover, and how far a sample's conclusions are from
 Definitions follow the paper's published code (Hui et al., SIGMOD 2024; docs/sweep-method.md
 §6-§9): important terms have share >= 0.10; each important term's coefficient curves (a main
 effect's non-reference levels; for an interaction, one curve per fixed level of either factor)
-get a knee or turning point (points.py); points rank by share x turn ratio.
+get a knee or turning point (points.py); points rank by share x turn ratio. Under sum coding
+(ours) a curve has every level: a main effect's deviations from the grand mean, and an
+interaction's deviations at one fixed level of the other factor (the constrained effects,
+each row and column summing to zero).
+
+Conclusions are drawn by an ANOVA (main effects + 2-way interactions, or main effects only
+with ``anova-main``), whichever model decided termination, so a sample's conclusions compare
+directly with ``full`` ones. It is fitted on:
+
+- ``measured`` (the paper): the measured settings only;
+- ``predicted`` (ours): every setting of the space, the measured ones with their values and
+  the others with the terminating model's predictions. Termination certified that the model
+  predicts unmeasured settings well; the ANOVA then sees the balanced full grid that the
+  ``full`` analysis sees, instead of an unbalanced sample.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from washout.sweep.anova import AnovaFit, Term
+from washout.sweep.anova import AnovaFit, Term, fit_anova
+from washout.sweep.models import get_model
 from washout.sweep.points import CurvePoint, curve_point
+from washout.sweep.result import Curve, ImportantPoint, TermShare
 from washout.sweep.space import Space
+
+if TYPE_CHECKING:
+    from washout.sweep.incremental import LoopOptions, LoopResult
 
 IMPORTANT_SHARE = 0.10
 
@@ -32,6 +51,9 @@ class Conclusions:
     curves: dict[CurveKey, CurvePoint | None]
     weights: dict[Term, int]
     ranked: list[tuple[CurveKey, CurvePoint, float]] = field(default_factory=list)
+    lines: dict[CurveKey, tuple[list[float], list[float]]] = field(default_factory=dict)
+    """Every kept main effect's and every important interaction's curve, x and coefficients,
+    for figures (under treatment coding a main effect's reference level at 0 included)."""
     exact_fit: bool = False
     """The ANOVA reproduces the metric exactly (no noise): significant means "explains any
     variance at all" (:func:`washout.sweep.anova._f_test`)."""
@@ -47,6 +69,8 @@ class Conclusions:
 
 def _curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
     """Coefficient curves of one term: level codes of the varied factor and coefficients."""
+    if fit.coding == "sum":
+        return _sum_curves(fit, term)
     found: dict[CurveKey, tuple[list[int], list[float]]] = {}
     for j, col in enumerate(fit.columns, start=1):
         if col.term != term or not col.curve or fit.aliased[j]:
@@ -66,6 +90,32 @@ def _curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[f
     return found
 
 
+def _sum_curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
+    """Sum-coded effects at every level: the last level's is minus the sum of the others'
+    (Montgomery 2017, §5.3); an interaction's (a-1)(b-1) coefficients complete to the a x b
+    table whose rows and columns sum to zero. Aliased coefficients count as 0 (R's lm)."""
+    coef = np.where(fit.aliased, 0.0, fit.coef)
+    js = [j for j, c in enumerate(fit.columns, start=1) if c.term == term]
+    sizes = [fit.n_levels[f] for f in term]
+    inner = np.zeros([n - 1 for n in sizes])
+    for j in js:
+        inner[tuple(lv for _, lv in fit.columns[j - 1].cells)] = coef[j]
+    full = np.zeros(sizes)
+    full[tuple(slice(0, n - 1) for n in sizes)] = inner
+    for axis in range(len(sizes)):  # complete each axis so it sums to zero
+        moved = np.moveaxis(full, axis, 0)  # a view: writing it writes ``full``
+        moved[-1] = -moved[:-1].sum(axis=0)
+    if len(term) == 1:
+        return {(term, term[0], None): (list(range(sizes[0])), [float(v) for v in full])}
+    a, b = term
+    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
+    for i in range(sizes[0]):
+        found[(term, b, (a, i))] = (list(range(sizes[1])), [float(v) for v in full[i, :]])
+    for k in range(sizes[1]):
+        found[(term, a, (b, k))] = (list(range(sizes[0])), [float(v) for v in full[:, k]])
+    return found
+
+
 def _more_than_one_group(space: Space, varied: int, fixed: tuple[int, int] | None) -> bool:
     """The paper's validity check: rows (with the fixed level) grouped by every other factor."""
     codes = space.codes
@@ -80,9 +130,18 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
     shares = fit.shares()
     shares = {t: s for t, s in shares.items() if t in fit.terms}
     curves: dict[CurveKey, CurvePoint | None] = {}
+    lines: dict[CurveKey, tuple[list[float], list[float]]] = {}
     weights: dict[Term, int] = {}
     for term, share in shares.items():
-        if share < IMPORTANT_SHARE:
+        important = share >= IMPORTANT_SHARE
+        if not important and len(term) > 1:
+            continue
+        for key, (codes, coefs) in _curves(fit, term).items():
+            if fit.coding == "treatment" and len(term) == 1:  # the reference level, at 0
+                codes, coefs = [0, *codes], [0.0, *coefs]
+            x = data.numeric_levels(key[1])[np.asarray(codes)]
+            lines[key] = ([float(v) for v in x], coefs)
+        if not important:
             continue
         weights[term] = (
             sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
@@ -95,7 +154,7 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
             if point is not None and not _more_than_one_group(data, key[1], key[2]):
                 point = None
             curves[key] = point
-    result = Conclusions(data.parameters, shares, curves, weights, exact_fit=fit.exact)
+    result = Conclusions(data.parameters, shares, curves, weights, lines=lines, exact_fit=fit.exact)
     result.ranked = _rank(result)
     return result
 
@@ -117,8 +176,8 @@ def _rank(c: Conclusions) -> list[tuple[CurveKey, CurvePoint, float]]:
     return sorted(rows, key=key)
 
 
-def points_json(c: Conclusions, data: Space) -> list[dict]:
-    """The ranked important points as plain data (term, parameter, fixed, type, value, ratio)."""
+def points_json(c: Conclusions, data: Space) -> tuple[ImportantPoint, ...]:
+    """The ranked important points (term, parameter, fixed, type, value, ratio, share)."""
     out = []
     for (term, varied, fixed), p, share in c.ranked:
         value = p.value
@@ -128,23 +187,41 @@ def points_json(c: Conclusions, data: Space) -> list[dict]:
         else:
             shown = data.levels[varied][int(np.flatnonzero(numeric == value)[0])]
         out.append(
-            {
-                "term": c.name(term),
-                "parameter": data.parameters[varied],
-                "fixed": None if fixed is None else {data.parameters[fixed[0]]: data.level(*fixed)},
-                "type": p.kind,
-                "value": shown,
-                "turn_ratio": None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
-                "share": share,
-            }
+            ImportantPoint(
+                term=c.name(term),
+                parameter=data.parameters[varied],
+                fixed=_fixed(data, fixed),
+                type=p.kind,
+                value=shown,
+                turn_ratio=None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
+                share=share,
+            )
         )
-    return out
+    return tuple(out)
 
 
-def terms_json(c: Conclusions) -> list[dict]:
+def curves_json(c: Conclusions, data: Space) -> tuple[Curve, ...]:
+    """Every kept main effect's and important interaction's coefficient curve, for figures."""
+    return tuple(
+        Curve(
+            term=c.name(term),
+            parameter=data.parameters[varied],
+            fixed=_fixed(data, fixed),
+            x=tuple(x),
+            y=tuple(y),
+        )
+        for (term, varied, fixed), (x, y) in c.lines.items()
+    )
+
+
+def _fixed(data: Space, fixed: tuple[int, int] | None) -> dict[str, object] | None:
+    return None if fixed is None else {data.parameters[fixed[0]]: data.level(*fixed)}
+
+
+def terms_json(c: Conclusions) -> tuple[TermShare, ...]:
     """Significant terms, largest share first."""
     ranked = sorted(c.shares.items(), key=lambda kv: -kv[1])
-    return [{"term": c.name(t), "share": s} for t, s in ranked]
+    return tuple(TermShare(c.name(t), s) for t, s in ranked)
 
 
 def fair_ranges(data: Space, *conclusions: Conclusions) -> dict[str, list[list[object]]]:
@@ -173,16 +250,18 @@ def segments(low: float, high: float, cuts: set[float]) -> list[tuple[float, flo
     return list(zip(edges, edges[1:])) or [(low, high)]
 
 
-def joint_ranges(results: list[dict], spaces: list[Space]) -> dict[str, list[list[object]]]:
-    """Fair ranges for comparing systems from their summaries (``important_points`` of each):
-    every system's points cut every shared numeric parameter's range (union of the levels)."""
+def joint_ranges(
+    results: list[tuple[ImportantPoint, ...]], spaces: list[Space]
+) -> dict[str, list[list[object]]]:
+    """Fair ranges for comparing systems from their important points: every system's points
+    cut every shared numeric parameter's range (union of the levels)."""
     ranges: dict[str, list[list[object]]] = {}
     for name in spaces[0].parameters:
         cuts = {
-            float(p["value"])
-            for r in results
-            for p in r["important_points"]
-            if p["parameter"] == name
+            float(p.value)  # type: ignore[arg-type]
+            for points in results
+            for p in points
+            if p.parameter == name
         }
         if not cuts:
             continue
@@ -243,3 +322,50 @@ def compare(sample: Conclusions, full: Conclusions) -> dict[str, float]:
         "points_mismatch": mismatch / denom if (imp_s or imp_f) else 0.0,
         "points_moved": moved / len(full_points) if full_points else 0.0,
     }
+
+
+def conclusions_of(
+    space: Space,
+    rows: np.ndarray,
+    y: np.ndarray,
+    model: str,
+    coding: str = "treatment",
+) -> Conclusions:
+    """The ANOVA's conclusions on some rows (main effects only if ``model`` is anova-main)."""
+    data = space.subset(rows)
+    data.y = y
+    fit = fit_anova(
+        data.codes, y, space.n_levels, interactions=model != "anova-main", coding=coding
+    )
+    return conclude(fit, data)
+
+
+def loop_conclusions(
+    space: Space, result: LoopResult, options: LoopOptions, analysis: str | None = None
+) -> tuple[Conclusions, Space]:
+    """The ANOVA's conclusions after a loop, on the measured or the predicted space (see the
+    module docstring), and the settings they were drawn from. ``analysis`` (anova or
+    anova-main) overrides the ANOVA's terms, which otherwise follow ``options.model``."""
+    if options.conclude == "predicted" and len(result.measured) < len(space):
+        fitted = get_model(options.model)(
+            space, space.codes[result.measured], result.y, options.seed
+        )
+        values = fitted.predict(space.codes)
+        values[result.measured] = result.y
+        rows = np.arange(len(space))
+    else:
+        rows, values = result.measured, result.y
+    data = space.subset(rows)
+    data.y = values
+    terms = analysis or options.analysis or options.model
+    return conclusions_of(space, rows, values, terms, options.coding), data
+
+
+def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions) -> tuple:
+    """What must not change between batches for the ``stable`` rule: the important terms and
+    every point's term, parameter, fixed level, type and level."""
+    c, _ = loop_conclusions(space, result, options)
+    points = sorted(
+        (k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None
+    )
+    return (tuple(sorted(c.important)), tuple(points))

@@ -1,21 +1,28 @@
 """Incremental sampling (Hui et al., SIGMOD 2024, §4; docs/sweep-method.md §3 and §10): measure a
 start fraction of the settings, then repeat: split the measured settings 10 times into 80%
 fitting and 20% validation, fit the model on each fitting part, score R^2 on its validation
-part; stop when the threshold is met, else measure another step's worth chosen by the sampler.
+part; stop when the threshold is met, else measure another batch chosen by the sampler.
 
-Sample sizes follow the paper's code exactly: at ratio r (np.linspace(start, 1, ...)), the
-sample holds n - ceil((1 - r) n) settings, and split i is scikit-learn's
-train_test_split(test_size=0.2, random_state=i) on the measured settings in the order the
-paper's sample file has them (newest batch first), so the random sampler with the ANOVA
-reproduces the paper's R^2 values.
+Two methods (:data:`METHODS`), each a set of options; every option can be set on its own:
+- ``ours`` (the default): coverage sampler, smooth model, holdout rule, conclusions from the
+  predicted space with sum-to-zero coding, and **adaptive batches**: start at 2%, add at least
+  1% and at least a quarter of what is measured (``growth`` 1.25), so a space a model can fit
+  from 2-3% stops there and a hard one does not pay for many tiny iterations.
+- ``paper``: the paper's random sampler, ANOVA, rule, measured-settings conclusions and
+  treatment coding, 5% then 5% steps. Sample sizes follow the paper's code exactly: at ratio r
+  (np.linspace(start, 1, ...)), the sample holds n - ceil((1 - r) n) settings, and split i is
+  scikit-learn's train_test_split(test_size=0.2, random_state=i) on the measured settings in
+  the order the paper's sample file has them (newest batch first), so the random sampler with
+  the ANOVA reproduces the paper's R^2 values.
 
 Termination rules:
 - ``paper``: every one of the splits has R^2 >= threshold (the paper's minimum over splits).
-- ``holdout`` (ours): that, and the model fitted on everything measured before the last batch
-  predicts that batch, measured afterwards, with R^2 >= threshold. Each batch is a true
+- ``holdout`` (ours): that, and the settings of the latest batches, each predicted by the model
+  fitted on everything measured before it, have R^2 >= threshold. Each batch is a true
   holdout: chosen before it was measured and never used to fit the model that predicts it.
-  Small validation splits (a handful of settings at 5% of a small space) make the paper's rule
-  pass by luck; the holdout must agree before we claim termination.
+  Batches are pooled, newest first, until they hold at least :data:`HOLDOUT_MIN` settings, so
+  a small batch cannot pass by luck (nor can small validation splits, which is how the
+  paper's rule passes wrongly on a handful of settings).
 - ``stable`` (ours): ``holdout``, and the conclusions (important terms, points with their
   type and level) are the same as after the previous batch: we do not stop while the answer
   is still moving.
@@ -26,33 +33,50 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from washout.errors import WashoutError
+from washout.errors import WashoutError, choose
+from washout.sweep.conclusions import conclusion_signature
 from washout.sweep.models import Predictor, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
 
 RULES = ("paper", "holdout", "stable")
 CONCLUDE = ("measured", "predicted")
+CODINGS = ("sum", "treatment")
+HOLDOUT_MIN = 10
+"""Fewest settings the holdout R^2 is computed on (the latest batches pooled)."""
 
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """The sampling options of a sweep (the paper's defaults)."""
+    """The sampling options of a sweep; the defaults are ours (``METHODS["ours"]``)."""
 
-    start: float = 0.05
-    step: float = 0.05
+    start: float = 0.02
+    step: float = 0.01
     threshold: float = 0.9
     splits: int = 10
-    sampler: str = "random"
-    model: str = "anova"
-    rule: str = "paper"
+    sampler: str = "coverage"
+    model: str = "smooth"
+    rule: str = "holdout"
     seed: int = 0
     budget: int | None = None  # most settings to measure; None: all
-    conclude: str = "measured"  # ANOVA conclusions on: measured settings | predicted space
+    conclude: str = "predicted"  # ANOVA conclusions on: measured settings | predicted space
     analysis: str | None = None  # the conclusions' ANOVA: anova | anova-main; None: by model
+    growth: float = 1.25  # each batch adds at least (growth - 1) x the measured settings
+    coding: str = "sum"  # the conclusions' ANOVA coding: sum (deviation) | treatment
+
+    @property
+    def method(self) -> str:
+        """``ours`` or ``paper`` when the sampling options are exactly that method's, else
+        ``custom``."""
+        for name in METHODS:
+            preset = method_options(name)
+            if all(getattr(self, k) == getattr(preset, k) for k in METHOD_FIELDS):
+                return name
+        return "custom"
 
     def check(self, source: str = "options") -> None:
         """One-line errors for values the loop cannot use."""
@@ -66,6 +90,12 @@ class LoopOptions:
             raise WashoutError(
                 f"{source}: analysis = {self.analysis!r}: unknown (choose from anova, anova-main)"
             )
+        if self.coding not in CODINGS:
+            raise WashoutError(
+                f"{source}: coding = {self.coding!r}: unknown (choose from {', '.join(CODINGS)})"
+            )
+        if not 1.0 <= self.growth <= 10.0:
+            raise WashoutError(f"{source}: growth = {self.growth}: must be in [1, 10]")
         if self.conclude not in CONCLUDE:
             raise WashoutError(
                 f"{source}: conclude = {self.conclude!r}: unknown (choose from "
@@ -80,6 +110,31 @@ class LoopOptions:
             raise WashoutError(f"{source}: splits = {self.splits}: must be at least 1")
         if self.budget is not None and self.budget < 1:
             raise WashoutError(f"{source}: budget = {self.budget}: must be at least 1 setting")
+
+
+METHOD_FIELDS = ("start", "step", "growth", "sampler", "model", "rule", "conclude", "coding")
+"""The options a method fixes; the others (threshold, splits, seed, budget) are the user's."""
+METHODS: dict[str, dict[str, object]] = {
+    "ours": {},
+    "paper": {
+        "start": 0.05,
+        "step": 0.05,
+        "growth": 1.0,
+        "sampler": "random",
+        "model": "anova",
+        "rule": "paper",
+        "conclude": "measured",
+        "coding": "treatment",
+    },
+}
+
+
+def method_options(method: str = "ours", source: str = "--method", **overrides: Any) -> LoopOptions:
+    """The options of a method (``ours`` or ``paper``), with ``overrides`` (None: keep the
+    method's) for single components, e.g. ``method_options("paper", model="smooth")``."""
+    preset = choose(METHODS, method, source, "method")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return LoopOptions(**{**preset, **given})  # type: ignore[arg-type]
 
 
 @dataclass
@@ -106,8 +161,25 @@ class LoopResult:
     stopped: str | None = None  # why ``measure`` ended the loop early
 
 
-def sample_sizes(n: int, start: float, step: float) -> list[int]:
-    """Settings measured at each ratio, as train_test_split(test_size=1 - r) sizes the sample."""
+def sample_sizes(
+    n: int, start: float, step: float, growth: float = 1.0, least: int = 1
+) -> list[int]:
+    """Settings measured after each batch.
+
+    With ``growth`` 1 (the paper): at each ratio start, start + step, ..., as
+    train_test_split(test_size=1 - r) sizes the sample. Otherwise (ours) the first batch is
+    that of ``start`` but at least ``least`` settings, and each later one adds
+    max(ceil(step n), ceil((growth - 1) size), 1) settings: fine steps while little is
+    measured, geometric ones later, so the overshoot past the size that suffices stays within
+    a factor ``growth`` and the number of iterations is logarithmic.
+    """
+    if growth > 1.0:
+        grown = [min(max(n - math.ceil((1.0 - start) * n), least, 1), n)]
+        while grown[-1] < n:
+            last = grown[-1]
+            add = max(math.ceil(step * n - 1e-9), math.ceil((growth - 1.0) * last - 1e-9), 1)
+            grown.append(min(last + add, n))
+        return grown
     count = int(round((1.0 - start) / step)) + 1
     ratios = np.linspace(start, start + step * (count - 1), count)
     sizes: list[int] = []
@@ -164,6 +236,20 @@ def _fit(model, space: Space, rows: np.ndarray, y: np.ndarray, seed: int) -> Pre
         return None
 
 
+def pooled_holdout(batches: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
+    """R^2 of the latest batches' values against their predictions made before each was
+    measured, pooled newest first until at least :data:`HOLDOUT_MIN` settings (all if fewer);
+    None before any batch was predicted."""
+    if not batches:
+        return None
+    taken: list[tuple[np.ndarray, np.ndarray]] = []
+    for pair in reversed(batches):
+        taken.append(pair)
+        if sum(len(y) for y, _ in taken) >= HOLDOUT_MIN:
+            break
+    return r2_score(np.concatenate([y for y, _ in taken]), np.concatenate([p for _, p in taken]))
+
+
 def run_loop(
     space: Space,
     measure: Callable[[np.ndarray], np.ndarray],
@@ -181,10 +267,14 @@ def run_loop(
     model = get_model(options.model)
     n = len(space)
     limit = n if options.budget is None else min(options.budget, n)
-    sizes = [s for s in sample_sizes(n, options.start, options.step) if s <= limit]
+    least = 1 + sum(k - 1 for k in space.n_levels)  # the first batch estimates every main effect
+    sizes = [
+        s for s in sample_sizes(n, options.start, options.step, options.growth, least) if s <= limit
+    ]
     if not sizes or sizes[-1] < limit:
         sizes.append(limit)
     result = LoopResult(np.empty(0, dtype=int), np.empty(0))
+    predicted: list[tuple[np.ndarray, np.ndarray]] = []  # (measured, predicted before) per batch
     last_signature: object = None
     for batch, size in enumerate(sizes):
         want = size - len(result.measured)
@@ -197,7 +287,9 @@ def run_loop(
         except StopSampling as stop:
             result.stopped = str(stop)
             break
-        holdout = None if previous is None else r2_score(y_new, previous.predict(space.codes[new]))
+        if previous is not None:
+            predicted.append((y_new, previous.predict(space.codes[new])))
+        holdout = pooled_holdout(predicted)
         result.measured = np.concatenate([new, result.measured])
         result.y = np.concatenate([y_new, result.y])
         scores = split_r2(
@@ -207,8 +299,6 @@ def run_loop(
         if options.rule in ("holdout", "stable"):
             passed = passed and holdout is not None and holdout >= options.threshold
         if options.rule == "stable":
-            from washout.sweep.explore import conclusion_signature
-
             signature = conclusion_signature(space, result, options)
             passed = passed and signature == last_signature
             last_signature = signature

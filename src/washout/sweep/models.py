@@ -74,86 +74,173 @@ def _difference_penalty(n: int, ordered: bool) -> np.ndarray:
     return d.T @ d
 
 
-class _Smooth:
-    """Penalized full-dummy main effects + 2-way interactions (see module docstring).
+def _cell_penalty(sizes: list[int], ordered: list[bool]) -> np.ndarray:
+    """Penalty of a term's full cell table: along each ordered axis first differences of
+    neighbouring cells (a Kronecker sum, as tensor-product P-splines: Eilers & Marx 2003,
+    Chemometrics and Intelligent Laboratory Systems), plus a ridge of 1 that shrinks the
+    whole term towards zero."""
+    total: np.ndarray = np.eye(int(np.prod(sizes)))
+    for axis, (n, is_ordered) in enumerate(zip(sizes, ordered)):
+        if not is_ordered or n < 2:
+            continue
+        mats = [np.eye(m) for m in sizes]
+        mats[axis] = _difference_penalty(n, True)
+        kron: np.ndarray = mats[0]
+        for m in mats[1:]:
+            kron = np.kron(kron, m)
+        total = total + kron
+    return total
 
-    The penalty weights and whether to model log(y) are chosen together by leave-one-out
-    error on the metric's own scale: for a linear smoother the LOO residual is r_i / (1 - h_ii)
-    (Hastie, Tibshirani & Friedman, Elements of Statistical Learning, eq. 7.52), so each
-    candidate costs one solve.
+
+class _Smooth:
+    """Penalized full-dummy main effects, 2-way and (where the data demands them) 3-way
+    interactions (see module docstring).
+
+    The penalty weights, whether to model log(y), and whether to add 3-way terms are chosen
+    together by leave-one-out error on the metric's own scale: for a linear smoother the LOO
+    residual is r_i / (1 - h_ii) (Hastie, Tibshirani & Friedman, Elements of Statistical
+    Learning, eq. 7.52), so each candidate costs one solve. 3-way terms are candidates only
+    among the factors of the strongest 2-way interactions (:data:`TRIPLE_FACTORS`), with
+    at most as many cells as training settings, and are kept only when they lower the
+    LOO error: a hierarchical model that grows an order where the data demands it.
     """
 
     LAMBDAS_MAIN = (0.1, 1.0)
     LAMBDAS_PAIR = (0.3, 3.0, 30.0)
+    LAMBDAS_TRIPLE = (0.3, 3.0, 30.0)
+    TRIPLE_FACTORS = 4
     RIDGE = 1e-3
 
     def __init__(self, space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> None:
         self.n_levels = space.n_levels
         ordered = [all(isinstance(v, (int, float)) for v in lv) for lv in space.levels]
-        self.pairs = [
-            (a, b)
-            for a, b in combinations(range(len(self.n_levels)), 2)
-            if self.n_levels[a] > 1 and self.n_levels[b] > 1
+        varied = [f for f, n in enumerate(self.n_levels) if n > 1]
+        self.terms: list[tuple[int, ...]] = [(f,) for f in range(len(self.n_levels))]
+        self.terms += list(combinations(varied, 2))
+        penalties = [
+            _difference_penalty(n, ordered[f]) + self.RIDGE * np.eye(n)
+            for f, n in enumerate(self.n_levels)
+        ] + [
+            _cell_penalty([self.n_levels[f] for f in t], [ordered[f] for f in t])
+            for t in self.terms[len(self.n_levels) :]
         ]
-        x = self._design(codes)
+        x = self._design(codes, self.terms)
+        order = np.asarray([len(t) for t in self.terms for _ in range(self._width(t))])
+        self.log, self.mean, self.beta = False, float(y.mean()), np.zeros(x.shape[1])
+        best, lambdas = self._choose(x, y, penalties, order, {})
+        triples = self._triples(codes, len(y))
+        if triples:
+            x3 = np.hstack([x, self._design(codes, triples)])
+            pen3 = penalties + [
+                _cell_penalty([self.n_levels[f] for f in t], [ordered[f] for f in t])
+                for t in triples
+            ]
+            order3 = np.concatenate([order, [3] * sum(self._width(t) for t in triples)])
+            error, _ = self._choose(x3, y, pen3, order3, lambdas, best)
+            if error < best:  # _choose replaced the coefficients
+                self.terms = self.terms + triples
+
+    def _triples(self, codes: np.ndarray, n: int) -> list[tuple[int, ...]]:
+        """3-way terms among the factors of the strongest fitted 2-way interactions."""
+        offsets = np.cumsum([0] + [self._width(t) for t in self.terms])
+        strength: dict[int, float] = {}
+        x = self._design(codes, self.terms)
+        for i, t in enumerate(self.terms):
+            if len(t) != 2:
+                continue
+            part = x[:, offsets[i] : offsets[i + 1]] @ self.beta[offsets[i] : offsets[i + 1]]
+            for f in t:
+                strength[f] = strength.get(f, 0.0) + float(np.var(part))
+        top = sorted(strength, key=lambda f: -strength[f])[: self.TRIPLE_FACTORS]
+        return [
+            t for t in combinations(sorted(top), 3) if np.prod([self.n_levels[f] for f in t]) <= n
+        ]
+
+    def _width(self, term: tuple[int, ...]) -> int:
+        return int(np.prod([self.n_levels[f] for f in term]))
+
+    def _choose(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        penalties: list[np.ndarray],
+        order: np.ndarray,
+        fixed: dict[int, float],
+        best: float = np.inf,
+    ) -> tuple[float, dict[int, float]]:
+        """The scale and penalty weights (per term order; ``fixed`` ones kept) with the least
+        LOO error; sets ``log``, ``mean`` and ``beta`` when it beats ``best``.
+
+        With fewer settings than coefficients the dual form is solved (n x n instead of
+        p x p; Saunders, Gammerman & Vovk, ICML 1998, kernel ridge regression): with
+        K = X P^-1 X' and M = (K + I)^-1 the residuals are M t, 1 - h_ii = M_ii and
+        beta = P^-1 X' M t. Every term's P is positive definite (its ridge), so P^-1 exists
+        block by block, and K for any weights is a weighted sum of one K per term order.
+        """
         from scipy.linalg import block_diag
 
-        p_main = block_diag(
-            *[
-                _difference_penalty(n, ordered[f]) + self.RIDGE * np.eye(n)
-                for f, n in enumerate(self.n_levels)
-            ]
-        )
-        p_pair = np.zeros((0, 0))
-        if self.pairs:
-            p_pair = block_diag(
-                *[
-                    np.kron(
-                        _difference_penalty(self.n_levels[a], ordered[a]), np.eye(self.n_levels[b])
-                    )
-                    + np.kron(
-                        np.eye(self.n_levels[a]), _difference_penalty(self.n_levels[b], ordered[b])
-                    )
-                    + np.eye(self.n_levels[a] * self.n_levels[b])
-                    for a, b in self.pairs
-                ]
-            )
-        n_main = p_main.shape[0]
-        gram = x.T @ x
-        size = gram.shape[0]
-        scale = max(len(y), 1) / max(size, 1)
-        best = np.inf
-        self.log, self.mean, self.beta = False, float(y.mean()), np.zeros(size)
+        size = x.shape[1]
+        n = len(y)
+        scale = max(n, 1) / max(size, 1)
+        grids = {1: self.LAMBDAS_MAIN, 2: self.LAMBDAS_PAIR, 3: self.LAMBDAS_TRIPLE}
+        orders = sorted(set(order.tolist()))
+        choices = [[fixed[k]] if k in fixed else list(grids[k]) for k in orders]
+        chosen: dict[int, float] = dict(fixed)
+        dual = n < size
+        if dual:
+            p_inv = block_diag(*[np.linalg.inv(p) for p in penalties])
+            a_k = {k: p_inv[np.ix_(order == k, order == k)] @ x[:, order == k].T for k in orders}
+            k_k = {k: x[:, order == k] @ a_k[k] for k in orders}
+        else:
+            pen_base = block_diag(*penalties)
+            gram = x.T @ x
         for log in (False, True) if np.all(y > 0) else (False,):
             target = np.log(y) if log else y
             mean = float(target.mean())
             t = target - mean
-            xty = x.T @ t
-            for lm, lp in product(self.LAMBDAS_MAIN, self.LAMBDAS_PAIR):
-                pen = np.zeros((size, size))
-                pen[:n_main, :n_main] = lm * scale * p_main
-                pen[n_main:, n_main:] = lp * scale * p_pair
+            xty = None if dual else x.T @ t
+            for combo in product(*choices):
+                weights = {k: lam * scale for k, lam in zip(orders, combo)}
                 try:
-                    inv = np.linalg.inv(gram + pen)
+                    if dual:
+                        kernel = sum(k_k[k] / weights[k] for k in orders)
+                        m = np.linalg.inv(kernel + np.eye(n))
+                        resid = m @ t
+                        loo_resid = resid / np.maximum(np.diag(m), 1e-9)
+                    else:
+                        weight = np.zeros(size)
+                        for k in orders:
+                            weight[order == k] = weights[k]
+                        root = np.sqrt(weight)
+                        inv = np.linalg.inv(gram + pen_base * root[:, None] * root[None, :])
+                        beta = inv @ xty
+                        hat = np.einsum("ij,ij->i", x @ inv, x)
+                        loo_resid = (t - x @ beta) / np.maximum(1.0 - hat, 1e-9)
                 except np.linalg.LinAlgError:
                     continue
-                beta = inv @ xty
-                hat = np.einsum("ij,jk,ik->i", x, inv, x, optimize=True)
-                loo = t - (t - x @ beta) / np.maximum(1.0 - hat, 1e-9)
+                loo = t - loo_resid
                 pred = np.exp(loo + mean) if log else loo + mean
                 error = float(np.sum((y - pred) ** 2))
                 if error < best:
+                    if dual:
+                        beta = np.zeros(size)
+                        for k in orders:
+                            beta[order == k] = a_k[k] @ resid / weights[k]
                     best, self.log, self.mean, self.beta = error, log, mean, beta
+                    chosen = dict(zip(orders, combo))
+        return best, chosen
 
-    def _design(self, codes: np.ndarray) -> np.ndarray:
-        parts = [np.eye(n)[codes[:, f]] for f, n in enumerate(self.n_levels)]
-        for a, b in self.pairs:
-            cell = codes[:, a] * self.n_levels[b] + codes[:, b]
-            parts.append(np.eye(self.n_levels[a] * self.n_levels[b])[cell])
+    def _design(self, codes: np.ndarray, terms: list[tuple[int, ...]]) -> np.ndarray:
+        parts = []
+        for t in terms:
+            cell = np.zeros(len(codes), dtype=int)
+            for f in t:
+                cell = cell * self.n_levels[f] + codes[:, f]
+            parts.append(np.eye(self._width(t))[cell])
         return np.hstack(parts)
 
     def predict(self, codes: np.ndarray) -> np.ndarray:
-        out = self._design(codes) @ self.beta + self.mean
+        out = self._design(codes, self.terms) @ self.beta + self.mean
         return np.exp(out) if self.log else out
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from washout.errors import WashoutError
 from washout.sweep.explore import require_variation, summary
 from washout.sweep.incremental import LoopOptions, LoopResult, Step, StopSampling, run_loop
+from washout.sweep.result import SweepResult
 from washout.sweep.space import Space
 from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
 
@@ -102,8 +103,8 @@ def run_sweep(
     seed: int | None = None,
     notify: Notify | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
-    """Run the sweep a spec describes; returns the summary (also written to sweep.json)."""
+) -> SweepResult:
+    """Run the sweep a spec describes; returns its result (also written to sweep.json)."""
     section, rest, _ = load_sweep(spec_path)
     source = str(spec_path)
     space = sweep_space(section, source)
@@ -158,7 +159,7 @@ def run_sweep(
     if result.stopped:
         say(f"stopped: {result.stopped}")
     summary_ = _finish(space, result, options, out, section, noise)
-    ceiling = summary_.get("r2_noise_ceiling")
+    ceiling = summary_.r2_noise_ceiling
     if ceiling is not None and ceiling < options.threshold:
         say(
             f"note: repeat noise alone caps R^2 near {ceiling:.2f}, below the threshold "
@@ -184,8 +185,8 @@ def _finish(
     out: Path,
     section: SweepSection,
     noise: list[np.ndarray],
-) -> dict:
-    """Write settings.csv and sweep.json; return the summary."""
+) -> SweepResult:
+    """Write settings.csv and sweep.json; return the result."""
     import pandas as pd
 
     rows = {
@@ -199,12 +200,12 @@ def _finish(
             f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse"
         )
     require_variation(result.y, str(out / "settings.csv"), section.metric)
-    result_summary = summary(space, result, options)
-    result_summary["directory"] = str(out)
-    result_summary["r2_noise_ceiling"] = noise_ceiling(
-        result.y, np.concatenate(noise[::-1]) if noise else np.empty(0)
+    result_summary = summary(space, result, options).with_fields(
+        directory=str(out),
+        r2_noise_ceiling=noise_ceiling(
+            result.y, np.concatenate(noise[::-1]) if noise else np.empty(0)
+        ),
+        stopped=result.stopped,
     )
-    if result.stopped:
-        result_summary["stopped"] = result.stopped
-    (out / "sweep.json").write_text(json.dumps(result_summary, indent=2))
+    (out / "sweep.json").write_text(json.dumps(result_summary.to_dict(), indent=2))
     return result_summary

@@ -15,12 +15,11 @@ repeats = 3                 # runs per batch: each setting measured 3 times, ran
 budget_settings = 40        # stop after this many settings ...
 budget_hours = 0.5          # ... or before the next batch would pass this much time
 constraints = ["not (kind == 'heapsort' and n > 1000000)"]
-start = 0.05
-step = 0.05
+method = "ours"             # ours (default) or paper; each option below overrides one part
 threshold = 0.9
 splits = 10
-sampler = "coverage"
-model = "smooth"
+sampler = "coverage"        # the method's choices, written out: start, step, growth,
+model = "smooth"            # sampler, model, rule, conclude, coding
 rule = "holdout"
 conclude = "predicted"      # ANOVA on measured values + predictions for the rest
 [sweep.params]              # ordered levels
@@ -53,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from washout.errors import SpecError, WashoutError
 from washout.harness.spec import check_placeholders, validation_error
-from washout.sweep.incremental import LoopOptions
+from washout.sweep.incremental import LoopOptions, method_options
 from washout.sweep.space import Space
 
 Scalar = str | int | float | bool
@@ -74,14 +73,17 @@ class SweepSection(BaseModel):
     budget_settings: int | None = Field(default=None, gt=0)
     budget_hours: float | None = Field(default=None, gt=0)
     constraints: list[str] = Field(default_factory=list)
-    start: float = Field(default=0.05, gt=0, le=1)
-    step: float = Field(default=0.05, gt=0, le=1)
+    method: str = "ours"
+    start: float | None = Field(default=None, gt=0, le=1)
+    step: float | None = Field(default=None, gt=0, le=1)
+    growth: float | None = Field(default=None, ge=1, le=10)
     threshold: float = Field(default=0.9, gt=0, le=1)
     splits: int = Field(default=10, gt=0)
-    sampler: str = "random"
-    model: str = "anova"
-    rule: str = "paper"
-    conclude: str = "measured"
+    sampler: str | None = None
+    model: str | None = None
+    rule: str | None = None
+    conclude: str | None = None
+    coding: str | None = None
     timeout: str | float | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -239,10 +241,14 @@ def sweep_space(section: SweepSection, source: str) -> Space:
 
 
 def loop_options(section: SweepSection, seed: int) -> LoopOptions:
-    """The incremental-sampling options of a sweep section."""
-    return LoopOptions(
+    """The incremental-sampling options of a sweep section: its method's, with the options
+    it sets overriding them."""
+    return method_options(
+        section.method,
+        "sweep.method",
         start=section.start,
         step=section.step,
+        growth=section.growth,
         threshold=section.threshold,
         splits=section.splits,
         sampler=section.sampler,
@@ -251,6 +257,7 @@ def loop_options(section: SweepSection, seed: int) -> LoopOptions:
         seed=seed,
         budget=section.budget_settings,
         conclude=section.conclude,
+        coding=section.coding,
     )
 
 
