@@ -86,7 +86,7 @@ def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
 
 
 def test_by_worker_and_csv_format() -> None:
-    proc = analyze(NPBENCH, "--by", "worker", "--format", "csv")
+    proc = analyze(NPBENCH, "--by-worker", "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     head, *rows = proc.stdout.strip().splitlines()
     assert head.startswith("test,metric,worker,n_fixed,n_random,")
@@ -153,7 +153,6 @@ def test_a_store_written_by_washout_run_is_analyzed(tmp_path: Path) -> None:
     [
         (["--format", "xml"], "--format = 'xml': expected one of table, json, csv"),
         (["--correction", "sidak"], "correction = 'sidak': expected one of bonferroni, holm"),
-        (["--by", "host"], "--by = 'host': expected one of worker"),
         (["--compat", "rebench"], "--compat = 'rebench': expected one of ordersage"),
         (["--alpha", "1.5"], "alpha = 1.5: expected a number between 0 and 1"),
         (["--ci-confidence", "95"], "ci-confidence = 95.0: expected a number between 0 and 1"),

@@ -34,7 +34,9 @@ def analyze_command(
     correction: str = typer.Option(
         "bonferroni", "--correction", help="Family-wise correction: bonferroni or holm."
     ),
-    by: str | None = typer.Option(None, "--by", help="Also split by: worker."),
+    by_worker: bool = typer.Option(
+        False, "--by-worker", help="Compare per worker (or worker group) too."
+    ),
     fmt: str = typer.Option("table", "--format", help="Output: table, json or csv."),
     compat: str | None = typer.Option(
         None, "--compat", help="Reproduce another tool's numbers: ordersage."
@@ -74,7 +76,6 @@ def analyze_command(
 
     alpha = check_alpha(alpha)
     correction = check_method(correction)
-    by_worker = _choice("--by", by, ("worker",)) == "worker"
     fmt = _choice("--format", fmt, FORMATS) or "table"
     compat = _choice("--compat", compat, ("ordersage",))
     if ci_confidence is not None:
