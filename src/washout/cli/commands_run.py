@@ -218,15 +218,15 @@ def _summary(
     out.print(f"Data: {store.path}")
     out.print(f"Seed: {outcome.seed}  (same spec and seed give the same schedule)")
     out.print(
-        f"Trials: {state['done']} of {state['planned']} planned slots done "
-        f"({outcome.executed} this session); failed {state['failed']}, "
-        f"timed out {state['timeout']}, interrupted {state['interrupted']}"
+        f"Trials: {state.done} of {state.planned} planned slots done "
+        f"({outcome.executed} this session); failed {state.failed}, "
+        f"timed out {state.timeout}, interrupted {state.interrupted}"
     )
     for worker, error in outcome.worker_errors.items():
         out.print(f"Worker {worker} stopped: {error}", style="red")
     if outcome.stopped:
         out.print(f"Stopped: {outcome.stopped}", style="yellow")
-    if not state["complete"]:
+    if not state.complete:
         out.print(f"Resume with: washout resume {store.path}")
         return
     from washout.report.terminal import render_analysis, render_comparison
@@ -589,7 +589,7 @@ def resume_command(
     try:
         store.lock()
         experiment = Experiment.from_store(store)
-        if progress_of(store)["complete"]:
+        if progress_of(store).complete:
             typer.echo(f"{db}: complete; nothing to resume")
             return
         _execute(experiment, store, quiet, allow_mismatch)

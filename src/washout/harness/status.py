@@ -3,19 +3,48 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from washout.data.store import Store, describe_writer, writer_of
 
 
-def progress_of(store: Store) -> dict[str, Any]:
-    """Planned and done slots, failures, runs done, the live writer (``writer``: host, pid,
-    started; None when no washout process is writing it) and an ETA from mean trial
-    duration.
+@dataclass(frozen=True)
+class Progress:
+    """How far an experiment is: planned and done slots (``done`` is exactly what
+    ``resume`` skips), runs, trials by status, the live writer (host, pid, started; None
+    when no washout process writes the store) and an ETA from the mean trial duration."""
 
-    The plan is rebuilt from the stored spec and seed, so "done" means exactly what
-    ``resume`` will skip.
-    """
+    name: str
+    seed: int
+    planned: int
+    done: int
+    runs_planned: int
+    runs_done: int
+    ok: int
+    failed: int
+    timeout: int
+    interrupted: int
+    running: int
+    superseded: int
+    writer: dict[str, Any] | None
+    eta_seconds: float | None
+
+    @property
+    def remaining(self) -> int:
+        return self.planned - self.done
+
+    @property
+    def complete(self) -> bool:
+        return self.remaining == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "remaining": self.remaining, "complete": self.complete}
+
+
+def progress_of(store: Store) -> Progress:
+    """The progress of the experiment in ``store``; the plan is rebuilt from the stored spec
+    and seed."""
     from washout.harness.engine import Experiment, count_done
 
     experiment = Experiment.from_store(store)
@@ -25,25 +54,23 @@ def progress_of(store: Store) -> dict[str, Any]:
     durations = store.finished_durations()
     mean = statistics.fmean(durations) if durations else None
     runs_done = store.conn.execute("SELECT count(*) FROM run WHERE status = 'done'").fetchone()[0]
-    remaining = planned - done
-    return {
-        "planned": planned,
-        "done": done,
-        "remaining": remaining,
-        "runs_planned": len(experiment.plan.runs) * experiment.spec.schedules,
-        "runs_done": runs_done,
-        "ok": counts.get("ok", 0),
-        "failed": counts.get("failed", 0),
-        "timeout": counts.get("timeout", 0),
-        "interrupted": counts.get("interrupted", 0),
-        "running": counts.get("running", 0),
-        "superseded": counts.get("superseded", 0),
-        "writer": writer_of(store.path),
-        "eta_seconds": None if mean is None else remaining * mean / experiment.spec.schedules,
-        "complete": remaining == 0,
-        "seed": experiment.plan.seed,
-        "name": experiment.spec.experiment.name,
-    }
+    schedules = experiment.spec.schedules
+    return Progress(
+        name=experiment.spec.experiment.name,
+        seed=experiment.plan.seed,
+        planned=planned,
+        done=done,
+        runs_planned=len(experiment.plan.runs) * schedules,
+        runs_done=runs_done,
+        ok=counts.get("ok", 0),
+        failed=counts.get("failed", 0),
+        timeout=counts.get("timeout", 0),
+        interrupted=counts.get("interrupted", 0),
+        running=counts.get("running", 0),
+        superseded=counts.get("superseded", 0),
+        writer=writer_of(store.path),
+        eta_seconds=None if mean is None else (planned - done) * mean / schedules,
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -56,27 +83,26 @@ def _duration(seconds: float) -> str:
 def describe(store: Store) -> str:
     """The text of ``washout status``."""
     p = progress_of(store)
-    lines = [f"{store.path}: experiment {p['name']!r}, seed {p['seed']}"]
-    if p["complete"]:
+    lines = [f"{store.path}: experiment {p.name!r}, seed {p.seed}"]
+    if p.complete:
         lines.append(
-            f"complete: {p['done']} of {p['planned']} trials, "
-            f"{p['runs_done']} of {p['runs_planned']} runs"
+            f"complete: {p.done} of {p.planned} trials, {p.runs_done} of {p.runs_planned} runs"
         )
-    elif p["writer"] is not None:
-        eta = "unknown" if p["eta_seconds"] is None else _duration(p["eta_seconds"])
+    elif p.writer is not None:
+        eta = "unknown" if p.eta_seconds is None else _duration(p.eta_seconds)
         lines.append(
-            f"running ({describe_writer(p['writer'])}): {p['done']} of "
-            f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} "
+            f"running ({describe_writer(p.writer)}): {p.done} of "
+            f"{p.planned} trials done, {p.runs_done} of {p.runs_planned} "
             f"runs; ETA {eta}"
         )
     else:
         lines.append(
-            f"stopped; `washout resume {store.path}` continues it: {p['done']} of "
-            f"{p['planned']} trials done, {p['runs_done']} of {p['runs_planned']} runs"
+            f"stopped; `washout resume {store.path}` continues it: {p.done} of "
+            f"{p.planned} trials done, {p.runs_done} of {p.runs_planned} runs"
         )
     lines.append(
-        f"failed {p['failed']}, timed out {p['timeout']}, interrupted {p['interrupted']}"
-        + (f", superseded {p['superseded']}" if p["superseded"] else "")
+        f"failed {p.failed}, timed out {p.timeout}, interrupted {p.interrupted}"
+        + (f", superseded {p.superseded}" if p.superseded else "")
     )
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {reason}")
