@@ -71,6 +71,7 @@ SLOW = {
         "test_compat_table_is_readable",
         "test_bad_input_is_one_line_naming_file_line_field_value",
     },
+    "test_extras.py": {"test_the_core_install_runs_the_main_job"},
     "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_report_markdown.py": {
