@@ -5,13 +5,13 @@ about 610 trials per order each, 2.3M rows, about 100 MB of CSV) analyzed by
 `washout analyze FILE --format json > /dev/null` in at most 3 s wall and 1.5 GB peak RSS,
 at least 3x faster than a straightforward per-configuration loop over pandas groups and
 scipy.stats (the way OrderSage analyzes: per group kruskal, shapiro, medians, CIs), and at
-most 2x the time pandas alone takes to read the CSV; all measured here, in the same run.
-The same from a washout database of that size is reported too.
+most 1.5x the time pandas alone takes to read the CSV; the same trials in a washout store
+analysed in at most 1.5x the CSV's time; all measured here, in the same run.
 
 "pandas alone" is timed two ways: a process that starts Python, imports pandas and reads
 the CSV (what a user pays to read it with pandas, and what `washout analyze` is: both pay
 the interpreter and the pandas import), and the `read_csv` call inside a process. The
-2x goal is judged process against process; the ratio to the call alone is printed too.
+1.5x goal is judged process against process; the ratio to the call alone is printed too.
 
 The dataset is generated (seeded) into a temporary directory and deleted afterwards:
 20 hardware types x 47 benchmarks = 940 tests, 2 metrics each (perf, wall) = 1,880
@@ -471,10 +471,16 @@ def main() -> None:
             run_child(analyze, stdout=handle.fileno())
         base_json = work / "baseline.json"
 
+        db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json"]
+        if not args.no_db:
+            run_child(db_cmd)  # warm
         w_runs, r_runs, r_inproc, r_incpu, b_runs, b_inproc = [], [], [], [], [], []
-        for i in range(args.repeat):
+        d_runs = []
+        for i in range(args.repeat):  # interleaved: every side sees the same load
             w = run_child(analyze)
             w_runs.append(w)
+            if not args.no_db:
+                d_runs.append(run_child(db_cmd))
             rd = _json_child([PYTHON, __file__, "--_pandas-read", str(csv_path)])
             r_runs.append(rd[0])
             r_inproc.append(rd[1]["read_s"])
@@ -524,8 +530,8 @@ def main() -> None:
         print(f"goal peak RSS <= 1.5 GB:          {w_rss:.0f} MB  {verdict(w_rss <= 1536)}")
         print(f"goal >= 3x faster than the loop:  {speedup:.1f}x  {verdict(speedup >= 3)}")
         print(
-            f"goal <= 2x pandas read alone:     {vs_read_proc:.2f}x the read process "
-            f"({vs_read:.2f}x the read call)  {verdict(vs_read_proc <= 2)}"
+            f"goal <= 1.5x pandas read alone:   {vs_read_proc:.2f}x the read process "
+            f"({vs_read:.2f}x the read call)  {verdict(vs_read_proc <= 1.5)}"
         )
         print(
             f"  in CPU time (less sensitive to other load): washout {w_cpu:.2f} s = "
@@ -547,16 +553,18 @@ def main() -> None:
             )
         print()
         if not args.no_db:
-            db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json"]
-            run_child(db_cmd)  # warm
-            d_runs = [run_child(db_cmd) for _ in range(args.repeat)]
             d_wall = [x.wall for x in d_runs]
             d_rss = max(x.max_rss_mb for x in d_runs)
+            vs_csv = median(d_wall) / median(w_wall)
             print(
                 f"from the database (`washout analyze longterm.db --format json`): "
                 f"{fmt_runs(d_wall)}, CPU {median([x.cpu for x in d_runs]):.2f} s, "
                 f"peak RSS {d_rss:.0f} MB  "
                 f"(wall {verdict(median(d_wall) <= 3.0)}, RSS {verdict(d_rss <= 1536)})"
+            )
+            print(
+                f"goal store <= 1.5x its CSV:       {vs_csv:.2f}x "
+                f"(CPU {median([x.cpu for x in d_runs]) / w_cpu:.2f}x)  {verdict(vs_csv <= 1.5)}"
             )
         print(f"load average: {load()} (at end)")
     finally:

@@ -94,6 +94,7 @@ SLOW = {
         "test_bad_input_is_one_line_naming_file_line_field_value",
     },
     "test_allocate.py": {"test_ctrl_c_releases_and_resume_allocates_the_same_workers_again"},
+    "test_extras.py": {"test_the_core_install_runs_the_main_job"},
     "test_fuzz_inputs.py": {"test_cli_never_shows_a_traceback_for_bad_specs"},
     "test_slurm.py": {
         "test_ctrl_c_releases_the_allocation_and_resume_allocates_again",

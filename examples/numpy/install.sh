@@ -6,7 +6,7 @@ set -euo pipefail
 check=""
 [ "${1:-}" = --check ] && check=--check
 cd "$(dirname "$0")/../.."
-[ -n "$check" ] || [ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e .; }
+[ -n "$check" ] || [ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e '.[report]'; }
 python="${NUMPY_PYTHON:-.venv/bin/python3}"
 "$python" -c "import numpy, scipy.sparse" 2>/dev/null && exit 0
 [ -z "$check" ] || { echo "$python cannot import numpy and scipy.sparse" >&2; exit 1; }

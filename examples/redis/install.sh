@@ -7,4 +7,4 @@ check=""
 [ "${1:-}" = --check ] && check=--check
 cd "$(dirname "$0")/../.."
 bash scripts/services/examples.sh $check redis-server:redis-server redis-tools:redis-benchmark
-[ -n "$check" ] || [ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e .; }
+[ -n "$check" ] || [ -x .venv/bin/washout ] || { python3 -m venv .venv && .venv/bin/pip install -q -e '.[report]'; }

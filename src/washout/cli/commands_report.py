@@ -54,7 +54,10 @@ def report(
     ),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
+    from washout.cli.extras import require_extra
     from washout.data.outputs import check_output
+
+    require_extra("report", "washout report")
 
     out = check_output(output or Path(f"report.{fmt.value}"), source)
     if source.is_dir():

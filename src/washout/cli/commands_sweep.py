@@ -149,6 +149,11 @@ def explore(
     ),
 ) -> None:
     """Incremental sampling on an already measured space: reading a row measures a setting."""
+    from washout.cli.extras import require_extra
+
+    require_extra("sweep", "washout explore")
+    if report is not None:
+        require_extra("report", "washout explore --report")
     from threadpoolctl import threadpool_limits
 
     from washout.sweep.explore import explore as run_explore
@@ -236,6 +241,9 @@ def sweep(
 ) -> None:
     """Evaluate a parameter space incrementally: run sampled settings (randomized order, resets),
     fit, validate, add settings until the model predicts well or the budget is spent."""
+    from washout.cli.extras import require_extra
+
+    require_extra("sweep", "washout sweep")
     from rich.console import Console
     from rich.progress import (
         BarColumn,

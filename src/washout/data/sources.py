@@ -48,7 +48,8 @@ def load_trials(
     """The long-format trials of ``path`` and what kind of source it was.
 
     ``columns``: the long-format columns the caller needs; a long-format CSV then reads
-    only those (and the ones it checks every row by), other sources give every column.
+    only those (and the ones it checks every row by), a store leaves out the time stamps
+    unless asked for them, an OrderSage file gives every column.
     """
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.data.importers.ordersage import is_ordersage
@@ -64,7 +65,7 @@ def load_trials(
     if magic == SQLITE_MAGIC:
         from washout.data.store import read_long
 
-        return read_long(path), SourceInfo(path, "store")
+        return read_long(path, columns=columns), SourceInfo(path, "store")
     header = _header(path)
     if all(c in header for c in LONG_REQUIRED):
         from washout.data.importers.longcsv import read_long_csv

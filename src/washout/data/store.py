@@ -18,22 +18,24 @@ documentation, "Write-Ahead Logging" and PRAGMA synchronous).
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from washout import __version__
 from washout.errors import StoreBusyError, StoreExistsError, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 SCHEMA_VERSION = 2
@@ -90,6 +92,9 @@ _UNWRITABLE = {
     sqlite3.SQLITE_PERM,
 }
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 NextTrial = tuple[int, int, str, int, datetime]
 """A trial to begin: (run id, position, test name, attempt, start time)."""
 
@@ -134,7 +139,78 @@ def _damaged(path: Path, problem: str) -> WashoutError:
 _INTACT: set[tuple[object, ...]] = set()
 """Stores that passed the integrity check in this process, as :func:`_identity` saw them:
 a command that opens one store several times (``report``: trials, metadata, claims) pays
-for one check (1.7 s for a 177 MB store)."""
+for one check."""
+
+WHOLE_CHECK_BYTES = 64 * 2**20
+"""Up to this size (store and log together) every open checks the whole file (``PRAGMA
+quick_check``, about 10 ms per MB). A larger store opened read-only has its header and
+every table but the two large ones checked; those are read whole by every reader, which
+reports damage met there (docs/guarantees.md)."""
+SCANNED_TABLES = ("trial", "metric")
+"""The tables a reader walks whole (:meth:`Store.long_frame`, :meth:`Store.counts` and the
+other methods marked ``@_reports_damage``)."""
+
+
+def _header_problem(path: Path) -> str | None:
+    """What the file's own header says is wrong with its size, if anything: a valid
+    in-header page count (SQLite, "Database File Format" 1.3.7: valid when the change
+    counter at offset 24 equals the version-valid-for number at offset 92) times the page
+    size (offset 16; 1 means 65536) must fit in the file, or it was cut short."""
+    with path.open("rb") as f:
+        header = f.read(100)
+    if len(header) < 100:
+        return f"file is {len(header)} bytes, shorter than SQLite's 100-byte header"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if header[24:28] != header[92:96] or pages == 0:
+        return None  # an older writer's header: no page count to check against
+    size = path.stat().st_size
+    if size < pages * page_size:
+        return f"file is {size} bytes, its header says {pages} pages of {page_size} bytes"
+    return None
+
+
+def _reports_damage(read: Callable[P, R]) -> Callable[P, R]:
+    """A :class:`Store` read that turns SQLite's "malformed" into the one-line damaged
+    error: on a large store, damage in :data:`SCANNED_TABLES` is found by the reads."""
+
+    @functools.wraps(read)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return read(*args, **kwargs)
+        except sqlite3.DatabaseError as err:
+            store = args[0]
+            if _primary_code(err) in _DAMAGED and isinstance(store, Store):
+                raise _damaged(store.path, str(err)) from None
+            raise
+
+    return checked
+
+
+def _integrity_problems(conn: sqlite3.Connection, path: Path, readonly: bool) -> list[str]:
+    """What SQLite finds wrong with the store (empty if nothing): ``PRAGMA quick_check``
+    of the whole file, or, for a large store opened read-only, of its header and of every
+    table but :data:`SCANNED_TABLES` (``PRAGMA quick_check(TABLE)``)."""
+    wal = Path(f"{path}-wal")
+    size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    if not readonly or size <= WHOLE_CHECK_BYTES:
+        tables: list[str | None] = [None]
+    else:
+        problem = _header_problem(path)
+        if problem is not None:
+            return [problem]
+        tables = [
+            name
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if name not in SCANNED_TABLES
+        ]
+    problems = []
+    for table in tables:
+        quoted = None if table is None else table.replace('"', '""')
+        pragma = "PRAGMA quick_check(3)" if table is None else f'PRAGMA quick_check("{quoted}")'
+        problems += [p for (p,) in conn.execute(pragma) if p != "ok"]
+    return problems
 
 
 def _identity(path: Path) -> tuple[object, ...]:
@@ -319,10 +395,11 @@ class Store:
     def open(cls, path: str | Path, *, readonly: bool = False) -> Store:
         """Open an existing washout store, with a clear message for anything else.
 
-        Its integrity is checked first (``PRAGMA quick_check``), so a damaged store says
-        so in one line. ``readonly``: for commands that only read (status, analyze,
-        report, export): the file is opened read-only, so that read-only files and file
-        systems work and a reader never changes a store. Opened for writing, a version-1
+        Its integrity is checked first (``PRAGMA quick_check``; for a large store opened
+        read-only, see :data:`WHOLE_CHECK_BYTES`), so a damaged store says so in one line.
+        ``readonly``: for commands that only read (status, analyze, report, export): the
+        file is opened read-only, so that read-only files and file systems work and a
+        reader never changes a store. Opened for writing, a version-1
         store gains the ``superseded`` column (version 2).
         """
         path = Path(path)
@@ -346,9 +423,9 @@ class Store:
         try:
             identity = _identity(path)
             if identity not in _INTACT:
-                problems = [p for (p,) in conn.execute("PRAGMA quick_check(3)")]
-                if problems != ["ok"]:
-                    raise _damaged(path, "; ".join(problems))
+                problems = _integrity_problems(conn, path, readonly)
+                if problems:
+                    raise _damaged(path, "; ".join(problems[:3]))
                 _INTACT.add(identity)
             tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
             if "meta" not in tables:
@@ -653,6 +730,7 @@ class Store:
                 "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
             ).rowcount
 
+    @_reports_damage
     def slot_attempts(self, worker_id: int) -> dict[tuple[int, int], list[str]]:
         """Statuses of every current (not superseded) attempt per (run index, position) of
         a worker, oldest first."""
@@ -669,6 +747,7 @@ class Store:
     def workers(self) -> list[tuple[int, str, str, str | None]]:
         return list(self.conn.execute("SELECT id, name, host, fingerprint FROM worker ORDER BY id"))
 
+    @_reports_damage
     def counts(self) -> dict[str, int]:
         """Trials per status, the superseded ones under ``superseded`` alone."""
         return dict(
@@ -678,6 +757,7 @@ class Store:
             )
         )
 
+    @_reports_damage
     def finished_durations(self) -> list[float]:
         """Durations of finished trials (for an ETA)."""
         return [
@@ -688,6 +768,7 @@ class Store:
             )
         ]
 
+    @_reports_damage
     def failures(self, limit: int = 20) -> list[tuple[str, int, int, str, str, str]]:
         """Recent failed/timeout/interrupted trials: (worker, run, position, test, status,
         reason); warmups are not among them."""
@@ -701,6 +782,7 @@ class Store:
             )
         )
 
+    @_reports_damage
     def tests_without_success(self) -> list[tuple[str, int, str, str, str]]:
         """Tests whose every current finished trial failed or timed out, with their trial
         count and their first failure: (test, trials, status, reason, stderr tail)."""
@@ -721,13 +803,18 @@ class Store:
         ]
 
     # -- reading -------------------------------------------------------------------------
-    def long_frame(self, include_superseded: bool = False) -> pd.DataFrame:
+    @_reports_damage
+    def long_frame(
+        self, include_superseded: bool = False, columns: Collection[str] | None = None
+    ) -> pd.DataFrame:
         """The long format (see :mod:`washout.data.longformat`): one row per trial and metric,
         ordered by worker, run, position and attempt; label columns as categoricals
         (:data:`washout.data.longformat.LABELS`), time stamps as Python strings.
 
         Trials of an interrupted run's earlier attempts are left out, or with
-        ``include_superseded`` given with status ``superseded``.
+        ``include_superseded`` given with status ``superseded``. ``columns``: the columns
+        the caller needs; the time stamps (a third of the reading time of a large store)
+        are read only when asked for, every other column always.
 
         The cyclic garbage collector is paused meanwhile: the millions of row tuples are
         acyclic, and its repeated passes over them took most of the time.
@@ -737,61 +824,93 @@ class Store:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._long_frame(include_superseded)
+            stamps = columns is None or any(c in columns for c in ("started", "ended"))
+            return self._long_frame(include_superseded, stamps)
         finally:
             if enabled:
                 gc.enable()
 
-    def _long_frame(self, include_superseded: bool) -> pd.DataFrame:
+    def _trial_codes(
+        self, include_superseded: bool, statuses: list[str], tests: list[str]
+    ) -> tuple[np.ndarray, ...] | None:
+        """Every finished trial's id, run id, position, status code (into ``statuses``) and
+        test code (into ``tests``), in id order; None if there is none. Both lists gain
+        the names this version does not know (a status it does not write, a test missing
+        from the test table).
+
+        The integers leave SQLite as one comma-separated text per column (one query, so
+        every column lists the same rows in the same order) parsed by numpy: a Python
+        tuple per row cost four times as much at 1.1M trials."""
+        import numpy as np
+
+        case = " ".join(f"WHEN ? THEN {i}" for i in range(len(statuses)))
+        which = "1" if include_superseded else self._live
+        where = f"t.status != 'running' AND {which}"
+        row = self.conn.execute(
+            "SELECT count(*), group_concat(t.id), group_concat(t.run_id),"
+            f" group_concat(t.position), group_concat(CASE WHEN NOT {self._live} THEN"
+            f" {statuses.index(SUPERSEDED)} ELSE CASE t.status {case} ELSE -1 END END),"
+            " group_concat(coalesce(s.spec_index, -1))"
+            f" FROM trial t LEFT JOIN test s ON s.name = t.test WHERE {where}",
+            statuses,
+        ).fetchone()
+        if not row[0]:
+            return None
+        trial_id, run_id, position, status, test = (
+            np.fromstring(text, dtype=np.int64, sep=",") for text in row[1:]
+        )
+        if any(c.size != row[0] for c in (trial_id, run_id, position, status, test)):
+            raise WashoutError(f"{self.path}: cannot read the trials (a column is cut short)")
+        by_id = np.argsort(trial_id, kind="stable")
+        trial_id, run_id, position, status, test = (
+            c[by_id] for c in (trial_id, run_id, position, status, test)
+        )
+        for codes, names, column in ((status, statuses, "status"), (test, tests, "test")):
+            unknown = codes < 0
+            if unknown.any():
+                other = dict(
+                    self.conn.execute(
+                        f"SELECT t.id, t.{column} FROM trial t LEFT JOIN test s"
+                        f" ON s.name = t.test WHERE {where}"
+                    ).fetchall()
+                )
+                extra, extra_codes = np.unique(
+                    [other[i] for i in trial_id[unknown].tolist()], return_inverse=True
+                )
+                known = dict(zip(names, range(len(names))))
+                codes[unknown] = [
+                    known.setdefault(name, len(known)) for name in extra[extra_codes].tolist()
+                ]
+                names[:] = list(known)
+        return trial_id, run_id, position, status, test
+
+    def _long_frame(self, include_superseded: bool, stamps: bool = True) -> pd.DataFrame:
         """:meth:`long_frame`, with the garbage collector as the caller left it.
 
         A trial without a value for one of its test's metrics (failed, timed out,
         interrupted, or unparsable output) still has its row, with value NaN; a test
-        without metrics gets one row with metric NaN. Statuses and metric names travel as
-        small integer codes and rows are put together with numpy rather than pandas merges:
-        at the ordering-trap paper's scale (2.3M rows, bench/analysis_scale.py) the merges
-        and string conversions cost more than reading the rows.
+        without metrics gets one row with metric NaN. Statuses, tests and metric names
+        travel as small integer codes and rows are put together with numpy rather than
+        pandas merges: at the ordering-trap paper's scale (2.3M rows,
+        bench/analysis_scale.py) the merges and string conversions cost more than reading
+        the rows.
         """
         import numpy as np
         import pandas as pd
 
         from washout.data.longformat import COLUMNS, label_column
 
-        metrics_of = dict(self.tests())
+        tests = self.tests()
+        metrics_of = dict(tests)
+        test_names = [name for name, _ in tests]
         statuses = [*FINISHED, "interrupted", SUPERSEDED]
-        case = " ".join(f"WHEN ? THEN {i}" for i in range(len(statuses)))
-        which = "1" if include_superseded else self._live
-        rows = self.conn.execute(
-            f"SELECT id, run_id, position, test, CASE WHEN NOT {self._live} THEN"
-            f" {statuses.index(SUPERSEDED)} ELSE CASE status {case} ELSE -1 END END, started,"
-            f" ended FROM trial WHERE status != 'running' AND {which} ORDER BY id",
-            statuses,
-        ).fetchall()
-        if not rows:
+        wanted = [c for c in COLUMNS if stamps or c not in ("started", "ended")]
+        found = self._trial_codes(include_superseded, statuses, test_names)
+        if found is None:
             return pd.DataFrame(
-                {c: pd.Series(dtype=float if c == "value" else object) for c in COLUMNS}
+                {c: pd.Series(dtype=float if c == "value" else object) for c in wanted}
             )
-        trial_col, run_col, position_col, test, status_col, started, ended = zip(*rows)
-        del rows
-        status = np.array(status_col, dtype=np.int64)
-        if (status < 0).any():  # a status this version does not write: keep its text
-            known = ", ".join("?" * len(statuses))
-            other = dict(
-                self.conn.execute(
-                    f"SELECT id, status FROM trial WHERE status NOT IN ({known})"
-                    " AND status != 'running'",
-                    statuses,
-                ).fetchall()
-            )
-            extra, codes = np.unique(
-                [other[i] for i in np.array(trial_col)[status < 0]], return_inverse=True
-            )
-            status[status < 0] = len(statuses) + codes
-            statuses += extra.tolist()
-        trial_id = np.array(trial_col, dtype=np.int64)
-        run_id = np.array(run_col, dtype=np.int64)
-        position = np.array(position_col, dtype=np.int64)
-        test_code, test_names = pd.factorize(np.array(test, dtype=object))
+        trial_id, run_id, position, status, test_code = found
         runs = self.conn.execute(
             "SELECT r.id, r.idx, r.order_kind, w.id, w.name FROM run r"
             " JOIN worker w ON w.id = r.worker_id ORDER BY r.id"
@@ -816,16 +935,23 @@ class Store:
         value = np.full(trial_of_row.size, np.nan)
         if names:
             mcase = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
-            recorded = self.conn.execute(
-                f"SELECT trial_id, CASE name {mcase} ELSE -1 END, value FROM metric", names
-            ).fetchall()
-            if recorded:
-                m_trial, m_code, m_value = (np.array(c) for c in zip(*recorded))
-                del recorded
+            # Straight into a numpy record array, trial and metric packed into one integer:
+            # each value a row leaves SQLite as costs a Python object (2.3M rows).
+            recorded = np.fromiter(
+                self.conn.execute(
+                    f"SELECT trial_id * {len(names) + 1} + CASE name {mcase} ELSE {len(names)}"
+                    " END, value FROM metric",
+                    names,
+                ),
+                dtype=[("key", np.int64), ("value", np.float64)],
+            )
+            if recorded.size:
+                m_trial, m_code = np.divmod(recorded["key"], len(names) + 1)
+                m_code[m_code == len(names)] = -1  # a metric no test of the spec names
                 m_at = np.minimum(np.searchsorted(trial_id, m_trial), trial_id.size - 1)
                 ok = (m_code >= 0) & (trial_id[m_at] == m_trial)  # running trials: none
                 keys = m_at[ok] * len(names) + m_code[ok]
-                m_value = m_value[ok].astype(float)
+                m_value = recorded["value"][ok]
                 if keys.size:
                     sort = np.argsort(keys)
                     keys, m_value = keys[sort], m_value[sort]
@@ -834,32 +960,38 @@ class Store:
                     hit = (metric_of_row >= 0) & (keys[at] == want)
                     value[hit] = m_value[at[hit]]
 
-        def times(stamps: tuple[str | None, ...]) -> np.ndarray:
-            out = np.array(stamps, dtype=object)
-            out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like every missing value
-            return out[trial_of_row]
-
         order_code, order_names = pd.factorize(np.array([r[2] for r in runs], dtype=object))
         worker_code, worker_names = pd.factorize(np.array([r[4] for r in runs], dtype=object))
         columns = {
             "run": r_idx[trial_of_row],
             "order": label_column(order_code[r_at][trial_of_row], list(order_names)),
             "position": position[trial_of_row],
-            "test": label_column(test_code[trial_of_row], list(test_names)),
+            "test": label_column(test_code[trial_of_row], test_names),
             "metric": label_column(metric_of_row, names),
             "value": value,
             "status": label_column(status[trial_of_row], statuses),
             "worker": label_column(worker_code[r_at][trial_of_row], list(worker_names)),
-            "started": times(started),
-            "ended": times(ended),
         }
-        return pd.DataFrame({c: pd.Series(columns[c], dtype=columns[c].dtype) for c in COLUMNS})
+        if stamps:
+            which = "1" if include_superseded else self._live
+            times = self.conn.execute(
+                f"SELECT started, ended FROM trial WHERE status != 'running' AND {which}"
+                " ORDER BY id"
+            ).fetchall()
+            for i, column in enumerate(("started", "ended")):
+                out = np.array([row[i] for row in times], dtype=object)
+                out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like any missing value
+                columns[column] = out[trial_of_row]
+        return pd.DataFrame({c: pd.Series(columns[c], dtype=columns[c].dtype) for c in wanted})
 
 
-def read_long(path: str | Path, include_superseded: bool = False) -> pd.DataFrame:
-    """The long format of a store file (for analysis, reports, export), read-only."""
+def read_long(
+    path: str | Path, include_superseded: bool = False, columns: Collection[str] | None = None
+) -> pd.DataFrame:
+    """The long format of a store file (for analysis, reports, export), read-only;
+    ``columns`` as :meth:`Store.long_frame` takes them."""
     store = Store.open(path, readonly=True)
     try:
-        return store.long_frame(include_superseded)
+        return store.long_frame(include_superseded, columns)
     finally:
         store.close()

@@ -463,8 +463,13 @@ def _order_rank(kind: str) -> tuple[int, str]:
 def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test's trials: value against position in the run, and against time; fixed and
     random order marked apart. Position effects show as a trend on the left, drift and
-    warm-up on the right."""
-    fig = _figure(3.3)
+    warm-up on the right.
+
+    A report draws one per test and metric, so it is drawn cheaply: its layout is fixed
+    rather than solved (matplotlib's constrained layout draws a figure several times to
+    place it), and its axes carry a few ticks each (every tick is four artists to draw)."""
+    fig = Figure(figsize=(WIDTH_IN, 3.3))
+    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.2, top=0.86, wspace=0.05)
     ax_pos, ax_time = fig.subplots(1, 2, sharey=True)
     import pandas as pd
 
@@ -472,7 +477,8 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     _order_scatter(ax_pos, frame, pd.to_numeric(frame["position"], errors="coerce").astype(float))
     ax_pos.set_xlabel("position in the run (0 = first)")
     ax_pos.set_ylabel(label(metric))
-    ax_pos.xaxis.get_major_locator().set_params(integer=True)
+    ax_pos.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax_pos.yaxis.set_major_locator(MaxNLocator(nbins=5))  # shared with ax_time
     x, xlabel = time_axis(frame)
     _order_scatter(ax_time, frame, x)
     ax_time.set_xlabel(xlabel)
@@ -482,6 +488,8 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         locator = mdates.AutoDateLocator()
         ax_time.xaxis.set_major_locator(locator)
         ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    else:
+        ax_time.xaxis.set_major_locator(MaxNLocator(nbins=6))
     for ax in (ax_pos, ax_time):
         ax.grid(alpha=0.3)
         ax.ticklabel_format(axis="y", useOffset=False, style="plain")
