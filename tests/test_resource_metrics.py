@@ -14,8 +14,9 @@ import pytest
 from conftest import washout
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
+from washout.data.longformat import RESOURCE_METRICS
 from washout.harness.executors import ssh_connection, ssh_wrapper
-from washout.harness.executors.base import RESOURCES, CommandResult
+from washout.harness.executors.base import CommandResult
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
 
@@ -102,7 +103,7 @@ stdout = "last-number"
     stored = {(test, name): value for test, _, name, value in rows}
     statuses = {test: status for test, status, _, _ in rows}
     assert statuses == {"heavy": "ok", "fails": "failed", "own": "ok"}
-    assert {name for t, name in stored if t == "heavy"} == {"wall", *RESOURCES}
+    assert {name for t, name in stored if t == "heavy"} == {"wall", *RESOURCE_METRICS}
     assert {name for t, name in stored if t == "fails"} >= {"user", "system"}
     assert stored[("heavy", "user")] + stored[("heavy", "system")] >= 0.25
     assert stored[("heavy", "max_rss")] >= 200 * MIB

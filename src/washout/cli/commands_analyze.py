@@ -130,7 +130,12 @@ def analyze_command(
 
         shown = compared_metric(trials, metric) or "wall"
         # the runs pair the tests: a source read for the order analysis alone lacks them
-        every = trials if "run" in trials.columns else load_trials(source)[0]
+        # (a store read again with each trial's CPU time and RSS, which the table shows)
+        every = (
+            trials
+            if "run" in trials.columns and info.kind != "store"
+            else load_trials(source, resources=True)[0]
+        )
         comparison = compare_tests(
             every,
             metric=shown,

@@ -71,12 +71,11 @@ def report(
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
-    trials, info = load_trials(source)
-    analysis = analyze_order(
-        without_resource_metrics(trials), alpha=alpha, correction=correction, by_worker=by_worker
-    )
+    trials, info = load_trials(source, resources=True)
+    analysed = without_resource_metrics(trials)
+    analysis = analyze_order(analysed, alpha=alpha, correction=correction, by_worker=by_worker)
     why, notes = why_for_report(
-        trials,
+        analysed,
         [*claim, *(stored_claims(source) if info.kind == "store" else [])],
         alpha,
         correction,

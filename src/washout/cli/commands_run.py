@@ -233,7 +233,7 @@ def _summary(
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
-    frame = store.long_frame()
+    frame = store.long_frame(resources=True)
     exp = experiment.spec.experiment
     comparison = _compare(experiment, frame)
     _export(comparison, experiment, exports)

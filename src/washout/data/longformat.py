@@ -60,3 +60,10 @@ def empty_frame() -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+
+
+RESOURCE_METRICS: tuple[str, ...] = ("user", "system", "max_rss")
+"""What the executor measures of every trial's process tree (getrusage(2)): user and system
+CPU seconds and the peak resident set size in bytes. Stored with every trial; in the long
+format only when asked for (or when a test names one), so the default analyses and their
+family-wise correction cover the spec's own metrics."""

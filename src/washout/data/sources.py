@@ -43,13 +43,14 @@ def _header(path: Path) -> list[str]:
 
 
 def load_trials(
-    path: Path | str, columns: Collection[str] | None = None
+    path: Path | str, columns: Collection[str] | None = None, resources: bool = False
 ) -> tuple[pd.DataFrame, SourceInfo]:
     """The long-format trials of ``path`` and what kind of source it was.
 
     ``columns``: the long-format columns the caller needs; a long-format CSV then reads
     only those (and the ones it checks every row by), a store leaves out the time stamps
-    unless asked for them, an OrderSage file gives every column.
+    unless asked for them, an OrderSage file gives every column. ``resources``: a store
+    adds each trial's CPU time and peak RSS (:data:`~washout.data.longformat.RESOURCE_METRICS`).
     """
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.data.importers.ordersage import is_ordersage
@@ -65,7 +66,7 @@ def load_trials(
     if magic == SQLITE_MAGIC:
         from washout.data.store import read_long
 
-        return read_long(path, columns=columns), SourceInfo(path, "store")
+        return read_long(path, columns=columns, resources=resources), SourceInfo(path, "store")
     header = _header(path)
     if all(c in header for c in LONG_REQUIRED):
         from washout.data.importers.longcsv import read_long_csv

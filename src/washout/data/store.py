@@ -805,7 +805,10 @@ class Store:
     # -- reading -------------------------------------------------------------------------
     @_reports_damage
     def long_frame(
-        self, include_superseded: bool = False, columns: Collection[str] | None = None
+        self,
+        include_superseded: bool = False,
+        columns: Collection[str] | None = None,
+        resources: bool = False,
     ) -> pd.DataFrame:
         """The long format (see :mod:`washout.data.longformat`): one row per trial and metric,
         ordered by worker, run, position and attempt; label columns as categoricals
@@ -814,7 +817,9 @@ class Store:
         Trials of an interrupted run's earlier attempts are left out, or with
         ``include_superseded`` given with status ``superseded``. ``columns``: the columns
         the caller needs; the time stamps (a third of the reading time of a large store)
-        are read only when asked for, every other column always.
+        are read only when asked for, every other column always. ``resources``: every trial
+        also has a row per :data:`~washout.data.longformat.RESOURCE_METRICS` (NaN where the
+        executor could not measure it).
 
         The cyclic garbage collector is paused meanwhile: the millions of row tuples are
         acyclic, and its repeated passes over them took most of the time.
@@ -825,7 +830,7 @@ class Store:
         gc.disable()
         try:
             stamps = columns is None or any(c in columns for c in ("started", "ended"))
-            return self._long_frame(include_superseded, stamps)
+            return self._long_frame(include_superseded, stamps, resources)
         finally:
             if enabled:
                 gc.enable()
@@ -884,7 +889,9 @@ class Store:
                 names[:] = list(known)
         return trial_id, run_id, position, status, test
 
-    def _long_frame(self, include_superseded: bool, stamps: bool = True) -> pd.DataFrame:
+    def _long_frame(
+        self, include_superseded: bool, stamps: bool = True, resources: bool = False
+    ) -> pd.DataFrame:
         """:meth:`long_frame`, with the garbage collector as the caller left it.
 
         A trial without a value for one of its test's metrics (failed, timed out,
@@ -898,10 +905,13 @@ class Store:
         import numpy as np
         import pandas as pd
 
-        from washout.data.longformat import COLUMNS, label_column
+        from washout.data.longformat import COLUMNS, RESOURCE_METRICS, label_column
 
         tests = self.tests()
-        metrics_of = dict(tests)
+        metrics_of = {
+            name: [*ms, *(m for m in RESOURCE_METRICS if resources and m not in ms)]
+            for name, ms in tests
+        }
         test_names = [name for name, _ in tests]
         statuses = [*FINISHED, "interrupted", SUPERSEDED]
         wanted = [c for c in COLUMNS if stamps or c not in ("started", "ended")]
@@ -986,12 +996,15 @@ class Store:
 
 
 def read_long(
-    path: str | Path, include_superseded: bool = False, columns: Collection[str] | None = None
+    path: str | Path,
+    include_superseded: bool = False,
+    columns: Collection[str] | None = None,
+    resources: bool = False,
 ) -> pd.DataFrame:
     """The long format of a store file (for analysis, reports, export), read-only;
-    ``columns`` as :meth:`Store.long_frame` takes them."""
+    ``columns`` and ``resources`` as :meth:`Store.long_frame` takes them."""
     store = Store.open(path, readonly=True)
     try:
-        return store.long_frame(include_superseded, columns)
+        return store.long_frame(include_superseded, columns, resources)
     finally:
         store.close()

@@ -730,7 +730,11 @@ def build_report(
     meta = meta or ReportMeta()
     found = analysis.to_dict() if analysis is not None else None
     facts, notes, workers = what_ran(meta, trials)
-    comparison, ranking = comparison_part(trials)
+    comparison, ranking = comparison_part(trials)  # with CPU time and RSS, when measured
+    if trials is not None:
+        from washout.stats.compare import without_resource_metrics
+
+        trials = without_resource_metrics(trials)
     return Report(
         title=f"washout report: {meta.name}" if meta.name else "washout report",
         verdict=verdict_sentence(found) if found is not None else "",

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import RESOURCE_METRICS
 from washout.stats.claims import Claim, hodges_lehmann, per_run_log_ratios
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.trials import usable_trials
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-RESOURCE_METRICS: tuple[str, ...] = ("user", "system", "max_rss")
-"""Measured per trial by washout itself (CPU seconds of the trial's process tree, peak
-resident bytes): shown in the summary, analysed only when named with ``--metric``."""
 OUTLIER_THRESHOLD = 14.0
 """|modified z-score| above which a trial is an outlier (hyperfine's threshold)."""
 OUTLIERS_DETECTED = (

@@ -95,14 +95,6 @@ METRIC_FILE_LIMIT = 16 << 20
 """The largest ``file`` metric washout reads (bytes): a metric file is a small report."""
 
 
-RESOURCES = ("user", "system", "max_rss")
-"""The resource metrics every trial records when its executor can measure them, with
-hyperfine's names for CPU time: ``user`` and ``system``, CPU seconds of the command's
-process tree (itself and every descendant it waited for), and ``max_rss``, the peak
-resident set size in bytes of the largest process of that tree (getrusage(2):
-``ru_utime``, ``ru_stime``, ``ru_maxrss`` of the waited-for children)."""
-
-
 @dataclass(frozen=True)
 class CommandResult:
     """The outcome of one command on a worker.
@@ -112,8 +104,9 @@ class CommandResult:
     worker dropped, so the outcome is unknown). ``reason`` says why in words when not ok.
     ``stdout`` and ``stderr`` are the ends of the streams (``output_tail`` bytes at most);
     ``stdout_cut``/``stderr_cut`` say a stream was longer. ``resources`` is what the
-    command's process tree used, measured by the executor (:data:`RESOURCES`); a measure
-    the executor could not take is absent, never 0.
+    command's process tree used, measured by the executor (``RESOURCE_METRICS``: user and
+    system CPU seconds, peak RSS in bytes, as getrusage(2) gives them for waited-for
+    children); a measure the executor could not take is absent, never 0.
     """
 
     status: str
@@ -163,7 +156,7 @@ class Executor(Protocol):
     ) -> CommandResult:
         """Run a shell command in its own process group; kill the group at ``timeout``, and
         when washout itself dies. Keep the last ``output_tail`` bytes of stdout (0: stdout is
-        /dev/null) and of stderr (at least TAIL_BYTES); measure its :data:`RESOURCES`."""
+        /dev/null) and of stderr (at least TAIL_BYTES); measure its ``RESOURCE_METRICS``."""
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         """A metric file on the worker (relative paths resolve against ``cwd``): OSError

@@ -258,7 +258,7 @@ class _Child:
         self.returncode: int | None = None
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
-        (base.RESOURCES), from wait4(2)."""
+        (RESOURCE_METRICS), from wait4(2)."""
         self._waiter: asyncio.Future[bool] | None = None
         self._closed: asyncio.Future[bool] = loop.create_future()
         self._tails = pipes
