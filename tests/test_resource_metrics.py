@@ -112,6 +112,11 @@ stdout = "last-number"
     frame = washout("export", db, "-o", tmp_path / "long.csv")
     assert frame.returncode == 0
     assert "max_rss" not in (tmp_path / "long.csv").read_text()
+    # ... and reach the hyperfine-style summary of analyze: CPU time and peak RSS per test.
+    shown = washout("analyze", db, "--format", "json").stdout
+    summaries = {s["test"]: s for s in json.loads(shown)["comparison"]["summaries"]}
+    assert summaries["heavy"]["max_rss"] >= 200 * MIB
+    assert summaries["heavy"]["user"] + summaries["heavy"]["system"] >= 0.25
 
 
 @pytest.mark.ssh
