@@ -28,7 +28,9 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
     assert text.startswith("# washout report\n")
     # Published Table 4: nothing significant after Bonferroni (softmax p = 0.03 > 0.05/3).
     assert "**No evidence that order matters" in text
-    table = [line for line in text.splitlines() if line.startswith("| ")]
+    comparison, per_test = text.split("## Per-test results", 1)
+    assert "## Comparison" in comparison and "| ./is.D.sh |" in comparison  # hyperfine's table
+    table = [line for line in per_test.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 3
     softmax = next(line for line in table if "softmax" in line)
     assert "| 3 |" in softmax and "+0.46" in softmax
