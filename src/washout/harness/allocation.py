@@ -22,6 +22,7 @@ for any worker. An ``[allocate]`` command on resume is told the stored worker na
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -37,6 +38,8 @@ from washout.errors import ExitCode, WashoutError, WorkerError
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import AllocateSpec, ClusterSpec, Spec, WorkerSpec, validation_error
+
+log = logging.getLogger(__name__)
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 _GUARD = """trap '' INT HUP TERM
@@ -325,18 +328,20 @@ async def allocated(
     allocation: SlurmAllocation | HookAllocation
     if spec.cluster is not None:
         reboot = spec.reset is not None and spec.reset.kind == "reboot"
-        allocation = SlurmAllocation(spec.cluster, name, source, reboot)
+        allocation, how = SlurmAllocation(spec.cluster, name, source, reboot), "from Slurm"
     elif spec.allocate is not None:
-        allocation = HookAllocation(spec, name, source)
+        allocation, how = HookAllocation(spec, name, source), f"by {spec.allocate.command!r}"
     else:
         yield None
         return
     try:
         try:
+            log.info("allocating %d worker(s) %s", spec.workers, how)
             executors = await allocation.acquire(previous)
         except WashoutError as err:
             raise AllocationError(str(err)) from None
         note("allocate", allocation.describe())
+        log.info("%s", allocation.describe())
         yield executors
     finally:
         try:
@@ -345,3 +350,4 @@ async def allocated(
             note("error", str(err))
         else:
             note("release", "released " + allocation.describe())
+            log.info("released %s", allocation.describe())
