@@ -22,6 +22,7 @@ for any worker. An ``[allocate]`` command on resume is told the stored worker na
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -33,10 +34,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from washout.errors import ExitCode, WashoutError
+from washout.errors import ExitCode, WashoutError, WorkerError
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import AllocateSpec, ClusterSpec, Spec, WorkerSpec, validation_error
+
+log = logging.getLogger(__name__)
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 _GUARD = """trap '' INT HUP TERM
@@ -129,9 +132,9 @@ def parse_hosts(text: str, allocate: AllocateSpec, source: str) -> list[WorkerSp
         try:
             entries = json.loads(stripped)
         except ValueError as err:
-            raise WashoutError(f"{where}: not valid JSON: {err}") from None
+            raise WorkerError(f"{where}: not valid JSON: {err}") from None
         if not isinstance(entries, list):
-            raise WashoutError(f"{where}: JSON must be a list of hosts or worker tables")
+            raise WorkerError(f"{where}: JSON must be a list of hosts or worker tables")
     else:
         entries = [
             line.strip()
@@ -147,18 +150,18 @@ def parse_hosts(text: str, allocate: AllocateSpec, source: str) -> list[WorkerSp
     for i, entry in enumerate(entries):
         fields = {"host": entry} if isinstance(entry, str) else entry
         if not isinstance(fields, dict):
-            raise WashoutError(f"{where}: entry {i + 1} = {entry!r}: expected a host or a table")
+            raise WorkerError(f"{where}: entry {i + 1} = {entry!r}: expected a host or a table")
         try:
             workers.append(WorkerSpec.model_validate({**defaults, **fields}))
         except ValidationError as err:
             raise validation_error(err, where, WorkerSpec, (f"host {i + 1}",)) from None
     if len(workers) != allocate.workers:
-        raise WashoutError(
+        raise WorkerError(
             f"{where}: {len(workers)} host(s), but allocate.workers = {allocate.workers}"
         )
     names = [w.label for w in workers]
     if len(set(names)) != len(names):
-        raise WashoutError(f"{where}: two hosts have one name: {sorted(names)}")
+        raise WorkerError(f"{where}: two hosts have one name: {sorted(names)}")
     return workers
 
 
@@ -184,19 +187,19 @@ class SlurmAllocation:
         result = await self._local.run(shlex.join(argv), timeout=timeout)
         granted = _GRANTED.search(result.stderr.decode("utf-8", errors="replace"))
         if result.status != "ok" or not granted:
-            raise WashoutError(f"{self.source}: [cluster] {shlex.join(argv)}: {_one_line(result)}")
+            raise WorkerError(f"{self.source}: [cluster] {shlex.join(argv)}: {_one_line(result)}")
         job = granted.group(1)
         shown = await self._local.run(f"squeue -h -j {job} -o %N", timeout=60)
         node = shown.stdout.decode().strip()
         if shown.status != "ok" or not node:
-            raise WashoutError(f"{self.source}: Slurm job {job}: no node: {_one_line(shown)}")
+            raise WorkerError(f"{self.source}: Slurm job {job}: no node: {_one_line(shown)}")
         return job, node
 
     async def _check_reboot_allowed(self) -> None:
         shown = await self._local.run("scontrol show config", timeout=60)
         program = re.search(rb"^RebootProgram\s*=\s*(.*)$", shown.stdout, re.MULTILINE)
         if shown.status != "ok" or program is None or program.group(1).strip() in (b"", b"(null)"):
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.source}: reset.kind = 'reboot' through Slurm: this cluster has no "
                 "RebootProgram (scontrol show config), so its nodes cannot be rebooted "
                 "through Slurm; use a reset command, or ask the site to allow reboots"
@@ -238,7 +241,7 @@ class SlurmAllocation:
         if self.guard is not None:
             self.guard.stand_down()
         if result.status != "ok":
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.release_command} {result.status}: {_one_line(result)}; "
                 "the nodes may still be held"
             )
@@ -268,7 +271,7 @@ class HookAllocation:
             self.allocate.command, timeout=self.allocate.timeout, env=self.env
         )
         if result.status != "ok":
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.source}: allocate.command {self.allocate.command!r} "
                 f"{result.status}: {_one_line(result)}"
             )
@@ -280,7 +283,7 @@ class HookAllocation:
             self.guard.tell_hosts([w.host for w in self.workers])
         names = sorted(w.label for w in self.workers)
         if previous and names != sorted(previous):
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.source}: allocate.command printed workers {names} on resume, but the "
                 f"experiment ran on {sorted(previous)}: a worker's schedule belongs to its "
                 'machine; print the same names (JSON "name" keeps a name across addresses)'
@@ -302,13 +305,13 @@ class HookAllocation:
         if self.guard is not None:
             self.guard.stand_down()
         if result.status != "ok":
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.source}: release.command {self.release_spec.command!r} "
                 f"{result.status}: {_one_line(result)}"
             )
 
 
-class AllocationError(WashoutError):
+class AllocationError(WorkerError):
     """The workers could not be allocated (nothing ran; what was obtained is released)."""
 
     exit_code = ExitCode.WORKER_FAILED
@@ -325,18 +328,20 @@ async def allocated(
     allocation: SlurmAllocation | HookAllocation
     if spec.cluster is not None:
         reboot = spec.reset is not None and spec.reset.kind == "reboot"
-        allocation = SlurmAllocation(spec.cluster, name, source, reboot)
+        allocation, how = SlurmAllocation(spec.cluster, name, source, reboot), "from Slurm"
     elif spec.allocate is not None:
-        allocation = HookAllocation(spec, name, source)
+        allocation, how = HookAllocation(spec, name, source), f"by {spec.allocate.command!r}"
     else:
         yield None
         return
     try:
         try:
+            log.info("allocating %d worker(s) %s", spec.workers, how)
             executors = await allocation.acquire(previous)
         except WashoutError as err:
             raise AllocationError(str(err)) from None
         note("allocate", allocation.describe())
+        log.info("%s", allocation.describe())
         yield executors
     finally:
         try:
@@ -345,3 +350,4 @@ async def allocated(
             note("error", str(err))
         else:
             note("release", "released " + allocation.describe())
+            log.info("released %s", allocation.describe())

@@ -795,11 +795,11 @@ def _check_workers_source(spec: Spec, source: str) -> None:
         if present
     ]
     if len(given) > 1:
-        raise WashoutError(
+        raise SpecError(
             f"{source}: both {given[0]} and {given[1]}: give one; each says where the workers are"
         )
     if spec.release and not spec.allocate:
-        raise WashoutError(
+        raise SpecError(
             f"{source}: [release] without [allocate]: it gives back what [allocate] obtained"
         )
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
-from washout.errors import WashoutError
+from washout.errors import WorkerError
 from washout.harness.executors.base import METRIC_FILE_LIMIT, OUTPUT_TAIL, CommandResult
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh_wrapper import kill_sessions_script
@@ -103,7 +103,7 @@ class SlurmExecutor:
         result = await self.run("true", timeout=120)
         if result.status != "ok":
             err = result.stderr.decode("utf-8", errors="replace").strip().replace("\n", " | ")
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.name}: cannot start a step in Slurm job {self.job_id}: "
                 f"{result.reason}{': ' + err[-300:] if err else ''}"
             )
@@ -198,7 +198,7 @@ class SlurmExecutor:
         result = await self.run(BOOT_ID, timeout=60)
         value = result.stdout.decode("utf-8", errors="replace").strip()
         if result.status != "ok" or not value:
-            raise WashoutError(f"{self.name}: cannot read the boot id: {result.reason}")
+            raise WorkerError(f"{self.name}: cannot read the boot id: {result.reason}")
         return value
 
     async def reboot(self, timeout: float, command: str | None = None) -> str:
@@ -208,13 +208,13 @@ class SlurmExecutor:
         ``--reboot`` for users who may not reboot nodes). ``command`` is not used: the site
         decides how its nodes reboot."""
         if self._reallocate is None:
-            raise WashoutError(f"{self.name}: this node's allocation cannot be renewed")
+            raise WorkerError(f"{self.name}: this node's allocation cannot be renewed")
         before = await self.boot_id()
         old = self.job_id
         self.job_id = await self._reallocate(self.name, timeout)
         after = await self.boot_id()
         if after == before:
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.name}: boot id still {before} after Slurm job {self.job_id} asked for "
                 "a reboot (--reboot): Slurm did not reboot the node (only root, SlurmUser or "
                 "operators may; it ignores --reboot for others)"
