@@ -336,7 +336,7 @@ async def allocated(
         return
     try:
         try:
-            log.info("allocating %d worker(s) %s", spec.workers, how)
+            log.info("allocating %d worker(s) %s", spec.schedules, how)
             executors = await allocation.acquire(previous)
         except WashoutError as err:
             raise AllocationError(str(err)) from None

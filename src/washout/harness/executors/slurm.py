@@ -121,7 +121,7 @@ class SlurmExecutor:
         return int(said) if said.isdigit() else 0
 
     async def mirror(self, directory: Path) -> str:
-        raise WashoutError(
+        raise WorkerError(
             f"{self.name}: [experiment] sync is not done on Slurm nodes: use a file system "
             "the nodes share (or copy the files in [setup])"
         )
