@@ -30,13 +30,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from washout.errors import SpecError
 from washout.harness.counters import perf_command, perf_values
 from washout.harness.environment import EnvironmentWatch
 from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, Executor, tail
 from washout.harness.measure import MetricError, extract
 from washout.harness.sampling import MetricUnavailable, Sampler, start_sampler
 from washout.harness.spec import (
+    DEFAULT_GROUP,
     BackgroundSpec,
     CommandSpec,
     MetricSpec,
@@ -47,7 +47,6 @@ from washout.harness.spec import (
     WorkerSpec,
 )
 
-DEFAULT_GROUP = "main"
 HOST_VARIABLE = "WASHOUT_HOST_{}"
 """The variable holding a role's address in a group (role upper-cased)."""
 READY_FIRST_WAIT = 0.05
@@ -58,107 +57,6 @@ READY_LONGEST_WAIT = 1.0
 def host_variable(role: str) -> str:
     """``WASHOUT_HOST_SERVER`` for role ``server``."""
     return HOST_VARIABLE.format(role.upper())
-
-
-# -- validation ------------------------------------------------------------------------
-
-
-def check_roles(spec: Spec, source: str) -> None:
-    """Refuse, in one line naming the field and value, a spec whose roles do not fit:
-    every worker has a role once one has, each group has one worker per role and all
-    groups the same roles, and every role a test, background, metric or ``[role.X]``
-    names is a role of the workers."""
-    roles = _check_groups(spec, source)
-    known = ", ".join(sorted(roles)) or "none"
-    for name in spec.role:
-        if name not in roles:
-            raise _unknown_role(source, f"role.{name}", name, known)
-    if roles and spec.experiment.sync:
-        raise SpecError.at(
-            source,
-            "experiment.sync",
-            spec.experiment.sync,
-            "not supported with worker roles yet: sync each role's workdir in its [role.X] setup",
-        )
-    for i, t in enumerate(spec.test):
-        where = f"test[{i}]"
-        if t.role is not None and t.role not in roles:
-            raise _unknown_role(source, f"{where}.role", t.role, known)
-        if t.role is None and len(roles) > 1:
-            raise SpecError(f"{source}: {where}.role: required: the workers have roles {known}")
-        own = t.role or next(iter(roles), None)
-        for j, bg in enumerate(t.background):
-            if bg.role is not None and bg.role not in roles:
-                raise _unknown_role(source, f"{where}.background[{j}].role", bg.role, known)
-        for name, m in t.metrics.items():
-            _check_metric(m, own, roles, known, source, f"{where}.metrics.{name}")
-
-
-def _unknown_role(source: str, field: str, role: str, known: str) -> SpecError:
-    return SpecError.at(source, field, role, f"no [[worker]] has this role ({known})")
-
-
-def _check_groups(spec: Spec, source: str) -> set[str]:
-    """The roles of the workers, once the groups are checked."""
-    with_role = [i for i, w in enumerate(spec.worker) if w.role]
-    if not with_role:
-        for i, w in enumerate(spec.worker):
-            if w.group is not None:
-                raise SpecError.at(source, f"worker[{i}].group", w.group, "a group needs roles")
-        return set()
-    groups: dict[str, dict[str, int]] = {}
-    for i, w in enumerate(spec.worker):
-        if not w.role:
-            first = spec.worker[with_role[0]]
-            raise SpecError(
-                f"{source}: worker[{i}].role: required: worker[{with_role[0]}] "
-                f"has role {first.role!r}"
-            )
-        members = groups.setdefault(w.group or DEFAULT_GROUP, {})
-        if w.role in members:
-            raise SpecError.at(
-                source,
-                f"worker[{i}].role",
-                w.role,
-                f"group {w.group or DEFAULT_GROUP!r} already has it (worker[{members[w.role]}]);"
-                " a group has one worker per role",
-            )
-        members[w.role] = i
-    roles = {r for members in groups.values() for r in members}
-    for group, members in groups.items():
-        missing = sorted(roles - set(members))
-        if missing:
-            raise SpecError.at(
-                source,
-                "worker.group",
-                group,
-                f"has no worker of role {missing[0]!r}; every group needs every role "
-                f"({', '.join(sorted(roles))})",
-            )
-    return roles
-
-
-def _check_metric(
-    m: MetricSpec, own: str | None, roles: set[str], known: str, source: str, field: str
-) -> None:
-    if m.role is not None and m.role not in roles:
-        raise _unknown_role(source, f"{field}.role", m.role, known)
-    elsewhere = m.role is not None and m.role != own
-    if elsewhere and m.perf is not None:
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "perf counts the measured command, which runs on the test's own role",
-        )
-    if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "a metric of another role reads a file, a sample or powercap there "
-            "(the measured command's output is the test's own role's)",
-        )
 
 
 # -- a group as one worker -----------------------------------------------------------------

@@ -839,8 +839,6 @@ def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     except ValidationError as err:
         raise validation_error(err, source, Spec) from None
     _check_workers(spec, source)
-    from washout.harness.roles import check_roles
-
     check_roles(spec, source)
     _check_workers_source(spec, source)
     _check_claims(spec, expand_tests(spec, source), source)
@@ -919,3 +917,106 @@ def stored_claims(path: str | Path) -> list[str]:
 
     with Store.open(path, readonly=True) as store:
         return list(parse_spec_text(store.experiment().spec_text, str(path)).experiment.claims)
+
+
+# -- roles and worker groups (washout.harness.roles runs them) ---------------------------
+
+DEFAULT_GROUP = "main"
+
+
+def check_roles(spec: Spec, source: str) -> None:
+    """Refuse, in one line naming the field and value, a spec whose roles do not fit:
+    every worker has a role once one has, each group has one worker per role and all
+    groups the same roles, and every role a test, background, metric or ``[role.X]``
+    names is a role of the workers."""
+    roles = _check_groups(spec, source)
+    known = ", ".join(sorted(roles)) or "none"
+    for name in spec.role:
+        if name not in roles:
+            raise _unknown_role(source, f"role.{name}", name, known)
+    if roles and spec.experiment.sync:
+        raise SpecError.at(
+            source,
+            "experiment.sync",
+            spec.experiment.sync,
+            "not supported with worker roles yet: sync each role's workdir in its [role.X] setup",
+        )
+    for i, t in enumerate(spec.test):
+        where = f"test[{i}]"
+        if t.role is not None and t.role not in roles:
+            raise _unknown_role(source, f"{where}.role", t.role, known)
+        if t.role is None and len(roles) > 1:
+            raise SpecError(f"{source}: {where}.role: required: the workers have roles {known}")
+        own = t.role or next(iter(roles), None)
+        for j, bg in enumerate(t.background):
+            if bg.role is not None and bg.role not in roles:
+                raise _unknown_role(source, f"{where}.background[{j}].role", bg.role, known)
+        for name, m in t.metrics.items():
+            _check_metric(m, own, roles, known, source, f"{where}.metrics.{name}")
+
+
+def _unknown_role(source: str, field: str, role: str, known: str) -> SpecError:
+    return SpecError.at(source, field, role, f"no [[worker]] has this role ({known})")
+
+
+def _check_groups(spec: Spec, source: str) -> set[str]:
+    """The roles of the workers, once the groups are checked."""
+    with_role = [i for i, w in enumerate(spec.worker) if w.role]
+    if not with_role:
+        for i, w in enumerate(spec.worker):
+            if w.group is not None:
+                raise SpecError.at(source, f"worker[{i}].group", w.group, "a group needs roles")
+        return set()
+    groups: dict[str, dict[str, int]] = {}
+    for i, w in enumerate(spec.worker):
+        if not w.role:
+            first = spec.worker[with_role[0]]
+            raise SpecError(
+                f"{source}: worker[{i}].role: required: worker[{with_role[0]}] "
+                f"has role {first.role!r}"
+            )
+        members = groups.setdefault(w.group or DEFAULT_GROUP, {})
+        if w.role in members:
+            raise SpecError.at(
+                source,
+                f"worker[{i}].role",
+                w.role,
+                f"group {w.group or DEFAULT_GROUP!r} already has it (worker[{members[w.role]}]);"
+                " a group has one worker per role",
+            )
+        members[w.role] = i
+    roles = {r for members in groups.values() for r in members}
+    for group, members in groups.items():
+        missing = sorted(roles - set(members))
+        if missing:
+            raise SpecError.at(
+                source,
+                "worker.group",
+                group,
+                f"has no worker of role {missing[0]!r}; every group needs every role "
+                f"({', '.join(sorted(roles))})",
+            )
+    return roles
+
+
+def _check_metric(
+    m: MetricSpec, own: str | None, roles: set[str], known: str, source: str, field: str
+) -> None:
+    if m.role is not None and m.role not in roles:
+        raise _unknown_role(source, f"{field}.role", m.role, known)
+    elsewhere = m.role is not None and m.role != own
+    if elsewhere and m.perf is not None:
+        raise SpecError.at(
+            source,
+            f"{field}.role",
+            m.role,
+            "perf counts the measured command, which runs on the test's own role",
+        )
+    if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
+        raise SpecError.at(
+            source,
+            f"{field}.role",
+            m.role,
+            "a metric of another role reads a file, a sample or powercap there "
+            "(the measured command's output is the test's own role's)",
+        )
