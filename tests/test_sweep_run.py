@@ -28,6 +28,7 @@ metric = "value"
 repeats = 2
 start = 0.25
 step = 0.25
+growth = 1.0                # fixed 25% batches (ours grows them)
 budget_settings = 6
 sampler = "coverage"
 [sweep.params]
