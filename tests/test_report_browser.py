@@ -18,6 +18,7 @@ from simulate_longformat import simulate
 from test_report_sweep import silo_sweep
 
 from washout.data.sources import load_trials
+from washout.report.document import ReportMeta, WorkerProvenance, build_report
 from washout.report.html import render_html
 from washout.stats.order import analyze_order
 
@@ -41,11 +42,11 @@ def _report(tmp_path: Path, name: str, html: str) -> Path:
 def memcached_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memcached case study's report (the paper's Table 3), rendered once."""
     trials, _ = load_trials(MEMCACHED)
-    analysis = analyze_order(trials).to_dict()
+    meta = ReportMeta(source="all_exp_results.csv (OrderSage results CSV)")
     return _report(
         tmp_path_factory.mktemp("memcached"),
         "report.html",
-        render_html(analysis, trials, {"source": "all_exp_results.csv (OrderSage results CSV)"}),
+        render_html(build_report(analyze_order(trials), trials, meta)),
     )
 
 
@@ -112,17 +113,14 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
         random_factor={HOSTILE: 1.2},
         seed=3,
     )
-    analysis = analyze_order(trials).to_dict()
-    assert analysis["verdict"] == "order-matters"
-    html = render_html(
-        analysis,
-        trials,
-        {
-            "name": HOSTILE,
-            "spec_text": f'[[test]]\nname = "{HOSTILE}"\n',
-            "workers": [{"name": HOSTILE, "host": "h", "fingerprint": "f", "matched": False}],
-        },
+    analysis = analyze_order(trials)
+    assert analysis.verdict == "order-matters"
+    meta = ReportMeta(
+        name=HOSTILE,
+        spec_text=f'[[test]]\nname = "{HOSTILE}"\n',
+        workers=(WorkerProvenance(HOSTILE, "h", "f", False),),
     )
+    html = render_html(build_report(analysis, trials, meta))
 
     # In the source: no script element anywhere, the name only in escaped form.
     assert "<script" not in html.lower()
@@ -163,7 +161,7 @@ def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
     path = tmp_path / "sweep.html"
     path.write_text(
         render_html(
-            None, None, {"name": "silo-ycsb"}, sweep, settings=settings, r2_history=history
+            build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings, history)
         ),
         encoding="utf-8",
     )

@@ -10,6 +10,7 @@ from conftest import MEMCACHED, NPBENCH, washout
 from simulate_longformat import simulate
 
 from washout.data.sources import load_trials
+from washout.report.document import ReportMeta, build_report
 from washout.report.markdown import md_text, write_markdown
 from washout.stats.order import analyze_order
 
@@ -22,7 +23,7 @@ def _linked_images(md: Path) -> list[Path]:
 
 def test_markdown_report_of_npbench(tmp_path: Path) -> None:
     trials, _ = load_trials(NPBENCH)
-    out = write_markdown(tmp_path / "npbench.md", analyze_order(trials).to_dict(), trials)
+    out = write_markdown(tmp_path / "npbench.md", build_report(analyze_order(trials), trials))
     text = out.read_text()
     assert text.startswith("# washout report\n")
     # Published Table 4: nothing significant after Bonferroni (softmax p = 0.03 > 0.05/3).
@@ -51,9 +52,8 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
 def test_markdown_escapes_names(tmp_path: Path) -> None:
     hostile = "<img src=x onerror=alert(1)> | *bold* [link](http://x)"
     trials = simulate(tests=(hostile, "b"), runs=6, seed=4)
-    out = write_markdown(
-        tmp_path / "r.md", analyze_order(trials).to_dict(), trials, {"spec_text": 'name = "```"\n'}
-    )
+    meta = ReportMeta(spec_text='name = "```"\n')
+    out = write_markdown(tmp_path / "r.md", build_report(analyze_order(trials), trials, meta))
     text = out.read_text()
     assert "<img" not in text
     assert md_text(hostile) in text
@@ -113,10 +113,10 @@ def test_progress_hears_every_figure(tmp_path: Path) -> None:
     from washout.report.html import write_html
 
     trials = simulate(tests=("a", "b"), runs=6, seed=9)
-    analysis = analyze_order(trials).to_dict()
+    report = build_report(analyze_order(trials), trials)
     seen: list[tuple[int, int]] = []
-    write_html(tmp_path / "r.html", analysis, trials, progress=lambda d, n: seen.append((d, n)))
+    write_html(tmp_path / "r.html", report, lambda d, n: seen.append((d, n)))
     assert seen == [(i, 6) for i in range(1, 7)]  # figures 1-4 and one per test
     seen.clear()
-    write_markdown(tmp_path / "r.md", analysis, trials, progress=lambda d, n: seen.append((d, n)))
+    write_markdown(tmp_path / "r.md", report, lambda d, n: seen.append((d, n)))
     assert seen == [(i, 6) for i in range(1, 7)]

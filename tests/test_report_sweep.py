@@ -14,7 +14,8 @@ import statsmodels.formula.api as smf
 from conftest import FIXTURES
 
 from washout.report import document, figures
-from washout.report.html import render_html, render_sweep_section
+from washout.report.document import ReportMeta, build_report
+from washout.report.html import render_sweep_section
 from washout.sweep.anova import fit_anova
 from washout.sweep.conclusions import conclude, fair_ranges, points_json, terms_json
 from washout.sweep.space import space_from_frame
@@ -136,22 +137,15 @@ def test_sweep_needs_its_settings(silo) -> None:
 
     _, sweep, _ = silo
     with pytest.raises(WashoutError, match="settings"):
-        render_html(None, None, None, sweep)
+        build_report(None, None, None, sweep)
 
 
 def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
     from washout.report.markdown import write_markdown
 
     settings, sweep, history = silo
-    out = write_markdown(
-        tmp_path / "sweep.md",
-        None,
-        None,
-        {"name": "silo"},
-        sweep,
-        settings=settings,
-        r2_history=history,
-    )
+    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings, history)
+    out = write_markdown(tmp_path / "sweep.md", report)
     text = out.read_text()
     assert "## Parameter space" in text and "### Knee and turning points" in text
     assert "| threads:keys |" in text

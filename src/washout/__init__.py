@@ -12,6 +12,7 @@ when called, so ``import washout`` (and ``washout --help``) stays fast.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from washout.sweep.space import Space
 
 __version__ = "0.1.0"
+
+# A library logs, an application decides where it goes (``washout -v`` shows it on stderr).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "OrderAnalysis",

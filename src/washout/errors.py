@@ -1,9 +1,15 @@
-"""The one error type a user sees: a single line naming the file, field and value."""
+"""The errors a user sees: a single line naming the file, field and value.
+
+Every one is a :class:`WashoutError`; its kinds let a caller tell apart what went wrong:
+:class:`SpecError` (a spec or the options that stand for one), :class:`SourceError` (a file
+of trials that cannot be read), :class:`WorkerError` (a worker that cannot be used) and
+:class:`StoreError` (a store that cannot be written).
+"""
 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -46,18 +52,46 @@ class WashoutError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()) if "\n" in message else message)
 
+    @classmethod
+    def at(cls, source: str, field: str | None, value: object, problem: str) -> Self:
+        """An error naming where (file and field), what (value) and why (problem)."""
+        where = source if field is None else f"{source}: {field}"
+        shown = repr(value) if isinstance(value, str) else str(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        return cls(f"{where} = {shown}: {problem}")
 
-class StoreBusyError(WashoutError):
+
+class SpecError(WashoutError):
+    """A spec (or the command-line options that make one) that washout cannot use."""
+
+
+class SourceError(WashoutError):
+    """A file of trials (store, long CSV, OrderSage results) that cannot be read."""
+
+
+class WorkerError(WashoutError):
+    """A worker that cannot be used: unreachable, a failed setup or reset, a provenance
+    change, a sync that failed. A run stopped by one exits with
+    :attr:`ExitCode.WORKER_FAILED`; raised before any worker starts (workers that disagree
+    at the start), it is bad input like any other."""
+
+
+class StoreError(WashoutError):
+    """A store that cannot be written as asked."""
+
+
+class StoreBusyError(StoreError):
     """Another live washout process holds the store's writer lock."""
 
     exit_code = ExitCode.STORE_BUSY
 
 
-class StoreExistsError(WashoutError):
+class StoreExistsError(StoreError):
     """A new store's path is taken (washout never overwrites a file)."""
 
 
-class StoreWriteError(WashoutError):
+class StoreWriteError(StoreError):
     """A write to the store failed (disk full, read-only file system, I/O error)."""
 
     exit_code = ExitCode.STORE_UNWRITABLE
@@ -71,12 +105,3 @@ def choose(choices: dict[str, T], name: str, option: str, what: str) -> T:
         raise WashoutError(
             f"{option} = {name!r}: unknown {what} (choose from {', '.join(choices)})"
         ) from None
-
-
-def located(source: str, field: str | None, value: object, problem: str) -> WashoutError:
-    """An error naming where (file and field), what (value) and why (problem)."""
-    where = source if field is None else f"{source}: {field}"
-    shown = repr(value) if isinstance(value, str) else str(value)
-    if len(shown) > 120:
-        shown = shown[:117] + "..."
-    return WashoutError(f"{where} = {shown}: {problem}")

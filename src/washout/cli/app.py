@@ -6,6 +6,8 @@ modules import pandas, scipy and friends inside their functions.
 
 from __future__ import annotations
 
+import logging
+
 import typer
 
 from washout import __version__
@@ -26,10 +28,30 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def log_to_stderr(verbosity: int) -> None:
+    """Show washout's log (``logging.getLogger("washout")``) on stderr: -v what it does
+    (sessions, runs, resets, re-runs), -vv every trial and command as well."""
+    if verbosity <= 0:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("washout")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    verbose: int = typer.Option(
+        0,
+        "--verbose",
+        "-v",
+        count=True,
+        help="Log what washout does on stderr (-v: sessions, runs, resets; -vv: every trial).",
+    ),
 ) -> None:
     """washout: avoid the ordering trap in systems performance measurement."""
+    log_to_stderr(verbose)

@@ -86,7 +86,9 @@ def analyze_command(
     trials, info = load_trials(
         source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None
     )
-    claims = [*claim, *stored_claims(source, info.kind)]
+    from washout.harness.spec import stored_claims
+
+    claims = [*claim, *(stored_claims(source) if info.kind == "store" else [])]
     why = carryover or drift or bool(claims)
     if why and (compat or fmt == "csv"):
         raise WashoutError(
@@ -139,7 +141,7 @@ def analyze_command(
     analysis = analyze_order(
         trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
     )
-    found: dict = {}
+    found = None
     if why:
         from washout.stats.why import explain
 
@@ -155,31 +157,18 @@ def analyze_command(
         )
     if fmt == "json":
         compared = {"comparison": comparison.to_dict()} if comparison else {}
-        typer.echo(_json_document({**analysis.to_dict(), **found, **compared}))
+        explained = found.to_dict() if found else {}
+        typer.echo(_json_document({**analysis.to_dict(), **explained, **compared}))
     elif fmt == "csv":
         analysis.to_frame().to_csv(sys.stdout, index=False)
     else:
         _print_table(render_analysis(analysis))
-        if found:
+        if found is not None:
             from washout.stats.why import render_words
 
             _print_table("\n".join(render_words(found)))
         if comparison is not None and comparison.summaries:
             _print_table(render_comparison(comparison))
-
-
-def stored_claims(source: Path, kind: str) -> list[str]:
-    """The ``claims`` of a store's own spec (none for CSV sources)."""
-    if kind != "store":
-        return []
-    from washout.data.store import Store
-    from washout.harness.spec import parse_spec_text
-
-    store = Store.open(source, readonly=True)
-    try:
-        return list(parse_spec_text(store.experiment().spec_text, str(source)).experiment.claims)
-    finally:
-        store.close()
 
 
 def _json_document(document: dict) -> str:

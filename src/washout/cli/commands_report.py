@@ -7,15 +7,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from washout.report.document import Report
+
 from washout.cli.app import app
-from washout.cli.commands_analyze import stored_claims
 
 
 class ReportFormat(StrEnum):
@@ -62,33 +63,29 @@ def report(
         typer.echo(f"{out}: sweep of {sweep.get('settings_measured')} settings")
         return
     from washout.data.sources import load_trials
-    from washout.report import document
+    from washout.harness.spec import stored_claims
+    from washout.report.document import ReportMeta, build_report, why_for_report
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source)
     analysis = analyze_order(
         without_resource_metrics(trials), alpha=alpha, correction=correction, by_worker=by_worker
-    ).to_dict()
+    )
+    why, notes = why_for_report(
+        trials,
+        [*claim, *(stored_claims(source) if info.kind == "store" else [])],
+        alpha,
+        correction,
+        by_worker,
+    )
     if info.kind == "store":
-        meta = document.meta_from_store(source)
+        meta = ReportMeta.from_store(source, notes)
     else:
         kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
-        meta = {"source": f"{source.name} ({kind})"}
-    why, notes = explain_for_report(
-        trials, [*claim, *stored_claims(source, info.kind)], alpha, correction, by_worker
-    )
-    meta["notes"] = notes
-    with _figure_progress() as progress:
-        if fmt is ReportFormat.md:
-            from washout.report.markdown import write_markdown
-
-            write_markdown(out, analysis, trials, meta, progress=progress, why=why)
-        else:
-            from washout.report.html import write_html
-
-            write_html(out, analysis, trials, meta, progress=progress, why=why)
-    typer.echo(f"{out}: {analysis['verdict']}")
+        meta = ReportMeta(source=f"{source.name} ({kind})", notes=tuple(notes))
+    _write(out, fmt.value, build_report(analysis, trials, meta, why=why))
+    typer.echo(f"{out}: {analysis.verdict}")
 
 
 def load_sweep_dir(directory: Path) -> tuple[dict, pd.DataFrame]:
@@ -114,56 +111,23 @@ def load_sweep_dir(directory: Path) -> tuple[dict, pd.DataFrame]:
 def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict, settings: pd.DataFrame) -> None:
     """A sweep-only report: R^2 against sampling rate, coefficients with their knee and
     turning points, and the tile map of ``settings`` (parameter columns, metric last)."""
-    meta = {"name": name}
-    history = sweep.get("steps")
+    from washout.report.document import ReportMeta, build_report
+
+    meta = ReportMeta(name=name)
+    _write(out, fmt, build_report(None, None, meta, sweep, settings, sweep.get("steps")))
+
+
+def _write(out: Path, fmt: str, report: Report) -> None:
+    """Write ``report`` as HTML or Markdown, with a progress bar while figures are drawn."""
     with _figure_progress() as progress:
         if fmt == "md":
-            from washout.report.markdown import write_markdown as write
+            from washout.report.markdown import write_markdown
+
+            write_markdown(out, report, progress)
         else:
-            from washout.report.html import write_html as write
-        write(
-            out,
-            None,
-            None,
-            meta,
-            sweep,
-            settings=settings,
-            r2_history=history,
-            progress=progress,
-        )
+            from washout.report.html import write_html
 
-
-def explain_for_report(
-    trials: pd.DataFrame,
-    claims: list[str],
-    alpha: float,
-    correction: str,
-    by_worker: bool,
-) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """Carryover, drift and claims for the report's "why" section, and notes on what the
-    source could not support: carryover and drift need each trial's position and time."""
-    from washout.errors import WashoutError
-    from washout.stats.why import explain
-
-    try:
-        found = explain(
-            trials,
-            carryover=True,
-            drift=True,
-            claims=claims,
-            alpha=alpha,
-            correction=correction,
-            by_worker=by_worker,
-        )
-        return found, []
-    except WashoutError as err:
-        note = f"No carryover or drift analysis: {err}"
-        if not claims:
-            return {}, [note]
-        found = explain(
-            trials, claims=claims, alpha=alpha, correction=correction, by_worker=by_worker
-        )
-        return found, [note]
+            write_html(out, report, progress)
 
 
 @contextmanager

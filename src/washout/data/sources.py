@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from washout.errors import WashoutError
+from washout.errors import SourceError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +39,7 @@ def _header(path: Path) -> list[str]:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             return [c.strip() for c in next(csv.reader(handle), [])]
     except UnicodeDecodeError:
-        raise WashoutError(f"{path}: not a washout store or a CSV text file") from None
+        raise SourceError(f"{path}: not a washout store or a CSV text file") from None
 
 
 def load_trials(
@@ -55,12 +55,12 @@ def load_trials(
 
     path = Path(path)
     if not path.is_file():
-        raise WashoutError(f"{path}: no such file")
+        raise SourceError(f"{path}: no such file")
     try:
         with path.open("rb") as handle:
             magic = handle.read(len(SQLITE_MAGIC))
     except OSError as err:
-        raise WashoutError(f"{path}: cannot read: {err.strerror}") from None
+        raise SourceError(f"{path}: cannot read: {err.strerror}") from None
     if magic == SQLITE_MAGIC:
         from washout.data.store import read_long
 
@@ -76,7 +76,7 @@ def load_trials(
         frame, layout = read_ordersage(path)
         return frame, SourceInfo(path, "ordersage", layout.test_column, layout.generation)
     shown = ", ".join(header) if header else "(empty)"
-    raise WashoutError(
+    raise SourceError(
         f"{path}: columns = {shown[:200]}: neither a washout store, a long-format CSV "
         f"({', '.join(LONG_REQUIRED)}, ...) nor an OrderSage results file "
         "(exp_command or test_command, order_type, result, completion_status, ...)"

@@ -21,6 +21,7 @@ runs in every case.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -33,7 +34,13 @@ from typing import Any
 
 from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
-from washout.errors import StoreExistsError, StoreWriteError, WashoutError
+from washout.errors import (
+    SpecError,
+    StoreExistsError,
+    StoreWriteError,
+    WashoutError,
+    WorkerError,
+)
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
@@ -41,6 +48,8 @@ from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.secrets import redact, redact_tail, secret_values
 from washout.harness.spec import MetricSpec, Spec, Test, expand_tests, parse_spec_text
+
+log = logging.getLogger(__name__)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -119,7 +128,7 @@ class Experiment:
         tests = expand_tests(spec, source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
         if spec.reset and spec.reset.kind == "reboot" and not spec.worker:
-            raise WashoutError(
+            raise SpecError(
                 f"{source}: reset.kind = 'reboot': needs [[worker]] entries "
                 "(washout does not reboot the machine it runs on)"
             )
@@ -185,7 +194,7 @@ def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
 
     def sub(m: re.Match[str]) -> str:
         if m.group(1) not in os.environ:
-            raise WashoutError(
+            raise SpecError(
                 f"{source}: env value ${{{m.group(1)}}}: not set in washout's environment"
             )
         return os.environ[m.group(1)]
@@ -265,7 +274,7 @@ class _Worker:
         if result.status != "ok":
             err = redact_tail(result.stderr, self.secrets, result.stderr_cut, 300).strip()
             err = err.replace("\n", " | ")
-            raise WashoutError(
+            raise WorkerError(
                 f"{self.ex.name}: {what} command {command!r} {result.status}: "
                 f"{result.reason}{': ' + err if err else ''}"
             )
@@ -299,7 +308,7 @@ class _Worker:
             message = f"provenance changed during the experiment: {problem}"
             self.store.event("mismatch", message, self.ex.name)
             if not self.allow_mismatch:
-                raise WashoutError(message + " (use --allow-mismatch to record and proceed)")
+                raise WorkerError(message + " (use --allow-mismatch to record and proceed)")
 
     async def reset(self, run_id: int) -> None:
         """Reset the worker and record it.
@@ -328,6 +337,7 @@ class _Worker:
             )
             info = f"{r.kind}: {r.command}"
         self.store.record_reset(run_id, started, datetime.now(UTC), info)
+        log.debug("%s: reset: %s", self.ex.name, info)
         if (
             (r is None or r.kind == "none")
             and isinstance(self.ex, LocalExecutor)
@@ -466,6 +476,15 @@ class _Worker:
             except WashoutError:
                 self.store.forget_trial(trial_id)
                 raise
+            log.debug(
+                "%s: position %d %s: %s %s(%.6f s)",
+                self.ex.name,
+                position,
+                test.name,
+                status,
+                fields["reason"] and fields["reason"] + " ",
+                fields["duration"],
+            )
             statuses = statuses + [status]
             lost = status == "interrupted"
             abort = status != "ok" and exp.on_failure == "abort"
@@ -543,6 +562,7 @@ class _Worker:
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]
             run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
+            log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
                     await self.check_environment(run.index)
@@ -556,7 +576,7 @@ class _Worker:
                         "trial(s) are kept as superseded"
                     )
                     if restart == LOST_RUN_RESTARTS:
-                        raise WashoutError(
+                        raise WorkerError(
                             f"{self.ex.name}: {message}; gave up after "
                             f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
                             "re-runs it whole)"
@@ -564,6 +584,7 @@ class _Worker:
                     if self.stop.is_set():
                         raise StopRequested("stopped by the user") from None
                     self.store.event("rerun", message + "; re-running it whole", self.ex.name)
+                    log.warning("%s: %s; re-running it whole", self.ex.name, message)
                     # Reconnect (and so kill what the lost trial left) before anything else:
                     # a worker gone for good is then this one-line error.
                     await self._command("reconnect", "true", None, None)
@@ -604,6 +625,7 @@ def recover(experiment: Experiment, store: Store) -> None:
                 )
     for note in notes:
         store.event("resume", note)
+        log.info("resume: %s", note)
 
 
 def count_done(experiment: Experiment, store: Store) -> int:
@@ -773,6 +795,13 @@ def execute(
         planned=experiment.plan.total_trials * max(1, len(experiment.spec.worker)),
     )
     outcome.done_before = count_done(experiment, store)
+    log.info(
+        "%s: %d of %d planned trials done before this session (seed %d)",
+        store.path,
+        outcome.done_before,
+        outcome.planned,
+        outcome.seed,
+    )
     if on_start is not None:
         on_start(outcome.done_before)
     executors = executors if executors is not None else make_executors(experiment.spec)

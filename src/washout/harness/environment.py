@@ -26,7 +26,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from washout.errors import WashoutError
+from washout.errors import WorkerError
 from washout.harness.executors.base import Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.secrets import redact, secret_values
@@ -152,7 +152,7 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
         return read_moment(provenance, cwd)
     result = await executor.run(moment_script(provenance), timeout=60, cwd=cwd)
     if result.status != "ok":
-        raise WashoutError(
+        raise WorkerError(
             f"{executor.name}: cannot read the environment before a run: {result.reason}"
         )
     return parse_capture(result.stdout.decode("utf-8", errors="replace"))
@@ -246,12 +246,12 @@ def mismatch(a_name: str, a: dict[str, Any], b_name: str, b: dict[str, Any]) -> 
 
 
 def check_same(named: list[tuple[str, dict[str, Any]]], context: str) -> None:
-    """Raise a WashoutError naming the worker, item and both values if any two differ."""
+    """Raise a WorkerError naming the worker, item and both values if any two differ."""
     first_name, first = named[0]
     for name, facts in named[1:]:
         problem = mismatch(first_name, first, name, facts)
         if problem:
-            raise WashoutError(
+            raise WorkerError(
                 f"provenance mismatch {context}: {problem} "
                 "(use --allow-mismatch to record and proceed)"
             )

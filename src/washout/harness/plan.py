@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DESIGNS = ("alternate", "coin", "blocked")
@@ -109,7 +110,7 @@ def _order_for(
 def schedule(
     n_tests: int,
     runs: int,
-    kinds: tuple[str, ...] | list[str] = ("fixed", "random"),
+    kinds: Sequence[str] = ("fixed", "random"),
     design: str = "alternate",
     seed: int = 0,
 ) -> Plan:

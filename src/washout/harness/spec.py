@@ -39,7 +39,7 @@ from pydantic import (
     model_validator,
 )
 
-from washout.errors import WashoutError, located
+from washout.errors import SpecError, WashoutError
 from washout.harness.durations import parse_duration
 from washout.harness.executors.base import OUTPUT_TAIL
 from washout.harness.pinning import parse_cpus
@@ -367,7 +367,7 @@ def check_placeholders(command: str, source: str, field: str) -> None:
     """A one-line error at the first placeholder of ``command`` that is not bare."""
     unsafe = unsafe_placeholder(command)
     if unsafe:
-        raise located(
+        raise SpecError.at(
             source,
             field,
             command,
@@ -403,7 +403,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
             for where, template in (("name", t.name), ("command", t.command)):
                 unknown = set(_PLACEHOLDER.findall(template)) - set(t.params)
                 if unknown:
-                    raise located(
+                    raise SpecError.at(
                         source,
                         f"test[{i}].{where}",
                         template,
@@ -437,7 +437,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     seen: dict[str, int] = {}
     for index, test in enumerate(tests):
         if test.name in seen:
-            raise located(
+            raise SpecError.at(
                 source,
                 "test.name",
                 test.name,
@@ -453,12 +453,12 @@ def check_size(spec: Spec, source: str) -> None:
     (counted without expanding the grids): it would fill memory before the first trial."""
     exp = spec.experiment
     if exp.runs > MAX_RUNS:
-        raise located(
+        raise SpecError.at(
             source, "experiment.runs", exp.runs, f"at most {MAX_RUNS:,} runs per order kind"
         )
     n_tests = sum(math.prod(len(levels) for levels in t.params.values()) for t in spec.test)
     if n_tests > MAX_TESTS:
-        raise located(
+        raise SpecError.at(
             source,
             "test",
             f"{n_tests:,} tests after expanding the params grids",
@@ -467,7 +467,7 @@ def check_size(spec: Spec, source: str) -> None:
     workers = max(1, len(spec.worker))
     total = n_tests * exp.runs * len(exp.orders) * workers
     if total > MAX_TRIALS:
-        raise located(
+        raise SpecError.at(
             source,
             "experiment.runs",
             exp.runs,
@@ -548,21 +548,21 @@ def _table_name(loc: tuple[Any, ...]) -> str:
 
 def unknown_key_error(
     source: str, root: type[BaseModel], loc: tuple[Any, ...], prefix: tuple[Any, ...] = ()
-) -> WashoutError:
+) -> SpecError:
     """ "unknown key 'comand' in [[test]] 1 (did you mean 'command'?)": the key the user
     wrote, where, and the closest key that table knows (difflib), if any is close."""
     model = _model_at(root, loc[:-1])
     known = [f.alias or name for name, f in model.model_fields.items()] if model else []
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return WashoutError(
+    return SpecError(
         f"{source}: unknown key {str(loc[-1])!r} in {_table_name(prefix + loc[:-1])}{hint}"
     )
 
 
 def validation_error(
     err: ValidationError, source: str, root: type[BaseModel], prefix: tuple[Any, ...] = ()
-) -> WashoutError:
+) -> SpecError:
     """The one-line error for a failed validation: an unknown key first (a typo'd key
     also makes the key it meant "missing"), else the first problem, with field and value."""
     errors = err.errors()
@@ -572,8 +572,10 @@ def validation_error(
         return unknown_key_error(source, root, loc, prefix)
     field = _field_path(prefix + loc)
     if first["type"] == "missing":
-        return WashoutError(f"{source}: {field}: required but missing")
-    return located(source, field, first.get("input"), first["msg"].removeprefix("Value error, "))
+        return SpecError(f"{source}: {field}: required but missing")
+    return SpecError.at(
+        source, field, first.get("input"), first["msg"].removeprefix("Value error, ")
+    )
 
 
 def _check_workers(spec: Spec, source: str) -> None:
@@ -587,7 +589,7 @@ def _check_workers(spec: Spec, source: str) -> None:
             ("name", w.label, names),
         ):
             if key in seen:
-                raise located(
+                raise SpecError.at(
                     source,
                     f"worker[{i}]",
                     w.label,
@@ -606,13 +608,13 @@ def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
         try:
             claim = parse_claim(text)
         except WashoutError as err:
-            raise WashoutError(f"{source}: experiment.claims[{i}]: {err}") from None
+            raise SpecError(f"{source}: experiment.claims[{i}]: {err}") from None
         for name in (claim.a, claim.b):
             if name not in names:
                 shown = ", ".join(repr(t.name) for t in tests[:10]) + (
                     ", ..." if len(tests) > 10 else ""
                 )
-                raise located(
+                raise SpecError.at(
                     source,
                     f"experiment.claims[{i}]",
                     text,
@@ -623,10 +625,10 @@ def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
 def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     """Validate parsed TOML; the first problem becomes a one-line error."""
     if "sweep" in data:  # not a typo of another key: a spec for the other command
-        raise WashoutError(f"{source}: has a [sweep] table: run it with `washout sweep {source}`")
+        raise SpecError(f"{source}: has a [sweep] table: run it with `washout sweep {source}`")
     nul = _nul_byte(data)
     if nul:
-        raise located(source, _field_path(nul[0]), nul[1], "contains a NUL byte")
+        raise SpecError.at(source, _field_path(nul[0]), nul[1], "contains a NUL byte")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as err:
@@ -642,9 +644,9 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise WashoutError(f"{path}: cannot read spec: {err.strerror or err}") from None
+        raise SpecError(f"{path}: cannot read spec: {err.strerror or err}") from None
     except UnicodeDecodeError:
-        raise WashoutError(f"{path}: the spec is not UTF-8 text") from None
+        raise SpecError(f"{path}: the spec is not UTF-8 text") from None
     return parse_spec_text(text, str(path)), text
 
 
@@ -653,7 +655,7 @@ def parse_spec_text(text: str, source: str) -> Spec:
     try:
         data = tomllib.loads(text.removeprefix("\ufeff"))  # a BOM, as some editors write
     except tomllib.TOMLDecodeError as err:
-        raise WashoutError(f"{source}: invalid TOML: {err}") from None
+        raise SpecError(f"{source}: invalid TOML: {err}") from None
     return spec_from_data(data, source)
 
 
@@ -700,3 +702,11 @@ def spec_from_commands(
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
+
+
+def stored_claims(path: str | Path) -> list[str]:
+    """The ``claims`` of the spec a washout store was made with."""
+    from washout.data.store import Store
+
+    with Store.open(path, readonly=True) as store:
+        return list(parse_spec_text(store.experiment().spec_text, str(path)).experiment.claims)

@@ -1,6 +1,6 @@
 """What a report says, independent of how it is written (HTML or Markdown).
 
-:func:`build_report` turns the order analysis (``OrderAnalysis.to_dict()``), the long-format
+:func:`build_report` turns the order analysis (an ``OrderAnalysis``), the long-format
 trials, the experiment's metadata from the store and, for sweeps, the sweep result into a
 :class:`Report`: the verdict in one sentence, what ran, the per-test table as text cells,
 and the figures (matplotlib ``Figure`` objects; html.py inlines them as SVG, markdown.py
@@ -11,7 +11,7 @@ made up.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,69 @@ from washout.report import figures
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from washout.stats.order import OrderAnalysis
+    from washout.stats.why import Why
+
+
+@dataclass(frozen=True)
+class WorkerProvenance:
+    """A worker as the store knows it; ``matched``: its environment fingerprint is the one
+    most workers have (None when it has none)."""
+
+    name: str
+    host: str
+    fingerprint: str | None
+    matched: bool | None
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    """What the source says about the experiment beside its trials (a store says much, a CSV
+    only its name); ``notes`` say what the source could not support."""
+
+    name: str | None = None
+    source: str | None = None
+    seed: int | None = None
+    design: str | None = None
+    runs: int | None = None
+    spec_text: str | None = None
+    workers: tuple[WorkerProvenance, ...] = ()
+    failures: int | None = None
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_store(cls, path: str | Path, notes: Sequence[str] = ()) -> ReportMeta:
+        """Name, seed, design, runs, spec text, the workers with their fingerprints and the
+        count of unsuccessful trials, from a washout store."""
+        from collections import Counter
+
+        from washout.data.store import Store
+
+        with Store.open(path, readonly=True) as store:
+            exp = store.experiment()
+            workers = store.workers()
+            counts = store.counts()
+        prints = Counter(f for *_, f in workers if f)
+        usual = prints.most_common(1)[0][0] if prints else None
+        return cls(
+            name=exp.name,
+            seed=exp.seed,
+            design=exp.design,
+            runs=exp.runs_per_kind,
+            spec_text=exp.spec_text,
+            workers=tuple(
+                WorkerProvenance(name, host, f, None if f is None else f == usual)
+                for _, name, host, f in workers
+            ),
+            failures=sum(
+                n for status, n in counts.items() if status not in ("ok", "running", "warmup")
+            ),
+            notes=tuple(notes),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -75,6 +138,8 @@ class Report:
     sweep: SweepPart | None = None
     findings: list[str] = field(default_factory=list)
     """Carryover, drift and claims in words (washout.stats.why.render_words)."""
+    order_matters: bool = False
+    """The verdict is that order matters (the report says so first)."""
     comparison: Table | None = None
     """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
     ranking: list[str] = field(default_factory=list)
@@ -339,11 +404,11 @@ def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> lis
 
 
 def what_ran(
-    meta: dict[str, Any] | None, trials: pd.DataFrame | None
+    meta: ReportMeta | None, trials: pd.DataFrame | None
 ) -> tuple[list[tuple[str, str]], list[str], Table | None]:
     """Facts about the experiment (from the store's metadata, then from the trials), notes on
     what the source cannot tell, and the workers with their provenance."""
-    meta = meta or {}
+    meta = meta or ReportMeta()
     facts: list[tuple[str, str]] = []
     notes: list[str] = []
     for key, name in (
@@ -353,9 +418,9 @@ def what_ran(
         ("seed", "seed"),
         ("runs", "runs per order kind"),
     ):
-        if meta.get(key) not in (None, ""):
-            facts.append((name, str(meta[key])))
-    missing = [k for k in ("spec_text", "seed", "workers") if not meta.get(k)]
+        if getattr(meta, key) not in (None, ""):
+            facts.append((name, str(getattr(meta, key))))
+    missing = [k for k in ("spec_text", "seed", "workers") if not getattr(meta, k)]
     if missing:
         what = [
             {"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
@@ -365,7 +430,7 @@ def what_ran(
         notes.append(
             f"The source holds no {listed} (a CSV has none; a washout store records them)."
         )
-    notes.extend(meta.get("notes", []))  # what else the source could not support
+    notes.extend(meta.notes)  # what else the source could not support
     if trials is not None and len(trials):
         runs = (
             trials.drop_duplicates(["worker", "run"])
@@ -391,18 +456,18 @@ def what_ran(
         span = _time_span(trials)
         if span:
             facts.append(("time", span))
-    if meta.get("failures") is not None:
-        facts.append(("unsuccessful trials in the store", str(meta["failures"])))
+    if meta.failures is not None:
+        facts.append(("unsuccessful trials in the store", str(meta.failures)))
     workers = None
-    if meta.get("workers"):
+    if meta.workers:
         rows, flags = [], []
-        for w in meta["workers"]:
-            matched = w.get("matched")
+        for w in meta.workers:
+            matched = w.matched
             rows.append(
                 [
-                    str(w.get("name", "")),
-                    str(w.get("host", "")),
-                    str(w.get("fingerprint") or "–")[:16],
+                    w.name,
+                    w.host,
+                    (w.fingerprint or "–")[:16],
                     "yes"
                     if matched
                     else ("NO: environment differs" if matched is False else "unknown"),
@@ -646,16 +711,19 @@ def sweep_part(
 
 
 def build_report(
-    analysis: dict[str, Any] | None,
+    analysis: OrderAnalysis | None,
     trials: pd.DataFrame | None,
-    meta: dict[str, Any] | None = None,
+    meta: ReportMeta | None = None,
     sweep: dict[str, Any] | None = None,
     settings: pd.DataFrame | None = None,
     r2_history: list[dict[str, Any]] | None = None,
-    why: dict[str, Any] | None = None,
+    why: Why | None = None,
 ) -> Report:
-    """Everything the report shows. ``analysis`` and ``trials`` may be None for a sweep-only
-    report; ``sweep`` needs ``settings``; ``why`` is washout.stats.why.explain's result."""
+    """Everything the report shows, for html.py and markdown.py to write. ``analysis`` and
+    ``trials`` (the long-format frame it came from) may be None for a sweep-only report;
+    ``meta`` is what the source says beside its trials; ``sweep`` adds the sweep section
+    and needs ``settings`` (and takes ``r2_history``); ``why`` adds carryover, drift and
+    claims in words."""
     from washout.errors import WashoutError
     from washout.stats.why import render_words
 
@@ -664,59 +732,43 @@ def build_report(
             "report: settings = None: a sweep section needs the measured "
             "settings (parameter columns and the metric)"
         )
-    meta = meta or {}
+    meta = meta or ReportMeta()
+    found = analysis.to_dict() if analysis is not None else None
     facts, notes, workers = what_ran(meta, trials)
-    title = f"washout report: {meta['name']}" if meta.get("name") else "washout report"
     comparison, ranking = comparison_part(trials)
     return Report(
-        title=title,
-        verdict=verdict_sentence(analysis) if analysis is not None else "",
+        title=f"washout report: {meta.name}" if meta.name else "washout report",
+        verdict=verdict_sentence(found) if found is not None else "",
         facts=facts,
         notes=notes,
-        spec_text=meta.get("spec_text") or None,
+        spec_text=meta.spec_text or None,
         workers=workers,
-        tests=tests_table(analysis) if analysis is not None else None,
-        warnings=test_warnings(analysis) if analysis is not None else [],
-        sections=order_sections(analysis, trials) if analysis is not None else [],
+        tests=tests_table(found) if found is not None else None,
+        warnings=test_warnings(found) if found is not None else [],
+        sections=order_sections(found, trials) if found is not None else [],
         sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
-        findings=render_words(why) if why else [],
+        findings=render_words(why) if why is not None else [],
+        order_matters=found is not None and found.get("verdict") == "order-matters",
         comparison=comparison,
         ranking=ranking,
     )
 
 
-def meta_from_store(path: str | Path) -> dict[str, Any]:
-    """The ``meta`` a washout store offers: name, seed, design, runs, spec text, workers with
-    their fingerprints (``matched``: same fingerprint as most workers), failed trials."""
-    from collections import Counter
+def why_for_report(
+    trials: pd.DataFrame,
+    claims: list[str],
+    alpha: float,
+    correction: str,
+    by_worker: bool,
+) -> tuple[Why | None, list[str]]:
+    """Carryover, drift and claims for the report's "why" section, and notes on what the
+    source could not support: carryover and drift need each trial's position and time."""
+    from washout.errors import WashoutError
+    from washout.stats.why import explain
 
-    from washout.data.store import Store
-
-    store = Store.open(path, readonly=True)
+    options: dict[str, Any] = dict(alpha=alpha, correction=correction, by_worker=by_worker)
     try:
-        exp = store.experiment()
-        workers = store.workers()
-        counts = store.counts()
-    finally:
-        store.close()
-    prints = Counter(f for *_, f in workers if f)
-    usual = prints.most_common(1)[0][0] if prints else None
-    return {
-        "name": exp.name,
-        "seed": exp.seed,
-        "design": exp.design,
-        "runs": exp.runs_per_kind,
-        "spec_text": exp.spec_text,
-        "workers": [
-            {
-                "name": name,
-                "host": host,
-                "fingerprint": f,
-                "matched": None if f is None else f == usual,
-            }
-            for _, name, host, f in workers
-        ],
-        "failures": sum(
-            n for status, n in counts.items() if status not in ("ok", "running", "warmup")
-        ),
-    }
+        return explain(trials, carryover=True, drift=True, claims=claims, **options), []
+    except WashoutError as err:
+        note = f"No carryover or drift analysis: {err}"
+        return (explain(trials, claims=claims, **options) if claims else None), [note]

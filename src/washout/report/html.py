@@ -67,27 +67,9 @@ def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
     return template.render(sweep=part, svgs=svgs)
 
 
-def render_html(
-    analysis: dict[str, Any] | None,
-    trials: pd.DataFrame | None,
-    meta: dict[str, Any] | None = None,
-    sweep: dict[str, Any] | None = None,
-    *,
-    settings: pd.DataFrame | None = None,
-    r2_history: list[dict[str, Any]] | None = None,
-    progress: Progress | None = None,
-    why: dict[str, Any] | None = None,
-) -> str:
-    """The whole report as one HTML document.
-
-    ``analysis`` is ``OrderAnalysis.to_dict()``, ``trials`` the long-format frame it came
-    from, ``meta`` what the store knows about the experiment (name, seed, design, runs,
-    spec_text, workers with provenance, failures; any subset). ``sweep`` adds the sweep
-    section and then needs ``settings`` (and takes ``r2_history``). ``progress`` hears of
-    every figure drawn. ``why`` (washout.stats.why.explain's result) adds carryover, drift
-    and claims in words.
-    """
-    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history, why)
+def render_html(report: document.Report, progress: Progress | None = None) -> str:
+    """The whole report (:func:`washout.report.document.build_report`) as one HTML
+    document; ``progress`` hears of every figure drawn."""
     items = [item for section in report.sections for item in section.figures]
     svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
@@ -96,13 +78,13 @@ def render_html(
         r=report,
         svgs=svgs,
         sweep_html=sweep_html,
-        matters=bool(analysis and analysis.get("verdict") == "order-matters"),
+        matters=report.order_matters,
         version=__version__,
     )
 
 
-def write_html(path: str | Path, *args: Any, **kwargs: Any) -> Path:
+def write_html(path: str | Path, report: document.Report, progress: Progress | None = None) -> Path:
     """:func:`render_html` written to ``path`` (UTF-8); returns the path."""
     out = Path(path)
-    out.write_text(render_html(*args, **kwargs), encoding="utf-8")
+    out.write_text(render_html(report, progress), encoding="utf-8")
     return out

@@ -12,14 +12,12 @@ import html
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from washout import __version__
 from washout.report import document, figures
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from washout.report.html import Progress
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
@@ -126,22 +124,12 @@ def markdown_text(
 
 
 def write_markdown(
-    path: str | Path,
-    analysis: dict[str, Any] | None,
-    trials: pd.DataFrame | None,
-    meta: dict[str, Any] | None = None,
-    sweep: dict[str, Any] | None = None,
-    *,
-    settings: pd.DataFrame | None = None,
-    r2_history: list[dict[str, Any]] | None = None,
-    progress: Progress | None = None,
-    why: dict[str, Any] | None = None,
+    path: str | Path, report: document.Report, progress: Progress | None = None
 ) -> Path:
-    """Write the report as Markdown to ``path`` and its figures as PNGs into the folder
-    ``<stem>-figures`` beside it (linked relatively, so the pair can be moved together).
-    Arguments as for :func:`washout.report.html.render_html`. Returns ``path``."""
+    """Write the report (:func:`washout.report.document.build_report`) as Markdown to
+    ``path`` and its figures as PNGs into the folder ``<stem>-figures`` beside it (linked
+    relatively, so the pair can be moved together). Returns ``path``."""
     out = Path(path)
-    report = document.build_report(analysis, trials, meta, sweep, settings, r2_history, why)
     folder = out.parent / f"{out.stem}-figures"
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.png"):

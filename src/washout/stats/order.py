@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from washout.errors import WashoutError, located
+from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.median_ci import check_confidence, median_ci_rank
 
@@ -84,7 +84,7 @@ def _values(frame: pd.DataFrame, source: str) -> np.ndarray:
         bad |= np.isnan(values) & raw.notna().to_numpy() & (raw.astype(str).str.strip() != "")
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise located(
+        raise WashoutError.at(
             f"{source}: row {frame.index[i]}",
             "value",
             raw.iloc[i],
@@ -127,7 +127,9 @@ def collect_samples(
         codes, levels = pd.factorize(frame[col], sort=False)
         if (codes < 0).any():
             i = int(np.flatnonzero(codes < 0)[0])
-            raise located(f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing")
+            raise WashoutError.at(
+                f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing"
+            )
         combined = combined * len(levels) + codes
         uniques.append(np.asarray(levels, dtype=object))
     gcodes, gvals = pd.factorize(combined, sort=True)

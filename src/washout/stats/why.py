@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.stats import carryover as carryover_stats
@@ -27,6 +28,33 @@ CLOCK_WORDS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Why:
+    """What :func:`explain` found: each analysis that was asked for (None otherwise), with
+    its own family-wise correction."""
+
+    carryover: carryover_stats.CarryoverResult | None = None
+    drift: drift_stats.DriftResult | None = None
+    claims: tuple[claims_stats.ClaimResult, ...] | None = None
+
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"carryover": [...], "first_after_reset": [...], "drift": [...],
+        "claims": [...]}``, keys only for what was asked: carryover pairs (largest |Delta%|
+        first; predecessor ``(reset)``: the test's first trial after the reset), the first
+        trial after the reset pooled over the tests of each metric, drift correlations
+        (strongest first) and claim evaluations. Undefined and infinite numbers are None,
+        so the result is strict JSON."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        if self.carryover is not None:
+            out["carryover"] = [p.to_dict() for p in self.carryover.pairs]
+            out["first_after_reset"] = [r.to_dict() for r in self.carryover.first_after_reset]
+        if self.drift is not None:
+            out["drift"] = [r.to_dict() for r in self.drift.rows]
+        if self.claims is not None:
+            out["claims"] = [c.to_dict() for c in self.claims]
+        return _finite_or_none(out)
+
+
 def explain(
     df: pd.DataFrame,
     *,
@@ -37,31 +65,28 @@ def explain(
     correction: str = "bonferroni",
     by_worker: bool = False,
     metric: str | None = None,
-) -> dict[str, list[dict[str, Any]]]:
-    """``{"carryover": [...], "first_after_reset": [...], "drift": [...], "claims": [...]}``,
-    keys only for what was asked: carryover pairs (largest |Delta%| first; predecessor
-    ``(reset)``: the test's first trial after the reset), the first trial after the reset
-    pooled over the tests of each metric, drift correlations (strongest first) and claim
-    evaluations, each a plain dict; each analysis corrected over its own family.
-    Undefined and infinite numbers are None, so the result is strict JSON."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    if carryover:
-        result = carryover_stats.carryover(
+) -> Why:
+    """Carryover (with the first trial after the reset), drift and the claims, each only
+    when asked for, over the same trials and options."""
+    return Why(
+        carryover=carryover_stats.carryover(
             df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
         )
-        out["carryover"] = [p.to_dict() for p in result.pairs]
-        out["first_after_reset"] = [r.to_dict() for r in result.first_after_reset]
-    if drift:
-        found = drift_stats.drift(
+        if carryover
+        else None,
+        drift=drift_stats.drift(
             df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
         )
-        out["drift"] = [r.to_dict() for r in found.rows]
-    if claims:
-        evaluated = claims_stats.evaluate_claims(
-            df, list(claims), metric=metric, alpha=alpha, correction=correction
+        if drift
+        else None,
+        claims=tuple(
+            claims_stats.evaluate_claims(
+                df, list(claims), metric=metric, alpha=alpha, correction=correction
+            )
         )
-        out["claims"] = [c.to_dict() for c in evaluated]
-    return _finite_or_none(out)
+        if claims
+        else None,
+    )
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -236,10 +261,11 @@ def _claim_words(c: dict[str, Any]) -> str:
     )
 
 
-def render_words(d: dict[str, list[dict[str, Any]]]) -> list[str]:
+def render_words(why: Why) -> list[str]:
     """Human sentences for :func:`explain`'s result: the first trial after the reset and
     significant carryover and drift (or that there is none), and for each claim whether it
     holds under each order."""
+    d = why.to_dict()
     lines: list[str] = []
     if "carryover" in d:
         lines += _carryover_words(d["carryover"], d.get("first_after_reset", []))

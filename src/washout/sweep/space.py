@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from washout.errors import WashoutError, located
+from washout.errors import SourceError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,31 +103,33 @@ def space_from_frame(
     columns = [str(c) for c in frame.columns]
     frame = frame.set_axis(columns, axis=1)
     if metric is not None and metric not in columns:
-        raise located(source, "--metric", metric, f"no such column (columns: {', '.join(columns)})")
+        raise SourceError.at(
+            source, "--metric", metric, f"no such column (columns: {', '.join(columns)})"
+        )
     if parameters:
         for p in parameters:
             if p not in columns:
-                raise located(
+                raise SourceError.at(
                     source, "--param", p, f"no such column (columns: {', '.join(columns)})"
                 )
             if p == metric:
-                raise located(source, "--param", p, "is the metric column")
+                raise SourceError.at(source, "--param", p, "is the metric column")
     params = list(parameters) if parameters else [c for c in columns if c != metric]
     if not params:
-        raise located(source, "--param", "", "no parameter columns left besides the metric")
+        raise SourceError.at(source, "--param", "", "no parameter columns left besides the metric")
     if len(set(params)) != len(params):
-        raise located(source, "--param", ",".join(params), "a parameter is named twice")
+        raise SourceError.at(source, "--param", ",".join(params), "a parameter is named twice")
     for p in params:
         if frame[p].isna().any():
             row = int(np.flatnonzero(frame[p].isna().to_numpy())[0])
-            raise located(source, f"column {p}, row {row + 2}", "", "empty value")
+            raise SourceError.at(source, f"column {p}, row {row + 2}", "", "empty value")
     y = None
     if metric is not None:
         values = pd.to_numeric(frame[metric], errors="coerce")
         bad = values.isna() | ~np.isfinite(values.fillna(0.0))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise located(
+            raise SourceError.at(
                 source,
                 f"column {metric}, row {row + 2}",
                 frame[metric].iloc[row],
@@ -152,13 +154,13 @@ def load_space_csv(path: str | Path, metric: str, parameters: list[str] | None =
     try:
         frame = pd.read_csv(path)
     except FileNotFoundError:
-        raise WashoutError(f"{source}: no such file") from None
+        raise SourceError(f"{source}: no such file") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise WashoutError(
+        raise SourceError(
             f"{source}: not a readable CSV file: {str(err).splitlines()[0]}"
         ) from None
     if frame.empty:
-        raise WashoutError(f"{source}: no rows")
+        raise SourceError(f"{source}: no rows")
     return space_from_frame(frame, metric, parameters, source)
 
 

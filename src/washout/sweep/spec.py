@@ -51,7 +51,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from washout.errors import WashoutError, located
+from washout.errors import SpecError, WashoutError
 from washout.harness.spec import check_placeholders, validation_error
 from washout.sweep.incremental import LoopOptions
 from washout.sweep.space import Space
@@ -157,18 +157,18 @@ def compile_constraints(
                 if isinstance(node, ast.Name) and node.id not in probe:
                     raise KeyError(node.id)
         except SyntaxError:
-            raise located(
+            raise SpecError.at(
                 source, f"sweep.constraints[{i}]", text, "not a valid expression"
             ) from None
         except KeyError as err:
-            raise located(
+            raise SpecError.at(
                 source,
                 f"sweep.constraints[{i}]",
                 text,
                 f"unknown name {err.args[0]!r} (parameters: {', '.join(params)})",
             ) from None
         except ValueError as err:
-            raise located(source, f"sweep.constraints[{i}]", text, str(err)) from None
+            raise SpecError.at(source, f"sweep.constraints[{i}]", text, str(err)) from None
         compiled.append(tree)
     return compiled
 
@@ -204,7 +204,7 @@ def sweep_space(section: SweepSection, source: str) -> Space:
     levels = [list(section.params[n]) for n in names]
     total = math.prod(len(lv) for lv in levels)
     if total > MAX_SETTINGS:
-        raise located(
+        raise SpecError.at(
             source,
             "sweep.params",
             f"{total:,} settings",
@@ -220,12 +220,14 @@ def sweep_space(section: SweepSection, source: str) -> Space:
             try:
                 keep.append(all(_evaluate(rule, values) for rule in rules))
             except (TypeError, ZeroDivisionError) as err:
-                raise located(
+                raise SpecError.at(
                     source, "sweep.constraints", values, f"cannot evaluate: {err}"
                 ) from None
         codes = codes[np.asarray(keep, dtype=bool)]
     if len(codes) == 0:
-        raise located(source, "sweep.constraints", section.constraints, "no setting satisfies them")
+        raise SpecError.at(
+            source, "sweep.constraints", section.constraints, "no setting satisfies them"
+        )
     typed = [
         [
             float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
@@ -259,15 +261,15 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise WashoutError(f"{source}: cannot read spec: {err.strerror or err}") from None
+        raise SpecError(f"{source}: cannot read spec: {err.strerror or err}") from None
     try:
         data = tomllib.loads(text.removeprefix("\ufeff"))  # a BOM, as some editors write
     except tomllib.TOMLDecodeError as err:
-        raise WashoutError(f"{source}: invalid TOML: {err}") from None
+        raise SpecError(f"{source}: invalid TOML: {err}") from None
     if "sweep" not in data:
-        raise WashoutError(f"{source}: sweep: required but missing (a [sweep] table)")
+        raise SpecError(f"{source}: sweep: required but missing (a [sweep] table)")
     if "test" in data:
-        raise located(
+        raise SpecError.at(
             source, "test", "[[test]]", "a sweep spec has no [[test]]: its settings are the tests"
         )
     raw = data.pop("sweep")
@@ -277,7 +279,7 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
         raise validation_error(err, source, SweepSection, ("sweep",)) from None
     check_placeholders(section.command, source, "sweep.command")
     if section.metric not in section.metrics:
-        raise located(
+        raise SpecError.at(
             source,
             "sweep.metric",
             section.metric,
@@ -287,7 +289,7 @@ def load_sweep(path: str | Path) -> tuple[SweepSection, dict[str, Any], str]:
         loop_options(section, 0).check("sweep")
     except WashoutError as err:  # name the spec field, not the command-line option
         field = str(err).replace("--", "sweep.").replace("sweep: ", "sweep.")
-        raise WashoutError(f"{source}: {field}") from None
+        raise SpecError(f"{source}: {field}") from None
     return section, data, text
 
 

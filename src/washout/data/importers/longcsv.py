@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, label_column
-from washout.errors import WashoutError, located
+from washout.errors import SourceError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +44,7 @@ def check_choice(frame: pd.DataFrame, column: str, allowed: tuple[str, ...], pat
     bad = ~frame[column].isin(allowed).to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise located(
+        raise SourceError.at(
             f"{path}: line {line_of(frame.index[i])}",
             column,
             frame[column].iloc[i],
@@ -108,7 +108,7 @@ def check_one_ok_row_per_trial(frame: pd.DataFrame, path: Path) -> None:
         i = int(repeated[0])
         row = ok.iloc[i]
         first = int(np.flatnonzero((ok == row).all(axis=1).to_numpy())[0])
-        raise located(
+        raise SourceError.at(
             f"{path}: line {line_of(ok.index[i])}",
             f"({', '.join(key)})",
             tuple(v.item() if isinstance(v, np.generic) else v for v in row),
@@ -135,7 +135,7 @@ def numeric_column(
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         shown = "" if empty[i] else raw.iloc[i]
-        raise located(
+        raise SourceError.at(
             f"{path}: line {line_of(frame.index[i])}", column, shown, "expected a finite number"
         )
     return values
@@ -171,10 +171,10 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> p
             low_memory=False,
         )
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise WashoutError(f"{path}: cannot read as CSV: {err}") from None
+        raise SourceError(f"{path}: cannot read as CSV: {err}") from None
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise WashoutError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
+        raise SourceError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
     check_choice(frame, "order", ORDER_KINDS, path)
     check_choice(frame, "status", STATUSES, path)
     # An empty value is a trial without one (failed, or output that gave no number).

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from washout.data.importers.longcsv import check_choice, check_one_ok_row_per_trial, numeric_column
 from washout.data.longformat import COLUMNS
-from washout.errors import WashoutError
+from washout.errors import SourceError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,13 +79,13 @@ def read_ordersage(path: Path | str) -> tuple[pd.DataFrame, OrderSageLayout]:
             low_memory=False,
         )
     except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise WashoutError(f"{path}: cannot read as CSV: {err}") from None
+        raise SourceError(f"{path}: cannot read as CSV: {err}") from None
     test_column = next((c for c in TEST_COLUMNS if c in raw.columns), None)
     missing = [c for c in REQUIRED if c not in raw.columns]
     if test_column is None:
         missing.insert(0, "exp_command or test_command")
     if missing:
-        raise WashoutError(
+        raise SourceError(
             f"{path}: column(s) {', '.join(missing)} missing from an OrderSage results file"
         )
     assert test_column is not None  # a missing one is in ``missing``
