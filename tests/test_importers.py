@@ -167,7 +167,7 @@ def test_a_real_store_and_its_export_give_the_same_trials(tmp_path: Path) -> Non
             "true",
             "sleep 0.01",
             "--runs",
-            "3",
+            "6",  # each command 6 times: 3 runs per order kind
             "--seed",
             "5",
             "--db",

@@ -93,8 +93,8 @@ def test_cli_bad_source_is_one_line(tmp_path: Path) -> None:
 def test_cli_report_of_a_store_shows_what_ran(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     washout(
-        "run", "true", "false", "--runs", "6", "--seed", "5", "--db", db, "--quiet", check=False
-    )
+        "run", "true", "false", "--runs", "12", "--seed", "5", "--db", db, "--quiet", check=False
+    )  # each command 12 times: 6 runs per order kind
     washout("report", db, "-o", tmp_path / "s.html")
     html = (tmp_path / "s.html").read_text()
     facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", html))

@@ -194,7 +194,7 @@ def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
         "python3 -c pass",
         "sleep 0.01",
         "--runs",
-        "3",
+        "6",  # each command 6 times: 3 runs per order kind
         "--seed",
         "1",
         "--db",
