@@ -101,6 +101,10 @@ SLOW = {
         "test_the_example_runs_on_the_node_and_leaves_no_job",
     },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
+    "test_store_integrity.py": {
+        "test_damage_a_read_command_meets_in_a_large_store_is_one_line",
+        "test_a_truncated_large_store_is_damaged_by_its_header",
+    },
     "test_report_markdown.py": {
         "test_cli_writes_html_and_markdown",
         "test_cli_report_of_a_store_shows_what_ran",

@@ -821,17 +821,24 @@ class Store:
         also has a row per :data:`~washout.data.longformat.RESOURCE_METRICS` (NaN where the
         executor could not measure it).
 
-        The cyclic garbage collector is paused meanwhile: the millions of row tuples are
-        acyclic, and its repeated passes over them took most of the time.
+        Its queries read one snapshot (one read transaction), so trials a writer finishes
+        meanwhile cannot pair one query's rows with another's. The cyclic garbage collector
+        is paused meanwhile: the millions of row tuples are acyclic, and its repeated
+        passes over them took most of the time.
         """
         import gc
 
         enabled = gc.isenabled()
         gc.disable()
+        snapshot = not self.conn.in_transaction
+        if snapshot:
+            self.conn.execute("BEGIN")
         try:
             stamps = columns is None or any(c in columns for c in ("started", "ended"))
             return self._long_frame(include_superseded, stamps, resources)
         finally:
+            if snapshot and self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")  # it only read
             if enabled:
                 gc.enable()
 
