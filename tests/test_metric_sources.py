@@ -248,7 +248,8 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
     """A command printing 300 MB is slowed by washout's reading no more than by ``cat``'s
     (it was 16x the command alone: every 64 KiB read went through the event loop into a
     growing list); with ``output_tail = 0`` nothing reads it, as if alone. The 5% goal is
-    measured in bench/output_overhead.py."""
+    measured in bench/output_overhead.py; the bounds here are loose enough for a loaded
+    machine and still catch the 16x it was."""
     gigabyte = "yes | head -c 300000000"
 
     async def wall(command: str, output_tail: int = OUTPUT_TAIL) -> float:
@@ -267,8 +268,8 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
         )
 
     read_by_washout, read_by_cat, discarded, alone = asyncio.run(walls())
-    assert read_by_washout < 1.5 * read_by_cat + 0.2, (read_by_washout, read_by_cat)
-    assert discarded < 1.2 * alone + 0.1, (discarded, alone)
+    assert read_by_washout < 2 * read_by_cat + 0.3, (read_by_washout, read_by_cat)
+    assert discarded < 2 * alone + 0.3, (discarded, alone)
 
 
 JSON_VALUES = st.recursive(
