@@ -464,14 +464,16 @@ def main() -> None:
         )
         sys.stdout.flush()
 
-        analyze = [WASHOUT, "analyze", str(csv_path), "--format", "json"]
+        # 95% median CIs, as the scipy loop computes them (analyze's default is 1 - alpha/m)
+        same_ci = ["--ci-confidence", "0.95"]
+        analyze = [WASHOUT, "analyze", str(csv_path), "--format", "json", *same_ci]
         # One untimed run to warm the page cache and to check agreement with the loop.
         ours_json = work / "washout.json"
         with ours_json.open("w") as handle:
             run_child(analyze, stdout=handle.fileno())
         base_json = work / "baseline.json"
 
-        db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json"]
+        db_cmd = [WASHOUT, "analyze", str(db_path), "--format", "json", *same_ci]
         if not args.no_db:
             run_child(db_cmd)  # warm
         w_runs, r_runs, r_inproc, r_incpu, b_runs, b_inproc = [], [], [], [], [], []
