@@ -274,7 +274,7 @@ def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:
 
 
 def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
-    from washout.cli.commands_run import runs_for_budget
+    from washout.harness.quick import runs_for_budget
 
     assert runs_for_budget([0.5, 0.25], 10, None) == 10  # 3 s / 0.5 s = 6, at least 10
     assert runs_for_budget([0.1, 0.2], 4, None) == 15  # the slowest command's 3 s

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +19,6 @@ if TYPE_CHECKING:
 
     from washout.data.store import Store
     from washout.harness.engine import Experiment, Outcome
-    from washout.harness.spec import Scalar, Test
     from washout.stats.compare import Comparison
 
 
@@ -160,11 +157,7 @@ def _show_output(store: Store) -> None:
     """hyperfine's ``--show-output``, after the fact: the stored output tails of each test's
     last trial (washout keeps a trial's output to read its metrics)."""
     console = _console()
-    rows = store.conn.execute(
-        "SELECT test, status, stdout_tail, stderr_tail FROM trial WHERE id IN"
-        " (SELECT max(id) FROM trial WHERE status != 'running' GROUP BY test) ORDER BY id"
-    ).fetchall()
-    for test, status, stdout, stderr in rows:
+    for test, status, stdout, stderr in store.last_outputs():
         console.print(f"Output of {test!r} (its last trial, {status}):", style="bold")
         for stream, text in (("stdout", stdout), ("stderr", stderr)):
             shown = (text or "").rstrip("\n")
@@ -236,7 +229,16 @@ def _summary(
     frame = store.long_frame(resources=True)
     exp = experiment.spec.experiment
     comparison = _compare(experiment, frame)
-    _export(comparison, experiment, exports)
+    if exports:
+        from washout.report.hyperfine import write_exports
+
+        tests = experiment.tests
+        write_exports(
+            comparison,
+            {t.name: t.command for t in tests},
+            {t.name: t.params for t in tests},
+            exports,
+        )
     analysed = without_resource_metrics(frame)
     # one test: every order is the same order, there is no fixed-vs-random verdict to give
     if len(experiment.tests) > 1 and analysed["order"].nunique() > 1:
@@ -277,33 +279,6 @@ def _compare(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
         lower_is_better=tests[0].metrics[metric].better == "lower",
         describe=lambda v: metric_value(metric, v),
     )
-
-
-EXPORTS: dict[str, str] = {
-    "json": "--export-json",
-    "markdown": "--export-markdown",
-    "csv": "--export-csv",
-}
-
-
-def _export(comparison: Comparison, experiment: Experiment, exports: dict[str, Path]) -> None:
-    """Write the comparison in hyperfine's formats (washout.report.hyperfine)."""
-    if not exports:
-        return
-    from washout.report.hyperfine import csv_results, json_results, markdown_results
-
-    commands = {t.name: t.command for t in experiment.tests}
-    parameters = {t.name: t.params for t in experiment.tests}
-    texts = {
-        "json": lambda: json_results(comparison, commands, parameters),
-        "csv": lambda: csv_results(comparison, commands, parameters),
-        "markdown": lambda: markdown_results(comparison, commands),
-    }
-    for fmt, path in exports.items():
-        try:
-            path.write_text(texts[fmt](), encoding="utf-8")
-        except OSError as err:
-            raise WashoutError(f"{EXPORTS[fmt]} = {str(path)!r}: {err.strerror or err}") from None
 
 
 @app.command("run")
@@ -411,6 +386,7 @@ def run_command(
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
     from washout.harness.engine import Experiment, new_store
+    from washout.harness.quick import MIN_RUNS, parameter_grid, pilot_seconds, runs_for_budget
     from washout.harness.spec import expand_tests, load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
@@ -440,7 +416,7 @@ def run_command(
     else:
         if is_spec:
             raise WashoutError(f"{args[0]}: no such spec file")
-        params = _parameters(parameter_scan, parameter_step, parameter_list)
+        params = parameter_grid(parameter_scan, parameter_step, parameter_list)
         spec, text = spec_from_commands(
             args,
             runs=10,
@@ -458,7 +434,7 @@ def run_command(
                 raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
             if min_runs is not None and max_runs is not None and min_runs > max_runs:
                 raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
-            pilot = _pilot_seconds(expand_tests(spec, source), prepare)
+            pilot = pilot_seconds(expand_tests(spec, source), prepare)
             runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
         if runs is not None:  # hyperfine's meaning: in total, over the order kinds
             kinds = len(spec.experiment.orders)
@@ -488,46 +464,6 @@ def run_command(
         store.close()
 
 
-BUDGET = 3.0
-"""hyperfine's measurement time per command when the run count is not given (seconds)."""
-MIN_RUNS = 10
-"""hyperfine's default ``--min-runs``."""
-
-
-def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> int:
-    """hyperfine's run count, ceil(budget / a command's time), at least ``min_runs`` and at
-    most ``max_runs``; every run holds every command, so the slowest command's count (the
-    smallest) is taken, and every command is measured for at least that long."""
-    slowest = max(pilot, default=0.0)
-    wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
-    chosen = max(wanted, min_runs)
-    return chosen if max_runs is None else min(chosen, max_runs)
-
-
-def _pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
-    """One trial of each command (after ``prepare``, as every trial), timed and not stored,
-    as hyperfine times a command's first run to choose its run count; a failing command
-    counts 0 (its count is then ``--min-runs``)."""
-    import asyncio
-
-    from washout.harness.executors.local import LocalExecutor
-
-    async def pilot() -> list[float]:
-        ex = LocalExecutor()
-        try:
-            times = []
-            for test in tests:
-                if prepare:
-                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
-                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
-                times.append(result.duration if result.status == "ok" else 0.0)
-            return times
-        finally:
-            await ex.close()
-
-    return asyncio.run(pilot())
-
-
 def _exports(**paths: Path | None) -> dict[str, Path]:
     """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs: not a
     directory, its directory there (an export never costs the run its summary)."""
@@ -538,37 +474,9 @@ def _exports(**paths: Path | None) -> dict[str, Path]:
         fmt = option.removeprefix("export_")
         if path.is_dir() or not path.parent.is_dir():
             problem = "a directory" if path.is_dir() else "its directory does not exist"
-            raise WashoutError(f"{EXPORTS[fmt]} = {str(path)!r}: {problem}")
+            raise WashoutError(f"--export-{fmt} = {str(path)!r}: {problem}")
         chosen[fmt] = path
     return chosen
-
-
-def _parameters(
-    scan: tuple[str, float, float] | None, step: float | None, listed: tuple[str, str] | None
-) -> dict[str, list[Scalar]] | None:
-    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` as a grid: scan
-    values MIN, MIN + STEP, ... up to MAX (integers when MIN, MAX and STEP are)."""
-    grid: dict[str, list[Scalar]] = {}
-    if step is not None and scan is None:
-        raise WashoutError("--parameter-step-size goes with --parameter-scan")
-    if scan is not None:
-        name, low, high = scan
-        step = 1.0 if step is None else step
-        if not step > 0 or high < low:
-            raise WashoutError(
-                f"--parameter-scan {name} {low:g} {high:g} -D {step:g}: needs MIN <= MAX "
-                "and a positive step"
-            )
-        count = int(math.floor((high - low) / step + 1e-9)) + 1
-        whole = all(float(v).is_integer() for v in (low, high, step))
-        values = [low + i * step for i in range(count)]
-        grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
-    if listed is not None:
-        grid[listed[0]] = list(listed[1].split(","))
-    for name in grid:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise WashoutError(f"parameter name {name!r}: expected letters, digits and _")
-    return grid or None
 
 
 @app.command("resume")

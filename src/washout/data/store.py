@@ -783,6 +783,13 @@ class Store:
         )
 
     @_reports_damage
+    def last_outputs(self) -> list[tuple[str, str, str | None, str | None]]:
+        """(test, status, stdout tail, stderr tail) of each test's last finished trial."""
+        return self.conn.execute(
+            "SELECT test, status, stdout_tail, stderr_tail FROM trial WHERE id IN"
+            " (SELECT max(id) FROM trial WHERE status != 'running' GROUP BY test) ORDER BY id"
+        ).fetchall()
+
     def tests_without_success(self) -> list[tuple[str, int, str, str, str]]:
         """Tests whose every current finished trial failed or timed out, with their trial
         count and their first failure: (test, trials, status, reason, stderr tail)."""

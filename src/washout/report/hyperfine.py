@@ -16,7 +16,10 @@ import csv
 import io
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from washout.errors import WashoutError
 
 if TYPE_CHECKING:
     from washout.stats.compare import Comparison
@@ -99,3 +102,23 @@ def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str
             f"| `{command}` | {mean} | {s.min / unit[1]:.1f} | {s.max / unit[1]:.1f} | {rel} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def write_exports(
+    comparison: Comparison,
+    commands: Mapping[str, str],
+    parameters: Parameters,
+    exports: Mapping[str, Path],
+) -> None:
+    """Write the comparison to each ``{format: path}`` asked for (``json``, ``markdown``,
+    ``csv``); a file that cannot be written is a one-line error naming its option."""
+    texts = {
+        "json": lambda: json_results(comparison, commands, parameters),
+        "csv": lambda: csv_results(comparison, commands, parameters),
+        "markdown": lambda: markdown_results(comparison, commands),
+    }
+    for fmt, path in exports.items():
+        try:
+            path.write_text(texts[fmt](), encoding="utf-8")
+        except OSError as err:
+            raise WashoutError(f"--export-{fmt} = {str(path)!r}: {err.strerror or err}") from None

@@ -1,0 +1,82 @@
+"""The quick form's run count and parameters, as hyperfine chooses them.
+
+``washout run 'cmd a' 'cmd b'`` takes hyperfine's options: without ``--runs`` each command
+is measured for about :data:`BUDGET` seconds (hyperfine's default), at least ``--min-runs``
+and at most ``--max-runs`` times; ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` make a
+grid of ``{NAME}`` values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from washout.errors import SpecError
+from washout.harness.spec import Scalar, Test
+
+BUDGET = 3.0
+"""hyperfine's measurement time per command when the run count is not given (seconds)."""
+MIN_RUNS = 10
+"""hyperfine's default ``--min-runs``."""
+
+
+def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> int:
+    """hyperfine's run count, ceil(budget / a command's time), at least ``min_runs`` and at
+    most ``max_runs``; every run holds every command, so the slowest command's count (the
+    smallest) is taken, and every command is measured for at least that long."""
+    slowest = max(pilot, default=0.0)
+    wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
+    chosen = max(wanted, min_runs)
+    return chosen if max_runs is None else min(chosen, max_runs)
+
+
+def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
+    """One trial of each command (after ``prepare``, as every trial), timed and not stored,
+    as hyperfine times a command's first run to choose its run count; a failing command
+    counts 0 (its count is then ``--min-runs``)."""
+    import asyncio
+
+    from washout.harness.executors.local import LocalExecutor
+
+    async def pilot() -> list[float]:
+        ex = LocalExecutor()
+        try:
+            times = []
+            for test in tests:
+                if prepare:
+                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
+                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
+                times.append(result.duration if result.status == "ok" else 0.0)
+            return times
+        finally:
+            await ex.close()
+
+    return asyncio.run(pilot())
+
+
+def parameter_grid(
+    scan: tuple[str, float, float] | None, step: float | None, listed: tuple[str, str] | None
+) -> dict[str, list[Scalar]] | None:
+    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` as a grid: scan
+    values MIN, MIN + STEP, ... up to MAX (integers when MIN, MAX and STEP are)."""
+    grid: dict[str, list[Scalar]] = {}
+    if step is not None and scan is None:
+        raise SpecError("--parameter-step-size goes with --parameter-scan")
+    if scan is not None:
+        name, low, high = scan
+        step = 1.0 if step is None else step
+        if not step > 0 or high < low:
+            raise SpecError(
+                f"--parameter-scan {name} {low:g} {high:g} -D {step:g}: needs MIN <= MAX "
+                "and a positive step"
+            )
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        whole = all(float(v).is_integer() for v in (low, high, step))
+        values = [low + i * step for i in range(count)]
+        grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
+    if listed is not None:
+        grid[listed[0]] = list(listed[1].split(","))
+    for name in grid:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SpecError(f"parameter name {name!r}: expected letters, digits and _")
+    return grid or None
