@@ -309,7 +309,7 @@ def test_cluster_and_workers_are_exclusive_and_the_plan_counts_nodes(tmp_path: P
         '[[test]]\nname = "a"\ncommand = "true"\n',
         "s",
     )
-    assert parsed.workers == 3
+    assert parsed.schedules == 3
     spec.write_text(
         '[experiment]\nruns = 2\n[cluster]\nkind = "slurm"\nnodes = 3\n'
         '[[test]]\nname = "a"\ncommand = "true"\n'
