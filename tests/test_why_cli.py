@@ -163,11 +163,11 @@ def test_quickstart_says_the_first_trial_after_each_reset_pays_for_the_disk(
     """The README's first command on the real quickstart: every test reads the whole file,
     so whichever runs first after the reset reads it from disk. The run's summary,
     ``analyze --carryover --drift`` and the report's Why section all say so, with how much
-    and for which tests. Nothing that cost could fake is found beyond chance: no predecessor
-    pair and no drift with position or time since the reset at a tenth of the family-wise
-    level (at the level itself each is a false positive in up to alpha of experiments, so
-    asserting none there would fail that often; drift across runs is the machine's own, as
-    other load comes and goes, and may be found)."""
+    and for which tests. That cost cannot fake a predecessor pair or a drift with position:
+    both are computed from random-order trials at positions >= 1 only (their calibration in
+    tests/test_calibration.py shows it). Whether the machine has real effects at later
+    positions as well is the machine's own (a run here once found `copy` faster at later
+    positions, rho -0.70), so this test does not assert there are none."""
     db = tmp_path / "quickstart.db"
     summary = washout("run", QUICKSTART, "--db", db, cwd=ROOT, timeout=280).stdout
     analysis = washout("analyze", db, "--carryover", "--drift").stdout
@@ -184,9 +184,11 @@ def test_quickstart_says_the_first_trial_after_each_reset_pays_for_the_disk(
     [pooled] = pairs.first_after_reset
     assert pooled.significant and pooled.ci[0] > 0
     assert pairs.alpha_per_test is not None
-    blamed = [p for p in pairs.pairs if p.predecessor != RESET and p.p < pairs.alpha_per_test / 10]
-    assert not blamed, blamed
-    clocks = drift(trials)
-    assert clocks.alpha_per_test is not None
-    drifting = [r for r in clocks.rows if r.against != "run" and r.p < clocks.alpha_per_test / 10]
-    assert not drifting, drifting
+    ok = trials[(trials["status"] == "ok") & (trials["metric"] == "wall")]
+    later = ok[(ok["order"] == "random") & (ok["position"] >= 1)]
+    for pair in pairs.pairs:
+        if pair.predecessor != RESET:  # pairs see only the later positions of random runs
+            assert pair.n_after + pair.n_other <= (later["test"] == pair.test).sum(), pair
+    for row in drift(trials).rows:
+        if row.against == "position":
+            assert row.n <= (later["test"] == row.test).sum(), row
