@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from washout.sweep.result import SweepResult
     from washout.sweep.space import Space
 
-__version__ = "0.1.0"
+from washout.version import __version__
 
 # A library logs, an application decides where it goes (``washout -v`` shows it on stderr).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
