@@ -34,6 +34,7 @@ from washout.harness.executors.ssh_connection import TRANSIENT, SSHConnection, d
 from washout.harness.executors.ssh_copy import mirror
 from washout.harness.executors.ssh_reboot import reboot
 from washout.harness.executors.ssh_wrapper import (
+    INLINE_LIMIT,
     KILL_GRACE,
     MISSING_TOOL,
     SHELL,
@@ -111,8 +112,11 @@ class SSHExecutor:
 
         try:
             # stdin stays open: the wrapper kills the command's group when it closes.
-            proc = await conn.create_process(SHELL, encoding=None)
-            proc.stdin.write(script.encode())
+            if self.link.login_bash and len(script) <= INLINE_LIMIT:
+                proc = await conn.create_process(script, encoding=None)
+            else:
+                proc = await conn.create_process(SHELL, encoding=None)
+                proc.stdin.write(script.encode())
             readers = [
                 asyncio.ensure_future(collect(proc.stdout, got.out.add)),
                 asyncio.ensure_future(collect(proc.stderr, got.add_err)),
