@@ -34,7 +34,6 @@ from washout.harness.executors.ssh_connection import TRANSIENT, SSHConnection, d
 from washout.harness.executors.ssh_copy import mirror
 from washout.harness.executors.ssh_reboot import reboot
 from washout.harness.executors.ssh_wrapper import (
-    INLINE_LIMIT,
     KILL_GRACE,
     MISSING_TOOL,
     SHELL,
@@ -112,7 +111,7 @@ class SSHExecutor:
 
         try:
             # stdin stays open: the wrapper kills the command's group when it closes.
-            if self.link.login_bash and len(script) <= INLINE_LIMIT:
+            if self.link.inline(script):
                 proc = await conn.create_process(script, encoding=None)
             else:
                 proc = await conn.create_process(SHELL, encoding=None)

@@ -31,6 +31,7 @@ from washout.errors import WashoutError
 from washout.harness.executors.base import tail
 from washout.harness.executors.ssh_wrapper import (
     GNU_TIME,
+    INLINE_LIMIT,
     KILL_GRACE,
     kill_group_script,
     remote_path,
@@ -186,6 +187,11 @@ class SSHConnection:
             raise WashoutError(
                 f"{self.where()}: cannot connect to {self.worker.host}: {describe(err)}"
             ) from None
+
+    def inline(self, script: str) -> bool:
+        """Whether ``script`` can be the channel's command itself: the login shell is bash
+        and the script fits in one argument (INLINE_LIMIT), so no second shell reads it."""
+        return self.login_bash and len(script) <= INLINE_LIMIT
 
     def alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
