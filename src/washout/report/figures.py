@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and in print.
@@ -442,17 +443,22 @@ def time_axis(trials: pd.DataFrame) -> tuple[pd.Series, str]:
 def _order_scatter(ax: Any, frame: pd.DataFrame, x: pd.Series) -> None:
     for kind in sorted(frame["order"].astype(str).unique(), key=_order_rank):
         sel = frame["order"].astype(str) == kind
-        colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
-        ax.plot(
-            x[sel],
-            frame.loc[sel, "value"],
-            marker=marker,
-            linestyle="none",
-            color=colour,
-            alpha=0.55,
-            markersize=4.5,
-            label=f"{label(kind)} order",
-        )
+        _order_points(ax, kind, x[sel], frame.loc[sel, "value"])
+
+
+def _order_points(ax: Any, kind: str, x: Any, y: Any) -> None:
+    """One order kind's trials as points, in its colour and marker."""
+    colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
+    ax.plot(
+        x,
+        y,
+        marker=marker,
+        linestyle="none",
+        color=colour,
+        alpha=0.55,
+        markersize=4.5,
+        label=f"{label(kind)} order",
+    )
 
 
 def _order_rank(kind: str) -> tuple[int, str]:
@@ -498,6 +504,79 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     return fig
 
 
+def jitter(n: int, width: float) -> np.ndarray:
+    """Horizontal offsets for ``n`` points in a strip ``width`` wide: spread evenly by the
+    golden ratio (deterministic, so the same trials draw the same figure) over 60 % of it."""
+    import numpy as np
+
+    return ((np.arange(n) * 0.618) % 1 - 0.5) * width * 0.6
+
+
+def trials_overview(frame: pd.DataFrame, metric: str) -> Figure:
+    """Every trial of one metric, all tests side by side: per test a strip of points per
+    order kind (fixed and random in their colours, jittered apart), each strip's median a
+    bar. Tests differ in scale (a slow test beside a fast one), so each is drawn as the
+    percentage difference from its own fixed-order median (the reference of
+    :func:`ci_medians_relative`); a test without a non-zero reference is left out and
+    named. One such figure per metric replaces a figure per test, which the report keeps
+    for the tests the analysis flags."""
+    import numpy as np
+
+    tests = list(dict.fromkeys(frame["test"].astype(str)))
+    orders = frame["order"].astype(str).to_numpy()
+    names = frame["test"].astype(str).to_numpy()
+    values = frame["value"].to_numpy(dtype=float)
+    kinds = sorted(set(orders), key=_order_rank)
+    width = 0.8 / len(kinds)
+    points: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {k: ([], []) for k in kinds}
+    bars: list[float] = []  # x0, x1, nan, ... and y, y, nan, ...: all medians in one line
+    bar_ys: list[float] = []
+    drawn: list[str] = []
+    for test in tests:
+        mine = names == test
+        fixed = values[mine & (orders == "fixed")]
+        ref = float(np.median(fixed if len(fixed) else values[mine]))
+        if not finite(ref) or ref == 0:
+            continue
+        i = len(drawn)
+        drawn.append(test)
+        for k, kind in enumerate(kinds):
+            rel = (values[mine & (orders == kind)] / ref - 1.0) * 100.0
+            if not len(rel):
+                continue
+            centre = i - 0.4 + width * (k + 0.5)
+            points[kind][0].append(centre + jitter(len(rel), width))
+            points[kind][1].append(rel)
+            med = float(np.median(rel))
+            bars += [centre - width * 0.4, centre + width * 0.4, math.nan]
+            bar_ys += [med, med, math.nan]
+    longest = max((len(short(t)) for t in drawn), default=0) if len(drawn) <= 40 else 0
+    fig = Figure(figsize=(WIDTH_IN, 3.4))
+    # A fixed layout (constrained layout draws the figure several times to solve it): room
+    # below for the test names, which _test_axis slants at 35 degrees.
+    fig.subplots_adjust(left=0.09, right=0.99, bottom=(0.25 + 0.045 * longest) / 3.4, top=0.86)
+    ax = fig.subplots()
+    for kind, (xs, ys) in points.items():
+        if xs:
+            _order_points(ax, kind, np.concatenate(xs), np.concatenate(ys))
+    ax.plot(bars, bar_ys, color="black", lw=1.6, label="median")
+    ax.axhline(0, color="#777777", lw=0.8, zorder=0)
+    ax.set_xlim(-0.6, max(len(drawn), 1) - 0.4)
+    _test_axis(ax, drawn)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.set_ylabel("% from the fixed median")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(
+        fontsize=8, loc="lower right", bbox_to_anchor=(1, 1), ncols=len(kinds) + 1, frameon=False
+    )
+    left_out = [t for t in tests if t not in drawn]
+    title = f"{label(metric)}: every trial of every test"
+    if left_out:
+        title += f" (left out, median 0: {short(', '.join(left_out), 60)})"
+    fig.suptitle(title, fontsize=11, x=0.09, ha="left")
+    return fig
+
+
 def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test on every worker side by side: fixed and random trials per worker, medians
     marked, so a worker that disagrees (a stale build, a hot machine) stands out."""
@@ -518,9 +597,8 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
             if len(vals) == 0:
                 continue
             centre = w - 0.4 + width * (k + 0.5)
-            offsets = [((j * 0.618) % 1 - 0.5) * width * 0.6 for j in range(len(vals))]
             ax.plot(
-                [centre + o for o in offsets],
+                centre + jitter(len(vals), width),
                 vals,
                 marker=marker,
                 linestyle="none",
