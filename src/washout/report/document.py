@@ -409,7 +409,7 @@ def order_sections(
             figures.per_worker(frame, named(test, metric), metric),
         )
         for i, (test, metric) in enumerate(pairs)
-        if (frame := one(test, metric))["worker"].nunique() > 1
+        if ok["worker"].nunique() > 1 and (frame := one(test, metric))["worker"].nunique() > 1
     ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,6 +82,58 @@ def several_metrics(tests: Sequence[dict[str, Any]]) -> bool:
 
 def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
     return Figure(figsize=(width_in, max(height_in, 2.0)), layout="constrained")
+
+
+def _fixed_figure(
+    height_in: float,
+    margins: tuple[float, float, float, float],
+    width_in: float = WIDTH_IN,
+    grid: tuple[int, int] = (1, 1),
+    gaps: tuple[float, float] = (0.0, 0.0),
+) -> Figure:
+    """A figure whose axes sit at fixed ``margins`` (left, bottom, right, top) and ``gaps``
+    between panels (across, down), in inches, for ``grid`` (rows, columns) of panels.
+
+    The figures a report draws for every experiment use it: constrained layout would solve
+    the same margins by drawing each figure two or three times, most of a figure's cost."""
+    left, bottom, right, top = margins
+    rows, cols = grid
+    across, down = gaps
+    panel_w = (width_in - left - right - (cols - 1) * across) / cols
+    panel_h = (height_in - bottom - top - (rows - 1) * down) / rows
+    fig = Figure(figsize=(width_in, height_in))
+    fig.subplots_adjust(
+        left=left / width_in,
+        bottom=bottom / height_in,
+        right=1 - right / width_in,
+        top=1 - top / height_in,
+        wspace=across / panel_w,
+        hspace=down / panel_h,
+    )
+    return fig
+
+
+def _names_room(names: Sequence[str], slanted: bool = True) -> float:
+    """Inches the test names of :func:`_test_axis` take away from their axis (8 pt text,
+    slanted at 35 degrees on an x axis); none past 40 tests, which get a rank axis."""
+    if len(names) > 40:
+        return 0.0
+    longest = max((len(short(n)) for n in names), default=0)
+    return 0.1 + longest * (0.04 if slanted else 0.066)
+
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_of_ten(value: float, _pos: object = None) -> str:
+    """A log axis's tick label as plain text (10⁻⁵; none between decades): matplotlib's
+    default writes mathtext, whose parser costs more than the rest of a figure."""
+    if not value > 0:
+        return ""
+    exponent = round(math.log10(value))
+    if not math.isclose(value, 10.0**exponent):
+        return ""
+    return "1" if exponent == 0 else "10" + str(exponent).translate(SUPERSCRIPT)
 
 
 def svg(fig: Figure, key: str) -> str:
@@ -141,7 +193,10 @@ def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
         Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
         Line2D([], [], marker="o", color="black", linestyle="none", label="random-order median"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=8, frameon=False)
+
+
+LEGEND_ROOM = 0.5  # inches under the axes for the two rows of the CI-case legend
 
 
 def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
@@ -154,7 +209,12 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
         return ci_medians_relative(tests)
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig = _figure(1.0 + 2.3 * nrows)
+    fig = _fixed_figure(
+        1.0 + 2.3 * nrows,
+        (0.95, 0.3 + LEGEND_ROOM, 0.15, 0.65),
+        grid=(nrows, ncols),
+        gaps=(0.95, 0.55),
+    )
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i >= n:
@@ -237,7 +297,9 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
         rows.append((random, test_label(t, several), t, rel))
     rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
     n = len(rows)
-    fig = _figure(1.6 + 0.2 * n)
+    names = [r[1] for r in rows]
+    margins = (0.35 + _names_room(names, slanted=False), 0.5 + LEGEND_ROOM, 0.15, 0.5)
+    fig = _fixed_figure(max(1.6 + 0.2 * n, 3.0), margins)
     ax = fig.subplots()
     for y, (random, _, t, rel) in enumerate(rows):
         colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
@@ -255,7 +317,7 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
                     linestyle="none",
                 )
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(n), [short(r[1]) for r in rows], fontsize=7)
+    ax.set_yticks(range(n), [short(name) for name in names], fontsize=7)
     ax.set_ylim(-0.8, n - 0.2)
     ax.set_xlabel("difference from the test's fixed-order median (%)")
     ax.set_ylabel("test, sorted by the random median's difference")
@@ -297,7 +359,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if finite(t.get("kw_p"))]
     names = [test_label(t, several_metrics(tests)) for t in tests]
     n = len(tests)
-    fig = _figure(5.4 + (1.0 if n <= 40 and n else 0.0))
+    margins = (0.95, 0.5 + _names_room(names), 0.15, 0.5)
+    fig = _fixed_figure(5.4 + (1.0 if n <= 40 and n else 0.0), margins, gaps=(0, 0.15))
     ax_p, ax_e = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     xs = list(range(n))
     tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
@@ -347,6 +410,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             label=f"uncorrected alpha: {float(alpha):.3g}",
         )
     ax_p.set_yscale("log")
+    ax_p.yaxis.set_major_formatter(_power_of_ten)
+    ax_p.yaxis.set_minor_formatter(NullFormatter())
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
@@ -372,7 +437,9 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
     tests = [t for t in analysis["tests"] if finite(t.get("delta_pct"))]
     tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
     n = len(tests)
-    fig = _figure(1.6 + 0.28 * min(n, 40) if n <= 40 else 5.0)
+    names = [test_label(t, several_metrics(tests)) for t in tests]
+    margins = (0.35 + _names_room(names, slanted=False), 0.55, 0.15, 0.4)
+    fig = _fixed_figure(max(1.6 + 0.28 * n if n <= 40 else 5.0, 2.5), margins)
     ax = fig.subplots()
     ys = list(range(n))
     vals = [float(t["delta_pct"]) for t in tests]
@@ -381,7 +448,7 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel("Δ% = (mean fixed − mean random) / mean fixed (%)")
     ax.set_ylabel("test" if n <= 40 else "test rank by Δ%")
-    _test_axis(ax, [test_label(t, several_metrics(tests)) for t in tests], horizontal=True)
+    _test_axis(ax, names, horizontal=True)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(
         handles=[
@@ -397,7 +464,7 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
 
 def ci_case_counts(analysis: dict[str, Any]) -> Figure:
     """How many tests fall in each CI case (Duplyakin et al. 2023, Fig. 6)."""
-    fig = _figure(3.4, width_in=6.5)
+    fig = _fixed_figure(3.4, (0.6, 0.55, 0.15, 0.4), width_in=6.5)
     ax = fig.subplots()
     cases: list[int | None] = [1, 2, 3, None]
     counts = [sum(1 for t in analysis["tests"] if t.get("ci_case") == c) for c in cases]
@@ -550,11 +617,7 @@ def trials_overview(frame: pd.DataFrame, metric: str) -> Figure:
             med = float(np.median(rel))
             bars += [centre - width * 0.4, centre + width * 0.4, math.nan]
             bar_ys += [med, med, math.nan]
-    longest = max((len(short(t)) for t in drawn), default=0) if len(drawn) <= 40 else 0
-    fig = Figure(figsize=(WIDTH_IN, 3.4))
-    # A fixed layout (constrained layout draws the figure several times to solve it): room
-    # below for the test names, which _test_axis slants at 35 degrees.
-    fig.subplots_adjust(left=0.09, right=0.99, bottom=(0.25 + 0.045 * longest) / 3.4, top=0.86)
+    fig = _fixed_figure(3.4, (0.8, 0.15 + _names_room(drawn), 0.1, 0.45))
     ax = fig.subplots()
     for kind, (xs, ys) in points.items():
         if xs:
@@ -584,7 +647,12 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
 
     workers = sorted(frame["worker"].astype(str).unique())
     kinds = sorted(frame["order"].astype(str).unique(), key=_order_rank)
-    fig = _figure(3.4, width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2))
+    slanted = len(workers) > 4
+    fig = _fixed_figure(
+        3.4,
+        (0.95, 0.45 + (_names_room(workers) if slanted else 0.15), 0.15, 0.4),
+        width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2),
+    )
     ax = fig.subplots()
     width = 0.8 / max(len(kinds), 1)
     for k, kind in enumerate(kinds):
@@ -619,8 +687,8 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         range(len(workers)),
         [short(w, 20) for w in workers],
         fontsize=8,
-        rotation=20 if len(workers) > 4 else 0,
-        ha="right" if len(workers) > 4 else "center",
+        rotation=20 if slanted else 0,
+        ha="right" if slanted else "center",
     )
     ax.set_xlabel("worker")
     ax.set_ylabel(label(metric))
