@@ -301,21 +301,26 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     margins = (0.35 + _names_room(names, slanted=False), 0.5 + LEGEND_ROOM, 0.15, 0.5)
     fig = _fixed_figure(max(1.6 + 0.2 * n, 3.0), margins)
     ax = fig.subplots()
+    # One line per colour for the CIs (NaN between them) and per colour and marker for the
+    # medians: a few artists to draw instead of four per test.
+    cis: dict[str, tuple[list[float], list[float]]] = {}
+    medians: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for y, (random, _, t, rel) in enumerate(rows):
         colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
         for dy, side, marker, centre in ((0.18, "fixed", "s", 0.0), (-0.18, "random", "o", random)):
             ci = t.get(f"ci_{side}")
             if ci:
-                ax.plot([rel(ci[0]), rel(ci[1])], [y + dy, y + dy], color=colour, lw=2)
+                xs, ys = cis.setdefault(colour, ([], []))
+                xs += [rel(ci[0]), rel(ci[1]), math.nan]
+                ys += [y + dy, y + dy, math.nan]
             if math.isfinite(centre):
-                ax.plot(
-                    [centre],
-                    [y + dy],
-                    marker=marker,
-                    color=colour,
-                    markersize=4.5,
-                    linestyle="none",
-                )
+                xs, ys = medians.setdefault((colour, marker), ([], []))
+                xs.append(centre)
+                ys.append(y + dy)
+    for colour, (xs, ys) in cis.items():
+        ax.plot(xs, ys, color=colour, lw=2)
+    for (colour, marker), (xs, ys) in medians.items():
+        ax.plot(xs, ys, marker=marker, color=colour, markersize=4.5, linestyle="none")
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(n), [short(name) for name in names], fontsize=7)
     ax.set_ylim(-0.8, n - 0.2)
