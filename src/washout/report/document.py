@@ -401,6 +401,7 @@ def order_sections(
         for i, f in enumerate(flags[:DETAIL_FIGURES])
     ]
     sections.append(Section("Trials", _trials_intro(flags, len(pairs), named), shown))
+    several_workers = ok["worker"].nunique() > 1
     per_worker = [
         FigureItem(
             f"workers-{i}",
@@ -409,7 +410,7 @@ def order_sections(
             figures.per_worker(frame, named(test, metric), metric),
         )
         for i, (test, metric) in enumerate(pairs)
-        if ok["worker"].nunique() > 1 and (frame := one(test, metric))["worker"].nunique() > 1
+        if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
     ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
@@ -434,14 +435,14 @@ def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], 
         f"for the {len(drawn)} flagged test{'s' if len(drawn) > 1 else ''} of {compared}, the "
         f"most significant first ({', '.join(named(f.test, f.metric) for f in drawn)})"
     )
-    rest = flags[DETAIL_FIGURES:]
+    rest, others = flags[DETAIL_FIGURES:], compared - len(flags)
     if rest:
         intro += (
             f"; {len(rest)} more flagged ({', '.join(named(f.test, f.metric) for f in rest)}) "
-            f"are only in the overviews, as are the {compared - len(flags)} others"
+            "are only in the overviews" + (f", as are the {others} others" if others else "")
         )
-    else:
-        intro += f"; the other {compared - len(flags)} are in the overviews"
+    elif others:
+        intro += f"; the other {others} are in the overviews"
     return intro + "."
 
 
