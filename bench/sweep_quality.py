@@ -162,8 +162,8 @@ CONFIGS: dict[str, dict] = {
     "paper: stratified + ANOVA": dict(method="paper", sampler="stratified"),
     "paper: dist-aware + ANOVA": dict(method="paper", sampler="dist-aware"),
     "paper: random + MLP": dict(method="paper", model="mlp"),
-    "ours (the default: coverage + smooth, holdout rule, predicted space, sum coding, "
-    "adaptive batches)": dict(method="ours"),
+    "ours (the default: coverage + smooth, stratified folds, holdout rule, predicted space, "
+    "sum coding, adaptive batches)": dict(method="ours"),
 }
 
 

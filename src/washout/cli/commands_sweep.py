@@ -123,6 +123,14 @@ def explore(
         "--coding",
         help="The conclusions' ANOVA coding: sum (ours, label-invariant) or treatment (paper).",
     ),
+    validation: str = typer.Option(
+        None,
+        "--validation",
+        help=(
+            "The validation splits: folds (ours: 5-fold, stratified on the value, repeated) "
+            "or random (paper: random 80/20 splits)."
+        ),
+    ),
     seed: int = typer.Option(0, "--seed"),
     start: float = typer.Option(None, "--start", help="Fraction measured first."),
     step: float = typer.Option(None, "--step", help="Least fraction added per iteration."),
@@ -132,7 +140,7 @@ def explore(
     threshold: float = typer.Option(
         0.9, "--threshold", help="R^2 every validation split must reach."
     ),
-    splits: int = typer.Option(10, "--splits", help="80/20 validation splits per iteration."),
+    splits: int = typer.Option(10, "--splits", help="Validation splits (20% each) per iteration."),
     budget: int = typer.Option(None, "--budget", help="Most settings to measure."),
     full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
     versus: Path = typer.Option(
@@ -175,6 +183,7 @@ def explore(
         budget=budget,
         conclude=conclude,
         coding=coding,
+        validation=validation,
     )
     options.check("explore")
     space = load_space_csv(data, metric, param or None)

@@ -60,6 +60,7 @@ def summary(
         rule=options.rule,
         conclusions_from="all rows" if full else options.conclude,
         coding=options.coding,
+        validation=options.validation,
         exact_fit=c.exact_fit,
         seed=options.seed,
         significant_terms=terms_json(c),
@@ -104,7 +105,9 @@ def explore(
     require_variation(space.y, space.source, space.metric)
     if full:
         rows = np.arange(len(space))
-        scores = split_r2(space, rows, space.y, options.model, options.splits, options.seed)
+        scores = split_r2(
+            space, rows, space.y, options.model, options.splits, options.seed, options.validation
+        )
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
         result = LoopResult(
             rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed

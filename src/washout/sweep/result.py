@@ -81,6 +81,7 @@ class SweepResult:
     rule: str
     conclusions_from: str
     coding: str
+    validation: str
     exact_fit: bool
     seed: int
     significant_terms: tuple[TermShare, ...]
