@@ -55,7 +55,7 @@ def writer_session(path: Path) -> None:
     store.close()
 
 
-def sql_rows(path: Path) -> pd.DataFrame:
+def sql_rows(path: Path, include_superseded: bool = False) -> pd.DataFrame:
     """The long format read through SQL alone: from a copy of the store without the
     columnar copy's state row."""
     plain = path.with_name(f"plain-{path.name}")
@@ -65,7 +65,7 @@ def sql_rows(path: Path) -> pd.DataFrame:
     dst.close()
     with Store.open(plain, readonly=True) as store:
         assert store._columns() is None
-        return store.long_frame()
+        return store.long_frame(include_superseded)
 
 
 def state(path: Path) -> tuple[int, int] | None:
@@ -122,8 +122,13 @@ def test_a_changed_covered_row_makes_the_copy_stale_and_it_is_ignored(tmp_path: 
         same_bits(frame, sql_rows(path))
         writer_session(path)  # the copy is written again
         assert state(path) is not None
-    row = frame[(frame["run"] == 0) & (frame["position"] == 2)]
-    assert row.empty  # superseded: out of the analysis, as from SQL
+        for include_superseded in (False, True):
+            with Store.open(path, readonly=True) as reader:
+                assert reader._columns() is not None
+                copied = reader.long_frame(include_superseded)
+            same_bits(copied, sql_rows(path, include_superseded))
+    assert frame[(frame["run"] == 0) & (frame["position"] == 2)].empty  # superseded
+    assert set(copied.loc[copied["position"] == 2, "status"]) == {"superseded"}
 
 
 def test_trials_after_the_copy_are_read_from_sql_and_appended_later(tmp_path: Path) -> None:
