@@ -890,15 +890,18 @@ class Store:
         one Python object per value from SQLite (bench/analysis_scale.py); the SQL tables
         stay the truth. One transaction: a writer killed meanwhile leaves the copy as it was.
         """
-        import numpy as np
-
         with self.transaction() as c:
             state = c.execute("SELECT covers, names FROM columnar_state").fetchone()
+            covered = 0 if state is None else state[0]
             (top,) = c.execute("SELECT coalesce(max(id), 0) FROM trial").fetchone()
-            (running,) = c.execute("SELECT min(id) FROM trial WHERE status = 'running'").fetchone()
+            (running,) = c.execute(  # only the trials after the copy: a range of ids
+                "SELECT min(id) FROM trial WHERE id > ? AND status = 'running'", (covered,)
+            ).fetchone()
             top = top if running is None else min(top, running - 1)
-            if state is not None and state[0] >= top:
+            if state is not None and covered >= top:
                 return
+            import numpy as np  # only now: a session that added no trial does not pay for it
+
             if state is None:
                 c.execute("DELETE FROM columnar")
                 start, chunk = 0, 0
