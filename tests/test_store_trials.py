@@ -5,18 +5,16 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from washout.data.store import ExperimentRecord, Store
 
 
-def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
-    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
-    store = Store.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
-    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
+def finished(metrics: dict[str, float], status: str = "ok") -> dict[str, Any]:
+    """``Store.finish_trial``'s fields for a trial that just ended with these metrics."""
     now = datetime.now(UTC)
-    first = store.begin_trial(run_id, 0, "a", 0, now)
-    fields = dict(
-        status="ok",
+    return dict(
+        status=status,
         reason="",
         exit_code=0,
         started=now,
@@ -25,8 +23,17 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
         stdout_tail="",
         stderr_tail="",
         cpus=None,
-        metrics={"wall": 0.5},
+        metrics=metrics,
     )
+
+
+def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
+    store = Store.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
+    now = datetime.now(UTC)
+    first = store.begin_trial(run_id, 0, "a", 0, now)
+    fields = finished({"wall": 0.5})
     second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))
     assert second is not None and second != first
     reader = sqlite3.connect(tmp_path / "e.db")  # what a crash right now would leave
@@ -46,19 +53,7 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     store = Store.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
-    store.finish_trial(
-        store.begin_trial(run_id, 0, "a", 0, now),
-        status="ok",
-        reason="",
-        exit_code=0,
-        started=now,
-        ended=now,
-        duration=0.5,
-        stdout_tail="",
-        stderr_tail="",
-        cpus=None,
-        metrics={},
-    )
+    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **finished({}))
     store.close()
     conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
     conn.execute("ALTER TABLE trial DROP COLUMN superseded")
