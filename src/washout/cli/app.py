@@ -10,7 +10,7 @@ import logging
 
 import typer
 
-from washout import __version__
+from washout.version import __version__
 
 app = typer.Typer(
     name="washout",

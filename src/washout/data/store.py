@@ -31,8 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from washout import __version__
 from washout.errors import StoreBusyError, StoreExistsError, StoreWriteError, WashoutError
+from washout.version import __version__
 
 if TYPE_CHECKING:
     import numpy as np

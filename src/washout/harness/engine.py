@@ -34,7 +34,6 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any
 
-from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
 from washout.errors import (
     SpecError,
@@ -66,6 +65,7 @@ from washout.harness.spec import (
     expand_tests,
     parse_spec_text,
 )
+from washout.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from washout import __version__
 from washout.report import document, figures
+from washout.version import __version__
 
 if TYPE_CHECKING:
     import jinja2
