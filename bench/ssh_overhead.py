@@ -37,6 +37,7 @@ from _common import header, load  # noqa: E402
 from sshd import SshdFarm  # noqa: E402
 
 from washout.harness.engine import Experiment, execute  # noqa: E402
+from washout.harness.executors.base import CommandOptions  # noqa: E402
 from washout.harness.executors.ssh import SSHExecutor  # noqa: E402
 from washout.harness.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
@@ -91,7 +92,7 @@ async def executor(
 
     async def loop(ex: SSHExecutor) -> None:
         for _ in range(trials):
-            result = await ex.run("true", timeout=60)
+            result = await ex.run("true", CommandOptions(timeout=60))
             assert result.status == "ok", result
             durations.append(result.duration)
 

@@ -12,6 +12,7 @@ import math
 import re
 
 from washout.errors import SpecError
+from washout.harness.executors.base import CommandOptions
 from washout.harness.spec import Scalar, Test
 
 BUDGET = 3.0
@@ -44,8 +45,10 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
             times = []
             for test in tests:
                 if prepare:
-                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
-                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
+                    await ex.run(prepare, CommandOptions(timeout=None, cwd=test.cwd, env=test.env))
+                result = await ex.run(
+                    test.command, CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
+                )
                 times.append(result.duration if result.status == "ok" else 0.0)
             return times
         finally:
