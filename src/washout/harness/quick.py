@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import re
 
-from washout.errors import SpecError
+from washout.errors import SpecError, WashoutError
 from washout.harness.executors.base import CommandOptions
-from washout.harness.spec import Scalar, Test
+from washout.harness.spec import Scalar, Spec, Test, expand_tests
 
 BUDGET = 3.0
 """hyperfine's measurement time per command when the run count is not given (seconds)."""
@@ -29,6 +29,28 @@ def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> 
     wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
     chosen = max(wanted, min_runs)
     return chosen if max_runs is None else min(chosen, max_runs)
+
+
+def quick_runs(
+    spec: Spec,
+    runs: int | None,
+    min_runs: int | None,
+    max_runs: int | None,
+    prepare: str | None,
+) -> int | None:
+    """Runs per order kind for the quick form (None: the spec's): ``--runs`` counts each
+    command's runs in total over the order kinds, hyperfine's meaning; ``--min-runs`` and
+    ``--max-runs`` have the count chosen by the time budget from one pilot trial each."""
+    if min_runs is not None or max_runs is not None:
+        if runs is not None:
+            raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
+        if min_runs is not None and max_runs is not None and min_runs > max_runs:
+            raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
+        pilot = pilot_seconds(expand_tests(spec, "command line"), prepare)
+        runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
+    if runs is None:
+        return None
+    return -(-runs // len(spec.experiment.orders))
 
 
 def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
