@@ -490,3 +490,55 @@ def test_remote_output_is_bounded_and_metric_files_are_checked(
         "a directory, not a regular file",
     ]
     assert took < 10 and (work / "pipe").exists()
+
+
+def test_a_worker_whose_timeout_makes_no_process_group_is_refused(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """A ``timeout`` that runs the command in the caller's process group (BusyBox's execs
+    it in place) would leave a trial's children out of the group the wrapper kills."""
+    (server,) = sshd_farm.start(1)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "timeout").write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    (tools / "timeout").chmod(0o755)
+    server.stop()
+    server.config.write_text(
+        server.config.read_text().replace(
+            "SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={tools}:{os.environ['PATH']}"
+        )
+    )
+    server.start()
+    executor = SSHExecutor(server.worker_spec(sshd_farm.known_hosts))
+    with pytest.raises(WashoutError) as caught:
+        run_async(executor.connect())
+    assert str(caught.value) == (
+        f"worker 127.0.0.1:{server.port}: its `timeout` does not start the command in a "
+        "process group of its own (coreutils' does; needed to stop a trial's processes)"
+    )
+
+
+def test_a_wrapper_too_long_for_one_argument_goes_on_stdin(sshd_farm: SshdFarm) -> None:
+    """A bash login shell gets the wrapper as the channel's command, but one longer than
+    INLINE_LIMIT goes on stdin: two ``env`` values of 70 kB each are fine for the command,
+    but the wrapper holding both would be past what one argument may hold (128 KiB)."""
+    (server,) = sshd_farm.start(1)
+    executor = SSHExecutor(server.worker_spec(sshd_farm.known_hosts))
+    big = {"A": "a" * 70_000, "B": "b" * 70_000}
+    command = 'printf %s "$A$B" | wc -c'
+
+    async def go():
+        await executor.connect()
+        try:
+            long = await executor.run(command, CommandOptions(timeout=60, env=big))
+            return long, await executor.run(
+                command, CommandOptions(timeout=60, env={"A": "x", "B": "yz"})
+            )
+        finally:
+            await executor.close()
+
+    assert executor.link.login_bash is False  # not yet connected
+    long, short = run_async(go())
+    assert (long.status, long.stdout) == ("ok", b"140000\n")
+    assert (short.status, short.stdout) == ("ok", b"3\n")
+    assert executor.link.login_bash

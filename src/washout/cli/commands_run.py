@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import app
+from washout.cli.app import LIST_JOIN, app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
@@ -282,12 +282,13 @@ def run_command(
     parameter_step: float | None = typer.Option(
         None, "--parameter-step-size", "-D", help="The step of -P (default 1)."
     ),
-    parameter_list: tuple[str, str] | None = typer.Option(
-        None,
+    parameter_list: list[str] = typer.Option(
+        [],
         "--parameter-list",
         "-L",
         metavar="NAME a,b,c",
-        help="Quick form: one test per value of {NAME} (with -P: every combination).",
+        help="Quick form: one test per value of {NAME}; repeatable, and with -P: every "
+        "combination.",
     ),
     command_name: list[str] = typer.Option(
         [],
@@ -355,7 +356,7 @@ def run_command(
     else:
         if is_spec:
             raise WashoutError(f"{args[0]}: no such spec file")
-        params = parameter_grid(parameter_scan, parameter_step, parameter_list)
+        params = parameter_grid(parameter_scan, parameter_step, split_lists(parameter_list))
         spec, text = spec_from_commands(
             args,
             runs=10,
@@ -392,6 +393,19 @@ def run_command(
         )
     finally:
         store.close()
+
+
+def split_lists(values: list[str]) -> list[tuple[str, str]]:
+    """The ``-L NAME a,b,c`` options as (name, values) pairs (see ``join_parameter_lists``)."""
+    pairs = []
+    for value in values:
+        name, joined, text = value.partition(LIST_JOIN)
+        if not joined:
+            raise WashoutError(
+                f"--parameter-list {value}: expected a name and its values, as -L NAME a,b,c"
+            )
+        pairs.append((name, text))
+    return pairs
 
 
 def _exports(**paths: Path | None) -> dict[str, Path]:

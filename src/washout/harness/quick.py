@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from washout.errors import SpecError, WashoutError
 from washout.harness.executors.base import CommandOptions
@@ -80,10 +81,13 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
 
 
 def parameter_grid(
-    scan: tuple[str, float, float] | None, step: float | None, listed: tuple[str, str] | None
+    scan: tuple[str, float, float] | None,
+    step: float | None,
+    listed: Sequence[tuple[str, str]] = (),
 ) -> dict[str, list[Scalar]] | None:
-    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` as a grid: scan
-    values MIN, MIN + STEP, ... up to MAX (integers when MIN, MAX and STEP are)."""
+    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` (repeatable) as a
+    grid, every combination of the values: scan values MIN, MIN + STEP, ... up to MAX
+    (integers when MIN, MAX and STEP are)."""
     grid: dict[str, list[Scalar]] = {}
     if step is not None and scan is None:
         raise SpecError("--parameter-step-size goes with --parameter-scan")
@@ -99,8 +103,10 @@ def parameter_grid(
         whole = all(float(v).is_integer() for v in (low, high, step))
         values = [low + i * step for i in range(count)]
         grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
-    if listed is not None:
-        grid[listed[0]] = list(listed[1].split(","))
+    for name, values_text in listed:
+        if name in grid:
+            raise SpecError(f"--parameter-list {name}: parameter {name!r} is given twice")
+        grid[name] = list(values_text.split(","))
     for name in grid:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SpecError(f"parameter name {name!r}: expected letters, digits and _")

@@ -10,7 +10,8 @@ made up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -317,9 +318,12 @@ def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     return usable_trials(trials, "report")[0]
 
 
-def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> list[Section]:
-    """Figures 1-4 from the analysis; 5 (trials by position and time) and 6 (per worker)
-    from the trials."""
+def order_sections(
+    analysis: dict[str, Any], trials: pd.DataFrame | None, why: Why | None = None
+) -> list[Section]:
+    """Figures 1-4 from the analysis; from the trials, one overview of every trial per
+    metric, a trials figure by position and time for each test :func:`flagged_tests` names
+    (at most :data:`DETAIL_FIGURES`), and per worker where there are several."""
     tests = analysis.get("tests") or []
     sections = []
     if tests:
@@ -365,38 +369,136 @@ def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> lis
     ok = _usable(trials)
     if ok.empty:
         return sections
-    pairs = list(dict.fromkeys(zip(ok["test"].astype(str), ok["metric"].astype(str))))
-    many_metrics = ok["metric"].nunique() > 1
-    per_test, per_worker = [], []
-    for i, (test, metric) in enumerate(pairs):
-        frame = ok[(ok["test"].astype(str) == test) & (ok["metric"].astype(str) == metric)]
-        frame = frame.reset_index(drop=True)
-        name = f"{test} · {metric}" if many_metrics else test
-        per_test.append(
-            FigureItem(
-                f"trials-{i}",
-                f"{name}: trials by position and time",
-                "Left: each trial's value against its position in the run; in the fixed order a "
-                "test always sits at the same position. Right: the same trials against time "
-                "(or run number, where the source has no timestamps).",
-                figures.trials_over_run(frame, name, metric),
-            )
+    tests, metrics = ok["test"].astype(str), ok["metric"].astype(str)
+    pairs = list(dict.fromkeys(zip(tests, metrics)))
+    many_metrics = metrics.nunique() > 1
+
+    def one(test: str, metric: str) -> pd.DataFrame:
+        return ok[(tests == test) & (metrics == metric)].reset_index(drop=True)
+
+    def named(test: str, metric: str) -> str:
+        return f"{test} · {metric}" if many_metrics else test
+
+    shown = [
+        FigureItem(
+            f"overview-{j}",
+            f"{metric}: every trial of every test",
+            "Each test's trials as points, fixed and random order side by side, as the "
+            "difference from that test's fixed-order median; bars are the medians.",
+            figures.trials_overview(ok[metrics == metric], metric),
         )
-        if frame["worker"].nunique() > 1:
-            per_worker.append(
-                FigureItem(
-                    f"workers-{i}",
-                    f"{name}: per worker",
-                    "The same test on every worker; bars are medians.",
-                    figures.per_worker(frame, name, metric),
-                )
-            )
-    sections.append(
-        Section("Trials", "Every successful trial, fixed and random marked apart.", per_test)
-    )
+        for j, metric in enumerate(dict.fromkeys(metrics))
+    ]
+    flags = [f for f in flagged_tests(analysis, why) if (f.test, f.metric) in set(pairs)]
+    shown += [
+        FigureItem(
+            f"trials-{i}",
+            f"{named(f.test, f.metric)}: trials by position and time ({', '.join(f.reasons)})",
+            "Left: each trial's value against its position in the run; in the fixed order a "
+            "test always sits at the same position. Right: the same trials against time "
+            "(or run number, where the source has no timestamps).",
+            figures.trials_over_run(one(f.test, f.metric), named(f.test, f.metric), f.metric),
+        )
+        for i, f in enumerate(flags[:DETAIL_FIGURES])
+    ]
+    sections.append(Section("Trials", _trials_intro(flags, len(pairs), named), shown))
+    several_workers = ok["worker"].nunique() > 1
+    per_worker = [
+        FigureItem(
+            f"workers-{i}",
+            f"{named(test, metric)}: per worker",
+            "The same test on every worker; bars are medians.",
+            figures.per_worker(frame, named(test, metric), metric),
+        )
+        for i, (test, metric) in enumerate(pairs)
+        if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
+    ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
     return sections
+
+
+def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], str]) -> str:
+    """Which tests have a trials figure of their own, and that the rest are in the
+    overviews."""
+    intro = (
+        "Every successful trial, fixed and random marked apart: first one overview per "
+        "metric, then value against position and time "
+    )
+    if not flags:
+        return intro + (
+            f"for flagged tests, and none of the {compared} is flagged (order matters, "
+            "inconclusive CIs, carryover, first after the reset, drift): every trial is in "
+            "the overviews."
+        )
+    drawn = flags[:DETAIL_FIGURES]
+    intro += (
+        f"for the {len(drawn)} flagged test{'s' if len(drawn) > 1 else ''} of {compared}, the "
+        f"most significant first ({', '.join(named(f.test, f.metric) for f in drawn)})"
+    )
+    rest, others = flags[DETAIL_FIGURES:], compared - len(flags)
+    if rest:
+        intro += (
+            f"; {len(rest)} more flagged ({', '.join(named(f.test, f.metric) for f in rest)}) "
+            "are only in the overviews" + (f", as are the {others} others" if others else "")
+        )
+    elif others:
+        intro += f"; the other {others} are in the overviews"
+    return intro + "."
+
+
+DETAIL_FIGURES = 8
+"""At most this many per-test trials figures in a report (each costs ~0.1 s to draw)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A test x metric the analysis flags, why (in words), and the smallest p-value among
+    those reasons, which ranks it."""
+
+    test: str
+    metric: str
+    reasons: tuple[str, ...]
+    p: float
+
+
+def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
+    """The tests x metrics worth a trials figure of their own, most significant (smallest
+    p) first: order matters (Kruskal-Wallis significant after correction); inconclusive
+    (not significant, yet the CIs are not clearly alike: case 3, partial overlap, or case 1,
+    disjoint; Duplyakin et al. 2023, Algorithm 2); a significant carryover pair or first
+    trial after the reset for the test; significant drift of the test. A per-worker row
+    flags its test."""
+    from washout.stats.carryover import RESET
+    from washout.stats.why import CLOCK_WORDS
+
+    found: dict[tuple[str, str], tuple[list[str], float]] = {}
+
+    def add(test: str, metric: str, reason: str, p: object) -> None:
+        reasons, best = found.get((test, metric), ([], math.inf))
+        if reason not in reasons:
+            reasons.append(reason)
+        found[test, metric] = (reasons, min(best, float(p) if figures.finite(p) else math.inf))
+
+    for t in analysis.get("tests") or []:
+        key = str(t["test"]), str(t.get("metric"))
+        if t.get("significant"):
+            add(*key, "order matters", t.get("kw_p"))
+        elif t.get("ci_case") in (1, 3):
+            add(*key, f"inconclusive, CI case {t['ci_case']}", t.get("kw_p"))
+    if why is not None and why.carryover is not None:
+        for pair in why.carryover.significant():
+            reason = (
+                "first after the reset"
+                if pair.predecessor == RESET
+                else f"carryover after {pair.predecessor}"
+            )
+            add(pair.test, pair.metric, reason, pair.p)
+    if why is not None and why.drift is not None:
+        for row in why.drift.significant():
+            add(row.test, row.metric, f"drift with {CLOCK_WORDS[row.against]}", row.p)
+    flags = [Flag(test, metric, tuple(r), p) for (test, metric), (r, p) in found.items()]
+    return sorted(flags, key=lambda f: (f.p, f.test, f.metric))
 
 
 # ---------------------------------------------------------------------------------------
@@ -710,7 +812,7 @@ def build_report(
         workers=workers,
         tests=tests_table(found) if found is not None else None,
         warnings=test_warnings(found) if found is not None else [],
-        sections=order_sections(found, trials) if found is not None else [],
+        sections=order_sections(found, trials, why) if found is not None else [],
         sweep=sweep_part(sweep, settings) if sweep is not None else None,
         findings=render_words(why) if why is not None else [],
         order_matters=found is not None and found.get("verdict") == "order-matters",

@@ -103,8 +103,11 @@ class SSHExecutor:
 
         try:
             # stdin stays open: the wrapper kills the command's group when it closes.
-            proc = await conn.create_process(SHELL, encoding=None)
-            proc.stdin.write(script.encode())
+            if self.link.inline(script):
+                proc = await conn.create_process(script, encoding=None)
+            else:
+                proc = await conn.create_process(SHELL, encoding=None)
+                proc.stdin.write(script.encode())
             readers = [
                 asyncio.ensure_future(collect(proc.stdout, got.out.add)),
                 asyncio.ensure_future(collect(proc.stderr, got.add_err)),
