@@ -44,6 +44,7 @@ from _common import header, load  # noqa: E402
 from sshd import SshdFarm  # noqa: E402
 
 from washout.harness.engine import Experiment, execute  # noqa: E402
+from washout.harness.executors.base import CommandOptions  # noqa: E402
 from washout.harness.executors.ssh import SSHExecutor  # noqa: E402
 from washout.harness.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
@@ -89,7 +90,7 @@ async def channels(workers: list[WorkerSpec], trials: int) -> tuple[Layer, Layer
 
     def executor(pool: list[SSHExecutor], layer: int) -> Callable[[int], Awaitable[None]]:
         async def one(i: int) -> None:
-            result = await pool[i].run("true", timeout=60)
+            result = await pool[i].run("true", CommandOptions(timeout=60))
             assert result.status == "ok", result
             durations[layer].append(result.duration)
 

@@ -158,12 +158,10 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
 
 
 def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
-    settings, sweep, history = silo_sweep()
+    settings, sweep = silo_sweep()
     path = tmp_path / "sweep.html"
     path.write_text(
-        render_html(
-            build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings, history)
-        ),
+        render_html(build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings)),
         encoding="utf-8",
     )
     with chromium.open(path) as seen:

@@ -137,7 +137,7 @@ def test_bad_options_are_one_line_errors(field: str, value: object, message: str
 
 
 def test_stable_rule_waits_for_unchanged_conclusions() -> None:
-    from washout.sweep.conclusions import conclusion_signature
+    from washout.sweep.incremental import conclusion_signature
 
     herd = load_space_csv(FIXTURES / "herd_ycsb.csv", "tput")  # stops within 10-15%
     base = dict(seed=1, analysis="anova-main", start=0.05, step=0.05, growth=1.0)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from washout.stats.order import OrderAnalysis
     from washout.stats.why import Why
+    from washout.sweep.result import Curve, Fixed, ImportantPoint, SweepResult
 
 
 @dataclass(frozen=True)
@@ -621,115 +622,86 @@ Curves = dict[str, dict[str, list[tuple[float, float]]]]
 """Panel title -> line label -> (level, coefficient) points."""
 
 
-def coefficient_panels(sweep: dict[str, Any]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
+def coefficient_panels(sweep: SweepResult) -> tuple[Curves, list[tuple[str, str, float, str]]]:
     """The coefficient curves the sweep's conclusions were drawn from (its ``curves``:
     washout.sweep's ANOVA, Hui et al. 2024, docs/sweep-method.md sections 4 and 7), so the
     sweep's knee and turning points sit on the curves drawn: one panel per main effect
     left in the model, and one per interaction and varied parameter that has a point (a line
     per fixed level). Returns the panels and the marks ``(panel, line, x, kind)``."""
-    points = sweep.get("important_points") or []
-    wanted = {
-        (str(p.get("term")), str(p.get("parameter")))
-        for p in points
-        if p.get("fixed") not in (None, "", {})
-    }
+    wanted = {(p.term, p.parameter) for p in sweep.important_points if p.fixed}
     panels: Curves = {}
-    for curve in sorted(sweep.get("curves") or [], key=lambda c: (c["term"], str(c["fixed"]))):
-        xy = [(float(x), float(y)) for x, y in zip(curve["x"], curve["y"])]
-        if curve.get("fixed") in (None, "", {}):
-            title, line = str(curve["parameter"]), "main effect"
-        else:
-            if (str(curve["term"]), str(curve["parameter"])) not in wanted:
-                continue
-            ((name, _),) = curve["fixed"].items()
-            title = f"{curve['parameter']} by {name} ({curve['term']})"
-            line = fixed_text(curve["fixed"])
-        panels.setdefault(title, {})[line] = sorted(xy)
-    marks = []
-    for p in points:
-        if p.get("fixed") in (None, "", {}):
-            title, line = str(p.get("parameter")), "main effect"
-        else:
-            ((name, _),) = p["fixed"].items()
-            title = f"{p.get('parameter')} by {name} ({p.get('term')})"
-            line = fixed_text(p["fixed"])
-        try:
-            marks.append((title, line, float(p["value"]), str(p.get("type"))))
-        except (TypeError, ValueError):
+    for curve in sorted(sweep.curves, key=lambda c: (c.term, str(c.fixed))):
+        if curve.fixed and (curve.term, curve.parameter) not in wanted:
             continue
+        title, line = _panel_line(curve)
+        panels.setdefault(title, {})[line] = sorted(zip(map(float, curve.x), map(float, curve.y)))
+    marks = []
+    for p in sweep.important_points:
+        title, line = _panel_line(p)
+        try:
+            x = float(p.value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue  # a point along text levels has no place on a numeric axis
+        marks.append((title, line, x, p.type))
     return panels, marks
 
 
-def fixed_text(fixed: object) -> str:
+def _panel_line(at: Curve | ImportantPoint) -> tuple[str, str]:
+    """The panel and line a curve or point belongs to: its parameter's main effect, or its
+    interaction's panel with one line per fixed level."""
+    if not at.fixed:
+        return at.parameter, "main effect"
+    ((name, _),) = at.fixed.items()
+    return f"{at.parameter} by {name} ({at.term})", fixed_text(at.fixed)
+
+
+def fixed_text(fixed: Fixed) -> str:
     """The fixed side of an interaction point (``{"keys": 128}`` -> ``keys = 128``)."""
-    if fixed in (None, "", {}):
+    if not fixed:
         return "–"
-    if isinstance(fixed, dict):
-        return ", ".join(f"{k} = {v}" for k, v in fixed.items())
-    return str(fixed)
+    return ", ".join(f"{k} = {v}" for k, v in fixed.items())
 
 
-def _x(level: Any) -> float:
-    try:
-        return float(level)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def sweep_part(
-    sweep: dict[str, Any],
-    settings: pd.DataFrame,
-    r2_history: list[dict[str, Any]] | None = None,
-    metric: str | None = None,
-) -> SweepPart:
-    """The sweep section from washout.sweep's result dict, the measured settings (parameter
-    columns and the metric; the metric is the last column unless named) and, optionally,
-    the R^2 history of the incremental sampling (one ``{"sampling_rate", "r2_validation"}``
-    per step; without it, the final step alone)."""
+def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = None) -> SweepPart:
+    """The sweep section from washout.sweep's result and the measured settings (parameter
+    columns and the metric; the metric is the last column unless named). Its R^2 figure
+    shows every step of the incremental sampling (without steps, the final one alone)."""
     metric = metric or str(settings.columns[-1])
     params = [str(c) for c in settings.columns if c != metric]
-    shares = {
-        str(t["term"]): float(t["share"])
-        for t in sweep.get("significant_terms") or []
-        if figures.finite(t.get("share"))
-    }
+    shares = {t.term: float(t.share) for t in sweep.significant_terms if figures.finite(t.share)}
     # A parameter's weight: the shares of every term it appears in (main and interactions).
     weight = {p: sum(v for t, v in shares.items() if p in t.split(":")) for p in params}
     ranked = sorted(params, key=lambda p: (-weight[p], params.index(p)))
-    measured, total = sweep.get("settings_measured"), sweep.get("settings_total")
-    rate = sweep.get("sampling_rate")
+    rate = sweep.sampling_rate
     summary = (
-        f"Measured {measured} of {total} settings"
+        f"Measured {sweep.settings_measured} of {sweep.settings_total} settings"
         + (f" ({100 * float(rate):.0f}% sampled)" if figures.finite(rate) else "")
         + (
             "; the model reached the R² threshold"
-            if sweep.get("terminated")
+            if sweep.terminated
             else "; stopped before the model reached the R² threshold"
         )
         + "."
     )
-    r2 = [float(v) for v in sweep.get("r2_validation") or [] if figures.finite(v)]
+    r2 = [float(v) for v in sweep.r2_validation if figures.finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
-    if figures.finite(sweep.get("r2_holdout")):
-        holdout = float(sweep["r2_holdout"])
+    if figures.finite(sweep.r2_holdout):
+        holdout = float(sweep.r2_holdout)
         summary += f" R² on the latest batches, predicted before they were measured: {holdout:.3f}."
-    if not sweep.get("terminated") and figures.finite(sweep.get("r2_best")):
-        summary += f" Best worst-split R² reached: {float(sweep['r2_best']):.3f}."
-    if sweep.get("method"):
+    if not sweep.terminated and figures.finite(sweep.r2_best):
+        summary += f" Best worst-split R² reached: {float(sweep.r2_best):.3f}."
+    if sweep.method:
         summary += (
-            f" Method: {sweep['method']} ({sweep.get('sampler')} sampler, model "
-            f"{sweep.get('model')}, rule {sweep.get('rule')}, {sweep.get('coding')} coding)."
+            f" Method: {sweep.method} ({sweep.sampler} sampler, model "
+            f"{sweep.model}, rule {sweep.rule}, {sweep.coding} coding)."
         )
     tables = [
         (
             "Significant terms",
             Table(
                 ["term", "share of variance"],
-                [
-                    [str(t["term"]), f"{100 * float(t['share']):.1f}%"]
-                    for t in sweep.get("significant_terms") or []
-                ],
+                [[t.term, f"{100 * float(t.share):.1f}%"] for t in sweep.significant_terms],
             ),
         ),
         (
@@ -738,34 +710,30 @@ def sweep_part(
                 ["term", "parameter", "fixed", "type", "at", "turn ratio"],
                 [
                     [
-                        str(p.get("term")),
-                        str(p.get("parameter")),
-                        fixed_text(p.get("fixed")),
-                        str(p.get("type")),
-                        fmt(p.get("value")),
-                        fmt(p.get("turn_ratio")),
+                        p.term,
+                        p.parameter,
+                        fixed_text(p.fixed),
+                        p.type,
+                        fmt(p.value),
+                        fmt(p.turn_ratio),
                     ]
-                    for p in sweep.get("important_points") or []
+                    for p in sweep.important_points
                 ],
             ),
         ),
     ]
-    ranges = sweep.get("ranges") or {}
-    if ranges:
+    if sweep.ranges:
         tables.append(
             (
                 "Ranges a fair comparison must cover",
                 Table(
                     ["parameter", "range"],
-                    [
-                        [str(k), ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
-                        for k, v in ranges.items()
-                    ],
+                    [[k, ", ".join(map(str, v))] for k, v in sweep.ranges.items()],
                 ),
             )
         )
-    history = r2_history or (
-        [{"sampling_rate": rate, "r2_validation": r2}] if r2 and figures.finite(rate) else []
+    history = [(s.sampling_rate, s.r2_validation) for s in sweep.steps] or (
+        [(rate, tuple(r2))] if r2 and figures.finite(rate) else []
     )
     items = []
     if history:
@@ -780,7 +748,7 @@ def sweep_part(
         )
     coded = (
         "deviations from the mean over all levels (the sweep's ANOVA, sum-coded)"
-        if sweep.get("coding") == "sum"
+        if sweep.coding == "sum"
         else "the other parameters at their lowest level (the sweep's ANOVA, treatment-coded)"
     )
     items.append(
@@ -811,16 +779,14 @@ def build_report(
     analysis: OrderAnalysis | None,
     trials: pd.DataFrame | None,
     meta: ReportMeta | None = None,
-    sweep: dict[str, Any] | None = None,
+    sweep: SweepResult | None = None,
     settings: pd.DataFrame | None = None,
-    r2_history: list[dict[str, Any]] | None = None,
     why: Why | None = None,
 ) -> Report:
     """Everything the report shows, for html.py and markdown.py to write. ``analysis`` and
     ``trials`` (the long-format frame it came from) may be None for a sweep-only report;
     ``meta`` is what the source says beside its trials; ``sweep`` adds the sweep section
-    and needs ``settings`` (and takes ``r2_history``); ``why`` adds carryover, drift and
-    claims in words."""
+    and needs ``settings``; ``why`` adds carryover, drift and claims in words."""
     from washout.errors import WashoutError
     from washout.stats.why import render_words
 
@@ -847,7 +813,7 @@ def build_report(
         tests=tests_table(found) if found is not None else None,
         warnings=test_warnings(found) if found is not None else [],
         sections=order_sections(found, trials, why) if found is not None else [],
-        sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
+        sweep=sweep_part(sweep, settings) if sweep is not None else None,
         findings=render_words(why) if why is not None else [],
         order_matters=found is not None and found.get("verdict") == "order-matters",
         comparison=comparison,

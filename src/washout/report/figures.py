@@ -705,22 +705,25 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
 
 
 # ---------------------------------------------------------------------------------------
-# Sweeps (the dict of washout.sweep, Hui et al. SIGMOD 2024)
+# Sweeps (washout.sweep's result, Hui et al. SIGMOD 2024)
 # ---------------------------------------------------------------------------------------
 
 R2_TARGET = 0.9  # Hui et al. 2024: sampling stops when every validation R^2 reaches 0.9
 
 
-def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> Figure:
-    """Validation R^2 of every split against the sampling rate, the minimum over splits
-    joined (the quantity the stopping rule tests), and the target."""
+def r2_by_rate(
+    history: Sequence[tuple[float, Sequence[float | None]]], target: float = R2_TARGET
+) -> Figure:
+    """Validation R^2 of every split against the sampling rate (one ``(rate, R^2 per
+    split)`` per step), the minimum over splits joined (the quantity the stopping rule
+    tests), and the target."""
     fig = _figure(3.4, width_in=7.0)
     ax = fig.subplots()
     rates: list[float] = []
     mins: list[float] = []
-    for step in sorted(history, key=lambda s: float(s["sampling_rate"])):
-        rate = 100.0 * float(step["sampling_rate"])
-        r2 = [float(v) for v in step.get("r2_validation") or [] if finite(v)]
+    for sampling_rate, r2_splits in sorted(history, key=lambda s: float(s[0])):
+        rate = 100.0 * float(sampling_rate)
+        r2 = [float(v) for v in r2_splits if finite(v)]
         if not r2:
             continue
         ax.plot(

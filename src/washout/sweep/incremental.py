@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from washout.errors import WashoutError, choose
-from washout.sweep.conclusions import conclusion_signature
+from washout.sweep.conclusions import Conclusions, conclusions_of
 from washout.sweep.models import Predictor, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
@@ -374,3 +374,39 @@ def run_loop(
             result.terminated = True
             break
     return result
+
+
+def loop_conclusions(
+    space: Space, result: LoopResult, options: LoopOptions, analysis: str | None = None
+) -> tuple[Conclusions, Space]:
+    """The ANOVA's conclusions after a loop, and the settings they were drawn from. With
+    ``conclude`` ``measured`` (the paper) the ANOVA is fitted on the measured settings only;
+    with ``predicted`` (ours) on every setting of the space, the measured ones with their
+    values and the others with the terminating model's predictions: termination certified
+    that the model predicts unmeasured settings well, and the ANOVA then sees the balanced
+    full grid that the ``full`` analysis sees instead of an unbalanced sample. ``analysis``
+    (anova or anova-main) overrides the ANOVA's terms, which otherwise follow
+    ``options.model``."""
+    if options.conclude == "predicted" and len(result.measured) < len(space):
+        fitted = get_model(options.model)(
+            space, space.codes[result.measured], result.y, options.seed
+        )
+        values = fitted.predict(space.codes)
+        values[result.measured] = result.y
+        rows = np.arange(len(space))
+    else:
+        rows, values = result.measured, result.y
+    data = space.subset(rows)
+    data.y = values
+    terms = analysis or options.analysis or options.model
+    return conclusions_of(space, rows, values, terms, options.coding), data
+
+
+def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions) -> tuple:
+    """What must not change between batches for the ``stable`` rule: the important terms and
+    every point's term, parameter, fixed level, type and level."""
+    c, _ = loop_conclusions(space, result, options)
+    points = sorted(
+        (k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None
+    )
+    return (tuple(sorted(c.important)), tuple(points))
