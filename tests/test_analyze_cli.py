@@ -246,9 +246,8 @@ def test_render_with_nothing_to_compare_says_so() -> None:
     assert to_text(render_analysis(analysis)).startswith("No comparison possible")
 
 
-def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
-    """scipy.stats cost a third of a paper-scale analysis to import (bench/analysis_scale.py):
-    the CSV read and the order analysis, CIs, Shapiro-Wilk and verdict included, need none."""
+def three_tests_csv(tmp_path: Path) -> Path:
+    """A long-format CSV of three tests, 40 runs alternating between the orders."""
     rows = ["run,order,test,metric,value,status"]
     rows += [
         f"{i},{'fixed' if i % 2 else 'random'},t{k},wall,{1 + i % 7 + k},ok"
@@ -257,6 +256,13 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
     ]
     path = tmp_path / "long.csv"
     path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
+    """scipy.stats cost a third of a paper-scale analysis to import (bench/analysis_scale.py):
+    the CSV read and the order analysis, CIs, Shapiro-Wilk and verdict included, need none."""
+    path = three_tests_csv(tmp_path)
     script = (
         "import sys, json\n"
         "from washout.data.sources import load_trials\n"
@@ -271,6 +277,28 @@ def test_order_analysis_of_a_csv_loads_no_scipy(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+def test_analyze_of_a_csv_imports_no_run_spec(tmp_path: Path) -> None:
+    """The run spec (pydantic models, 0.05 s to import) only gives a store's claims: the
+    command-line analysis of a CSV, timed by bench/analysis_scale.py, leaves it out."""
+    path = three_tests_csv(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "washout", "analyze", str(path)]
+        + ["--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["tests"]) == 3
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "washout.stats.order" in imported
+    assert "washout.harness.spec" not in imported
 
 
 def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
