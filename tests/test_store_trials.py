@@ -5,17 +5,14 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from washout.data.store import ExperimentRecord, Store
 
 
-def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
-    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
-    store = Store.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
-    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
-    now = datetime.now(UTC)
-    first = store.begin_trial(run_id, 0, "a", 0, now)
-    fields = dict(
+def ok_fields(now: datetime) -> dict[str, Any]:
+    """What finishes a trial that ran for half a second and succeeded."""
+    return dict(
         status="ok",
         reason="",
         exit_code=0,
@@ -27,6 +24,15 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
         cpus=None,
         metrics={"wall": 0.5},
     )
+
+
+def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
+    store = Store.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
+    now = datetime.now(UTC)
+    first = store.begin_trial(run_id, 0, "a", 0, now)
+    fields = ok_fields(now)
     second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))
     assert second is not None and second != first
     reader = sqlite3.connect(tmp_path / "e.db")  # what a crash right now would leave
@@ -37,6 +43,41 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     assert store.finish_trial(second, **fields) is None
     assert store.counts() == {"ok": 2}
     assert len(store.long_frame()) == 2
+
+
+def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
+    tmp_path: Path,
+) -> None:
+    """A run's environment and reset records wait for its first trial's start, and its
+    ``done`` for its last result: a crash before either leaves neither (the run then has no
+    started trial, or is re-judged by its trials), and closing the store commits what
+    waits."""
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "e.db"
+    store = Store.create(path, record, [("a", "true", [])])
+    worker = store.worker_id("local", "localhost")
+    run_id = store.run_id(worker, 0, "fixed", ["a"])
+    now = datetime.now(UTC)
+    store.record_environment(worker, 0, {"kernel": "k"}, "f", defer=True)
+    store.record_reset(run_id, now, now, "no reset configured", defer=True)
+    reader = sqlite3.connect(path)  # what a crash right now would leave
+
+    def seen() -> tuple[int, str, int]:
+        (envs,) = reader.execute("SELECT count(*) FROM environment").fetchone()
+        (status,) = reader.execute("SELECT status FROM run").fetchone()
+        (trials,) = reader.execute("SELECT count(*) FROM trial").fetchone()
+        return envs, status, trials
+
+    assert seen() == (0, "pending", 0)
+    trial = store.begin_trial(run_id, 0, "a", 0, now)
+    assert seen() == (1, "running", 1)
+    store.set_run_status(run_id, "done", defer=True)
+    assert seen() == (1, "running", 1)
+    store.finish_trial(trial, **ok_fields(now))
+    assert seen() == (1, "done", 1)
+    store.set_run_status(run_id, "aborted", defer=True)
+    store.close()
+    assert seen() == (1, "aborted", 1)
 
 
 def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: Path) -> None:
