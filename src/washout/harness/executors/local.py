@@ -268,9 +268,9 @@ def _spawn(
     stdout and stderr, with nothing else of washout's open; its pid (and Popen if it made
     one).
 
-    ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs about a third of
-    ``subprocess.Popen``'s CPU in washout per start, the largest part of washout's own
-    work per trial of a short command (bench/engine_overhead.py). Popen remains for a
+    ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs washout less than
+    half of ``subprocess.Popen``'s CPU per start (bench/RESULTS.md, "Engine overhead per
+    trial"), the largest part of its own work per trial of a short command. Popen remains for a
     working directory (Python's posix_spawn has no chdir action) and for the rare case of
     an output descriptor at 0-2 (washout started with a standard stream closed). CPUs are
     pinned by inheritance: the starting thread takes the trial's CPUs for the start and
