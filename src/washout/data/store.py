@@ -467,9 +467,10 @@ class Store:
             if self._deferred:
                 with self.transaction():
                     pass
-        except StoreWriteError:
+        except (StoreWriteError, sqlite3.Error):
             pass  # what was committed holds; no trial ran after these records
         finally:
+            self._deferred.clear()
             self.unlock()
             self.conn.close()
 
