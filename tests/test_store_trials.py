@@ -10,8 +10,9 @@ from typing import Any
 from washout.data.store import ExperimentRecord, Store
 
 
-def ok_fields(now: datetime) -> dict[str, Any]:
-    """What finishes a trial that ran for half a second and succeeded."""
+def ok_fields(now: datetime, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+    """What finishes a trial that ran for half a second and succeeded (its wall, unless
+    ``metrics`` says otherwise)."""
     return dict(
         status="ok",
         reason="",
@@ -22,7 +23,7 @@ def ok_fields(now: datetime) -> dict[str, Any]:
         stdout_tail="",
         stderr_tail="",
         cpus=None,
-        metrics={"wall": 0.5},
+        metrics={"wall": 0.5} if metrics is None else metrics,
     )
 
 
@@ -87,19 +88,7 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     store = Store.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
-    store.finish_trial(
-        store.begin_trial(run_id, 0, "a", 0, now),
-        status="ok",
-        reason="",
-        exit_code=0,
-        started=now,
-        ended=now,
-        duration=0.5,
-        stdout_tail="",
-        stderr_tail="",
-        cpus=None,
-        metrics={},
-    )
+    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **ok_fields(now, metrics={}))
     store.close()
     conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
     conn.execute("ALTER TABLE trial DROP COLUMN superseded")
