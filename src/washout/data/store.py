@@ -306,6 +306,9 @@ class Store:
         self._live = live
         self._lock_fd: int | None = None
         self._deferred: list[tuple[str, tuple[object, ...]]] = []
+        self._new_runs: dict[tuple[int, int], int] = {}
+        """Run ids this object chose, by (worker id, run index): a deferred row is not
+        in the table yet."""
         """Writes that go with the next transaction (``defer`` of :meth:`_write`)."""
 
     # -- opening -----------------------------------------------------------------------
@@ -553,9 +556,9 @@ class Store:
 
     def _write(self, statements: list[tuple[str, tuple[object, ...]]], defer: bool) -> None:
         """Statements in one transaction now, or with ``defer`` in the next transaction
-        rather than one of their own: a run's records before its first trial go with that
-        trial's start, and the run's end with its last trial's result, so a run of one
-        trial costs three commits, not six. Either way they are committed before the next
+        rather than one of their own: a run's row and records before its first trial go
+        with that trial's start, and the run's end with its last trial's result, so a run
+        of one trial costs two commits, not six. Either way they are committed before the next
         trial starts (or when the store is closed)."""
         self._deferred += statements
         if not defer:
@@ -656,17 +659,34 @@ class Store:
         ]
 
     # -- runs and trials -----------------------------------------------------------------
-    def run_id(self, worker_id: int, index: int, order: str, permutation: list[str]) -> int:
-        """The run's row, created as ``pending`` the first time."""
-        with self.transaction() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO run (worker_id, idx, order_kind, permutation, status)"
-                " VALUES (?, ?, ?, ?, 'pending')",
-                (worker_id, index, order, json.dumps(permutation)),
-            )
-            return c.execute(
-                "SELECT id FROM run WHERE worker_id = ? AND idx = ?", (worker_id, index)
-            ).fetchone()[0]
+    def run_id(
+        self,
+        worker_id: int,
+        index: int,
+        order: str,
+        permutation: list[str],
+        *,
+        defer: bool = False,
+    ) -> int:
+        """The run's row, created as ``pending`` the first time (with ``defer``, created with
+        the next transaction: the run's first trial's start). Its id is chosen here, which
+        this process may do as the store's one writer (:meth:`lock`)."""
+        key = (worker_id, index)
+        if key in self._new_runs:
+            return self._new_runs[key]
+        row = self.conn.execute(
+            "SELECT id FROM run WHERE worker_id = ? AND idx = ?", key
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM run").fetchone()
+        new = self._new_runs[key] = max([last, *self._new_runs.values()]) + 1
+        sql = (
+            "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
+            " VALUES (?, ?, ?, ?, ?, 'pending')"
+        )
+        self._write([(sql, (new, worker_id, index, order, json.dumps(permutation)))], defer)
+        return new
 
     def record_reset(
         self, run_id: int, started: datetime, ended: datetime, info: str, *, defer: bool = False

@@ -607,7 +607,7 @@ class _Worker:
             if self.stop.is_set():
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]
-            run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
+            run_id = self.store.run_id(self.worker_id, run.index, run.order, names, defer=True)
             log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
