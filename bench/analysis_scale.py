@@ -21,7 +21,8 @@ log-normal around a per-configuration scale spanning 7 decades, with a heavy rig
 (2% of trials slowed by an exponential amount), a per-position drift, an order effect in 70%
 of configurations, rounding to 3-4 significant digits (so ties are common; some
 configurations are small integer counts), and 0.3% failed / 0.05% timed-out trials with an
-empty value.
+empty value. The store is written straight into its schema (executemany), then its columnar
+copy by ``Store.write_columns``, as a run's writer does when its session ends.
 
 Run: .venv/bin/python bench/analysis_scale.py [--repeat 3] [--keep DIR]
 """
@@ -172,7 +173,9 @@ def write_csv(frame, path: Path) -> None:
 
 
 def write_store(frame, tests: list[str], path: Path) -> None:
-    """A washout database of the same trials, written straight into the store's schema."""
+    """A washout database of the same trials, written straight into the store's schema,
+    then its columnar copy written by ``Store.write_columns``, as the engine's writer does
+    when its session ends (``Store.close``)."""
     from datetime import UTC, datetime, timedelta
 
     import numpy as np
@@ -268,6 +271,7 @@ def write_store(frame, tests: list[str], path: Path) -> None:
             "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
             zip(trial_ids[ok].tolist(), metric_names[ok].tolist(), values[ok].tolist()),
         )
+    store.write_columns()
     store.close()
 
 

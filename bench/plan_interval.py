@@ -23,7 +23,7 @@ import numpy as np
 from _common import header
 from scipy.stats import norm
 
-from washout.stats.power import PLAN_CONFIDENCE, runs_needed_for, runs_needed_interval
+from washout.stats.power import PLAN_CONFIDENCE, PowerSearch, runs_needed_for, runs_needed_interval
 
 ALPHA_PER_TEST = 0.01
 # name: (the population's quantile function, the shift to detect in %)
@@ -52,7 +52,7 @@ def main() -> None:
     for name in args.populations or POPULATIONS:
         ppf, delta = POPULATIONS[name]
         truth, _ = runs_needed_for(
-            ppf(quantiles), delta, alpha_per_test=ALPHA_PER_TEST, n_sim=10_000
+            ppf(quantiles), delta, PowerSearch(alpha_per_test=ALPHA_PER_TEST, n_sim=10_000)
         )
         assert truth is not None
         for size in args.sizes:
@@ -60,7 +60,9 @@ def main() -> None:
             below = above = 0
             for k in range(args.pilots):
                 lo, hi = runs_needed_interval(
-                    ppf(rng.uniform(size=size)), delta, alpha_per_test=ALPHA_PER_TEST, seed=k
+                    ppf(rng.uniform(size=size)),
+                    delta,
+                    PowerSearch(alpha_per_test=ALPHA_PER_TEST, seed=k),
                 )
                 below += lo is not None and truth < lo
                 above += hi is not None and truth > hi

@@ -2,7 +2,8 @@
 
 The source is the redis example's own trials (docs/examples/redis.csv, the long-format
 export of the store examples/redis wrote: 8 tests x 4 metrics, 12 runs per order), so the
-report has the same 36 figures as the store's. Each run is a fresh process (wall from
+report has the same figures as the store's: 4 order figures, an overview of every trial per
+metric, and a trials figure per flagged test (13 in all). Each run is a fresh process (wall from
 fork to exit, CPU and peak RSS from wait4); a process that only imports what a report
 needs (pandas, matplotlib, jinja2) is timed beside it, as the floor no report can go under.
 

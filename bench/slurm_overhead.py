@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WASHOUT, header, load, run_child  # noqa: E402
 
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.local import LocalExecutor  # noqa: E402
 from washout.harness.executors.slurm import SlurmExecutor, step_argv  # noqa: E402
 
@@ -93,7 +94,7 @@ async def per_trial(executor: LocalExecutor | SlurmExecutor, trials: int) -> tup
     recorded = []
     t0 = time.perf_counter()
     for _ in range(trials):
-        result = await executor.run("true", timeout=60)
+        result = await executor.run("true", CommandOptions(timeout=60))
         assert result.status == "ok", result
         recorded.append(result.duration)
     return (time.perf_counter() - t0) / trials, statistics.median(recorded)

@@ -5,14 +5,19 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
 
 1. the floor: asyncssh's own ``conn.run("true")`` on a reused connection (one channel, the
    login shell's start-up, the command): what any SSH runner pays;
-2. washout's executor: ``SSHExecutor.run("true")`` (the same plus the setsid/timeout
+2. washout's executor: ``SSHExecutor.run("true")`` (the same plus the timeout
    wrapper, GNU time where the worker has it, the worker-side clock and CPU times, marker
    parsing), and the same without GNU time (what ``max_rss`` costs);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
-   (provenance capture once per run, SQLite writes, progress), via the library.
+   (provenance capture once per run, SQLite writes, progress), via the library: over the
+   whole session (connecting and the first capture included), and from the first trial's
+   start to the last one's end (the steady state: trials, each run's environment check and
+   the store's writes).
 
-For each: controller CPU per trial (``time.process_time`` of this process: asyncssh, the
-engine, SQLite; the sshd servers are separate processes) and wall per trial per worker.
+Layers 1 and 2 alternate round by round (a shared machine's changing load weighs on both
+alike; compare their ratio). For each: controller CPU per trial (``time.process_time`` of
+this process: asyncssh, the engine, SQLite; the sshd servers are separate processes) and
+wall per trial per worker.
 "Overhead" is wall per trial minus the trial's own duration as measured on the worker.
 
 Run: .venv/bin/python bench/ssh_overhead.py [--workers 8] [--trials 40] [--tests 5 --runs 4]
@@ -27,16 +32,19 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 import asyncssh  # noqa: E402
+import pandas as pd  # noqa: E402
 from _common import header, load  # noqa: E402
 from sshd import SshdFarm  # noqa: E402
 
 from washout.harness.engine import Experiment, execute  # noqa: E402
+from washout.harness.executors.base import CommandOptions  # noqa: E402
 from washout.harness.executors.ssh import SSHExecutor  # noqa: E402
 from washout.harness.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
@@ -55,8 +63,14 @@ def workers_of(farm: SshdFarm) -> list[WorkerSpec]:
     ]
 
 
-async def floor(workers: list[WorkerSpec], trials: int) -> tuple[float, float]:
-    """asyncssh alone: (wall per command per worker, controller CPU per command)."""
+Layer = tuple[float, float, float]
+"""(wall per trial per worker, controller CPU per trial, median worker-side duration)"""
+
+
+async def channels(workers: list[WorkerSpec], trials: int) -> tuple[Layer, Layer, Layer]:
+    """Layers 1, 2 and 2b (no GNU time, as on a worker without it: no ``max_rss``), each on
+    connections of its own, in rounds: all workers once through layer 1, then 2, then 2b,
+    so a load that changes during the run (a shared machine) weighs on each alike."""
     conns = await asyncio.gather(
         *(
             asyncssh.connect(
@@ -65,45 +79,44 @@ async def floor(workers: list[WorkerSpec], trials: int) -> tuple[float, float]:
             for w in workers
         )
     )
+    timed, untimed = [SSHExecutor(w) for w in workers], [SSHExecutor(w) for w in workers]
+    await asyncio.gather(*(e.connect() for e in timed + untimed))
+    for e in untimed:
+        e.link.gnu_time = False
+    durations: list[list[float]] = [[0.0], [], []]
 
-    async def loop(conn: asyncssh.SSHClientConnection) -> None:
-        for _ in range(trials):
-            await conn.run("true", check=True)
+    async def floor(i: int) -> None:
+        await conns[i].run("true", check=True)
 
-    cpu, t0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(loop(c) for c in conns))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
+    def executor(pool: list[SSHExecutor], layer: int) -> Callable[[int], Awaitable[None]]:
+        async def one(i: int) -> None:
+            result = await pool[i].run("true", CommandOptions(timeout=60))
+            assert result.status == "ok", result
+            durations[layer].append(result.duration)
+
+        return one
+
+    steps = (floor, executor(timed, 1), executor(untimed, 2))
+    wall, cpu = [0.0] * 3, [0.0] * 3
+    for _ in range(trials):
+        for layer, step in enumerate(steps):
+            c0, t0 = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(step(i) for i in range(len(workers))))
+            wall[layer] += time.perf_counter() - t0
+            cpu[layer] += time.process_time() - c0
     for conn in conns:
         conn.close()
-    return wall / trials, cpu / (trials * len(workers))
+    await asyncio.gather(*(e.close() for e in timed + untimed))
+    n = trials * len(workers)
+    a, b, c = ((wall[k] / trials, cpu[k] / n, statistics.median(durations[k])) for k in range(3))
+    return a, b, c
 
 
-async def executor(
-    workers: list[WorkerSpec], trials: int, gnu_time: bool = True
-) -> tuple[float, float, float]:
-    """SSHExecutor: (wall per trial per worker, CPU per trial, median worker-side duration);
-    without ``gnu_time`` as on a worker that lacks GNU time (no ``max_rss``)."""
-    executors = [SSHExecutor(w) for w in workers]
-    await asyncio.gather(*(e.connect() for e in executors))
-    for e in executors:
-        e.link.gnu_time = e.link.gnu_time and gnu_time
-    durations: list[float] = []
-
-    async def loop(ex: SSHExecutor) -> None:
-        for _ in range(trials):
-            result = await ex.run("true", timeout=60)
-            assert result.status == "ok", result
-            durations.append(result.duration)
-
-    cpu, t0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(loop(e) for e in executors))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
-    await asyncio.gather(*(e.close() for e in executors))
-    return wall / trials, cpu / (trials * len(workers)), statistics.median(durations)
-
-
-def engine(farm: SshdFarm, work: Path, tests: int, runs: int) -> tuple[float, float, float, int]:
-    """The engine: (wall per trial per worker, CPU per trial, median duration, trials)."""
+def engine(
+    farm: SshdFarm, work: Path, tests: int, runs: int
+) -> tuple[float, float, float, float, int]:
+    """The engine: (wall per trial per worker, the same from the first trial's start to the
+    last one's end, CPU per trial, median duration, trials)."""
     lines = ["[experiment]", 'name = "ssh-overhead"', f"runs = {runs}", "seed = 1"]
     lines += [f'[[test]]\nname = "t{i}"\ncommand = "true"' for i in range(tests)]
     for s in farm.servers:
@@ -119,7 +132,12 @@ def engine(farm: SshdFarm, work: Path, tests: int, runs: int) -> tuple[float, fl
     store.close()
     per_worker = experiment.plan.total_trials
     total = per_worker * len(farm.servers)
-    return wall / per_worker, cpu / total, float(frame["value"].median()), total
+    times = frame.groupby("worker").agg(
+        first=("started", "min"), last=("ended", "max"), trials=("value", "size")
+    )
+    spans = (pd.to_datetime(times["last"]) - pd.to_datetime(times["first"])).dt.total_seconds()
+    steady = float((spans / times["trials"]).mean())
+    return wall / per_worker, steady, cpu / total, float(frame["value"].median()), total
 
 
 def main() -> None:
@@ -141,10 +159,10 @@ def main() -> None:
         try:
             farm.start(args.workers)
             workers = workers_of(farm)
-            f_wall, f_cpu = asyncio.run(floor(workers, args.trials))
-            e_wall, e_cpu, e_dur = asyncio.run(executor(workers, args.trials))
-            n_wall, n_cpu, n_dur = asyncio.run(executor(workers, args.trials, gnu_time=False))
-            g_wall, g_cpu, g_dur, total = engine(farm, work, args.tests, args.runs)
+            (f_wall, f_cpu, _), (e_wall, e_cpu, e_dur), (n_wall, n_cpu, n_dur) = asyncio.run(
+                channels(workers, args.trials)
+            )
+            g_wall, g_steady, g_cpu, g_dur, total = engine(farm, work, args.tests, args.runs)
         finally:
             farm.stop_all()
     print(f"load average: {load()} (at end)")
@@ -165,6 +183,12 @@ def main() -> None:
     print(
         f"{label:<44}{g_wall * 1e3:>16.1f} ms{(g_wall - g_dur) * 1e3:>8.1f} ms"
         f"{g_cpu * 1e3:>12.2f} ms"
+    )
+    label = "3b engine, first trial to last"
+    print(f"{label:<44}{g_steady * 1e3:>16.1f} ms{(g_steady - g_dur) * 1e3:>8.1f} ms")
+    print(
+        f"ratios to the floor: executor {e_wall / f_wall:.2f}, engine {g_wall / f_wall:.2f} "
+        f"(first trial to last {g_steady / f_wall:.2f})"
     )
     print(
         f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms "

@@ -29,9 +29,15 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from washout.sweep.conclusions import compare, conclusions_of, loop_conclusions
+from washout.sweep.conclusions import compare, conclusions_of
 from washout.sweep.explore import unmeasured
-from washout.sweep.incremental import LoopOptions, method_options, r2_score, run_loop
+from washout.sweep.incremental import (
+    LoopOptions,
+    loop_conclusions,
+    method_options,
+    r2_score,
+    run_loop,
+)
 from washout.sweep.models import get_model
 from washout.sweep.space import Space, full_grid, load_space_csv
 
@@ -162,8 +168,8 @@ CONFIGS: dict[str, dict] = {
     "paper: stratified + ANOVA": dict(method="paper", sampler="stratified"),
     "paper: dist-aware + ANOVA": dict(method="paper", sampler="dist-aware"),
     "paper: random + MLP": dict(method="paper", model="mlp"),
-    "ours (the default: coverage + smooth, holdout rule, predicted space, sum coding, "
-    "adaptive batches)": dict(method="ours"),
+    "ours (the default: coverage + smooth, stratified folds, holdout rule, predicted space, "
+    "sum coding, adaptive batches)": dict(method="ours"),
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from washout.harness.executors.base import OUTPUT_TAIL, CommandResult
+from washout.harness.executors.base import CommandOptions, CommandResult
 
 
 @dataclass(frozen=True)
@@ -59,16 +59,7 @@ class FakeExecutor:
     async def connect(self) -> None:
         self.connects += 1
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
         n = self._counts.get(command, 0)
         self._counts[command] = n + 1
         self.calls.append(command)
@@ -87,7 +78,7 @@ class FakeExecutor:
             ended=started + timedelta(seconds=s.duration),
             duration=s.duration,
             reason=s.reason or ("" if s.status == "ok" else f"scripted {s.status}"),
-            cpus=cpus,
+            cpus=options.cpus,
         )
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:

@@ -22,6 +22,7 @@ from sshd import run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.store import Store
 from washout.harness.environment import MOMENT_FILES, moment_script, parse_capture, read_moment
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import ProvenanceSpec
 
@@ -182,7 +183,9 @@ def test_the_moment_reads_the_same_facts_in_process_as_by_script(tmp_path: Path)
     provenance = ProvenanceSpec(files=["present", "absent"])
     in_process = read_moment(provenance, str(tmp_path))
     result = run_async(
-        LocalExecutor().run(moment_script(provenance), timeout=30, cwd=str(tmp_path))
+        LocalExecutor().run(
+            moment_script(provenance), CommandOptions(timeout=30, cwd=str(tmp_path))
+        )
     )
     by_script = parse_capture(result.stdout.decode())
     assert set(in_process) == set(by_script) == {*MOMENT_FILES, "stat:present", "stat:absent"}

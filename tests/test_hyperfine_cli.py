@@ -198,6 +198,23 @@ def test_parameter_scans_and_names(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "MIN <= MAX" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_parameter_lists_repeat_into_every_combination(tmp_path: Path) -> None:
+    """-L may be given several times, and with -P: one test per combination, as hyperfine."""
+    db = tmp_path / "grid.db"
+    washout(
+        "run", "echo {x}{y}{n}", "-L", "x", "a,b", "-L", "y", "-1,-2", "-P", "n", "1", "2",
+        "--runs", "2", "--db", db,
+    )  # fmt: skip
+    assert set(export(db)["test"]) == {
+        f"echo {x}{y}{n}" for x in "ab" for y in ("-1", "-2") for n in (1, 2)
+    }
+    twice = washout("run", "echo {x}", "-L", "x", "a", "-L", "x", "b", check=False)
+    assert twice.returncode == 2 and "'x' is given twice" in twice.stderr
+    assert "Traceback" not in twice.stderr
+    short = washout("run", "echo {x}", "-L", "x", check=False)
+    assert short.returncode == 2 and "Traceback" not in short.stderr
+
+
 def test_single_command_gets_a_plain_summary(tmp_path: Path) -> None:
     proc = washout("run", "true", "--runs", "6", "--db", tmp_path / "one.db")
     assert "mean ± σ" in proc.stdout

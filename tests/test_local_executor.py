@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from washout.harness.executors import local
-from washout.harness.executors.base import CommandResult
+from washout.harness.executors.base import CommandOptions, CommandResult
 from washout.harness.executors.local import LocalExecutor
 
 
-def run(command: str, timeout: float | None = 30, **kwargs) -> CommandResult:
-    return asyncio.run(LocalExecutor().run(command, timeout=timeout, **kwargs))
+def run(command: str, timeout: float | None = 30, **options) -> CommandResult:
+    return asyncio.run(LocalExecutor().run(command, CommandOptions(timeout, **options)))
 
 
 def gone(pid: int, within: float = 5.0) -> bool:
@@ -75,7 +75,7 @@ def test_cancelling_kills_the_group_at_once(tmp_path: Path, waiting: str) -> Non
 
     async def cancelled() -> None:
         task = asyncio.ensure_future(
-            LocalExecutor().run(f"sleep 300 & echo $! > {pids}; wait", timeout=None)
+            LocalExecutor().run(f"sleep 300 & echo $! > {pids}; wait", CommandOptions(timeout=None))
         )
         while not pids.exists() or not pids.read_text().strip():
             await asyncio.sleep(0.02)

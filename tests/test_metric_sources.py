@@ -19,7 +19,7 @@ from conftest import washout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.executors.base import OUTPUT_TAIL, CommandOptions
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.measure import MetricError, extract, json_value, last_number
 from washout.harness.spec import MetricSpec
@@ -254,7 +254,11 @@ def test_the_wall_of_a_command_with_much_output_is_the_command() -> None:
 
     async def wall(command: str, output_tail: int = OUTPUT_TAIL) -> float:
         walls = [
-            (await LocalExecutor().run(command, timeout=120, output_tail=output_tail)).duration
+            (
+                await LocalExecutor().run(
+                    command, CommandOptions(timeout=120, output_tail=output_tail)
+                )
+            ).duration
             for _ in range(3)
         ]
         return min(walls)

@@ -61,16 +61,17 @@ def test_memcached_report_renders_in_chromium(
         # Offline: the page asks for nothing but itself.
         assert seen.requests == [path.resolve().as_uri()]
         sizes = page.evaluate(FIGURE_SIZES)
-        # Figures 1-4 and one trials figure per test (one worker: no per-worker figures).
+        # Figures 1-4, the overview of every trial, and a trials figure for the one
+        # flagged test, get_hits (one worker: no per-worker figures).
         assert [key for key, _, _ in sizes] == [
             "fig-ci-medians",
             "fig-kw-significance",
             "fig-delta-pct",
             "fig-ci-cases",
+            "fig-overview-0",
             "fig-trials-0",
-            "fig-trials-1",
-            "fig-trials-2",
         ]
+        assert "get_hits" in page.inner_text("#fig-trials-0 figcaption")
         assert all(w > 200 and h > 100 for _, w, h in sizes), sizes
         verdict = page.inner_text("#verdict")
         assert verdict.startswith("Order matters: 1 of 3")
@@ -157,12 +158,10 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
 
 
 def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
-    settings, sweep, history = silo_sweep()
+    settings, sweep = silo_sweep()
     path = tmp_path / "sweep.html"
     path.write_text(
-        render_html(
-            build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings, history)
-        ),
+        render_html(build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings)),
         encoding="utf-8",
     )
     with chromium.open(path) as seen:

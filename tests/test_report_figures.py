@@ -114,6 +114,34 @@ def test_trials_figure_plots_every_ok_trial_by_position_and_time() -> None:
     assert labels == ["fixed order", "random order"]
 
 
+def test_overview_plots_every_trial_relative_to_its_test_and_names_what_it_leaves_out() -> None:
+    trials = simulate(
+        tests=("a", "b", "zero"), runs=6, means={"a": 10.0, "b": 5000.0, "zero": 1.0}, seed=7
+    )
+    trials.loc[trials["test"] == "zero", "value"] = 0.0
+    fig = figures.trials_overview(trials, "wall")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    assert "left out, median 0: zero" in _title(fig)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    expected = []
+    for test in ("a", "b"):
+        mine = trials[trials["test"] == test]
+        ref = mine.loc[mine["order"] == "fixed", "value"].median()
+        expected += list((mine["value"] / ref - 1) * 100)
+    drawn = [v for kind in ("fixed order", "random order") for v in lines[kind].get_ydata()]
+    assert sorted(drawn) == pytest.approx(sorted(expected))  # every trial, on its test's scale
+    medians = [v for v in lines["median"].get_ydata() if np.isfinite(v)][::2]
+    assert medians[0] == pytest.approx(0.0) and medians[2] == pytest.approx(0.0)  # fixed: 0 %
+    a = trials[(trials["test"] == "a")]
+    a_fixed = a.loc[a["order"] == "fixed", "value"].median()
+    a_random = a.loc[a["order"] == "random", "value"].median()
+    assert medians[1] == pytest.approx((a_random / a_fixed - 1) * 100)
+    # Fixed and random strips of a test sit apart, left and right of its tick.
+    xs_fixed, xs_random = lines["fixed order"].get_xdata(), lines["random order"].get_xdata()
+    assert max(xs_fixed[:6]) < 0 < min(xs_random[:6])  # 6 trials of "a" per order
+
+
 def test_time_axis_without_timestamps_says_so() -> None:
     trials, _ = load_trials(NPBENCH)
     _, label = figures.time_axis(trials)
@@ -191,6 +219,8 @@ def test_many_tests_share_one_axis_relative_to_the_fixed_median() -> None:
     assert len(ax.get_yticklabels()) == len(names)
     # Every test's random median sits at its relative difference from the fixed median.
     expected = sorted((t["median_random"] / t["median_fixed"] - 1) * 100 for t in tests)
-    random = sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o")
+    random = sorted(
+        x for line in ax.get_lines() if line.get_marker() == "o" for x in line.get_xdata()
+    )
     assert random == pytest.approx(expected)
     assert fig.legends

@@ -40,10 +40,10 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
         "kw-significance.png",
         "delta-pct.png",
         "ci-cases.png",
-        "trials-0.png",
-        "trials-1.png",
-        "trials-2.png",
+        "overview-0.png",
+        "trials-0.png",  # softmax alone is flagged: not significant, yet CI case 3
     ]
+    assert "![./npBench-softmax.sh: trials by position and time (inconclusive, CI case 3)]" in text
     for image in images:
         assert image.parent == tmp_path / "npbench-figures"
         assert image.read_bytes().startswith(PNG_MAGIC) and image.stat().st_size > 5000
@@ -70,7 +70,8 @@ def test_cli_writes_html_and_markdown(tmp_path: Path) -> None:
     proc = washout("report", MEMCACHED, "-o", tmp_path / "m.html")
     assert proc.stdout.strip() == f"{tmp_path / 'm.html'}: order-matters"
     html = (tmp_path / "m.html").read_text()
-    assert html.startswith("<!DOCTYPE html>") and html.count("<svg ") == 7
+    # Figures 1-4, the overview, and trials by position and time for get_hits alone.
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg ") == 6
     assert "all_exp_results.csv (OrderSage results CSV)" in html
     # Markdown from a long-format CSV (one test: a quick render).
     simulate(tests=("only",), runs=6, seed=5).to_csv(tmp_path / "long.csv", index=False)
@@ -116,7 +117,56 @@ def test_progress_hears_every_figure(tmp_path: Path) -> None:
     report = build_report(analyze_order(trials), trials)
     seen: list[tuple[int, int]] = []
     write_html(tmp_path / "r.html", report, lambda d, n: seen.append((d, n)))
-    assert seen == [(i, 6) for i in range(1, 7)]  # figures 1-4 and one per test
+    assert seen == [(i, 5) for i in range(1, 6)]  # figures 1-4 and the overview
     seen.clear()
     write_markdown(tmp_path / "r.md", report, lambda d, n: seen.append((d, n)))
-    assert seen == [(i, 6) for i in range(1, 7)]
+    assert seen == [(i, 5) for i in range(1, 6)]
+
+
+def test_trials_figures_only_for_flagged_tests(tmp_path: Path) -> None:
+    """One overview per metric; a trials figure of its own for a test whose order matters
+    and for one that drifts, none for the tests the analysis does not flag."""
+    from washout.stats.why import explain
+
+    trials = simulate(
+        tests=("a", "b", "c", "d", "e"),
+        runs=12,
+        metrics=("wall", "p99"),
+        random_factor={"c": 1.3},
+        drift_per_position={"e": 0.05},
+        seed=11,
+    )
+    analysis = analyze_order(trials)
+    why = explain(trials, carryover=True, drift=True)
+    out = write_markdown(tmp_path / "r.md", build_report(analysis, trials, why=why))
+    text = out.read_text()
+    images = [p.name for p in _linked_images(out)]
+    assert images[:6] == [
+        "ci-medians.png",
+        "kw-significance.png",
+        "delta-pct.png",
+        "ci-cases.png",
+        "overview-0.png",
+        "overview-1.png",
+    ]
+    titles = re.findall(r"!\[([^\]]*): trials by position and time", text)
+    assert sorted(titles) == ["c · p99", "c · wall", "e · p99", "e · wall"]
+    assert images[6:] == [f"trials-{i}.png" for i in range(4)]
+    assert "order matters" in text and "drift with its position in the run" in text
+    assert "for the 4 flagged tests of 10" in text and "the other 6 are in the overviews" in text
+
+
+def test_at_most_eight_trials_figures_the_most_significant_first() -> None:
+    from washout.report.document import DETAIL_FIGURES, flagged_tests, order_sections
+
+    tests = tuple("abcdefghij")
+    factors = {t: 1.1 + 0.05 * i for i, t in enumerate(tests)}  # j differs the most
+    trials = simulate(tests=tests, runs=10, random_factor=factors, seed=12)
+    analysis = analyze_order(trials).to_dict()
+    flags = flagged_tests(analysis, None)
+    assert len(flags) == 10 and [f.p for f in flags] == sorted(f.p for f in flags)
+    trials_section = order_sections(analysis, trials)[1]
+    detail = [item for item in trials_section.figures if item.key.startswith("trials-")]
+    assert [item.title.split(":")[0] for item in detail] == [f.test for f in flags[:DETAIL_FIGURES]]
+    rest = ", ".join(f.test for f in flags[DETAIL_FIGURES:])
+    assert f"2 more flagged ({rest}) are only in the overviews" in trials_section.intro

@@ -19,35 +19,39 @@ from washout.report.document import ReportMeta, build_report
 from washout.report.html import render_sweep_section
 from washout.sweep.anova import fit_anova
 from washout.sweep.incremental import method_options
+from washout.sweep.result import StepResult, SweepResult
 from washout.sweep.space import space_from_frame
 
 SILO = FIXTURES / "configspaces" / "silo_ycsb.csv"
 
 
-def silo_sweep() -> tuple[pd.DataFrame, dict, list[dict]]:
-    """The measured settings, washout.sweep's result for them (the paper's treatment-coded
-    ANOVA, so its curves compare with statsmodels' coefficients), and an R^2 history."""
+def silo_sweep() -> tuple[pd.DataFrame, SweepResult]:
+    """The measured settings and washout.sweep's result for them (the paper's
+    treatment-coded ANOVA, so its curves compare with statsmodels' coefficients), given an
+    R^2 history of four steps (--full measures everything in one)."""
     settings = pd.read_csv(SILO)
     result = explore(SILO, method_options("paper"), metric="tput", full=True)
-    sweep = result.to_dict()
     r2 = min(result.r2_validation)  # type: ignore[type-var]
-    history = [
-        {
-            "sampling_rate": r,
-            "r2_validation": [r2 - 0.2 * (1 - r) - 0.01 * k for k in range(10)],
-        }
+    steps = tuple(
+        StepResult(
+            settings_measured=round(144 * r),
+            sampling_rate=r,
+            r2_validation=tuple(r2 - 0.2 * (1 - r) - 0.01 * k for k in range(10)),
+            r2_min=r2 - 0.2 * (1 - r) - 0.09,
+            r2_holdout=None,
+        )
         for r in (0.05, 0.10, 0.15, 0.20)
-    ]
-    return settings, sweep, history
+    )
+    return settings, result.with_fields(steps=steps)
 
 
 @pytest.fixture(scope="module")
-def silo() -> tuple[pd.DataFrame, dict, list[dict]]:
+def silo() -> tuple[pd.DataFrame, SweepResult]:
     return silo_sweep()
 
 
 def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
-    settings, sweep, _ = silo
+    settings, sweep = silo
     params = ["threads", "keys", "ReadRatio"]
     panels, marks = document.coefficient_panels(sweep)  # from the result: no new fit
     assert not hasattr(document, "fit_anova")  # the report draws the result's curves
@@ -67,14 +71,14 @@ def test_coefficient_curves_are_the_anova_coefficients(silo) -> None:
         rel=1e-6,
     )
     # Every point the sweep found is drawn on a curve of the figure.
-    assert len(marks) == len(sweep["important_points"]) > 0
+    assert len(marks) == len(sweep.important_points) > 0
     for panel, name, x, kind in marks:
         assert x in [px for px, _ in panels[panel][name]]
         assert kind in ("knee", "turning")
 
 
 def test_coefficient_figure_marks_knee_and_turning_points(silo) -> None:
-    settings, sweep, _ = silo
+    settings, sweep = silo
     panels, marks = document.coefficient_panels(sweep)
     fig = figures.coefficient_curves(panels, marks, "tput")
     drawn = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() in "vD"]
@@ -84,7 +88,7 @@ def test_coefficient_figure_marks_knee_and_turning_points(silo) -> None:
 
 
 def test_tile_map_shows_the_measured_values(silo) -> None:
-    settings, _, _ = silo
+    settings, _ = silo
     fig = figures.tile_map(settings, ["threads", "keys", "ReadRatio"], "tput")
     tiles = [ax for ax in fig.axes if ax.get_images()]
     assert [ax.get_title() for ax in tiles] == [f"ReadRatio = {r}" for r in (0, 20, 60, 100)]
@@ -109,24 +113,24 @@ def test_tile_map_nests_the_next_two_parameters() -> None:
 
 
 def test_sweep_section_html(silo) -> None:
-    settings, sweep, history = silo
-    html = render_sweep_section(sweep, settings, history)
+    settings, sweep = silo
+    html = render_sweep_section(sweep, settings)
     assert html.lstrip().startswith('<section id="sweep">')
     assert re.findall(r'<figure id="fig-(sweep-[a-z0-9]+)"', html) == [
         "sweep-r2",
         "sweep-coefficients",
         "sweep-tiles",
     ]
-    for term in sweep["significant_terms"]:
-        assert f'<th scope="row">{term["term"]}</th>' in html
-    assert html.count("threads = ") >= len(sweep["important_points"])
+    for term in sweep.significant_terms:
+        assert f'<th scope="row">{term.term}</th>' in html
+    assert html.count("threads = ") >= len(sweep.important_points)
     assert "Measured 144 of 144 settings" in html
 
 
 def test_sweep_needs_its_settings(silo) -> None:
     from washout.errors import WashoutError
 
-    _, sweep, _ = silo
+    _, sweep = silo
     with pytest.raises(WashoutError, match="settings"):
         build_report(None, None, None, sweep)
 
@@ -134,8 +138,8 @@ def test_sweep_needs_its_settings(silo) -> None:
 def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
     from washout.report.markdown import write_markdown
 
-    settings, sweep, history = silo
-    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings, history)
+    settings, sweep = silo
+    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings)
     out = write_markdown(tmp_path / "sweep.md", report)
     text = out.read_text()
     assert "## Parameter space" in text and "### Knee and turning points" in text
@@ -148,8 +152,8 @@ def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
 def test_sum_coded_curves_are_drawn_at_every_level() -> None:
     """The default (sum coding): a main effect's curve has every level, deviations from the
     mean that sum to zero, and the figure's caption says so."""
-    sweep = explore(SILO, metric="tput", full=True).to_dict()
-    assert sweep["coding"] == "sum"
+    sweep = explore(SILO, metric="tput", full=True)
+    assert sweep.coding == "sum"
     panels, _ = document.coefficient_panels(sweep)
     threads = panels["threads"]["main effect"]
     assert [x for x, _ in threads] == [1, 2, 4, 8, 16, 28]

@@ -16,7 +16,7 @@ from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.longformat import RESOURCE_METRICS
 from washout.harness.executors import ssh_connection, ssh_wrapper
-from washout.harness.executors.base import CommandResult
+from washout.harness.executors.base import CommandOptions, CommandResult
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
 
@@ -51,7 +51,9 @@ def test_local_trials_measure_their_process_tree() -> None:
 
     async def go() -> tuple[CommandResult, CommandResult]:
         ex = LocalExecutor()
-        return await ex.run(tree(mib), timeout=60), await ex.run("true", timeout=60)
+        return await ex.run(tree(mib), CommandOptions(timeout=60)), await ex.run(
+            "true", CommandOptions(timeout=60)
+        )
 
     heavy, light = run_async(go())
     check_heavy(heavy, mib)
@@ -136,8 +138,8 @@ def test_ssh_trials_measure_their_process_tree(
         ex = SSHExecutor(worker)
         await ex.connect()
         try:
-            return await ex.run(tree(), timeout=60), await ex.run(
-                "echo out; echo err >&2", timeout=60
+            return await ex.run(tree(), CommandOptions(timeout=60)), await ex.run(
+                "echo out; echo err >&2", CommandOptions(timeout=60)
             )
         finally:
             await ex.close()

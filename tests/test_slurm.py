@@ -17,6 +17,7 @@ from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import run_async
 
 from washout.harness.allocation import salloc_argv
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.slurm import SlurmExecutor
 from washout.harness.spec import ClusterSpec, parse_spec_text
 
@@ -147,9 +148,11 @@ def test_steps_keep_the_nodes_status_wall_and_timeout(node: str, tmp_path: Path)
 
         async def scenario() -> list:
             await ex.connect()
-            failed = await ex.run("echo out; echo err >&2; exit 3", timeout=30)
-            slept = await ex.run("sleep 0.3", timeout=30)
-            timed = await ex.run(f"echo $$ > {tmp_path}/pid; exec sleep 60", timeout=1)
+            failed = await ex.run("echo out; echo err >&2; exit 3", CommandOptions(timeout=30))
+            slept = await ex.run("sleep 0.3", CommandOptions(timeout=30))
+            timed = await ex.run(
+                f"echo $$ > {tmp_path}/pid; exec sleep 60", CommandOptions(timeout=1)
+            )
             (tmp_path / "metric.json").write_text('{"v": 2}')
             read = await ex.read_file("metric.json", str(tmp_path))
             await ex.remove_file("metric.json", str(tmp_path))

@@ -22,6 +22,7 @@ from conftest import alive, wait_for, washout
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.spec import WorkerSpec
 
@@ -293,14 +294,16 @@ def test_timeout_and_stray_children_die_with_their_group(
         try:
             slow = await executor.run(
                 "sleep 60 & echo $! > bg; echo out; echo err >&2; sleep 60",
-                timeout=0.5,
-                cwd=worker.workdir,
+                CommandOptions(timeout=0.5, cwd=worker.workdir),
             )
             stray = await executor.run(
-                "sleep 60 & echo $! > bg2; echo quick", timeout=None, cwd=worker.workdir
+                "sleep 60 & echo $! > bg2; echo quick",
+                CommandOptions(timeout=None, cwd=worker.workdir),
             )
-            failing = await executor.run("echo oops >&2; exit 7", timeout=10)
-            quoting = await executor.run(QUOTING, timeout=10, env={"V": 'it\'s $HOME \\ "x"'})
+            failing = await executor.run("echo oops >&2; exit 7", CommandOptions(timeout=10))
+            quoting = await executor.run(
+                QUOTING, CommandOptions(timeout=10, env={"V": 'it\'s $HOME \\ "x"'})
+            )
             return slow, stray, failing, quoting
         finally:
             await executor.close()
@@ -340,7 +343,7 @@ def test_cancelled_trial_kills_its_remote_group(sshd_farm: SshdFarm, tmp_path: P
         await executor.connect()
         try:
             task = asyncio.ensure_future(
-                executor.run(f"echo $$ > {pid_file}; sleep 60", timeout=None)
+                executor.run(f"echo $$ > {pid_file}; sleep 60", CommandOptions(timeout=None))
             )
             while not (pid_file.exists() and pid_file.read_text().strip()):
                 await asyncio.sleep(0.05)
@@ -371,15 +374,15 @@ def test_a_worker_that_stays_down_is_given_up_after_bounded_retries(
         executor = SSHExecutor(worker)
         await executor.connect()
         try:
-            task = asyncio.ensure_future(executor.run("sleep 60", timeout=None))
+            task = asyncio.ensure_future(executor.run("sleep 60", CommandOptions(timeout=None)))
             await asyncio.sleep(0.5)
             server.stop()  # the worker vanishes for good
             lost = await task
             t0 = time.monotonic()
-            gave_up = await executor.run("true", timeout=None)
+            gave_up = await executor.run("true", CommandOptions(timeout=None))
             waited = time.monotonic() - t0
             with pytest.raises(WashoutError, match="could not be re-established within 2 s"):
-                await executor.run("true", timeout=None)
+                await executor.run("true", CommandOptions(timeout=None))
             return lost, gave_up, waited
         finally:
             await executor.close()
@@ -457,10 +460,11 @@ def test_remote_output_is_bounded_and_metric_files_are_checked(
         try:
             big = await executor.run(
                 "head -c 20000000 /dev/zero; head -c 5000000 /dev/zero >&2; echo last >&2; exit 3",
-                timeout=60,
-                output_tail=65536,
+                CommandOptions(timeout=60, output_tail=65536),
             )
-            discarded = await executor.run("echo gone; echo kept >&2", timeout=60, output_tail=0)
+            discarded = await executor.run(
+                "echo gone; echo kept >&2", CommandOptions(timeout=60, output_tail=0)
+            )
             await executor.remove_file("stale.txt", str(work))
             t0 = time.monotonic()
             errors = []
@@ -486,3 +490,55 @@ def test_remote_output_is_bounded_and_metric_files_are_checked(
         "a directory, not a regular file",
     ]
     assert took < 10 and (work / "pipe").exists()
+
+
+def test_a_worker_whose_timeout_makes_no_process_group_is_refused(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """A ``timeout`` that runs the command in the caller's process group (BusyBox's execs
+    it in place) would leave a trial's children out of the group the wrapper kills."""
+    (server,) = sshd_farm.start(1)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "timeout").write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    (tools / "timeout").chmod(0o755)
+    server.stop()
+    server.config.write_text(
+        server.config.read_text().replace(
+            "SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={tools}:{os.environ['PATH']}"
+        )
+    )
+    server.start()
+    executor = SSHExecutor(server.worker_spec(sshd_farm.known_hosts))
+    with pytest.raises(WashoutError) as caught:
+        run_async(executor.connect())
+    assert str(caught.value) == (
+        f"worker 127.0.0.1:{server.port}: its `timeout` does not start the command in a "
+        "process group of its own (coreutils' does; needed to stop a trial's processes)"
+    )
+
+
+def test_a_wrapper_too_long_for_one_argument_goes_on_stdin(sshd_farm: SshdFarm) -> None:
+    """A bash login shell gets the wrapper as the channel's command, but one longer than
+    INLINE_LIMIT goes on stdin: two ``env`` values of 70 kB each are fine for the command,
+    but the wrapper holding both would be past what one argument may hold (128 KiB)."""
+    (server,) = sshd_farm.start(1)
+    executor = SSHExecutor(server.worker_spec(sshd_farm.known_hosts))
+    big = {"A": "a" * 70_000, "B": "b" * 70_000}
+    command = 'printf %s "$A$B" | wc -c'
+
+    async def go():
+        await executor.connect()
+        try:
+            long = await executor.run(command, CommandOptions(timeout=60, env=big))
+            return long, await executor.run(
+                command, CommandOptions(timeout=60, env={"A": "x", "B": "yz"})
+            )
+        finally:
+            await executor.close()
+
+    assert executor.link.login_bash is False  # not yet connected
+    long, short = run_async(go())
+    assert (long.status, long.stdout) == ("ok", b"140000\n")
+    assert (short.status, short.stdout) == ("ok", b"3\n")
+    assert executor.link.login_bash

@@ -16,6 +16,7 @@ from conftest import washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.executors.ssh_copy import sftp
 from washout.harness.spec import WorkerSpec
@@ -198,7 +199,7 @@ Host bench-target
         async def go() -> tuple[str, list[int]]:
             await executor.connect()
             try:
-                result = await executor.run("echo $SSH_CONNECTION", timeout=30)
+                result = await executor.run("echo $SSH_CONNECTION", CommandOptions(timeout=30))
                 return result.stdout.decode(), jump.session_pids()
             finally:
                 await executor.close()
@@ -235,7 +236,9 @@ def test_sftp_copy_when_rsync_is_absent(sshd_farm: SshdFarm, tmp_path: Path) -> 
         await executor.connect()
         try:
             await sftp(executor.link, executor.run, src, str(workdir))
-            return (await executor.run("./run.sh", timeout=30, cwd=str(workdir))).stdout
+            return (
+                await executor.run("./run.sh", CommandOptions(timeout=30, cwd=str(workdir)))
+            ).stdout
         finally:
             await executor.close()
 

@@ -17,6 +17,7 @@ from simulate_longformat import simulate
 from washout.data.sources import load_trials
 from washout.errors import WashoutError
 from washout.stats.power import (
+    PowerSearch,
     detectable_delta_for,
     detectable_deltas,
     kruskal_rows,
@@ -66,7 +67,9 @@ def test_size_at_no_difference_is_alpha() -> None:
 @pytest.mark.parametrize("alpha", [0.05, 0.01])
 def test_runs_needed_agrees_with_normal_theory(alpha: float) -> None:
     pilot = _normal_pilot(cv=0.05)
-    n, reached = runs_needed_for(pilot, 2.0, power=0.8, alpha_per_test=alpha, n_sim=1000)
+    n, reached = runs_needed_for(
+        pilot, 2.0, PowerSearch(power=0.8, alpha_per_test=alpha, n_sim=1000)
+    )
     theory = _normal_theory_runs(0.02, 0.05, alpha, 0.8)
     assert n == pytest.approx(theory, rel=0.1)
     assert reached >= 0.8
@@ -81,28 +84,28 @@ def test_a_small_pilot_does_not_fake_power_through_ties(cv: float) -> None:
     smoothed bootstrap stays near normal theory."""
     z = np.random.default_rng(10).standard_normal(10)
     pilot = 100.0 + (z - z.mean()) / z.std() * 100.0 * cv
-    n, _ = runs_needed_for(pilot, 2.0, alpha_per_test=0.01)
+    n, _ = runs_needed_for(pilot, 2.0, PowerSearch(alpha_per_test=0.01))
     assert 0.85 < n / _normal_theory_runs(0.02, cv, 0.01, 0.8) < 1.2
 
 
 def test_detectable_delta_inverts_runs_needed() -> None:
     pilot = _normal_pilot(cv=0.05)
     n = round(_normal_theory_runs(0.02, 0.05, 0.05, 0.8))
-    found = detectable_delta_for(pilot, n, power=0.8, alpha_per_test=0.05, n_sim=1000)
+    found = detectable_delta_for(pilot, n, PowerSearch(power=0.8, alpha_per_test=0.05, n_sim=1000))
     assert found == pytest.approx(2.0, rel=0.1)
-    assert detectable_delta_for(pilot, 4 * n, alpha_per_test=0.05, n_sim=1000) == pytest.approx(
-        1.0, rel=0.12
-    )  # sqrt(n) law
+    assert detectable_delta_for(
+        pilot, 4 * n, PowerSearch(alpha_per_test=0.05, n_sim=1000)
+    ) == pytest.approx(1.0, rel=0.12)  # sqrt(n) law
 
 
 def test_bigger_effects_and_lower_noise_need_fewer_runs() -> None:
     pilot = _normal_pilot(cv=0.03)
-    n2, _ = runs_needed_for(pilot, 2.0, alpha_per_test=0.01)
-    n4, _ = runs_needed_for(pilot, 4.0, alpha_per_test=0.01)
+    n2, _ = runs_needed_for(pilot, 2.0, PowerSearch(alpha_per_test=0.01))
+    n4, _ = runs_needed_for(pilot, 4.0, PowerSearch(alpha_per_test=0.01))
     assert n4 < n2
-    noisy, _ = runs_needed_for(_normal_pilot(cv=0.06), 2.0, alpha_per_test=0.01)
+    noisy, _ = runs_needed_for(_normal_pilot(cv=0.06), 2.0, PowerSearch(alpha_per_test=0.01))
     assert noisy > n2
-    assert runs_needed_for(pilot, 0.1, alpha_per_test=0.01, max_runs=64)[0] is None
+    assert runs_needed_for(pilot, 0.1, PowerSearch(alpha_per_test=0.01, max_runs=64))[0] is None
 
 
 def test_plan_on_a_simulated_pilot_uses_the_bonferroni_level_and_is_seeded() -> None:
@@ -212,11 +215,13 @@ def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
 
 def test_degenerate_pilots() -> None:
     # No spread: a shift separates the groups completely; 4 + 4 runs give scipy's p < 0.01.
-    n, reached = runs_needed_for([5.0, 5.0, 5.0], 2.0, alpha_per_test=0.01)
+    n, reached = runs_needed_for([5.0, 5.0, 5.0], 2.0, PowerSearch(alpha_per_test=0.01))
     assert (n, reached) == (4, 1.0)
     assert kruskal([5.0] * 4, [5.1] * 4).pvalue < 0.01 < kruskal([5.0] * 3, [5.1] * 3).pvalue
-    assert detectable_delta_for([5.0, 5.0, 5.0], 10, alpha_per_test=0.01) < 1e-5
-    assert detectable_delta_for([5.0, 5.0, 5.0], 2, alpha_per_test=0.01) is None  # 2 + 2: never
+    assert detectable_delta_for([5.0, 5.0, 5.0], 10, PowerSearch(alpha_per_test=0.01)) < 1e-5
+    assert (
+        detectable_delta_for([5.0, 5.0, 5.0], 2, PowerSearch(alpha_per_test=0.01)) is None
+    )  # 2 + 2: never
     # One successful pilot trial: no plan, said so rather than guessed.
     df = simulate(tests=("a", "b"), runs=1, seed=1)
     df.loc[(df["test"] == "b") & (df["order"] == "random"), "status"] = "failed"
@@ -245,7 +250,10 @@ def test_the_analysis_detectable_shift_is_the_plans_simulation_and_has_its_power
     lo, hi = analysis.detectable_span()
     # The ends are simulated for the two least and the two most spread-out tests (t0 is
     # the most: the same spread over the smallest mean); t2 is in the middle.
-    plan = {k: detectable_delta_for(q + 0.01 * k, n, alpha_per_test=0.05 / m) for k in range(m)}
+    plan = {
+        k: detectable_delta_for(q + 0.01 * k, n, PowerSearch(alpha_per_test=0.05 / m))
+        for k in range(m)
+    }
     ends = [plan[k] for k in (0, 1, 3, 4)]
     assert (lo, hi) == (min(ends), max(ends))
     assert hi < 1.01 * lo  # the five tests have the same spread
@@ -262,21 +270,24 @@ def test_the_runs_needed_come_with_the_spread_a_pilot_of_that_size_allows() -> N
     the pilot rescaled to an end of its variance's interval."""
     z = np.random.default_rng(4).standard_normal(200)
     pilot = 100.0 + (z - z.mean()) / z.std() * 3.0  # CV 3%
-    truth, _ = runs_needed_for(_normal_pilot(cv=0.03), 2.0, alpha_per_test=0.01)
+    truth, _ = runs_needed_for(_normal_pilot(cv=0.03), 2.0, PowerSearch(alpha_per_test=0.01))
     widths = {}
     for size in (10, 200):
-        lo, hi = runs_needed_interval(pilot[:size], 2.0, alpha_per_test=0.01)
+        lo, hi = runs_needed_interval(pilot[:size], 2.0, PowerSearch(alpha_per_test=0.01))
         assert lo < hi and lo <= truth * 1.1 and hi >= truth * 0.9
         widths[size] = (hi - lo) / truth
     assert widths[10] > 2 * widths[200]
     small = pilot[:10]
-    seeded = runs_needed_interval(small, 2.0, alpha_per_test=0.01)
-    assert seeded == runs_needed_interval(small, 2.0, alpha_per_test=0.01)
+    seeded = runs_needed_interval(small, 2.0, PowerSearch(alpha_per_test=0.01))
+    assert seeded == runs_needed_interval(small, 2.0, PowerSearch(alpha_per_test=0.01))
     var_hi = float(variance_interval(small)[1])
     stretched = small.mean() + (small - small.mean()) * math.sqrt(var_hi / small.var())
-    assert seeded[1] == runs_needed_for(stretched, 2.0, alpha_per_test=0.01)[0]
+    assert seeded[1] == runs_needed_for(stretched, 2.0, PowerSearch(alpha_per_test=0.01))[0]
     # An effect too small for MAX_RUNS at the noisy end has no upper number.
-    assert runs_needed_interval(small, 0.2, alpha_per_test=0.01, max_runs=64) == (None, None)
+    assert runs_needed_interval(small, 0.2, PowerSearch(alpha_per_test=0.01, max_runs=64)) == (
+        None,
+        None,
+    )
 
 
 def _coverage(draw, true_var: float, n: int, samples: int = 4000) -> tuple[float, float]:
@@ -333,12 +344,14 @@ def test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence(
     runs needed to detect 2% at alpha 0.01 against the population's own (58): inside the
     80% interval in 0.8 of pilots, within 3 Monte-Carlo standard errors (bootstrap
     percentiles of the pilot, used before, held it in about 0.65)."""
-    truth, _ = runs_needed_for(_normal_pilot(cv=0.03), 2.0, alpha_per_test=0.01)
+    truth, _ = runs_needed_for(_normal_pilot(cv=0.03), 2.0, PowerSearch(alpha_per_test=0.01))
     rng = np.random.default_rng(58)
     pilots, inside = 60, 0
     for k in range(pilots):
         lo, hi = runs_needed_interval(
-            100.0 + 3.0 * rng.standard_normal(10), 2.0, alpha_per_test=0.01, n_sim=200, seed=k
+            100.0 + 3.0 * rng.standard_normal(10),
+            2.0,
+            PowerSearch(alpha_per_test=0.01, n_sim=200, seed=k),
         )
         inside += lo is not None and hi is not None and lo <= truth <= hi
     assert abs(inside / pilots - 0.8) <= 3 * math.sqrt(0.16 / pilots), inside

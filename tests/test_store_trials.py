@@ -10,11 +10,11 @@ from typing import Any
 from washout.data.store import ExperimentRecord, Store
 
 
-def ok_fields(now: datetime, metrics: dict[str, float] | None = None) -> dict[str, Any]:
-    """What finishes a trial that ran for half a second and succeeded (its wall, unless
-    ``metrics`` says otherwise)."""
+def finished(metrics: dict[str, float], status: str = "ok") -> dict[str, Any]:
+    """``Store.finish_trial``'s fields for a trial that just ended with these metrics."""
+    now = datetime.now(UTC)
     return dict(
-        status="ok",
+        status=status,
         reason="",
         exit_code=0,
         started=now,
@@ -23,7 +23,7 @@ def ok_fields(now: datetime, metrics: dict[str, float] | None = None) -> dict[st
         stdout_tail="",
         stderr_tail="",
         cpus=None,
-        metrics={"wall": 0.5} if metrics is None else metrics,
+        metrics=metrics,
     )
 
 
@@ -33,7 +33,7 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
     now = datetime.now(UTC)
     first = store.begin_trial(run_id, 0, "a", 0, now)
-    fields = ok_fields(now)
+    fields = finished({"wall": 0.5})
     second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))
     assert second is not None and second != first
     reader = sqlite3.connect(tmp_path / "e.db")  # what a crash right now would leave
@@ -76,7 +76,7 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     assert seen() == (1, "running", 1)
     store.set_run_status(run_id, "done", defer=True)
     assert seen() == (1, "running", 1)
-    store.finish_trial(trial, **ok_fields(now))
+    store.finish_trial(trial, **finished({"wall": 0.5}))
     assert seen() == (1, "done", 1)
     store.set_run_status(run_id, "aborted", defer=True)
     store.close()
@@ -90,7 +90,7 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     store = Store.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
-    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **ok_fields(now, metrics={}))
+    store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **finished({}))
     store.close()
     conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
     conn.execute("ALTER TABLE trial DROP COLUMN superseded")

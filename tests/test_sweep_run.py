@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import sys
@@ -13,6 +12,7 @@ import pandas as pd
 import pytest
 
 from washout.errors import WashoutError
+from washout.sweep.result import load_sweep_dir
 from washout.sweep.runner import run_sweep
 
 SPEC = """
@@ -63,7 +63,8 @@ def test_sweep_measures_resumes_and_stops_at_the_budget(tmp_path: Path) -> None:
     assert len(settings.drop_duplicates(["a", "b"])) == 6
     # coverage sampling: 3 settings first, and all 4 levels of a within 6
     assert settings["a"].nunique() == 4
-    assert json.loads((out / "sweep.json").read_text())["settings_measured"] == 6
+    read, frame = load_sweep_dir(out)  # what a report reads back: the very same result
+    assert read == result and read.directory == str(out) and frame.equals(settings)
     assert any("batch 1" in n for n in notes)
     assert result.r2_noise_ceiling == 1.0  # expr prints the same number every time
 

@@ -69,6 +69,10 @@ def test_batch_experiment_quotes_values_and_runs_random_orders(tmp_path: Path) -
             "sweep.toml: sweep.sampler = 'lhs': unknown sampler",
         ),
         (
+            ('sampler = "coverage"', 'validation = "loo"'),
+            "sweep.validation = 'loo': unknown (choose from random, folds)",
+        ),
+        (
             ('sampler = "coverage"', 'method = "fast"'),
             "sweep.toml: sweep.method = 'fast': unknown method (choose from ours, paper)",
         ),
@@ -130,6 +134,7 @@ def test_a_sweep_spec_uses_ours_unless_it_names_the_papers_method(tmp_path: Path
         ("", "ours", "coverage"),
         ('method = "paper"\n', "paper", "random"),
         ('method = "paper"\nmodel = "smooth"\n', "custom", "random"),
+        ('validation = "random"\n', "custom", "coverage"),
     ):
         path = tmp_path / "s.toml"
         path.write_text(base.replace("[sweep.params]", extra + "[sweep.params]"))

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from washout.version import __version__
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
     from washout.sweep.result import SweepResult
     from washout.sweep.space import Space
 
-__version__ = "0.1.0"
 
 # A library logs, an application decides where it goes (``washout -v`` shows it on stderr).
 logging.getLogger(__name__).addHandler(logging.NullHandler())

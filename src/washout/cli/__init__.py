@@ -18,14 +18,14 @@ from washout.cli import (
     commands_run,  # noqa: F401,E402
     commands_sweep,  # noqa: F401,E402
 )
-from washout.cli.app import app
+from washout.cli.app import app, join_parameter_lists
 from washout.errors import WashoutError
 
 
 def main() -> None:
     """Console-script entry: run the app, turning user errors into one line."""
     try:
-        app(standalone_mode=True)
+        app(args=join_parameter_lists(sys.argv[1:]), standalone_mode=True)
     except WashoutError as err:
         print(f"washout: error: {err}", file=sys.stderr)
         sys.exit(err.exit_code)

@@ -10,7 +10,7 @@ import logging
 
 import typer
 
-from washout import __version__
+from washout.version import __version__
 
 app = typer.Typer(
     name="washout",
@@ -20,6 +20,29 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+LIST_JOIN = "\0"
+
+
+def join_parameter_lists(argv: list[str]) -> list[str]:
+    """hyperfine's ``-L NAME a,b,c`` takes two values and may be given several times, which
+    a Typer option cannot declare (a tuple or a list, not a list of tuples): its two values
+    travel as one token joined by NUL, a character no command-line argument can hold.
+    Nothing after ``--`` is touched."""
+    joined: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return joined + argv[i:]
+        if token in ("-L", "--parameter-list") and i + 2 < len(argv):
+            joined += [token, argv[i + 1] + LIST_JOIN + argv[i + 2]]
+            i += 3
+            continue
+        joined.append(token)
+        i += 1
+    return joined
 
 
 def _version(value: bool) -> None:

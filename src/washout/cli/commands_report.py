@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from washout.report.document import Report
+    from washout.sweep.result import SweepResult
 
 from washout.cli.app import app
 
@@ -61,12 +62,13 @@ def report(
 
     out = check_output(output or Path(f"report.{fmt.value}"), source)
     if source.is_dir():
+        from washout.sweep.result import load_sweep_dir
+
         sweep, settings = load_sweep_dir(source)
         write_sweep_report(out, fmt.value, source.name, sweep, settings)
-        typer.echo(f"{out}: sweep of {sweep.get('settings_measured')} settings")
+        typer.echo(f"{out}: sweep of {sweep.settings_measured} settings")
         return
     from washout.data.sources import load_trials
-    from washout.harness.spec import stored_claims
     from washout.report.document import ReportMeta, build_report, why_for_report
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
@@ -74,13 +76,12 @@ def report(
     trials, info = load_trials(source, resources=True)
     analysed = without_resource_metrics(trials)
     analysis = analyze_order(analysed, alpha=alpha, correction=correction, by_worker=by_worker)
-    why, notes = why_for_report(
-        analysed,
-        [*claim, *(stored_claims(source) if info.kind == "store" else [])],
-        alpha,
-        correction,
-        by_worker,
-    )
+    claims = list(claim)
+    if info.kind == "store":  # only a store has a spec: its import (pydantic) costs ~0.3 s
+        from washout.harness.spec import stored_claims
+
+        claims += stored_claims(source)
+    why, notes = why_for_report(analysed, claims, alpha, correction, by_worker)
     if info.kind == "store":
         meta = ReportMeta.from_store(source, notes)
     else:
@@ -90,33 +91,14 @@ def report(
     typer.echo(f"{out}: {analysis.verdict}")
 
 
-def load_sweep_dir(directory: Path) -> tuple[dict, pd.DataFrame]:
-    """The summary (sweep.json) and measured settings (settings.csv) ``washout sweep`` wrote."""
-    import json
-
-    import pandas as pd
-
-    from washout.errors import WashoutError
-
-    summary, settings = directory / "sweep.json", directory / "settings.csv"
-    if not (summary.is_file() and settings.is_file()):
-        raise WashoutError(
-            f"{directory}: not a sweep directory (it needs the sweep.json and "
-            "settings.csv that washout sweep writes)"
-        )
-    try:
-        return json.loads(summary.read_text()), pd.read_csv(settings)
-    except (ValueError, pd.errors.ParserError) as err:
-        raise WashoutError(f"{directory}: cannot read the sweep's files: {err}") from None
-
-
-def write_sweep_report(out: Path, fmt: str, name: str, sweep: dict, settings: pd.DataFrame) -> None:
+def write_sweep_report(
+    out: Path, fmt: str, name: str, sweep: SweepResult, settings: pd.DataFrame
+) -> None:
     """A sweep-only report: R^2 against sampling rate, coefficients with their knee and
     turning points, and the tile map of ``settings`` (parameter columns, metric last)."""
     from washout.report.document import ReportMeta, build_report
 
-    meta = ReportMeta(name=name)
-    _write(out, fmt, build_report(None, None, meta, sweep, settings, sweep.get("steps")))
+    _write(out, fmt, build_report(None, None, ReportMeta(name=name), sweep, settings))
 
 
 def _write(out: Path, fmt: str, report: Report) -> None:

@@ -8,18 +8,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import app
+from washout.cli.app import LIST_JOIN, app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    import pandas as pd
     from rich.console import Console, RenderableType
 
     from washout.data.store import Store
     from washout.harness.engine import Experiment, Outcome
-    from washout.stats.compare import Comparison
 
 
 def _console(quiet: bool = False, stderr: bool = True) -> Console:
@@ -58,6 +56,7 @@ def _execute(
     )
 
     from washout.harness.engine import execute
+    from washout.harness.status import exit_code
 
     console = _console(quiet)
     total = experiment.planned_trials
@@ -110,7 +109,7 @@ def _execute(
     if show_output:
         _show_output(store)
     _summary(experiment, store, outcome, exports or {})
-    code = _exit_code(outcome, store)
+    code = exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
         _explain_failed_tests(experiment, store, ignore_failure)
         if ignore_failure:
@@ -132,23 +131,13 @@ class _LiveMedians:
     def update(self) -> None:
         import time
 
-        from rich.table import Table
-        from rich.text import Text
-
-        from washout.report.terminal import seconds
-        from washout.stats.trials import usable_trials
+        from washout.report.terminal import medians_table
 
         started = time.monotonic()
         if started < self.due:
             return
-        frame = self.store.long_frame()
-        ok, _ = usable_trials(frame[frame["metric"] == "wall"], "the live table")
-        if not ok.empty:
-            table = Table(show_edge=False, header_style="bold")
-            for name, justify in (("test", "left"), ("trials", "right"), ("median", "right")):
-                table.add_column(name, justify=justify)  # type: ignore[arg-type]
-            for test, values in ok.groupby("test", observed=True)["value"]:
-                table.add_row(Text(str(test)), str(values.size), seconds(float(values.median())))
+        table = medians_table(self.store.long_frame())
+        if table is not None:
             self.table = table
         self.due = started + max(1.0, 10 * (time.monotonic() - started))
 
@@ -162,21 +151,6 @@ def _show_output(store: Store) -> None:
         for stream, text in (("stdout", stdout), ("stderr", stderr)):
             shown = (text or "").rstrip("\n")
             console.print(f"  {stream}: " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
-
-
-def _exit_code(outcome: Outcome, store: Store) -> ExitCode:
-    """How a session ended, the most serious first."""
-    if outcome.terminated:
-        return ExitCode.TERMINATED
-    if outcome.aborted:
-        return ExitCode.ABORTED
-    if outcome.stopped:
-        return ExitCode.INTERRUPTED
-    if outcome.worker_errors:
-        return ExitCode.WORKER_FAILED
-    if store.tests_without_success():
-        return ExitCode.TEST_ALWAYS_FAILED
-    return ExitCode.DONE
 
 
 def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -> None:
@@ -222,13 +196,14 @@ def _summary(
     if not state.complete:
         out.print(f"Resume with: washout resume {store.path}")
         return
-    from washout.report.terminal import render_analysis, render_comparison
-    from washout.stats.compare import without_resource_metrics
-    from washout.stats.order import analyze_order
+    from washout.report.terminal import (
+        experiment_comparison,
+        order_findings,
+        render_comparison,
+    )
 
     frame = store.long_frame(resources=True)
-    exp = experiment.spec.experiment
-    comparison = _compare(experiment, frame)
+    comparison = experiment_comparison(experiment, frame)
     if exports:
         from washout.report.hyperfine import write_exports
 
@@ -239,46 +214,10 @@ def _summary(
             {t.name: t.params for t in tests},
             exports,
         )
-    analysed = without_resource_metrics(frame)
-    # one test: every order is the same order, there is no fixed-vs-random verdict to give
-    if len(experiment.tests) > 1 and analysed["order"].nunique() > 1:
-        out.print(
-            render_analysis(analyze_order(analysed, alpha=exp.alpha, correction=exp.correction))
-        )
-        from washout.stats.why import explain, render_words
-
-        # why order matters: the first trial after the reset, carryover, drift, the claims
-        found = explain(
-            analysed,
-            carryover=True,
-            drift=True,
-            claims=exp.claims,
-            alpha=exp.alpha,
-            correction=exp.correction,
-        )
-        out.print("\n".join(render_words(found)))
+    for part in order_findings(experiment, frame):
+        out.print(part)
     if comparison.summaries:  # last, as hyperfine ends: the table and which is faster
         out.print(render_comparison(comparison))
-
-
-def _compare(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
-    """hyperfine's comparison of the tests on wall time, or on the first test's first metric
-    when some test does not measure wall (in that metric's better direction)."""
-    from washout.report.terminal import metric_value
-    from washout.stats.compare import compare_tests
-
-    tests = experiment.tests
-    metric = "wall" if all("wall" in t.metrics for t in tests) else next(iter(tests[0].metrics))
-    exp = experiment.spec.experiment
-    return compare_tests(
-        frame,
-        metric=metric,
-        alpha=exp.alpha,
-        correction=exp.correction,
-        tests=[t.name for t in tests],
-        lower_is_better=tests[0].metrics[metric].better == "lower",
-        describe=lambda v: metric_value(metric, v),
-    )
 
 
 @app.command("run")
@@ -343,12 +282,13 @@ def run_command(
     parameter_step: float | None = typer.Option(
         None, "--parameter-step-size", "-D", help="The step of -P (default 1)."
     ),
-    parameter_list: tuple[str, str] | None = typer.Option(
-        None,
+    parameter_list: list[str] = typer.Option(
+        [],
         "--parameter-list",
         "-L",
         metavar="NAME a,b,c",
-        help="Quick form: one test per value of {NAME} (with -P: every combination).",
+        help="Quick form: one test per value of {NAME}; repeatable, and with -P: every "
+        "combination.",
     ),
     command_name: list[str] = typer.Option(
         [],
@@ -386,8 +326,8 @@ def run_command(
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
     from washout.harness.engine import Experiment, new_store
-    from washout.harness.quick import MIN_RUNS, parameter_grid, pilot_seconds, runs_for_budget
-    from washout.harness.spec import expand_tests, load_spec, spec_from_commands
+    from washout.harness.quick import parameter_grid, quick_runs
+    from washout.harness.spec import load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
     exports = _exports(
@@ -416,7 +356,7 @@ def run_command(
     else:
         if is_spec:
             raise WashoutError(f"{args[0]}: no such spec file")
-        params = parameter_grid(parameter_scan, parameter_step, parameter_list)
+        params = parameter_grid(parameter_scan, parameter_step, split_lists(parameter_list))
         spec, text = spec_from_commands(
             args,
             runs=10,
@@ -429,16 +369,7 @@ def run_command(
             params=params,
         )
         source = "command line"
-        if min_runs is not None or max_runs is not None:
-            if runs is not None:
-                raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
-            if min_runs is not None and max_runs is not None and min_runs > max_runs:
-                raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
-            pilot = pilot_seconds(expand_tests(spec, source), prepare)
-            runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
-        if runs is not None:  # hyperfine's meaning: in total, over the order kinds
-            kinds = len(spec.experiment.orders)
-            runs = -(-runs // kinds)
+        runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
     store = new_store(experiment, db)
     path = store.path
@@ -462,6 +393,19 @@ def run_command(
         )
     finally:
         store.close()
+
+
+def split_lists(values: list[str]) -> list[tuple[str, str]]:
+    """The ``-L NAME a,b,c`` options as (name, values) pairs (see ``join_parameter_lists``)."""
+    pairs = []
+    for value in values:
+        name, joined, text = value.partition(LIST_JOIN)
+        if not joined:
+            raise WashoutError(
+                f"--parameter-list {value}: expected a name and its values, as -L NAME a,b,c"
+            )
+        pairs.append((name, text))
+    return pairs
 
 
 def _exports(**paths: Path | None) -> dict[str, Path]:

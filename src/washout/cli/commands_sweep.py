@@ -11,6 +11,7 @@ from washout.cli.app import app
 
 if TYPE_CHECKING:
     from washout.sweep.incremental import Step
+    from washout.sweep.result import SweepResult
 
 FORMATS = ("table", "json")
 
@@ -25,25 +26,25 @@ def _format(value: str) -> str:
     return value
 
 
-def _print_summary(result: dict, fmt: str) -> None:
+def _print_summary(result: SweepResult, fmt: str) -> None:
     """JSON on stdout, or readable tables (rich)."""
     if fmt == "json":
         import json
 
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
     out = Console(highlight=False, markup=False)
-    r2 = [v for v in result["r2_validation"] if v is not None]
-    status = "threshold reached" if result["terminated"] else "threshold NOT reached (budget)"
-    if not result["terminated"] and result.get("r2_best") is not None:
-        status += f"; best worst-split R^2 {result['r2_best']:.3f}"
+    r2 = [v for v in result.r2_validation if v is not None]
+    status = "threshold reached" if result.terminated else "threshold NOT reached (budget)"
+    if not result.terminated and result.r2_best is not None:
+        status += f"; best worst-split R^2 {result.r2_best:.3f}"
     out.print(
-        f"Measured {result['settings_measured']} of {result['settings_total']} settings "
-        f"({result['sampling_rate']:.0%}) with method {result['method']} ({result['sampler']} "
-        f"sampling, model {result['model']}, rule {result['rule']}, {result['coding']} "
+        f"Measured {result.settings_measured} of {result.settings_total} settings "
+        f"({result.sampling_rate:.0%}) with method {result.method} ({result.sampler} "
+        f"sampling, model {result.model}, rule {result.rule}, {result.coding} "
         f"coding): {status}"
     )
     if r2:
@@ -51,11 +52,11 @@ def _print_summary(result: dict, fmt: str) -> None:
             f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
             f"{sorted(r2)[len(r2) // 2]:.3f}"
         )
-    if result.get("r2_holdout") is not None:
-        out.print(f"R^2 on the last batch before it was measured: {result['r2_holdout']:.3f}")
-    if result.get("r2_unmeasured") is not None:
-        out.print(f"R^2 on the unmeasured settings: {result['r2_unmeasured']:.3f}")
-    if result.get("exact_fit"):
+    if result.r2_holdout is not None:
+        out.print(f"R^2 on the last batch before it was measured: {result.r2_holdout:.3f}")
+    if result.r2_unmeasured is not None:
+        out.print(f"R^2 on the unmeasured settings: {result.r2_unmeasured:.3f}")
+    if result.exact_fit:
         out.print(
             "The model reproduces the metric exactly (no noise left): a term is "
             "significant if it explains any variance at all; p-values are limits."
@@ -63,20 +64,20 @@ def _print_summary(result: dict, fmt: str) -> None:
     terms = Table(title="Significant terms (share of variance)")
     terms.add_column("term")
     terms.add_column("share", justify="right")
-    for t in result["significant_terms"]:
-        terms.add_row(t["term"], f"{t['share']:.1%}")
+    for t in result.significant_terms:
+        terms.add_row(t.term, f"{t.share:.1%}")
     out.print(terms)
     points = Table(title="Important points, ranked")
     for col in ("term", "parameter", "fixed", "type", "value", "turn ratio"):
         points.add_column(col)
-    for p in result["important_points"]:
-        fixed = "" if p["fixed"] is None else ", ".join(f"{k}={v}" for k, v in p["fixed"].items())
-        ratio = "" if p["turn_ratio"] is None else f"{p['turn_ratio']:.2f}"
-        points.add_row(p["term"], p["parameter"], fixed, p["type"], str(p["value"]), ratio)
+    for p in result.important_points:
+        fixed = "" if p.fixed is None else ", ".join(f"{k}={v}" for k, v in p.fixed.items())
+        ratio = "" if p.turn_ratio is None else f"{p.turn_ratio:.2f}"
+        points.add_row(p.term, p.parameter, fixed, p.type, str(p.value), ratio)
     out.print(points)
-    if result["ranges"]:
+    if result.ranges:
         out.print("A fair comparison must cover, per parameter:")
-        for name, segments in result["ranges"].items():
+        for name, segments in result.ranges.items():
             out.print(f"  {name}: " + ", ".join(f"[{lo}, {hi}]" for lo, hi in segments))
 
 
@@ -123,6 +124,14 @@ def explore(
         "--coding",
         help="The conclusions' ANOVA coding: sum (ours, label-invariant) or treatment (paper).",
     ),
+    validation: str = typer.Option(
+        None,
+        "--validation",
+        help=(
+            "The validation splits: folds (ours: 5-fold, stratified on the value, repeated) "
+            "or random (paper: random 80/20 splits)."
+        ),
+    ),
     seed: int = typer.Option(0, "--seed"),
     start: float = typer.Option(None, "--start", help="Fraction measured first."),
     step: float = typer.Option(None, "--step", help="Least fraction added per iteration."),
@@ -132,7 +141,7 @@ def explore(
     threshold: float = typer.Option(
         0.9, "--threshold", help="R^2 every validation split must reach."
     ),
-    splits: int = typer.Option(10, "--splits", help="80/20 validation splits per iteration."),
+    splits: int = typer.Option(10, "--splits", help="Validation splits (20% each) per iteration."),
     budget: int = typer.Option(None, "--budget", help="Most settings to measure."),
     full: bool = typer.Option(False, "--full", help="Analyse every row instead of sampling."),
     versus: Path = typer.Option(
@@ -175,6 +184,7 @@ def explore(
         budget=budget,
         conclude=conclude,
         coding=coding,
+        validation=validation,
     )
     options.check("explore")
     space = load_space_csv(data, metric, param or None)
@@ -213,13 +223,12 @@ def explore(
                     [result.important_points, other_result.important_points], [space, other]
                 ),
             )
-    summary = result.to_dict()
-    _print_summary(summary, fmt)
+    _print_summary(result, fmt)
     if report is not None:
         from washout.cli.commands_report import write_sweep_report
 
         write_sweep_report(
-            report, "md" if report.suffix == ".md" else "html", data.stem, summary, space.frame()
+            report, "md" if report.suffix == ".md" else "html", data.stem, result, space.frame()
         )
 
 
@@ -280,4 +289,4 @@ def sweep(
     with bar, threadpool_limits(1):
         result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
     console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
-    _print_summary(result.to_dict(), fmt)
+    _print_summary(result, fmt)

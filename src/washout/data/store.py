@@ -20,10 +20,12 @@ from __future__ import annotations
 import fcntl
 import functools
 import json
+import logging
 import os
 import socket
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,8 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from washout import __version__
 from washout.errors import StoreBusyError, StoreExistsError, StoreWriteError, WashoutError
+from washout.version import __version__
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,6 +80,44 @@ CREATE TABLE event (
     message TEXT NOT NULL);
 """
 
+_COLUMNAR_SCHEMA: tuple[str, ...] = (
+    "CREATE TABLE columnar (name TEXT NOT NULL, chunk INTEGER NOT NULL, data BLOB NOT NULL,"
+    " crc INTEGER NOT NULL, PRIMARY KEY (name, chunk))",
+    "CREATE TABLE columnar_state (id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " covers INTEGER NOT NULL, names TEXT NOT NULL)",
+    *(
+        f"CREATE TRIGGER columnar_{table}_{event.lower()} AFTER {event} ON {table}"
+        f" WHEN {row.format(key=key)} <= (SELECT covers FROM columnar_state)"
+        " BEGIN DELETE FROM columnar_state; END"
+        for table, key in (("trial", "id"), ("metric", "trial_id"))
+        for event, row in (
+            ("INSERT", "NEW.{key}"),
+            ("UPDATE", "min(OLD.{key}, NEW.{key})"),
+            ("DELETE", "OLD.{key}"),
+        )
+    ),
+)
+"""The columnar copy (:meth:`Store.write_columns`): the trial and metric columns the long
+format needs, as numpy arrays in BLOBs, for every trial up to ``columnar_state.covers``.
+Any insert, update or delete of a covered row, by whatever writer, deletes the state row
+(the triggers), so a reader uses the copy only while it is exactly the SQL tables."""
+
+COLUMNAR_DTYPES: dict[str, str] = {
+    "trial.id": "<i8",
+    "trial.run_id": "<i8",
+    "trial.position": "<i8",
+    "trial.status": "<i4",
+    "trial.test": "<i4",
+    "trial.superseded": "<i1",
+    "metric.trial_id": "<i8",
+    "metric.name": "<i4",
+    "metric.value": "<f8",
+}
+"""Each copied column and its dtype; ``status``, ``test`` and ``name`` are codes into the
+name lists in ``columnar_state.names``."""
+COLUMNAR_CHUNK = 2**22
+"""Rows per BLOB (32 MiB of float64): far below SQLite's 1 GB limit on one value."""
+
 FINISHED = ("ok", "failed", "timeout")
 SUPERSEDED = "superseded"
 """The long-format status of a trial from an interrupted run's earlier attempt (included
@@ -91,6 +131,8 @@ _UNWRITABLE = {
     sqlite3.SQLITE_CANTOPEN,
     sqlite3.SQLITE_PERM,
 }
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -146,9 +188,10 @@ WHOLE_CHECK_BYTES = 64 * 2**20
 quick_check``, about 10 ms per MB). A larger store opened read-only has its header and
 every table but the two large ones checked; those are read whole by every reader, which
 reports damage met there (docs/guarantees.md)."""
-SCANNED_TABLES = ("trial", "metric")
+SCANNED_TABLES = ("trial", "metric", "columnar")
 """The tables a reader walks whole (:meth:`Store.long_frame`, :meth:`Store.counts` and the
-other methods marked ``@_reports_damage``)."""
+other methods marked ``@_reports_damage``); ``columnar``'s BLOBs also carry a CRC-32 each,
+checked on every read."""
 
 
 def _header_problem(path: Path) -> str | None:
@@ -299,11 +342,17 @@ class Store:
     """An experiment's SQLite database."""
 
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, *, live: str = "superseded = 0"
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        live: str = "superseded = 0",
+        columnar: bool = True,
     ) -> None:
         self.conn = conn
         self.path = path
         self._live = live
+        self._columnar = columnar  # has the columnar tables (older stores may not)
         self._lock_fd: int | None = None
         self._deferred: list[tuple[str, tuple[object, ...]]] = []
         self._new_runs: dict[tuple[int, int], int] = {}
@@ -347,10 +396,11 @@ class Store:
             ) from None
         except OSError as err:
             raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
-        store = cls(cls._connect(path), path)
+        store = cls(cls._connect(path), path, columnar=False)
         try:
             store.lock()
             store._write_schema(record, tests)
+            store._columnar = True
         except BaseException:
             store.close()
             for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -370,6 +420,8 @@ class Store:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            for statement in _COLUMNAR_SCHEMA:
+                conn.execute(statement)
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [("schema_version", str(SCHEMA_VERSION)), ("created_with", __version__)],
@@ -451,27 +503,44 @@ class Store:
                 f"{path}: schema_version = {found}: this washout "
                 f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}"
             )
+        columnar = "columnar_state" in tables
         if readonly:
-            return cls(conn, path, live="1" if found == "1" else "superseded = 0")
+            live = "1" if found == "1" else "superseded = 0"
+            return cls(conn, path, live=live, columnar=columnar and found != "1")
         conn.execute("PRAGMA synchronous = NORMAL")
         store = cls(conn, path)
-        if found == "1":
+        if found == "1" or not columnar:
             with store.transaction() as c:
-                c.execute("ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
-                c.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-                )
+                if found == "1":
+                    c.execute("ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0")
+                    c.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                        (str(SCHEMA_VERSION),),
+                    )
+                if not columnar:  # a store older than the columnar copy
+                    for statement in _COLUMNAR_SCHEMA:
+                        c.execute(statement)
         return store
 
     def close(self) -> None:
-        """Commit any deferred writes, give up the writer lock (if held) and close the
-        connection; safe to call twice."""
+        """Commit any deferred writes, bring the columnar copy up to date if this is the
+        writer (its session ends), give up the writer lock and close the connection; safe to
+        call twice.
+
+        A copy that cannot be written (disk full, read-only file) is left as it was: it is a
+        cache, readers fall back to the SQL tables, and the session's trials are intact."""
         try:
-            if self._deferred:
-                with self.transaction():
-                    pass
-        except (StoreWriteError, sqlite3.Error):
-            pass  # what was committed holds; no trial ran after these records
+            try:
+                if self._deferred:
+                    with self.transaction():
+                        pass
+            except (StoreWriteError, sqlite3.Error):
+                pass  # what was committed holds; no trial ran after these records
+            if self._lock_fd is not None and self._columnar:
+                try:
+                    self.write_columns()
+                except (WashoutError, sqlite3.Error) as err:
+                    log.warning("%s: columnar copy not written: %s", self.path, err)
         finally:
             self._deferred.clear()
             self.unlock()
@@ -866,6 +935,118 @@ class Store:
             for test, n, first in rows
         ]
 
+    # -- the columnar copy ---------------------------------------------------------------
+    def write_columns(self) -> None:
+        """Bring the columnar copy (:data:`_COLUMNAR_SCHEMA`) up to every trial before the
+        first one still running: the trials after the part it covers are appended, or, if
+        a covered row changed since (its state row gone), the whole copy is written again.
+
+        The writer calls it when its session ends (:meth:`close`: end of run, resume or
+        sweep batch). It lets a reader take 2.3M metric values as a few BLOBs instead of
+        one Python object per value from SQLite (bench/analysis_scale.py); the SQL tables
+        stay the truth. One transaction: a writer killed meanwhile leaves the copy as it was.
+        """
+        with self.transaction() as c:
+            state = c.execute("SELECT covers, names FROM columnar_state").fetchone()
+            covered = 0 if state is None else state[0]
+            (top,) = c.execute("SELECT coalesce(max(id), 0) FROM trial").fetchone()
+            (running,) = c.execute(  # only the trials after the copy: a range of ids
+                "SELECT min(id) FROM trial WHERE id > ? AND status = 'running'", (covered,)
+            ).fetchone()
+            top = top if running is None else min(top, running - 1)
+            if state is not None and covered >= top:
+                return
+            import numpy as np  # only now: a session that added no trial does not pay for it
+
+            if state is None:
+                c.execute("DELETE FROM columnar")
+                start, chunk = 0, 0
+                names: dict[str, list[str]] = {"status": [], "test": [], "metric": []}
+            else:
+                start, names = state[0], json.loads(state[1])
+                (chunk,) = c.execute("SELECT coalesce(max(chunk), -1) + 1 FROM columnar").fetchone()
+            span = (start, top)
+            status_code = self._name_codes(c, names["status"], "trial", "t.status", span)
+            trials = np.fromiter(
+                c.execute(
+                    f"SELECT t.id, t.run_id, t.position, {status_code},"
+                    " coalesce(s.spec_index, -1), t.superseded FROM trial t"
+                    " LEFT JOIN test s ON s.name = t.test WHERE t.id > ? AND t.id <= ?"
+                    " ORDER BY t.id",
+                    (*names["status"], *span),
+                ),
+                dtype=[
+                    (n, np.int64) for n in ("id", "run_id", "position", "status", "test", "sup")
+                ],
+            )
+            # Tests by their spec_index; a test the test table lacks, by name.
+            test_code = {name: i for i, name in enumerate(names["test"])}
+            lut = np.array(
+                [
+                    test_code.setdefault(name, len(test_code))
+                    for (name,) in c.execute("SELECT name FROM test ORDER BY spec_index")
+                ]
+                + [-1],
+                dtype=np.int64,
+            )
+            test = lut[trials["test"]]
+            for i, name in c.execute(
+                "SELECT t.id, t.test FROM trial t LEFT JOIN test s ON s.name = t.test"
+                " WHERE s.id IS NULL AND t.id > ? AND t.id <= ?",
+                span,
+            ):
+                test[np.searchsorted(trials["id"], i)] = test_code.setdefault(name, len(test_code))
+            names["test"] = list(test_code)
+            metric_code = self._name_codes(c, names["metric"], "metric", "name", span)
+            metrics = np.fromiter(
+                c.execute(
+                    f"SELECT trial_id, {metric_code}, value FROM metric"
+                    " WHERE trial_id > ? AND trial_id <= ?",
+                    (*names["metric"], *span),
+                ),
+                dtype=[("trial_id", np.int64), ("name", np.int64), ("value", np.float64)],
+            )
+            columns = {
+                "trial.id": trials["id"],
+                "trial.run_id": trials["run_id"],
+                "trial.position": trials["position"],
+                "trial.status": trials["status"],
+                "trial.test": test,
+                "trial.superseded": trials["sup"],
+                "metric.trial_id": metrics["trial_id"],
+                "metric.name": metrics["name"],
+                "metric.value": metrics["value"],
+            }
+            for name, values in columns.items():
+                data = values.astype(COLUMNAR_DTYPES[name])
+                for k, at in enumerate(range(0, len(data), COLUMNAR_CHUNK)):
+                    blob = data[at : at + COLUMNAR_CHUNK].tobytes()
+                    c.execute(
+                        "INSERT INTO columnar VALUES (?, ?, ?, ?)",
+                        (name, chunk + k, blob, zlib.crc32(blob)),
+                    )
+            c.execute(
+                "INSERT OR REPLACE INTO columnar_state VALUES (1, ?, ?)",
+                (top, json.dumps(names)),
+            )
+
+    @staticmethod
+    def _name_codes(
+        c: sqlite3.Connection, known: list[str], table: str, column: str, span: tuple[int, int]
+    ) -> str:
+        """``known`` extended by the names ``column`` of ``table`` holds in the trial-id
+        ``span`` being copied, and the SQL expression that codes them as indices into it
+        (its ``?`` bound to ``known``'s names)."""
+        key = "id" if table == "trial" else "trial_id"
+        field = column.rpartition(".")[2]
+        for (name,) in c.execute(
+            f"SELECT DISTINCT {field} FROM {table} WHERE {key} > ? AND {key} <= ?", span
+        ):
+            if name not in known:
+                known.append(name)
+        whens = " ".join(f"WHEN ? THEN {i}" for i in range(len(known)))
+        return f"CASE {column} {whens} ELSE -1 END" if known else "-1"
+
     # -- reading -------------------------------------------------------------------------
     @_reports_damage
     def long_frame(
@@ -906,22 +1087,79 @@ class Store:
             if enabled:
                 gc.enable()
 
+    def _columns(self) -> _Columns | None:
+        """The columnar copy (:meth:`write_columns`) if the store has one that is current
+        (its state row is there: no covered row changed since it was written), else None.
+        A BLOB whose CRC-32 does not match is damage, reported as such."""
+        import numpy as np
+
+        if not self._columnar:
+            return None
+        state = self.conn.execute("SELECT covers, names FROM columnar_state").fetchone()
+        if state is None:
+            return None
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNAR_DTYPES}
+        for name, chunk, data, crc in self.conn.execute(
+            "SELECT name, chunk, data, crc FROM columnar ORDER BY name, chunk"
+        ):
+            if zlib.crc32(data) != crc:
+                raise _damaged(self.path, f"columnar copy of {name}, chunk {chunk}: bad CRC-32")
+            if name in parts:
+                parts[name].append(np.frombuffer(data, dtype=COLUMNAR_DTYPES[name]))
+        arrays = {  # one chunk (up to 4M rows) is used as it is, without a copy
+            name: p[0] if len(p) == 1 else np.concatenate([np.zeros(0, COLUMNAR_DTYPES[name]), *p])
+            for name, p in parts.items()
+        }
+        for table in ("trial", "metric"):
+            if len({len(a) for n, a in arrays.items() if n.startswith(f"{table}.")}) != 1:
+                raise _damaged(self.path, f"columnar copy of {table}: columns of unequal length")
+        return _Columns(state[0], json.loads(state[1]), arrays)
+
+    def _copied_trials(
+        self, copy: _Columns, include_superseded: bool, statuses: list[str], tests: list[str]
+    ) -> tuple[np.ndarray, ...]:
+        """:meth:`_trial_codes` of the trials the columnar copy covers."""
+        import numpy as np
+
+        a, names = copy.arrays, copy.names
+        codes = a["trial.status"]
+        keep = codes != (names["status"].index("running") if "running" in names["status"] else -2)
+        superseded = a["trial.superseded"] != 0
+        if include_superseded:
+            superseded = superseded[keep]
+        else:
+            keep &= ~superseded
+            superseded = np.zeros(int(keep.sum()), dtype=bool)
+        status = _lookup(statuses, names["status"])[codes[keep]]
+        status[superseded] = statuses.index(SUPERSEDED)
+        test = _lookup(tests, names["test"])[a["trial.test"][keep]]
+        return a["trial.id"][keep], a["trial.run_id"][keep], a["trial.position"][keep], status, test
+
     def _trial_codes(
-        self, include_superseded: bool, statuses: list[str], tests: list[str]
+        self,
+        include_superseded: bool,
+        statuses: list[str],
+        tests: list[str],
+        copy: _Columns | None = None,
     ) -> tuple[np.ndarray, ...] | None:
         """Every finished trial's id, run id, position, status code (into ``statuses``) and
         test code (into ``tests``), in id order; None if there is none. Both lists gain
         the names this version does not know (a status it does not write, a test missing
-        from the test table).
+        from the test table). The trials ``copy`` covers come from it, the rest from SQL.
 
         The integers leave SQLite as one comma-separated text per column (one query, so
         every column lists the same rows in the same order) parsed by numpy: a Python
         tuple per row cost four times as much at 1.1M trials."""
         import numpy as np
 
+        parts = (
+            [] if copy is None else [self._copied_trials(copy, include_superseded, statuses, tests)]
+        )
         case = " ".join(f"WHEN ? THEN {i}" for i in range(len(statuses)))
         which = "1" if include_superseded else self._live
-        where = f"t.status != 'running' AND {which}"
+        where = (
+            f"t.status != 'running' AND {which} AND t.id > {0 if copy is None else copy.covers:d}"
+        )
         row = self.conn.execute(
             "SELECT count(*), group_concat(t.id), group_concat(t.run_id),"
             f" group_concat(t.position), group_concat(CASE WHEN NOT {self._live} THEN"
@@ -931,7 +1169,7 @@ class Store:
             statuses,
         ).fetchone()
         if not row[0]:
-            return None
+            return _joined(parts)
         trial_id, run_id, position, status, test = (
             np.fromstring(text, dtype=np.int64, sep=",") for text in row[1:]
         )
@@ -958,7 +1196,38 @@ class Store:
                     known.setdefault(name, len(known)) for name in extra[extra_codes].tolist()
                 ]
                 names[:] = list(known)
-        return trial_id, run_id, position, status, test
+        return _joined([*parts, (trial_id, run_id, position, status, test)])
+
+    def _metric_rows(
+        self, names: list[str], copy: _Columns | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every recorded metric value as (trial id, code into ``names`` or -1 for a metric
+        no test of the spec names, value): those of the trials ``copy`` covers from it, the
+        rest from SQL straight into a numpy record array, trial and metric packed into one
+        integer (each value a row leaves SQLite as costs a Python object: 2.3M rows)."""
+        import numpy as np
+
+        mcase = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
+        recorded = np.fromiter(
+            self.conn.execute(
+                f"SELECT trial_id * {len(names) + 1} + CASE name {mcase} ELSE {len(names)}"
+                f" END, value FROM metric WHERE trial_id > {0 if copy is None else copy.covers:d}",
+                names,
+            ),
+            dtype=[("key", np.int64), ("value", np.float64)],
+        )
+        m_trial, m_code = np.divmod(recorded["key"], len(names) + 1)
+        m_code[m_code == len(names)] = -1
+        if copy is None:
+            return m_trial, m_code, recorded["value"]
+        index = {name: i for i, name in enumerate(names)}
+        lut = np.array([index.get(n, -1) for n in copy.names["metric"]] + [-1], dtype=np.int64)
+        a = copy.arrays
+        return (
+            np.concatenate([a["metric.trial_id"], m_trial]),
+            np.concatenate([lut[a["metric.name"]], m_code]),
+            np.concatenate([a["metric.value"], recorded["value"]]),
+        )
 
     def _long_frame(
         self, include_superseded: bool, stamps: bool = True, resources: bool = False
@@ -986,7 +1255,8 @@ class Store:
         test_names = [name for name, _ in tests]
         statuses = [*FINISHED, "interrupted", SUPERSEDED]
         wanted = [c for c in COLUMNS if stamps or c not in ("started", "ended")]
-        found = self._trial_codes(include_superseded, statuses, test_names)
+        copy = self._columns()
+        found = self._trial_codes(include_superseded, statuses, test_names, copy)
         if found is None:
             return pd.DataFrame(
                 {c: pd.Series(dtype=float if c == "value" else object) for c in wanted}
@@ -1015,27 +1285,16 @@ class Store:
 
         value = np.full(trial_of_row.size, np.nan)
         if names:
-            mcase = " ".join(f"WHEN ? THEN {i}" for i in range(len(names)))
-            # Straight into a numpy record array, trial and metric packed into one integer:
-            # each value a row leaves SQLite as costs a Python object (2.3M rows).
-            recorded = np.fromiter(
-                self.conn.execute(
-                    f"SELECT trial_id * {len(names) + 1} + CASE name {mcase} ELSE {len(names)}"
-                    " END, value FROM metric",
-                    names,
-                ),
-                dtype=[("key", np.int64), ("value", np.float64)],
-            )
-            if recorded.size:
-                m_trial, m_code = np.divmod(recorded["key"], len(names) + 1)
-                m_code[m_code == len(names)] = -1  # a metric no test of the spec names
+            m_trial, m_code, m_value = self._metric_rows(names, copy)
+            if m_trial.size:
                 m_at = np.minimum(np.searchsorted(trial_id, m_trial), trial_id.size - 1)
                 ok = (m_code >= 0) & (trial_id[m_at] == m_trial)  # running trials: none
                 keys = m_at[ok] * len(names) + m_code[ok]
-                m_value = recorded["value"][ok]
+                m_value = m_value[ok]
                 if keys.size:
-                    sort = np.argsort(keys)
-                    keys, m_value = keys[sort], m_value[sort]
+                    if np.any(keys[1:] < keys[:-1]):  # rows in key order (as stored): no sort
+                        sort = np.argsort(keys)
+                        keys, m_value = keys[sort], m_value[sort]
                     want = trial_of_row * len(names) + metric_of_row
                     at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
                     hit = (metric_of_row >= 0) & (keys[at] == want)
@@ -1064,6 +1323,38 @@ class Store:
                 out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like any missing value
                 columns[column] = out[trial_of_row]
         return pd.DataFrame({c: pd.Series(columns[c], dtype=columns[c].dtype) for c in wanted})
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A current columnar copy: the trials with id up to ``covers``, their codes' names
+    (``status``, ``test``, ``metric``) and one array per :data:`COLUMNAR_DTYPES` column."""
+
+    covers: int
+    names: dict[str, list[str]]
+    arrays: dict[str, np.ndarray]
+
+
+def _lookup(into: list[str], names: list[str]) -> np.ndarray:
+    """For each of ``names``, its index in ``into`` (appended there if missing), plus a last
+    entry -1, so that ``_lookup(...)[codes]`` maps codes into ``names`` (-1: none) to
+    codes into ``into``."""
+    import numpy as np
+
+    index = {name: i for i, name in enumerate(into)}
+    codes = [index.setdefault(name, len(index)) for name in names]
+    into[:] = list(index)
+    return np.array([*codes, -1], dtype=np.int64)
+
+
+def _joined(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...] | None:
+    """Column-wise concatenation of ``parts`` (each a tuple of equal-length columns);
+    None if they hold no row."""
+    import numpy as np
+
+    if not any(len(part[0]) for part in parts):
+        return None
+    return tuple(np.concatenate(columns) for columns in zip(*parts))
 
 
 def read_long(

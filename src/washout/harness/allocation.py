@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from washout.errors import ExitCode, WashoutError, WorkerError
-from washout.harness.executors.base import CommandResult, Executor
+from washout.harness.executors.base import CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import AllocateSpec, ClusterSpec, Spec, WorkerSpec, validation_error
 
@@ -184,19 +184,19 @@ class SlurmAllocation:
 
     async def _salloc(self, argv: list[str], timeout: float | None) -> tuple[str, str]:
         """Run salloc; the job id and the node it was granted."""
-        result = await self._local.run(shlex.join(argv), timeout=timeout)
+        result = await self._local.run(shlex.join(argv), CommandOptions(timeout=timeout))
         granted = _GRANTED.search(result.stderr.decode("utf-8", errors="replace"))
         if result.status != "ok" or not granted:
             raise WorkerError(f"{self.source}: [cluster] {shlex.join(argv)}: {_one_line(result)}")
         job = granted.group(1)
-        shown = await self._local.run(f"squeue -h -j {job} -o %N", timeout=60)
+        shown = await self._local.run(f"squeue -h -j {job} -o %N", CommandOptions(timeout=60))
         node = shown.stdout.decode().strip()
         if shown.status != "ok" or not node:
             raise WorkerError(f"{self.source}: Slurm job {job}: no node: {_one_line(shown)}")
         return job, node
 
     async def _check_reboot_allowed(self) -> None:
-        shown = await self._local.run("scontrol show config", timeout=60)
+        shown = await self._local.run("scontrol show config", CommandOptions(timeout=60))
         program = re.search(rb"^RebootProgram\s*=\s*(.*)$", shown.stdout, re.MULTILINE)
         if shown.status != "ok" or program is None or program.group(1).strip() in (b"", b"(null)"):
             raise WorkerError(
@@ -224,7 +224,7 @@ class SlurmAllocation:
     async def renew(self, node: str, timeout: float) -> str:
         """Give back ``node``'s job and allocate the node again with ``--reboot``: the new
         job id."""
-        await self._local.run(shlex.join(["scancel", self.jobs[node]]), timeout=60)
+        await self._local.run(shlex.join(["scancel", self.jobs[node]]), CommandOptions(timeout=60))
         argv = salloc_argv(self.cluster, self.job_name, node=node, reboot=True)
         job, _ = await self._salloc(argv, timeout)
         self.jobs[node] = job
@@ -237,7 +237,7 @@ class SlurmAllocation:
 
     async def release(self) -> None:
         """Cancel every job of the session (pending ones too)."""
-        result = await self._local.run(self.release_command, timeout=120)
+        result = await self._local.run(self.release_command, CommandOptions(timeout=120))
         if self.guard is not None:
             self.guard.stand_down()
         if result.status != "ok":
@@ -268,7 +268,7 @@ class HookAllocation:
         if self.release_spec is not None:
             self.guard = ReleaseGuard(self.release_spec.command, self.env)
         result = await self._local.run(
-            self.allocate.command, timeout=self.allocate.timeout, env=self.env
+            self.allocate.command, CommandOptions(timeout=self.allocate.timeout, env=self.env)
         )
         if result.status != "ok":
             raise WorkerError(
@@ -300,7 +300,8 @@ class HookAllocation:
         if self.release_spec is None:
             return
         result = await self._local.run(
-            self.release_spec.command, timeout=self.release_spec.timeout, env=self.env
+            self.release_spec.command,
+            CommandOptions(timeout=self.release_spec.timeout, env=self.env),
         )
         if self.guard is not None:
             self.guard.stand_down()

@@ -34,7 +34,6 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any
 
-from washout import __version__
 from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
 from washout.errors import (
     SpecError,
@@ -45,7 +44,7 @@ from washout.errors import (
 )
 from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
-from washout.harness.executors.base import SESSION_VARIABLE, CommandResult, Executor
+from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
@@ -66,6 +65,7 @@ from washout.harness.spec import (
     expand_tests,
     parse_spec_text,
 )
+from washout.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,9 @@ class _Worker:
         runner: Executor = LocalExecutor() if on_controller else side or self.ex
         # [experiment] env reaches setup, reset and teardown as it reaches every test
         env = resolve_env(self.spec.experiment.env, self.x.source)
-        result = await runner.run(command, timeout=timeout, cwd=self._cwd(cwd), env=env)
+        result = await runner.run(
+            command, CommandOptions(timeout=timeout, cwd=self._cwd(cwd), env=env)
+        )
         if result.status != "ok":
             err = redact_tail(result.stderr, self.secrets, result.stderr_cut, 300).strip()
             err = err.replace("\n", " | ")
@@ -381,7 +383,7 @@ class _Worker:
         self.store.record_reset(run_id, started, datetime.now(UTC), info, defer=True)
         log.debug("%s: reset: %s", self.ex.name, info)
         if (r is None or r.kind == "none") and self.ex.local and len(self.x.tests) > 1:
-            await self.ex.run(NO_OP, timeout=60, cwd=self._cwd(None))
+            await self.ex.run(NO_OP, CommandOptions(timeout=60, cwd=self._cwd(None)))
 
     async def trial(
         self, trial_id: int, test: Test, env: dict[str, str]
@@ -414,11 +416,13 @@ class _Worker:
                 await self._command("prepare", p.command, p.timeout, p.cwd)
             result = await runner.run(
                 test.command,
-                timeout=test.timeout,
-                cwd=cwd,
-                env=env,
-                cpus=test.cpus,
-                output_tail=self.spec.experiment.output_tail,
+                CommandOptions(
+                    timeout=test.timeout,
+                    cwd=cwd,
+                    env=env,
+                    cpus=test.cpus,
+                    output_tail=self.spec.experiment.output_tail,
+                ),
             )
         except asyncio.CancelledError:
             self.store.finish_trial(

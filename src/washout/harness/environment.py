@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from washout.errors import WorkerError
-from washout.harness.executors.base import Executor
+from washout.harness.executors.base import CommandOptions, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.secrets import redact, secret_values
 from washout.harness.spec import ProvenanceSpec
@@ -154,7 +154,7 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
     the local machine, one builtin-only script (plus ``stat`` per file) over SSH."""
     if isinstance(executor, LocalExecutor):
         return read_moment(provenance, cwd)
-    result = await executor.run(moment_script(provenance), timeout=60, cwd=cwd)
+    result = await executor.run(moment_script(provenance), CommandOptions(timeout=60, cwd=cwd))
     if result.status != "ok":
         raise WorkerError(
             f"{executor.name}: cannot read the environment before a run: {result.reason}"
@@ -174,13 +174,13 @@ async def capture(
     the secrets washout inherits are redacted from it before it is cut, as from a trial's.
     """
     facts = await moment(executor, provenance, cwd)
-    result = await executor.run(capture_script(provenance), timeout=60, cwd=cwd)
+    result = await executor.run(capture_script(provenance), CommandOptions(timeout=60, cwd=cwd))
     facts.update(parse_capture(result.stdout.decode("utf-8", errors="replace")))
     for path in provenance.files:
         if not facts.get("file:" + path):
             facts["file:" + path] = "missing"
     for command in provenance.commands:
-        out = await executor.run(command, timeout=60, cwd=cwd)
+        out = await executor.run(command, CommandOptions(timeout=60, cwd=cwd))
         text = redact(
             (out.stdout + out.stderr).decode("utf-8", errors="replace"), secret_values([])
         ).strip()

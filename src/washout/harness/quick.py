@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
-from washout.errors import SpecError
-from washout.harness.spec import Scalar, Test
+from washout.errors import SpecError, WashoutError
+from washout.harness.executors.base import CommandOptions
+from washout.harness.spec import Scalar, Spec, Test, expand_tests
 
 BUDGET = 3.0
 """hyperfine's measurement time per command when the run count is not given (seconds)."""
@@ -30,6 +32,28 @@ def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> 
     return chosen if max_runs is None else min(chosen, max_runs)
 
 
+def quick_runs(
+    spec: Spec,
+    runs: int | None,
+    min_runs: int | None,
+    max_runs: int | None,
+    prepare: str | None,
+) -> int | None:
+    """Runs per order kind for the quick form (None: the spec's): ``--runs`` counts each
+    command's runs in total over the order kinds, hyperfine's meaning; ``--min-runs`` and
+    ``--max-runs`` have the count chosen by the time budget from one pilot trial each."""
+    if min_runs is not None or max_runs is not None:
+        if runs is not None:
+            raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
+        if min_runs is not None and max_runs is not None and min_runs > max_runs:
+            raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
+        pilot = pilot_seconds(expand_tests(spec, "command line"), prepare)
+        runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
+    if runs is None:
+        return None
+    return -(-runs // len(spec.experiment.orders))
+
+
 def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
     """One trial of each command (after ``prepare``, as every trial), timed and not stored,
     as hyperfine times a command's first run to choose its run count; a failing command
@@ -44,8 +68,10 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
             times = []
             for test in tests:
                 if prepare:
-                    await ex.run(prepare, timeout=None, cwd=test.cwd, env=test.env)
-                result = await ex.run(test.command, timeout=None, cwd=test.cwd, env=test.env)
+                    await ex.run(prepare, CommandOptions(timeout=None, cwd=test.cwd, env=test.env))
+                result = await ex.run(
+                    test.command, CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
+                )
                 times.append(result.duration if result.status == "ok" else 0.0)
             return times
         finally:
@@ -55,10 +81,13 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
 
 
 def parameter_grid(
-    scan: tuple[str, float, float] | None, step: float | None, listed: tuple[str, str] | None
+    scan: tuple[str, float, float] | None,
+    step: float | None,
+    listed: Sequence[tuple[str, str]] = (),
 ) -> dict[str, list[Scalar]] | None:
-    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` as a grid: scan
-    values MIN, MIN + STEP, ... up to MAX (integers when MIN, MAX and STEP are)."""
+    """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` (repeatable) as a
+    grid, every combination of the values: scan values MIN, MIN + STEP, ... up to MAX
+    (integers when MIN, MAX and STEP are)."""
     grid: dict[str, list[Scalar]] = {}
     if step is not None and scan is None:
         raise SpecError("--parameter-step-size goes with --parameter-scan")
@@ -74,8 +103,10 @@ def parameter_grid(
         whole = all(float(v).is_integer() for v in (low, high, step))
         values = [low + i * step for i in range(count)]
         grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
-    if listed is not None:
-        grid[listed[0]] = list(listed[1].split(","))
+    for name, values_text in listed:
+        if name in grid:
+            raise SpecError(f"--parameter-list {name}: parameter {name!r} is given twice")
+        grid[name] = list(values_text.split(","))
     for name in grid:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SpecError(f"parameter name {name!r}: expected letters, digits and _")

@@ -27,12 +27,11 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 from washout.harness.counters import perf_command, perf_values
 from washout.harness.environment import EnvironmentWatch
-from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, Executor, tail
+from washout.harness.executors.base import CommandOptions, CommandResult, Executor, tail
 from washout.harness.measure import MetricError, extract
 from washout.harness.sampling import MetricUnavailable, Sampler, start_sampler
 from washout.harness.spec import (
@@ -68,96 +67,89 @@ def _join(workdir: str | None, cwd: str | None) -> str | None:
     return cwd or workdir
 
 
-class RoleSide:
+class ExecutorProxy:
+    """An :class:`Executor` that passes everything on to ``inner``: the wrappers below
+    override only what they change."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.host = inner.host
+        self.workdir = inner.workdir
+        self.local = inner.local
+
+    async def connect(self) -> None:
+        await self.inner.connect()
+
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        return await self.inner.run(command, options)
+
+    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
+        return await self.inner.read_file(path, cwd)
+
+    async def remove_file(self, path: str, cwd: str | None = None) -> None:
+        await self.inner.remove_file(path, cwd)
+
+    async def kill_leftovers(self, sessions: list[str]) -> int:
+        return await self.inner.kill_leftovers(sessions)
+
+    async def mirror(self, directory: Path) -> str:
+        return await self.inner.mirror(directory)
+
+    async def reboot(self, timeout: float, command: str | None = None) -> str:
+        return await self.inner.reboot(timeout, command)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class RoleSide(ExecutorProxy):
     """One member of a worker group, as an :class:`Executor`: every command gets the
     group's ``WASHOUT_HOST_<ROLE>`` variables and runs in the member's workdir."""
 
     def __init__(self, role: str, member: Executor, env: dict[str, str]) -> None:
+        super().__init__(member)
         self.role = role
-        self.member = member
-        self.name = member.name
-        self.host = member.host
-        self.workdir = member.workdir
-        self.local = member.local
         self.env = env
 
-    async def connect(self) -> None:
-        await self.member.connect()
-
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
-        return await self.member.run(
-            command,
-            timeout=timeout,
-            cwd=_join(self.workdir, cwd),
-            env={**self.env, **(env or {})},
-            cpus=cpus,
-            output_tail=output_tail,
-        )
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        cwd, env = _join(self.workdir, options.cwd), {**self.env, **(options.env or {})}
+        return await self.inner.run(command, dataclasses.replace(options, cwd=cwd, env=env))
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        return await self.member.read_file(path, _join(self.workdir, cwd))
+        return await self.inner.read_file(path, _join(self.workdir, cwd))
 
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
-        await self.member.remove_file(path, _join(self.workdir, cwd))
-
-    async def kill_leftovers(self, sessions: list[str]) -> int:
-        return await self.member.kill_leftovers(sessions)
-
-    async def mirror(self, directory: Path) -> str:
-        return await self.member.mirror(directory)
-
-    async def reboot(self, timeout: float, command: str | None = None) -> str:
-        return await self.member.reboot(timeout, command)
-
-    async def close(self) -> None:
-        await self.member.close()
+        await self.inner.remove_file(path, _join(self.workdir, cwd))
 
 
-class GroupExecutor:
+class GroupExecutor(ExecutorProxy):
     """A worker group as the engine's one worker. Commands the engine runs on it go to the
-    role of the trial in hand (:func:`around_trial` sets it), else to the first role; what
-    runs on every role (setup, reset, teardown, provenance) goes through
-    :func:`role_commands` and :func:`watch_for`."""
+    role of the trial in hand (:attr:`current`, which :func:`around_trial` sets), else to
+    the first role; what runs on every role (setup, reset, teardown, provenance) goes
+    through :func:`role_commands` and :func:`watch_for`."""
 
     def __init__(self, name: str, sides: dict[str, RoleSide]) -> None:
+        super().__init__(next(iter(sides.values())))
         self.name = name
         self.sides = sides
         self.host = ",".join(f"{role}={side.host}" for role, side in sides.items())
-        self.workdir: str | None = None  # each side joins its own
+        self.workdir = None  # each side joins its own
         self.local = all(side.local for side in sides.values())
         self.current = next(iter(sides))
 
+    @property
+    def current(self) -> str:
+        """The role the engine's commands, reads and writes go to."""
+        return self._current
+
+    @current.setter
+    def current(self, role: str) -> None:
+        self._current = role
+        self.inner = self.sides[role]
+
     async def connect(self) -> None:
         await asyncio.gather(*(side.connect() for side in self.sides.values()))
-
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
-        return await self.sides[self.current].run(
-            command, timeout=timeout, cwd=cwd, env=env, cpus=cpus, output_tail=output_tail
-        )
-
-    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        return await self.sides[self.current].read_file(path, cwd)
-
-    async def remove_file(self, path: str, cwd: str | None = None) -> None:
-        await self.sides[self.current].remove_file(path, cwd)
 
     async def kill_leftovers(self, sessions: list[str]) -> int:
         killed = await asyncio.gather(*(s.kill_leftovers(sessions) for s in self.sides.values()))
@@ -258,7 +250,7 @@ def watch_for(ex: Executor, spec: Spec) -> EnvironmentWatch | GroupWatch:
     for role, side in ex.sides.items():
         own = spec.role.get(role)
         provenance: ProvenanceSpec = (own.provenance if own else None) or spec.provenance
-        watches[role] = EnvironmentWatch(side.member, provenance, side.workdir)
+        watches[role] = EnvironmentWatch(side.inner, provenance, side.workdir)
     return GroupWatch(watches)
 
 
@@ -281,12 +273,6 @@ def _taken_around(test: Test) -> dict[str, MetricSpec]:
     return {name: m for name, m in test.metrics.items() if m.around_trial}
 
 
-def _failed(reason: str) -> CommandResult:
-    """A trial that failed before its measured command ran."""
-    now = datetime.now(UTC)
-    return CommandResult("failed", None, b"", b"", now, now, 0.0, reason)
-
-
 class _Background:
     """One background command in flight on its side."""
 
@@ -297,7 +283,9 @@ class _Background:
         self.side = side
         self.cwd = cwd
         self.task = asyncio.create_task(
-            side.run(spec.command, timeout=None, cwd=cwd, env=env, output_tail=64 << 10)
+            side.run(
+                spec.command, CommandOptions(timeout=None, cwd=cwd, env=env, output_tail=64 << 10)
+            )
         )
 
     @property
@@ -325,7 +313,7 @@ class _Background:
         while True:
             left = deadline - time.monotonic()
             probe = await self.side.run(
-                self.spec.ready, timeout=max(left, 0.1), cwd=self.cwd, env=env
+                self.spec.ready, CommandOptions(timeout=max(left, 0.1), cwd=self.cwd, env=env)
             )
             if probe.status == "ok":
                 return self.ended("before the trial")
@@ -347,7 +335,7 @@ class _Background:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-class TrialSide:
+class TrialSide(ExecutorProxy):
     """A trial with what runs around it, as an executor whose ``run`` runs the trial's
     measured command (see :func:`around_trial`).
 
@@ -360,49 +348,39 @@ class TrialSide:
     """
 
     def __init__(self, ex: Executor, test: Test) -> None:
-        self.ex = ex
+        super().__init__(ex)
         self.test = test
         self.group = ex if isinstance(ex, GroupExecutor) else None
         self.own = self.side(test.role)
-        self.name = ex.name
-        self.host = ex.host
-        self.workdir = ex.workdir
-        self.local = ex.local
 
     def side(self, role: str | None) -> Executor:
         if self.group is None:
-            return self.ex
+            return self.inner
         return self.group.sides[role or self.group.current]
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        cwd, env = options.cwd, options.env or {}
         metrics = _taken_around(self.test)
         for name, m in metrics.items():
             if m.file is not None:
                 try:
                     await self.side(m.role).remove_file(m.file, cwd)
                 except OSError as err:
-                    return _failed(f"metric {name}: file {m.file} cannot be removed: {err}")
+                    return CommandResult.unstarted(
+                        f"metric {name}: file {m.file} cannot be removed: {err}"
+                    )
         backgrounds: list[_Background] = []
         samplers: dict[str, Sampler] = {}
         output = None
         try:
             for bg in self.test.background:
                 # a group's sides join their own workdir; a plain worker's is joined here
-                where = bg.cwd if self.group else _join(getattr(self.ex, "workdir", None), bg.cwd)
+                where = bg.cwd if self.group else _join(self.workdir, bg.cwd)
                 side = self.side(bg.role or self.test.role)
-                backgrounds.append(_Background(bg, side, where, env or {}))
-                why = await backgrounds[-1].ready(env or {})
+                backgrounds.append(_Background(bg, side, where, env))
+                why = await backgrounds[-1].ready(env)
                 if why:
-                    return _failed(why)
+                    return CommandResult.unstarted(why)
             notes: list[str] = []
             for name, m in metrics.items():
                 if m.sample or m.powercap:
@@ -411,13 +389,11 @@ class TrialSide:
                     except MetricUnavailable as err:
                         notes.append(f"metric {name}: not available: {err}")
                     except MetricError as err:
-                        return _failed(f"metric {name}: {err}")
+                        return CommandResult.unstarted(f"metric {name}: {err}")
             perf = {name: str(m.perf) for name, m in metrics.items() if m.perf}
             output = f"/tmp/washout-perf-{uuid.uuid4().hex}.csv" if perf else None
             run = perf_command(command, list(perf.values()), output) if output else command
-            result = await self.own.run(
-                run, timeout=timeout, cwd=cwd, env=env, cpus=cpus, output_tail=output_tail
-            )
+            result = await self.own.run(run, options)
             values: dict[str, float] = {}
             failure = None
             for name, sampler in samplers.items():
@@ -506,24 +482,6 @@ class TrialSide:
             except MetricError as err:
                 raise MetricError(f"metric {name}: {err}") from None
         return values
-
-    async def read_file(self, path: str, cwd: str | None = None) -> bytes:
-        return await self.own.read_file(path, cwd)
-
-    async def remove_file(self, path: str, cwd: str | None = None) -> None:
-        await self.own.remove_file(path, cwd)
-
-    async def connect(self) -> None:
-        await self.ex.connect()
-
-    async def kill_leftovers(self, sessions: list[str]) -> int:
-        return await self.ex.kill_leftovers(sessions)
-
-    async def mirror(self, directory: Path) -> str:
-        return await self.ex.mirror(directory)
-
-    async def reboot(self, timeout: float, command: str | None = None) -> str:
-        return await self.ex.reboot(timeout, command)
 
     async def close(self) -> None:
         """Nothing: the worker stays connected for the next trial."""

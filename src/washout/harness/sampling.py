@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from washout.harness.executors.base import Executor
+from washout.harness.executors.base import CommandOptions, Executor
 from washout.harness.measure import MetricError, parse
 from washout.harness.spec import MetricSpec, SampleSpec
 
@@ -182,14 +182,14 @@ async def _sample(sample: SampleSpec, m: MetricSpec, side: Executor, cwd: str | 
             raise MetricError(f"sample file {sample.file}: {err.strerror or err}") from None
         return parse(m, data.decode("utf-8", errors="replace"), f"sample file {sample.file}")
     command = str(sample.command)
-    result = await side.run(command, timeout=sample.timeout, cwd=cwd)
+    result = await side.run(command, CommandOptions(timeout=sample.timeout, cwd=cwd))
     if result.status != "ok":
         raise MetricError(f"sample command {command!r} {result.status}: {result.reason}")
     return parse(m, result.stdout.decode("utf-8", errors="replace"), f"sample {command!r}")
 
 
 async def _powercap(m: MetricSpec, side: Executor) -> Zones:
-    result = await side.run(powercap_script(m.powercap_root), timeout=READ_TIMEOUT)
+    result = await side.run(powercap_script(m.powercap_root), CommandOptions(timeout=READ_TIMEOUT))
     if result.status != "ok":
         raise MetricError(f"reading powercap under {m.powercap_root}: {result.reason}")
     return parse_powercap(result.stdout.decode("utf-8", errors="replace"))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from washout.data.store import Store, describe_writer, writer_of
+from washout.errors import ExitCode
+
+if TYPE_CHECKING:
+    from washout.harness.engine import Outcome
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,18 @@ def describe(store: Store) -> str:
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {reason}")
     return "\n".join(lines)
+
+
+def exit_code(outcome: Outcome, store: Store) -> ExitCode:
+    """How a session ended, the most serious first (docs/guarantees.md lists the codes)."""
+    if outcome.terminated:
+        return ExitCode.TERMINATED
+    if outcome.aborted:
+        return ExitCode.ABORTED
+    if outcome.stopped:
+        return ExitCode.INTERRUPTED
+    if outcome.worker_errors:
+        return ExitCode.WORKER_FAILED
+    if store.tests_without_success():
+        return ExitCode.TEST_ALWAYS_FAILED
+    return ExitCode.DONE

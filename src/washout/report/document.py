@@ -10,7 +10,8 @@ made up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from washout.stats.order import OrderAnalysis
     from washout.stats.why import Why
+    from washout.sweep.result import Curve, Fixed, ImportantPoint, SweepResult
 
 
 @dataclass(frozen=True)
@@ -316,9 +318,12 @@ def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     return usable_trials(trials, "report")[0]
 
 
-def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> list[Section]:
-    """Figures 1-4 from the analysis; 5 (trials by position and time) and 6 (per worker)
-    from the trials."""
+def order_sections(
+    analysis: dict[str, Any], trials: pd.DataFrame | None, why: Why | None = None
+) -> list[Section]:
+    """Figures 1-4 from the analysis; from the trials, one overview of every trial per
+    metric, a trials figure by position and time for each test :func:`flagged_tests` names
+    (at most :data:`DETAIL_FIGURES`), and per worker where there are several."""
     tests = analysis.get("tests") or []
     sections = []
     if tests:
@@ -364,38 +369,136 @@ def order_sections(analysis: dict[str, Any], trials: pd.DataFrame | None) -> lis
     ok = _usable(trials)
     if ok.empty:
         return sections
-    pairs = list(dict.fromkeys(zip(ok["test"].astype(str), ok["metric"].astype(str))))
-    many_metrics = ok["metric"].nunique() > 1
-    per_test, per_worker = [], []
-    for i, (test, metric) in enumerate(pairs):
-        frame = ok[(ok["test"].astype(str) == test) & (ok["metric"].astype(str) == metric)]
-        frame = frame.reset_index(drop=True)
-        name = f"{test} · {metric}" if many_metrics else test
-        per_test.append(
-            FigureItem(
-                f"trials-{i}",
-                f"{name}: trials by position and time",
-                "Left: each trial's value against its position in the run; in the fixed order a "
-                "test always sits at the same position. Right: the same trials against time "
-                "(or run number, where the source has no timestamps).",
-                figures.trials_over_run(frame, name, metric),
-            )
+    tests, metrics = ok["test"].astype(str), ok["metric"].astype(str)
+    pairs = list(dict.fromkeys(zip(tests, metrics)))
+    many_metrics = metrics.nunique() > 1
+
+    def one(test: str, metric: str) -> pd.DataFrame:
+        return ok[(tests == test) & (metrics == metric)].reset_index(drop=True)
+
+    def named(test: str, metric: str) -> str:
+        return f"{test} · {metric}" if many_metrics else test
+
+    shown = [
+        FigureItem(
+            f"overview-{j}",
+            f"{metric}: every trial of every test",
+            "Each test's trials as points, fixed and random order side by side, as the "
+            "difference from that test's fixed-order median; bars are the medians.",
+            figures.trials_overview(ok[metrics == metric], metric),
         )
-        if frame["worker"].nunique() > 1:
-            per_worker.append(
-                FigureItem(
-                    f"workers-{i}",
-                    f"{name}: per worker",
-                    "The same test on every worker; bars are medians.",
-                    figures.per_worker(frame, name, metric),
-                )
-            )
-    sections.append(
-        Section("Trials", "Every successful trial, fixed and random marked apart.", per_test)
-    )
+        for j, metric in enumerate(dict.fromkeys(metrics))
+    ]
+    flags = [f for f in flagged_tests(analysis, why) if (f.test, f.metric) in set(pairs)]
+    shown += [
+        FigureItem(
+            f"trials-{i}",
+            f"{named(f.test, f.metric)}: trials by position and time ({', '.join(f.reasons)})",
+            "Left: each trial's value against its position in the run; in the fixed order a "
+            "test always sits at the same position. Right: the same trials against time "
+            "(or run number, where the source has no timestamps).",
+            figures.trials_over_run(one(f.test, f.metric), named(f.test, f.metric), f.metric),
+        )
+        for i, f in enumerate(flags[:DETAIL_FIGURES])
+    ]
+    sections.append(Section("Trials", _trials_intro(flags, len(pairs), named), shown))
+    several_workers = ok["worker"].nunique() > 1
+    per_worker = [
+        FigureItem(
+            f"workers-{i}",
+            f"{named(test, metric)}: per worker",
+            "The same test on every worker; bars are medians.",
+            figures.per_worker(frame, named(test, metric), metric),
+        )
+        for i, (test, metric) in enumerate(pairs)
+        if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
+    ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
     return sections
+
+
+def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], str]) -> str:
+    """Which tests have a trials figure of their own, and that the rest are in the
+    overviews."""
+    intro = (
+        "Every successful trial, fixed and random marked apart: first one overview per "
+        "metric, then value against position and time "
+    )
+    if not flags:
+        return intro + (
+            f"for flagged tests, and none of the {compared} is flagged (order matters, "
+            "inconclusive CIs, carryover, first after the reset, drift): every trial is in "
+            "the overviews."
+        )
+    drawn = flags[:DETAIL_FIGURES]
+    intro += (
+        f"for the {len(drawn)} flagged test{'s' if len(drawn) > 1 else ''} of {compared}, the "
+        f"most significant first ({', '.join(named(f.test, f.metric) for f in drawn)})"
+    )
+    rest, others = flags[DETAIL_FIGURES:], compared - len(flags)
+    if rest:
+        intro += (
+            f"; {len(rest)} more flagged ({', '.join(named(f.test, f.metric) for f in rest)}) "
+            "are only in the overviews" + (f", as are the {others} others" if others else "")
+        )
+    elif others:
+        intro += f"; the other {others} are in the overviews"
+    return intro + "."
+
+
+DETAIL_FIGURES = 8
+"""At most this many per-test trials figures in a report (each costs ~0.1 s to draw)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A test x metric the analysis flags, why (in words), and the smallest p-value among
+    those reasons, which ranks it."""
+
+    test: str
+    metric: str
+    reasons: tuple[str, ...]
+    p: float
+
+
+def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
+    """The tests x metrics worth a trials figure of their own, most significant (smallest
+    p) first: order matters (Kruskal-Wallis significant after correction); inconclusive
+    (not significant, yet the CIs are not clearly alike: case 3, partial overlap, or case 1,
+    disjoint; Duplyakin et al. 2023, Algorithm 2); a significant carryover pair or first
+    trial after the reset for the test; significant drift of the test. A per-worker row
+    flags its test."""
+    from washout.stats.carryover import RESET
+    from washout.stats.why import CLOCK_WORDS
+
+    found: dict[tuple[str, str], tuple[list[str], float]] = {}
+
+    def add(test: str, metric: str, reason: str, p: object) -> None:
+        reasons, best = found.get((test, metric), ([], math.inf))
+        if reason not in reasons:
+            reasons.append(reason)
+        found[test, metric] = (reasons, min(best, float(p) if figures.finite(p) else math.inf))
+
+    for t in analysis.get("tests") or []:
+        key = str(t["test"]), str(t.get("metric"))
+        if t.get("significant"):
+            add(*key, "order matters", t.get("kw_p"))
+        elif t.get("ci_case") in (1, 3):
+            add(*key, f"inconclusive, CI case {t['ci_case']}", t.get("kw_p"))
+    if why is not None and why.carryover is not None:
+        for pair in why.carryover.significant():
+            reason = (
+                "first after the reset"
+                if pair.predecessor == RESET
+                else f"carryover after {pair.predecessor}"
+            )
+            add(pair.test, pair.metric, reason, pair.p)
+    if why is not None and why.drift is not None:
+        for row in why.drift.significant():
+            add(row.test, row.metric, f"drift with {CLOCK_WORDS[row.against]}", row.p)
+    flags = [Flag(test, metric, tuple(r), p) for (test, metric), (r, p) in found.items()]
+    return sorted(flags, key=lambda f: (f.p, f.test, f.metric))
 
 
 # ---------------------------------------------------------------------------------------
@@ -519,115 +622,86 @@ Curves = dict[str, dict[str, list[tuple[float, float]]]]
 """Panel title -> line label -> (level, coefficient) points."""
 
 
-def coefficient_panels(sweep: dict[str, Any]) -> tuple[Curves, list[tuple[str, str, float, str]]]:
+def coefficient_panels(sweep: SweepResult) -> tuple[Curves, list[tuple[str, str, float, str]]]:
     """The coefficient curves the sweep's conclusions were drawn from (its ``curves``:
     washout.sweep's ANOVA, Hui et al. 2024, docs/sweep-method.md sections 4 and 7), so the
     sweep's knee and turning points sit on the curves drawn: one panel per main effect
     left in the model, and one per interaction and varied parameter that has a point (a line
     per fixed level). Returns the panels and the marks ``(panel, line, x, kind)``."""
-    points = sweep.get("important_points") or []
-    wanted = {
-        (str(p.get("term")), str(p.get("parameter")))
-        for p in points
-        if p.get("fixed") not in (None, "", {})
-    }
+    wanted = {(p.term, p.parameter) for p in sweep.important_points if p.fixed}
     panels: Curves = {}
-    for curve in sorted(sweep.get("curves") or [], key=lambda c: (c["term"], str(c["fixed"]))):
-        xy = [(float(x), float(y)) for x, y in zip(curve["x"], curve["y"])]
-        if curve.get("fixed") in (None, "", {}):
-            title, line = str(curve["parameter"]), "main effect"
-        else:
-            if (str(curve["term"]), str(curve["parameter"])) not in wanted:
-                continue
-            ((name, _),) = curve["fixed"].items()
-            title = f"{curve['parameter']} by {name} ({curve['term']})"
-            line = fixed_text(curve["fixed"])
-        panels.setdefault(title, {})[line] = sorted(xy)
-    marks = []
-    for p in points:
-        if p.get("fixed") in (None, "", {}):
-            title, line = str(p.get("parameter")), "main effect"
-        else:
-            ((name, _),) = p["fixed"].items()
-            title = f"{p.get('parameter')} by {name} ({p.get('term')})"
-            line = fixed_text(p["fixed"])
-        try:
-            marks.append((title, line, float(p["value"]), str(p.get("type"))))
-        except (TypeError, ValueError):
+    for curve in sorted(sweep.curves, key=lambda c: (c.term, str(c.fixed))):
+        if curve.fixed and (curve.term, curve.parameter) not in wanted:
             continue
+        title, line = _panel_line(curve)
+        panels.setdefault(title, {})[line] = sorted(zip(map(float, curve.x), map(float, curve.y)))
+    marks = []
+    for p in sweep.important_points:
+        title, line = _panel_line(p)
+        try:
+            x = float(p.value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue  # a point along text levels has no place on a numeric axis
+        marks.append((title, line, x, p.type))
     return panels, marks
 
 
-def fixed_text(fixed: object) -> str:
+def _panel_line(at: Curve | ImportantPoint) -> tuple[str, str]:
+    """The panel and line a curve or point belongs to: its parameter's main effect, or its
+    interaction's panel with one line per fixed level."""
+    if not at.fixed:
+        return at.parameter, "main effect"
+    ((name, _),) = at.fixed.items()
+    return f"{at.parameter} by {name} ({at.term})", fixed_text(at.fixed)
+
+
+def fixed_text(fixed: Fixed) -> str:
     """The fixed side of an interaction point (``{"keys": 128}`` -> ``keys = 128``)."""
-    if fixed in (None, "", {}):
+    if not fixed:
         return "–"
-    if isinstance(fixed, dict):
-        return ", ".join(f"{k} = {v}" for k, v in fixed.items())
-    return str(fixed)
+    return ", ".join(f"{k} = {v}" for k, v in fixed.items())
 
 
-def _x(level: Any) -> float:
-    try:
-        return float(level)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def sweep_part(
-    sweep: dict[str, Any],
-    settings: pd.DataFrame,
-    r2_history: list[dict[str, Any]] | None = None,
-    metric: str | None = None,
-) -> SweepPart:
-    """The sweep section from washout.sweep's result dict, the measured settings (parameter
-    columns and the metric; the metric is the last column unless named) and, optionally,
-    the R^2 history of the incremental sampling (one ``{"sampling_rate", "r2_validation"}``
-    per step; without it, the final step alone)."""
+def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = None) -> SweepPart:
+    """The sweep section from washout.sweep's result and the measured settings (parameter
+    columns and the metric; the metric is the last column unless named). Its R^2 figure
+    shows every step of the incremental sampling (without steps, the final one alone)."""
     metric = metric or str(settings.columns[-1])
     params = [str(c) for c in settings.columns if c != metric]
-    shares = {
-        str(t["term"]): float(t["share"])
-        for t in sweep.get("significant_terms") or []
-        if figures.finite(t.get("share"))
-    }
+    shares = {t.term: float(t.share) for t in sweep.significant_terms if figures.finite(t.share)}
     # A parameter's weight: the shares of every term it appears in (main and interactions).
     weight = {p: sum(v for t, v in shares.items() if p in t.split(":")) for p in params}
     ranked = sorted(params, key=lambda p: (-weight[p], params.index(p)))
-    measured, total = sweep.get("settings_measured"), sweep.get("settings_total")
-    rate = sweep.get("sampling_rate")
+    rate = sweep.sampling_rate
     summary = (
-        f"Measured {measured} of {total} settings"
+        f"Measured {sweep.settings_measured} of {sweep.settings_total} settings"
         + (f" ({100 * float(rate):.0f}% sampled)" if figures.finite(rate) else "")
         + (
             "; the model reached the R² threshold"
-            if sweep.get("terminated")
+            if sweep.terminated
             else "; stopped before the model reached the R² threshold"
         )
         + "."
     )
-    r2 = [float(v) for v in sweep.get("r2_validation") or [] if figures.finite(v)]
+    r2 = [float(v) for v in sweep.r2_validation if figures.finite(v)]
     if r2:
         summary += f" Validation R² from {min(r2):.3f} to {max(r2):.3f} over {len(r2)} splits."
-    if figures.finite(sweep.get("r2_holdout")):
-        holdout = float(sweep["r2_holdout"])
+    if figures.finite(sweep.r2_holdout):
+        holdout = float(sweep.r2_holdout)
         summary += f" R² on the latest batches, predicted before they were measured: {holdout:.3f}."
-    if not sweep.get("terminated") and figures.finite(sweep.get("r2_best")):
-        summary += f" Best worst-split R² reached: {float(sweep['r2_best']):.3f}."
-    if sweep.get("method"):
+    if not sweep.terminated and figures.finite(sweep.r2_best):
+        summary += f" Best worst-split R² reached: {float(sweep.r2_best):.3f}."
+    if sweep.method:
         summary += (
-            f" Method: {sweep['method']} ({sweep.get('sampler')} sampler, model "
-            f"{sweep.get('model')}, rule {sweep.get('rule')}, {sweep.get('coding')} coding)."
+            f" Method: {sweep.method} ({sweep.sampler} sampler, model "
+            f"{sweep.model}, rule {sweep.rule}, {sweep.coding} coding)."
         )
     tables = [
         (
             "Significant terms",
             Table(
                 ["term", "share of variance"],
-                [
-                    [str(t["term"]), f"{100 * float(t['share']):.1f}%"]
-                    for t in sweep.get("significant_terms") or []
-                ],
+                [[t.term, f"{100 * float(t.share):.1f}%"] for t in sweep.significant_terms],
             ),
         ),
         (
@@ -636,34 +710,30 @@ def sweep_part(
                 ["term", "parameter", "fixed", "type", "at", "turn ratio"],
                 [
                     [
-                        str(p.get("term")),
-                        str(p.get("parameter")),
-                        fixed_text(p.get("fixed")),
-                        str(p.get("type")),
-                        fmt(p.get("value")),
-                        fmt(p.get("turn_ratio")),
+                        p.term,
+                        p.parameter,
+                        fixed_text(p.fixed),
+                        p.type,
+                        fmt(p.value),
+                        fmt(p.turn_ratio),
                     ]
-                    for p in sweep.get("important_points") or []
+                    for p in sweep.important_points
                 ],
             ),
         ),
     ]
-    ranges = sweep.get("ranges") or {}
-    if ranges:
+    if sweep.ranges:
         tables.append(
             (
                 "Ranges a fair comparison must cover",
                 Table(
                     ["parameter", "range"],
-                    [
-                        [str(k), ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)]
-                        for k, v in ranges.items()
-                    ],
+                    [[k, ", ".join(map(str, v))] for k, v in sweep.ranges.items()],
                 ),
             )
         )
-    history = r2_history or (
-        [{"sampling_rate": rate, "r2_validation": r2}] if r2 and figures.finite(rate) else []
+    history = [(s.sampling_rate, s.r2_validation) for s in sweep.steps] or (
+        [(rate, tuple(r2))] if r2 and figures.finite(rate) else []
     )
     items = []
     if history:
@@ -678,7 +748,7 @@ def sweep_part(
         )
     coded = (
         "deviations from the mean over all levels (the sweep's ANOVA, sum-coded)"
-        if sweep.get("coding") == "sum"
+        if sweep.coding == "sum"
         else "the other parameters at their lowest level (the sweep's ANOVA, treatment-coded)"
     )
     items.append(
@@ -709,16 +779,14 @@ def build_report(
     analysis: OrderAnalysis | None,
     trials: pd.DataFrame | None,
     meta: ReportMeta | None = None,
-    sweep: dict[str, Any] | None = None,
+    sweep: SweepResult | None = None,
     settings: pd.DataFrame | None = None,
-    r2_history: list[dict[str, Any]] | None = None,
     why: Why | None = None,
 ) -> Report:
     """Everything the report shows, for html.py and markdown.py to write. ``analysis`` and
     ``trials`` (the long-format frame it came from) may be None for a sweep-only report;
     ``meta`` is what the source says beside its trials; ``sweep`` adds the sweep section
-    and needs ``settings`` (and takes ``r2_history``); ``why`` adds carryover, drift and
-    claims in words."""
+    and needs ``settings``; ``why`` adds carryover, drift and claims in words."""
     from washout.errors import WashoutError
     from washout.stats.why import render_words
 
@@ -744,8 +812,8 @@ def build_report(
         workers=workers,
         tests=tests_table(found) if found is not None else None,
         warnings=test_warnings(found) if found is not None else [],
-        sections=order_sections(found, trials) if found is not None else [],
-        sweep=sweep_part(sweep, settings, r2_history) if sweep is not None else None,
+        sections=order_sections(found, trials, why) if found is not None else [],
+        sweep=sweep_part(sweep, settings) if sweep is not None else None,
         findings=render_words(why) if why is not None else [],
         order_matters=found is not None and found.get("verdict") == "order-matters",
         comparison=comparison,

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and in print.
@@ -81,6 +82,58 @@ def several_metrics(tests: Sequence[dict[str, Any]]) -> bool:
 
 def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
     return Figure(figsize=(width_in, max(height_in, 2.0)), layout="constrained")
+
+
+def _fixed_figure(
+    height_in: float,
+    margins: tuple[float, float, float, float],
+    width_in: float = WIDTH_IN,
+    grid: tuple[int, int] = (1, 1),
+    gaps: tuple[float, float] = (0.0, 0.0),
+) -> Figure:
+    """A figure whose axes sit at fixed ``margins`` (left, bottom, right, top) and ``gaps``
+    between panels (across, down), in inches, for ``grid`` (rows, columns) of panels.
+
+    The figures a report draws for every experiment use it: constrained layout would solve
+    the same margins by drawing each figure two or three times, most of a figure's cost."""
+    left, bottom, right, top = margins
+    rows, cols = grid
+    across, down = gaps
+    panel_w = (width_in - left - right - (cols - 1) * across) / cols
+    panel_h = (height_in - bottom - top - (rows - 1) * down) / rows
+    fig = Figure(figsize=(width_in, height_in))
+    fig.subplots_adjust(
+        left=left / width_in,
+        bottom=bottom / height_in,
+        right=1 - right / width_in,
+        top=1 - top / height_in,
+        wspace=across / panel_w,
+        hspace=down / panel_h,
+    )
+    return fig
+
+
+def _names_room(names: Sequence[str], slanted: bool = True) -> float:
+    """Inches the test names of :func:`_test_axis` take away from their axis (8 pt text,
+    slanted at 35 degrees on an x axis); none past 40 tests, which get a rank axis."""
+    if len(names) > 40:
+        return 0.0
+    longest = max((len(short(n)) for n in names), default=0)
+    return 0.1 + longest * (0.04 if slanted else 0.066)
+
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_of_ten(value: float, _pos: object = None) -> str:
+    """A log axis's tick label as plain text (10⁻⁵; none between decades): matplotlib's
+    default writes mathtext, whose parser costs more than the rest of a figure."""
+    if not value > 0:
+        return ""
+    exponent = round(math.log10(value))
+    if not math.isclose(value, 10.0**exponent):
+        return ""
+    return "1" if exponent == 0 else "10" + str(exponent).translate(SUPERSCRIPT)
 
 
 def svg(fig: Figure, key: str) -> str:
@@ -140,7 +193,10 @@ def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
         Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
         Line2D([], [], marker="o", color="black", linestyle="none", label="random-order median"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=8, frameon=False)
+
+
+LEGEND_ROOM = 0.5  # inches under the axes for the two rows of the CI-case legend
 
 
 def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
@@ -153,7 +209,12 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
         return ci_medians_relative(tests)
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig = _figure(1.0 + 2.3 * nrows)
+    fig = _fixed_figure(
+        1.0 + 2.3 * nrows,
+        (0.95, 0.3 + LEGEND_ROOM, 0.15, 0.65),
+        grid=(nrows, ncols),
+        gaps=(0.95, 0.55),
+    )
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i >= n:
@@ -236,25 +297,32 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
         rows.append((random, test_label(t, several), t, rel))
     rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
     n = len(rows)
-    fig = _figure(1.6 + 0.2 * n)
+    names = [r[1] for r in rows]
+    margins = (0.35 + _names_room(names, slanted=False), 0.5 + LEGEND_ROOM, 0.15, 0.5)
+    fig = _fixed_figure(max(1.6 + 0.2 * n, 3.0), margins)
     ax = fig.subplots()
+    # One line per colour for the CIs (NaN between them) and per colour and marker for the
+    # medians: a few artists to draw instead of four per test.
+    cis: dict[str, tuple[list[float], list[float]]] = {}
+    medians: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for y, (random, _, t, rel) in enumerate(rows):
         colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
         for dy, side, marker, centre in ((0.18, "fixed", "s", 0.0), (-0.18, "random", "o", random)):
             ci = t.get(f"ci_{side}")
             if ci:
-                ax.plot([rel(ci[0]), rel(ci[1])], [y + dy, y + dy], color=colour, lw=2)
+                xs, ys = cis.setdefault(colour, ([], []))
+                xs += [rel(ci[0]), rel(ci[1]), math.nan]
+                ys += [y + dy, y + dy, math.nan]
             if math.isfinite(centre):
-                ax.plot(
-                    [centre],
-                    [y + dy],
-                    marker=marker,
-                    color=colour,
-                    markersize=4.5,
-                    linestyle="none",
-                )
+                xs, ys = medians.setdefault((colour, marker), ([], []))
+                xs.append(centre)
+                ys.append(y + dy)
+    for colour, (xs, ys) in cis.items():
+        ax.plot(xs, ys, color=colour, lw=2)
+    for (colour, marker), (xs, ys) in medians.items():
+        ax.plot(xs, ys, marker=marker, color=colour, markersize=4.5, linestyle="none")
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(n), [short(r[1]) for r in rows], fontsize=7)
+    ax.set_yticks(range(n), [short(name) for name in names], fontsize=7)
     ax.set_ylim(-0.8, n - 0.2)
     ax.set_xlabel("difference from the test's fixed-order median (%)")
     ax.set_ylabel("test, sorted by the random median's difference")
@@ -296,7 +364,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if finite(t.get("kw_p"))]
     names = [test_label(t, several_metrics(tests)) for t in tests]
     n = len(tests)
-    fig = _figure(5.4 + (1.0 if n <= 40 and n else 0.0))
+    margins = (0.95, 0.5 + _names_room(names), 0.15, 0.5)
+    fig = _fixed_figure(5.4 + (1.0 if n <= 40 and n else 0.0), margins, gaps=(0, 0.15))
     ax_p, ax_e = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     xs = list(range(n))
     tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
@@ -346,6 +415,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             label=f"uncorrected alpha: {float(alpha):.3g}",
         )
     ax_p.set_yscale("log")
+    ax_p.yaxis.set_major_formatter(_power_of_ten)
+    ax_p.yaxis.set_minor_formatter(NullFormatter())
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
@@ -371,7 +442,9 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
     tests = [t for t in analysis["tests"] if finite(t.get("delta_pct"))]
     tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
     n = len(tests)
-    fig = _figure(1.6 + 0.28 * min(n, 40) if n <= 40 else 5.0)
+    names = [test_label(t, several_metrics(tests)) for t in tests]
+    margins = (0.35 + _names_room(names, slanted=False), 0.55, 0.15, 0.4)
+    fig = _fixed_figure(max(1.6 + 0.28 * n if n <= 40 else 5.0, 2.5), margins)
     ax = fig.subplots()
     ys = list(range(n))
     vals = [float(t["delta_pct"]) for t in tests]
@@ -380,7 +453,7 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel("Δ% = (mean fixed − mean random) / mean fixed (%)")
     ax.set_ylabel("test" if n <= 40 else "test rank by Δ%")
-    _test_axis(ax, [test_label(t, several_metrics(tests)) for t in tests], horizontal=True)
+    _test_axis(ax, names, horizontal=True)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(
         handles=[
@@ -396,7 +469,7 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
 
 def ci_case_counts(analysis: dict[str, Any]) -> Figure:
     """How many tests fall in each CI case (Duplyakin et al. 2023, Fig. 6)."""
-    fig = _figure(3.4, width_in=6.5)
+    fig = _fixed_figure(3.4, (0.6, 0.55, 0.15, 0.4), width_in=6.5)
     ax = fig.subplots()
     cases: list[int | None] = [1, 2, 3, None]
     counts = [sum(1 for t in analysis["tests"] if t.get("ci_case") == c) for c in cases]
@@ -442,17 +515,22 @@ def time_axis(trials: pd.DataFrame) -> tuple[pd.Series, str]:
 def _order_scatter(ax: Any, frame: pd.DataFrame, x: pd.Series) -> None:
     for kind in sorted(frame["order"].astype(str).unique(), key=_order_rank):
         sel = frame["order"].astype(str) == kind
-        colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
-        ax.plot(
-            x[sel],
-            frame.loc[sel, "value"],
-            marker=marker,
-            linestyle="none",
-            color=colour,
-            alpha=0.55,
-            markersize=4.5,
-            label=f"{label(kind)} order",
-        )
+        _order_points(ax, kind, x[sel], frame.loc[sel, "value"])
+
+
+def _order_points(ax: Any, kind: str, x: Any, y: Any) -> None:
+    """One order kind's trials as points, in its colour and marker."""
+    colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
+    ax.plot(
+        x,
+        y,
+        marker=marker,
+        linestyle="none",
+        color=colour,
+        alpha=0.55,
+        markersize=4.5,
+        label=f"{label(kind)} order",
+    )
 
 
 def _order_rank(kind: str) -> tuple[int, str]:
@@ -498,6 +576,75 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     return fig
 
 
+def jitter(n: int, width: float) -> np.ndarray:
+    """Horizontal offsets for ``n`` points in a strip ``width`` wide: spread evenly by the
+    golden ratio (deterministic, so the same trials draw the same figure) over 60 % of it."""
+    import numpy as np
+
+    return ((np.arange(n) * 0.618) % 1 - 0.5) * width * 0.6
+
+
+def trials_overview(frame: pd.DataFrame, metric: str) -> Figure:
+    """Every trial of one metric, all tests side by side: per test a strip of points per
+    order kind (fixed and random in their colours, jittered apart), each strip's median a
+    bar. Tests differ in scale (a slow test beside a fast one), so each is drawn as the
+    percentage difference from its own fixed-order median (the reference of
+    :func:`ci_medians_relative`); a test without a non-zero reference is left out and
+    named. One such figure per metric replaces a figure per test, which the report keeps
+    for the tests the analysis flags."""
+    import numpy as np
+
+    tests = list(dict.fromkeys(frame["test"].astype(str)))
+    orders = frame["order"].astype(str).to_numpy()
+    names = frame["test"].astype(str).to_numpy()
+    values = frame["value"].to_numpy(dtype=float)
+    kinds = sorted(set(orders), key=_order_rank)
+    width = 0.8 / len(kinds)
+    points: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {k: ([], []) for k in kinds}
+    bars: list[float] = []  # x0, x1, nan, ... and y, y, nan, ...: all medians in one line
+    bar_ys: list[float] = []
+    drawn: list[str] = []
+    for test in tests:
+        mine = names == test
+        fixed = values[mine & (orders == "fixed")]
+        ref = float(np.median(fixed if len(fixed) else values[mine]))
+        if not finite(ref) or ref == 0:
+            continue
+        i = len(drawn)
+        drawn.append(test)
+        for k, kind in enumerate(kinds):
+            rel = (values[mine & (orders == kind)] / ref - 1.0) * 100.0
+            if not len(rel):
+                continue
+            centre = i - 0.4 + width * (k + 0.5)
+            points[kind][0].append(centre + jitter(len(rel), width))
+            points[kind][1].append(rel)
+            med = float(np.median(rel))
+            bars += [centre - width * 0.4, centre + width * 0.4, math.nan]
+            bar_ys += [med, med, math.nan]
+    fig = _fixed_figure(3.4, (0.8, 0.15 + _names_room(drawn), 0.1, 0.45))
+    ax = fig.subplots()
+    for kind, (xs, ys) in points.items():
+        if xs:
+            _order_points(ax, kind, np.concatenate(xs), np.concatenate(ys))
+    ax.plot(bars, bar_ys, color="black", lw=1.6, label="median")
+    ax.axhline(0, color="#777777", lw=0.8, zorder=0)
+    ax.set_xlim(-0.6, max(len(drawn), 1) - 0.4)
+    _test_axis(ax, drawn)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.set_ylabel("% from the fixed median")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(
+        fontsize=8, loc="lower right", bbox_to_anchor=(1, 1), ncols=len(kinds) + 1, frameon=False
+    )
+    left_out = [t for t in tests if t not in drawn]
+    title = f"{label(metric)}: every trial of every test"
+    if left_out:
+        title += f" (left out, median 0: {short(', '.join(left_out), 60)})"
+    fig.suptitle(title, fontsize=11, x=0.09, ha="left")
+    return fig
+
+
 def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test on every worker side by side: fixed and random trials per worker, medians
     marked, so a worker that disagrees (a stale build, a hot machine) stands out."""
@@ -505,7 +652,12 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
 
     workers = sorted(frame["worker"].astype(str).unique())
     kinds = sorted(frame["order"].astype(str).unique(), key=_order_rank)
-    fig = _figure(3.4, width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2))
+    slanted = len(workers) > 4
+    fig = _fixed_figure(
+        3.4,
+        (0.95, 0.45 + (_names_room(workers) if slanted else 0.15), 0.15, 0.4),
+        width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2),
+    )
     ax = fig.subplots()
     width = 0.8 / max(len(kinds), 1)
     for k, kind in enumerate(kinds):
@@ -518,9 +670,8 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
             if len(vals) == 0:
                 continue
             centre = w - 0.4 + width * (k + 0.5)
-            offsets = [((j * 0.618) % 1 - 0.5) * width * 0.6 for j in range(len(vals))]
             ax.plot(
-                [centre + o for o in offsets],
+                centre + jitter(len(vals), width),
                 vals,
                 marker=marker,
                 linestyle="none",
@@ -541,8 +692,8 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         range(len(workers)),
         [short(w, 20) for w in workers],
         fontsize=8,
-        rotation=20 if len(workers) > 4 else 0,
-        ha="right" if len(workers) > 4 else "center",
+        rotation=20 if slanted else 0,
+        ha="right" if slanted else "center",
     )
     ax.set_xlabel("worker")
     ax.set_ylabel(label(metric))
@@ -554,22 +705,25 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
 
 
 # ---------------------------------------------------------------------------------------
-# Sweeps (the dict of washout.sweep, Hui et al. SIGMOD 2024)
+# Sweeps (washout.sweep's result, Hui et al. SIGMOD 2024)
 # ---------------------------------------------------------------------------------------
 
 R2_TARGET = 0.9  # Hui et al. 2024: sampling stops when every validation R^2 reaches 0.9
 
 
-def r2_by_rate(history: Sequence[dict[str, Any]], target: float = R2_TARGET) -> Figure:
-    """Validation R^2 of every split against the sampling rate, the minimum over splits
-    joined (the quantity the stopping rule tests), and the target."""
+def r2_by_rate(
+    history: Sequence[tuple[float, Sequence[float | None]]], target: float = R2_TARGET
+) -> Figure:
+    """Validation R^2 of every split against the sampling rate (one ``(rate, R^2 per
+    split)`` per step), the minimum over splits joined (the quantity the stopping rule
+    tests), and the target."""
     fig = _figure(3.4, width_in=7.0)
     ax = fig.subplots()
     rates: list[float] = []
     mins: list[float] = []
-    for step in sorted(history, key=lambda s: float(s["sampling_rate"])):
-        rate = 100.0 * float(step["sampling_rate"])
-        r2 = [float(v) for v in step.get("r2_validation") or [] if finite(v)]
+    for sampling_rate, r2_splits in sorted(history, key=lambda s: float(s[0])):
+        rate = 100.0 * float(sampling_rate)
+        r2 = [float(v) for v in r2_splits if finite(v)]
         if not r2:
             continue
         ax.plot(

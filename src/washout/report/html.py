@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from washout import __version__
 from washout.report import document, figures
+from washout.version import __version__
 
 if TYPE_CHECKING:
     import jinja2
     import pandas as pd
+
+    from washout.sweep.result import SweepResult
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -49,16 +51,13 @@ def _svgs(items: list[document.FigureItem], progress: Progress | None = None) ->
 
 
 def render_sweep_section(
-    sweep: dict[str, Any],
-    settings: pd.DataFrame,
-    r2_history: list[dict[str, Any]] | None = None,
-    metric: str | None = None,
+    sweep: SweepResult, settings: pd.DataFrame, metric: str | None = None
 ) -> str:
     """The sweep section alone, as an HTML fragment (``<section id="sweep">``): the
     summary, significant terms, knee and turning points, ranges, and the R^2, coefficient
-    and tile-map figures. ``sweep`` is washout.sweep's result dict; ``settings`` the measured
+    and tile-map figures. ``sweep`` is washout.sweep's result; ``settings`` the measured
     settings (parameter columns, then the metric unless ``metric`` names it)."""
-    part = document.sweep_part(sweep, settings, r2_history, metric)
+    part = document.sweep_part(sweep, settings, metric)
     return _sweep_html(part, _svgs(part.figures))
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from washout import __version__
 from washout.report import document, figures
+from washout.version import __version__
 
 if TYPE_CHECKING:
     from washout.report.html import Progress

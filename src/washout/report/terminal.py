@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import RenderableType
 
+    from washout.harness.engine import Experiment
     from washout.stats.compare import Comparison, Ranking
     from washout.stats.order import OrderAnalysis, OrderComparison
 
@@ -240,6 +241,69 @@ def render_comparison(comparison: Comparison) -> RenderableType:
         for w in s.warnings:
             parts.append(Text(f"Warning ({s.test}): {w}", style="yellow"))
     return Group(*parts)
+
+
+def experiment_comparison(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
+    """hyperfine's comparison of an experiment's tests on wall time, or on the first test's
+    first metric when some test does not measure wall (in that metric's better direction)."""
+    from washout.stats.compare import compare_tests
+
+    tests = experiment.tests
+    metric = "wall" if all("wall" in t.metrics for t in tests) else next(iter(tests[0].metrics))
+    exp = experiment.spec.experiment
+    return compare_tests(
+        frame,
+        metric=metric,
+        alpha=exp.alpha,
+        correction=exp.correction,
+        tests=[t.name for t in tests],
+        lower_is_better=tests[0].metrics[metric].better == "lower",
+        describe=lambda v: metric_value(metric, v),
+    )
+
+
+def order_findings(experiment: Experiment, frame: pd.DataFrame) -> list[RenderableType]:
+    """What a finished run says about order: the fixed-vs-random analysis, then why in
+    words (the first trial after the reset, carryover, drift, the spec's claims), at the
+    spec's alpha and correction. Nothing for one test, or one order kind: every order is
+    then the same order, and there is no verdict to give."""
+    from washout.stats.compare import without_resource_metrics
+    from washout.stats.order import analyze_order
+    from washout.stats.why import explain, render_words
+
+    analysed = without_resource_metrics(frame)
+    if len(experiment.tests) < 2 or analysed["order"].nunique() < 2:
+        return []
+    alpha, correction = experiment.spec.experiment.alpha, experiment.spec.experiment.correction
+    verdict = analyze_order(analysed, alpha=alpha, correction=correction)
+    found = explain(
+        analysed,
+        carryover=True,
+        drift=True,
+        claims=experiment.spec.experiment.claims,
+        alpha=alpha,
+        correction=correction,
+    )
+    return [render_analysis(verdict), "\n".join(render_words(found))]
+
+
+def medians_table(frame: pd.DataFrame) -> RenderableType | None:
+    """Per test, its successful trials so far and their median wall time (the live table
+    under a run's progress bar); None before any trial succeeded."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from washout.stats.trials import usable_trials
+
+    ok, _ = usable_trials(frame[frame["metric"] == "wall"], "the live table")
+    if ok.empty:
+        return None
+    table = Table(show_edge=False, header_style="bold")
+    for name, justify in (("test", "left"), ("trials", "right"), ("median", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for test, values in ok.groupby("test", observed=True)["value"]:
+        table.add_row(Text(str(test)), str(values.size), seconds(float(values.median())))
+    return table
 
 
 def frame_table(frame: pd.DataFrame, keys: int = 1) -> RenderableType:

@@ -52,6 +52,25 @@ MAX_RUNS = 4096
 MAX_DELTA_PCT = 1000.0
 
 
+@dataclass(frozen=True)
+class PowerSearch:
+    """What a search for runs or a detectable shift aims at and how it simulates: the
+    ``power`` to reach with Kruskal-Wallis at ``alpha_per_test``, ``n_sim`` simulated
+    experiments per candidate from ``seed``, and at most ``max_runs`` runs per order."""
+
+    power: float = 0.8
+    alpha_per_test: float = 0.05
+    n_sim: int = N_SIM
+    seed: int = 0
+    max_runs: int = MAX_RUNS
+
+    def power_at(self, values: Any, n: int, delta_pct: float) -> float:
+        """:func:`simulated_power` of n runs per order and a shift of ``delta_pct``."""
+        return simulated_power(
+            values, n, delta_pct, self.alpha_per_test, n_sim=self.n_sim, seed=self.seed
+        )
+
+
 def kruskal_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kruskal-Wallis H and p for two groups, row by row: x is (S, n1), y is (S, n2)
     (:func:`washout.stats.kruskal.kruskal_merged`, the order analysis' own computation).
@@ -131,18 +150,11 @@ def normal_theory_runs(cv: float, delta_pct: float, power: float, alpha_per_test
 
 
 def runs_needed_for(
-    values: Any,
-    delta_pct: float,
-    *,
-    power: float = 0.8,
-    alpha_per_test: float = 0.05,
-    n_sim: int = N_SIM,
-    seed: int = 0,
-    max_runs: int = MAX_RUNS,
+    values: Any, delta_pct: float, search: PowerSearch = PowerSearch()
 ) -> tuple[int | None, float | None]:
-    """``(n, power at n)``: the fewest runs per order reaching ``power`` (exactly up to 100
-    runs, within 1% above: finer would be below the simulation's own noise); ``(None, power
-    at max_runs)`` when even ``max_runs`` falls short.
+    """``(n, power at n)``: the fewest runs per order reaching the search's ``power``
+    (exactly up to 100 runs, within 1% above: finer would be below the simulation's own
+    noise); ``(None, power at max_runs)`` when even ``max_runs`` falls short.
 
     The search starts at :func:`normal_theory_runs`, steps by x1.5 up or down until the
     target is bracketed, then bisects.
@@ -150,11 +162,12 @@ def runs_needed_for(
     import numpy as np
 
     def at(n: int) -> float:
-        return simulated_power(values, n, delta_pct, alpha_per_test, n_sim=n_sim, seed=seed)
+        return search.power_at(values, n, delta_pct)
 
+    power, max_runs = search.power, search.max_runs
     v = np.asarray(values, dtype=float)
     cv = _cv(v)
-    guess = normal_theory_runs(cv, delta_pct, power, alpha_per_test) if cv > 0 else 2.0
+    guess = normal_theory_runs(cv, delta_pct, power, search.alpha_per_test) if cv > 0 else 2.0
     hi = int(min(max(2, math.ceil(guess)), max_runs))
     reached = at(hi)
     if reached < power:  # step up until the target is reached
@@ -225,13 +238,8 @@ def variance_interval(
 def runs_needed_interval(
     values: Any,
     delta_pct: float,
-    *,
-    power: float = 0.8,
-    alpha_per_test: float = 0.05,
+    search: PowerSearch = PowerSearch(),
     confidence: float = PLAN_CONFIDENCE,
-    n_sim: int = N_SIM,
-    seed: int = 0,
-    max_runs: int = MAX_RUNS,
 ) -> tuple[int | None, int | None]:
     """The runs needed at either end of the ``confidence`` interval of the pilot's variance
     (:func:`variance_interval`): :func:`runs_needed_for` on the pilot rescaled about its
@@ -249,30 +257,15 @@ def runs_needed_interval(
     ends = []
     for variance in variance_interval(v, confidence):
         scale = math.sqrt(variance / spread) if spread > 0 else 1.0
-        n, _ = runs_needed_for(
-            v.mean() + (v - v.mean()) * scale,
-            delta_pct,
-            power=power,
-            alpha_per_test=alpha_per_test,
-            n_sim=n_sim,
-            seed=seed,
-            max_runs=max_runs,
-        )
+        n, _ = runs_needed_for(v.mean() + (v - v.mean()) * scale, delta_pct, search)
         ends.append(n)
     return ends[0], ends[1]
 
 
-def detectable_delta_for(
-    values: Any,
-    n: int,
-    *,
-    power: float = 0.8,
-    alpha_per_test: float = 0.05,
-    n_sim: int = N_SIM,
-    seed: int = 0,
-) -> float | None:
-    """The smallest Delta% (of the mean) detected with ``power`` at n runs per order, to 1%
-    of itself; None when even ``MAX_DELTA_PCT`` is not (n too small for the level).
+def detectable_delta_for(values: Any, n: int, search: PowerSearch = PowerSearch()) -> float | None:
+    """The smallest Delta% (of the mean) detected with the search's ``power`` at n runs per
+    order, to 1% of itself; None when even ``MAX_DELTA_PCT`` is not (n too small for the
+    level; the search's ``max_runs`` does not apply).
 
     The search starts where :func:`normal_theory_runs` would put it, steps by x1.5 until
     the target is bracketed, then bisects.
@@ -280,11 +273,12 @@ def detectable_delta_for(
     import numpy as np
 
     def at(delta: float) -> float:
-        return simulated_power(values, n, delta, alpha_per_test, n_sim=n_sim, seed=seed)
+        return search.power_at(values, n, delta)
 
+    power = search.power
     cv = _cv(np.asarray(values, dtype=float))
     if cv > 0:  # invert n = normal_theory_runs(cv, delta): delta scales as 1 / sqrt(n)
-        start = 100.0 * math.sqrt(normal_theory_runs(cv, 100.0, power, alpha_per_test) / n)
+        start = 100.0 * math.sqrt(normal_theory_runs(cv, 100.0, power, search.alpha_per_test) / n)
     else:
         start = 1.0
     hi = min(start, MAX_DELTA_PCT)
@@ -345,12 +339,8 @@ def detectable_span(
         return None
     ranked = np.argsort(spreads, kind="stable").tolist()
     chosen = sorted(set(ranked[:SPAN_ENDS] + ranked[-SPAN_ENDS:]))
-    found = [
-        detectable_delta_for(
-            pools[i], sizes[i], power=power, alpha_per_test=alpha_per_test, n_sim=n_sim, seed=seed
-        )
-        for i in chosen
-    ]
+    search = PowerSearch(power, alpha_per_test, n_sim, seed)
+    found = [detectable_delta_for(pools[i], sizes[i], search) for i in chosen]
     shifts = [f for f in found if f is not None]
     return (min(shifts), max(shifts)) if shifts else None
 
@@ -452,28 +442,13 @@ def plan_runs(
         raise WashoutError(f"detect = {delta_pct!r}: expected a positive percentage, e.g. 2%")
     samples = _pilot_samples(df, metric)
     per_test = level / (family_size or len(samples))
+    search = PowerSearch(target, per_test, n_sim, seed, max_runs)
     rows = []
     for test, met, pool, source, _ in samples:
         n, reached, interval = None, None, None
         if len(pool) >= 2:
-            n, reached = runs_needed_for(
-                pool,
-                float(delta_pct),
-                power=target,
-                alpha_per_test=per_test,
-                n_sim=n_sim,
-                seed=seed,
-                max_runs=max_runs,
-            )
-            interval = runs_needed_interval(
-                pool,
-                float(delta_pct),
-                power=target,
-                alpha_per_test=per_test,
-                n_sim=n_sim,
-                seed=seed,
-                max_runs=max_runs,
-            )
+            n, reached = runs_needed_for(pool, float(delta_pct), search)
+            interval = runs_needed_interval(pool, float(delta_pct), search)
         rows.append(
             RunsNeeded(
                 test,
@@ -507,15 +482,14 @@ def detectable_deltas(
     level, target = check_alpha(alpha), _check_power(power)
     samples = _pilot_samples(df, metric)
     per_test = level / (family_size or len(samples))
+    search = PowerSearch(target, per_test, n_sim, seed)
     rows = []
     for test, met, pool, _, group in samples:
         counts = group["order"].value_counts()
         size = n if n is not None else int(min(counts.get("fixed", 0), counts.get("random", 0)))
         found = None
         if len(pool) >= 2 and size >= 2:
-            found = detectable_delta_for(
-                pool, size, power=target, alpha_per_test=per_test, n_sim=n_sim, seed=seed
-            )
+            found = detectable_delta_for(pool, size, search)
         rows.append(DetectableDelta(test, met, size, found, _cv(pool), per_test))
     return rows
 

@@ -11,30 +11,20 @@ each row and column summing to zero).
 
 Conclusions are drawn by an ANOVA (main effects + 2-way interactions, or main effects only
 with ``anova-main``), whichever model decided termination, so a sample's conclusions compare
-directly with ``full`` ones. It is fitted on:
-
-- ``measured`` (the paper): the measured settings only;
-- ``predicted`` (ours): every setting of the space, the measured ones with their values and
-  the others with the terminating model's predictions. Termination certified that the model
-  predicts unmeasured settings well; the ANOVA then sees the balanced full grid that the
-  ``full`` analysis sees, instead of an unbalanced sample.
+directly with ``full`` ones; on which settings it is fitted after a loop (measured or
+predicted) is :func:`washout.sweep.incremental.loop_conclusions`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from washout.sweep.anova import AnovaFit, Term, fit_anova
-from washout.sweep.models import get_model
 from washout.sweep.points import CurvePoint, curve_point
 from washout.sweep.result import Curve, ImportantPoint, TermShare
 from washout.sweep.space import Space
-
-if TYPE_CHECKING:
-    from washout.sweep.incremental import LoopOptions, LoopResult
 
 IMPORTANT_SHARE = 0.10
 
@@ -338,34 +328,3 @@ def conclusions_of(
         data.codes, y, space.n_levels, interactions=model != "anova-main", coding=coding
     )
     return conclude(fit, data)
-
-
-def loop_conclusions(
-    space: Space, result: LoopResult, options: LoopOptions, analysis: str | None = None
-) -> tuple[Conclusions, Space]:
-    """The ANOVA's conclusions after a loop, on the measured or the predicted space (see the
-    module docstring), and the settings they were drawn from. ``analysis`` (anova or
-    anova-main) overrides the ANOVA's terms, which otherwise follow ``options.model``."""
-    if options.conclude == "predicted" and len(result.measured) < len(space):
-        fitted = get_model(options.model)(
-            space, space.codes[result.measured], result.y, options.seed
-        )
-        values = fitted.predict(space.codes)
-        values[result.measured] = result.y
-        rows = np.arange(len(space))
-    else:
-        rows, values = result.measured, result.y
-    data = space.subset(rows)
-    data.y = values
-    terms = analysis or options.analysis or options.model
-    return conclusions_of(space, rows, values, terms, options.coding), data
-
-
-def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions) -> tuple:
-    """What must not change between batches for the ``stable`` rule: the important terms and
-    every point's term, parameter, fixed level, type and level."""
-    c, _ = loop_conclusions(space, result, options)
-    points = sorted(
-        (k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None
-    )
-    return (tuple(sorted(c.important)), tuple(points))

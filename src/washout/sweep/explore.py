@@ -1,7 +1,8 @@
 """The incremental-sampling loop on an already measured space, and the result every sweep
 returns (:class:`washout.sweep.result.SweepResult`): sampling rate, validation R^2, the
 learning curve, significant terms, ranked points, their curves and fair ranges. How the
-conclusions are drawn (measured or predicted space, coding) is in conclusions.py.
+conclusions are drawn (measured or predicted space, coding) is in conclusions.py and
+incremental.loop_conclusions.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from collections.abc import Callable
 import numpy as np
 
 from washout.errors import WashoutError
-from washout.sweep.conclusions import (
-    curves_json,
-    fair_ranges,
+from washout.sweep.conclusions import curves_json, fair_ranges, points_json, terms_json
+from washout.sweep.incremental import (
+    LoopOptions,
+    LoopResult,
+    Step,
     loop_conclusions,
-    points_json,
-    terms_json,
+    r2_score,
+    run_loop,
+    split_r2,
 )
-from washout.sweep.incremental import LoopOptions, LoopResult, Step, r2_score, run_loop, split_r2
 from washout.sweep.models import get_model
 from washout.sweep.result import StepResult, SweepResult
 from washout.sweep.space import Space
@@ -60,6 +63,7 @@ def summary(
         rule=options.rule,
         conclusions_from="all rows" if full else options.conclude,
         coding=options.coding,
+        validation=options.validation,
         exact_fit=c.exact_fit,
         seed=options.seed,
         significant_terms=terms_json(c),
@@ -104,7 +108,9 @@ def explore(
     require_variation(space.y, space.source, space.metric)
     if full:
         rows = np.arange(len(space))
-        scores = split_r2(space, rows, space.y, options.model, options.splits, options.seed)
+        scores = split_r2(
+            space, rows, space.y, options.model, options.splits, options.seed, options.validation
+        )
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
         result = LoopResult(
             rows, space.y.copy(), [Step(len(rows), 1.0, scores, None, passed)], passed

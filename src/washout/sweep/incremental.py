@@ -7,7 +7,9 @@ Two methods (:data:`METHODS`), each a set of options; every option can be set on
 - ``ours`` (the default): coverage sampler, smooth model, holdout rule, conclusions from the
   predicted space with sum-to-zero coding, and **adaptive batches**: start at 2%, add at least
   1% and at least a quarter of what is measured (``growth`` 1.25), so a space a model can fit
-  from 2-3% stops there and a hard one does not pay for many tiny iterations.
+  from 2-3% stops there and a hard one does not pay for many tiny iterations; its splits are
+  **stratified folds** (:func:`validation_splits`): 5 folds of 20% stratified on the value,
+  twice, so each setting is validated and each fold spans the range of the values.
 - ``paper``: the paper's random sampler, ANOVA, rule, measured-settings conclusions and
   treatment coding, 5% then 5% steps. Sample sizes follow the paper's code exactly: at ratio r
   (np.linspace(start, 1, ...)), the sample holds n - ceil((1 - r) n) settings, and split i is
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from washout.errors import WashoutError, choose
-from washout.sweep.conclusions import conclusion_signature
+from washout.sweep.conclusions import Conclusions, conclusions_of
 from washout.sweep.models import Predictor, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
@@ -46,6 +48,9 @@ from washout.sweep.space import Space
 RULES = ("paper", "holdout", "stable")
 CONCLUDE = ("measured", "predicted")
 CODINGS = ("sum", "treatment")
+VALIDATIONS = ("random", "folds")
+FOLDS = 5
+"""Folds per repetition of ``folds`` validation: each validates on 20%, as the paper's split."""
 HOLDOUT_MIN = 10
 """Fewest settings the holdout R^2 is computed on (the latest batches pooled)."""
 
@@ -67,6 +72,7 @@ class LoopOptions:
     analysis: str | None = None  # the conclusions' ANOVA: anova | anova-main; None: by model
     growth: float = 1.25  # each batch adds at least (growth - 1) x the measured settings
     coding: str = "sum"  # the conclusions' ANOVA coding: sum (deviation) | treatment
+    validation: str = "folds"  # the splits: folds (value-stratified 5-fold) | random (paper)
 
     @property
     def method(self) -> str:
@@ -96,6 +102,11 @@ class LoopOptions:
             )
         if not 1.0 <= self.growth <= 10.0:
             raise WashoutError(f"{source}: growth = {self.growth}: must be in [1, 10]")
+        if self.validation not in VALIDATIONS:
+            raise WashoutError(
+                f"{source}: validation = {self.validation!r}: unknown (choose from "
+                f"{', '.join(VALIDATIONS)})"
+            )
         if self.conclude not in CONCLUDE:
             raise WashoutError(
                 f"{source}: conclude = {self.conclude!r}: unknown (choose from "
@@ -112,7 +123,17 @@ class LoopOptions:
             raise WashoutError(f"{source}: budget = {self.budget}: must be at least 1 setting")
 
 
-METHOD_FIELDS = ("start", "step", "growth", "sampler", "model", "rule", "conclude", "coding")
+METHOD_FIELDS = (
+    "start",
+    "step",
+    "growth",
+    "sampler",
+    "model",
+    "rule",
+    "conclude",
+    "coding",
+    "validation",
+)
 """The options a method fixes; the others (threshold, splits, seed, budget) are the user's."""
 METHODS: dict[str, dict[str, object]] = {
     "ours": {},
@@ -125,6 +146,7 @@ METHODS: dict[str, dict[str, object]] = {
         "rule": "paper",
         "conclude": "measured",
         "coding": "treatment",
+        "validation": "random",
     },
 }
 
@@ -203,24 +225,60 @@ def r2_score(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(np.sum((y - pred) ** 2)) / ss_tot
 
 
-def split_r2(
-    space: Space, measured: np.ndarray, y: np.ndarray, model_name: str, splits: int, seed: int = 0
-) -> list[float]:
-    """R^2 on the 20% validation part of each of ``splits`` 80/20 splits (random_state = i)."""
-    from sklearn.model_selection import train_test_split
+def validation_splits(
+    y: np.ndarray, splits: int, validation: str, seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(fitting, validation) positions into ``y`` of each of ``splits`` splits.
 
+    ``random`` (the paper): scikit-learn's train_test_split(test_size=0.2, random_state=i).
+    ``folds`` (ours): repeated 5-fold cross-validation stratified on the measured value (the
+    settings sorted by value, each run of 5 consecutive ones dealt at random to the 5 folds),
+    as many repetitions as ``splits`` needs. Every setting is validated once per repetition,
+    and each fold spans the range of the values, so its R^2 denominator is the sample's
+    spread, not that of 6 settings that happened to be alike: at 30 settings random 20%
+    parts swing from near-constant to wide, and R^2 with them. Stratified k-fold
+    cross-validation: Kohavi (IJCAI 1995), who found it less variable than plain k-fold;
+    for a continuous target the strata are runs of sorted values.
+    """
+    if validation == "random":
+        from sklearn.model_selection import train_test_split
+
+        positions = np.arange(len(y))
+        return [
+            tuple(train_test_split(positions, test_size=0.2, random_state=i)) for i in range(splits)
+        ]
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    order = np.argsort(y, kind="stable")
+    for repetition in range(math.ceil(splits / FOLDS)):
+        rng = np.random.default_rng([seed, repetition])
+        fold = np.empty(len(y), dtype=int)
+        for lo in range(0, len(y), FOLDS):
+            block = order[lo : lo + FOLDS]
+            fold[block] = rng.permutation(FOLDS)[: len(block)]
+        parts += [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(FOLDS)]
+    return parts[:splits]
+
+
+def split_r2(
+    space: Space,
+    measured: np.ndarray,
+    y: np.ndarray,
+    model_name: str,
+    splits: int,
+    seed: int = 0,
+    validation: str = "random",
+) -> list[float]:
+    """R^2 on the validation part of each of ``splits`` splits (:func:`validation_splits`),
+    the model fitted on the fitting part."""
     model = get_model(model_name)
     scores = []
-    positions = np.arange(len(measured))
-    for i in range(splits):
-        if len(positions) < 2:
-            scores.append(np.nan)
-            continue
-        train, test = train_test_split(positions, test_size=0.2, random_state=i)
+    if len(measured) < 2:
+        return [np.nan] * splits
+    for i, (train, test) in enumerate(validation_splits(y, splits, validation, seed)):
         fitted = _fit(model, space, measured[train], y[train], seed * 1000 + i)
         scores.append(
             np.nan
-            if fitted is None
+            if fitted is None or len(test) == 0
             else r2_score(y[test], fitted.predict(space.codes[measured[test]]))
         )
     return scores
@@ -293,7 +351,13 @@ def run_loop(
         result.measured = np.concatenate([new, result.measured])
         result.y = np.concatenate([y_new, result.y])
         scores = split_r2(
-            space, result.measured, result.y, options.model, options.splits, options.seed
+            space,
+            result.measured,
+            result.y,
+            options.model,
+            options.splits,
+            options.seed,
+            options.validation,
         )
         passed = bool(np.all(np.asarray(scores) >= options.threshold))
         if options.rule in ("holdout", "stable"):
@@ -310,3 +374,39 @@ def run_loop(
             result.terminated = True
             break
     return result
+
+
+def loop_conclusions(
+    space: Space, result: LoopResult, options: LoopOptions, analysis: str | None = None
+) -> tuple[Conclusions, Space]:
+    """The ANOVA's conclusions after a loop, and the settings they were drawn from. With
+    ``conclude`` ``measured`` (the paper) the ANOVA is fitted on the measured settings only;
+    with ``predicted`` (ours) on every setting of the space, the measured ones with their
+    values and the others with the terminating model's predictions: termination certified
+    that the model predicts unmeasured settings well, and the ANOVA then sees the balanced
+    full grid that the ``full`` analysis sees instead of an unbalanced sample. ``analysis``
+    (anova or anova-main) overrides the ANOVA's terms, which otherwise follow
+    ``options.model``."""
+    if options.conclude == "predicted" and len(result.measured) < len(space):
+        fitted = get_model(options.model)(
+            space, space.codes[result.measured], result.y, options.seed
+        )
+        values = fitted.predict(space.codes)
+        values[result.measured] = result.y
+        rows = np.arange(len(space))
+    else:
+        rows, values = result.measured, result.y
+    data = space.subset(rows)
+    data.y = values
+    terms = analysis or options.analysis or options.model
+    return conclusions_of(space, rows, values, terms, options.coding), data
+
+
+def conclusion_signature(space: Space, result: LoopResult, options: LoopOptions) -> tuple:
+    """What must not change between batches for the ``stable`` rule: the important terms and
+    every point's term, parameter, fixed level, type and level."""
+    c, _ = loop_conclusions(space, result, options)
+    points = sorted(
+        (k[0], k[1], k[2], p.kind, p.value) for k, p in c.curves.items() if p is not None
+    )
+    return (tuple(sorted(c.important)), tuple(points))

@@ -1,11 +1,19 @@
 """What a sweep returns: frozen results carrying everything its summary and report show, so
 neither has to fit anything again (``to_dict()`` gives the JSON of ``washout explore`` and
-``sweep.json``)."""
+``sweep.json``; ``from_dict()`` and :func:`load_sweep_dir` read it back)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+import json
+import types
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
+
+from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Fixed = dict[str, object] | None
 """The fixed side of an interaction's curve ({parameter: level}), None for a main effect."""
@@ -81,6 +89,7 @@ class SweepResult:
     rule: str
     conclusions_from: str
     coding: str
+    validation: str
     exact_fit: bool
     seed: int
     significant_terms: tuple[TermShare, ...]
@@ -113,6 +122,30 @@ class SweepResult:
         joint ranges)."""
         return replace(self, **changes)
 
+    @classmethod
+    def from_dict(cls, data: object, source: str = "sweep") -> SweepResult:
+        """The result ``to_dict()`` gave (read back from JSON), each field checked against
+        its type: a one-line error names ``source``, the field and the value otherwise."""
+        return _typed(cls, data, source, "")
+
+
+def load_sweep_dir(directory: Path) -> tuple[SweepResult, pd.DataFrame]:
+    """The result (sweep.json) and the measured settings (settings.csv: parameter columns,
+    the metric last) that ``washout sweep`` leaves in its directory."""
+    import pandas as pd
+
+    summary, settings = directory / "sweep.json", directory / "settings.csv"
+    if not (summary.is_file() and settings.is_file()):
+        raise WashoutError(
+            f"{directory}: not a sweep directory (it needs the sweep.json and "
+            "settings.csv that washout sweep writes)"
+        )
+    try:
+        data, frame = json.loads(summary.read_text()), pd.read_csv(settings)
+    except (ValueError, pd.errors.ParserError) as err:
+        raise WashoutError(f"{directory}: cannot read the sweep's files: {err}") from None
+    return SweepResult.from_dict(data, str(summary)), frame
+
 
 def _plain(value: Any) -> Any:
     """Dataclasses, tuples and dicts as JSON-ready dicts and lists."""
@@ -123,3 +156,52 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _typed(hint: Any, value: Any, source: str, where: str) -> Any:
+    """``value`` (plain JSON data) as the type ``hint``: dataclasses from dicts, tuples
+    from lists, checked at every level; the inverse of :func:`_plain`."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in get_args(hint):
+            return None
+        (hint,) = [a for a in get_args(hint) if a is not type(None)]
+        origin = get_origin(hint)
+    if is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(value, dict):
+            raise _wrong(source, where, value, "an object")
+        hints = get_type_hints(hint)
+        given = {}
+        for f in fields(hint):
+            name = f"{where}.{f.name}" if where else f.name
+            if f.name in value:
+                given[f.name] = _typed(hints[f.name], value[f.name], source, name)
+            elif f.default is MISSING:
+                raise WashoutError(f"{source}: {name}: missing")
+        return hint(**given)
+    expected = {tuple: list, list: list, dict: dict}.get(origin or hint)
+    if expected is not None:
+        if not isinstance(value, expected):
+            raise _wrong(source, where, value, "a list" if expected is list else "an object")
+        if origin is dict:
+            return {
+                k: _typed(get_args(hint)[1], v, source, f"{where}.{k}") for k, v in value.items()
+            }
+        if origin in (tuple, list):
+            items = [
+                _typed(get_args(hint)[0], v, source, f"{where}[{i}]") for i, v in enumerate(value)
+            ]
+            return tuple(items) if origin is tuple else items
+        return value
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if hint in (int, str, bool) and type(value) is hint:
+        return value
+    if hint is object:
+        return value
+    raise _wrong(source, where, value, f"a {getattr(hint, '__name__', hint)}")
+
+
+def _wrong(source: str, where: str, value: Any, expected: str) -> WashoutError:
+    field = where or "the result"
+    return WashoutError(f"{source}: {field} = {value!r:.60}: expected {expected}")

@@ -19,8 +19,9 @@ method = "ours"             # ours (default) or paper; each option below overrid
 threshold = 0.9
 splits = 10
 sampler = "coverage"        # the method's choices, written out: start, step, growth,
-model = "smooth"            # sampler, model, rule, conclude, coding
+model = "smooth"            # sampler, model, rule, conclude, coding, validation
 rule = "holdout"
+validation = "folds"        # value-stratified 5-fold splits (paper: random 80/20 splits)
 conclude = "predicted"      # ANOVA on measured values + predictions for the rest
 [sweep.params]              # ordered levels
 n = [10000, 100000, 1000000]
@@ -84,6 +85,7 @@ class SweepSection(BaseModel):
     rule: str | None = None
     conclude: str | None = None
     coding: str | None = None
+    validation: str | None = None
     timeout: str | float | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -258,6 +260,7 @@ def loop_options(section: SweepSection, seed: int) -> LoopOptions:
         budget=section.budget_settings,
         conclude=section.conclude,
         coding=section.coding,
+        validation=section.validation,
     )
 
 

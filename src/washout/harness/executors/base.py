@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -125,6 +125,35 @@ class CommandResult:
     stdout_cut: bool = False
     stderr_cut: bool = False
 
+    @classmethod
+    def unstarted(
+        cls,
+        reason: str,
+        started: datetime | None = None,
+        duration: float = 0.0,
+        cpus: str | None = None,
+    ) -> CommandResult:
+        """A command that failed before it ran: no exit code and no output; ``duration``
+        is what the attempt took (the result ends now), 0 for none (it ends as it started)."""
+        started = started or datetime.now(UTC)
+        ended = datetime.now(UTC) if duration else started
+        return cls("failed", None, b"", b"", started, ended, duration, reason, cpus)
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    """How a command runs on a worker, whatever carries it: killed with its process group
+    after ``timeout`` seconds (None: never), in ``cwd`` (None: the worker's workdir), with
+    ``env`` added to the environment, pinned to ``cpus`` ("0-3,8"), and the last
+    ``output_tail`` bytes of stdout kept (0: stdout is /dev/null) and of stderr (at least
+    TAIL_BYTES). One value that wrappers pass on, changing only what they change."""
+
+    timeout: float | None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    cpus: str | None = None
+    output_tail: int = OUTPUT_TAIL
+
 
 @runtime_checkable
 class Executor(Protocol):
@@ -144,19 +173,9 @@ class Executor(Protocol):
     async def connect(self) -> None:
         """Open what is needed (a connection); idempotent; called again after a reset."""
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
-        """Run a shell command in its own process group; kill the group at ``timeout``, and
-        when washout itself dies. Keep the last ``output_tail`` bytes of stdout (0: stdout is
-        /dev/null) and of stderr (at least TAIL_BYTES); measure its ``RESOURCE_METRICS``."""
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        """Run a shell command in its own process group as ``options`` say; kill the group
+        at their timeout, and when washout itself dies; measure its ``RESOURCE_METRICS``."""
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         """A metric file on the worker (relative paths resolve against ``cwd``): OSError

@@ -34,9 +34,9 @@ from pathlib import Path
 from washout.errors import WashoutError
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
-    OUTPUT_TAIL,
     SESSION_VARIABLE,
     TAIL_BYTES,
+    CommandOptions,
     CommandResult,
     OutputTail,
 )
@@ -494,32 +494,23 @@ class LocalExecutor:
     async def remove_file(self, path: str, cwd: str | None = None) -> None:
         remove_metric_file(Path(cwd or ".") / path)
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
-        full_env = self._environment(env)
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        timeout, cwd, cpus, output_tail = (
+            options.timeout,
+            options.cwd,
+            options.cpus,
+            options.output_tail,
+        )
+        full_env = self._environment(options.env)
         cpu_set = parse_cpus(cpus) if cpus else None
         guard = _guard()
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         if cpu_set and not cpu_set <= os.sched_getaffinity(0):
-            return CommandResult(
-                "failed",
-                None,
-                b"",
-                b"",
-                started,
-                started,
-                0.0,
+            return CommandResult.unstarted(
                 f"cannot pin to CPUs {cpus}: washout may use {sorted(os.sched_getaffinity(0))}",
-                cpus,
+                started,
+                cpus=cpus,
             )
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
@@ -531,17 +522,8 @@ class LocalExecutor:
             for fd in (out_r, err_r):
                 if fd is not None:
                     os.close(fd)
-            now = datetime.now(UTC)
-            return CommandResult(
-                "failed",
-                None,
-                b"",
-                b"",
-                started,
-                now,
-                time.perf_counter() - t0,
-                f"could not start: {error}",
-                cpus,
+            return CommandResult.unstarted(
+                f"could not start: {error}", started, time.perf_counter() - t0, cpus
             )
         finally:
             if out_r is not None:

@@ -26,7 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from washout.errors import WorkerError
-from washout.harness.executors.base import METRIC_FILE_LIMIT, OUTPUT_TAIL, CommandResult
+from washout.harness.executors.base import (
+    METRIC_FILE_LIMIT,
+    CommandOptions,
+    CommandResult,
+)
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh_wrapper import kill_sessions_script
 
@@ -94,13 +98,13 @@ class SlurmExecutor:
         await self._local.run(
             f"scancel --quiet --signal=KILL {self.job_id}.{step}; "
             f"scancel --quiet {self.job_id}.{step}",
-            timeout=60,
+            CommandOptions(timeout=60),
         )
 
     async def connect(self) -> None:
         """A first step on the node: a node the job does not hold, or a cluster where srun
         cannot start steps, is a one-line error now rather than at the first trial."""
-        result = await self.run("true", timeout=120)
+        result = await self.run("true", CommandOptions(timeout=120))
         if result.status != "ok":
             err = result.stderr.decode("utf-8", errors="replace").strip().replace("\n", " | ")
             raise WorkerError(
@@ -116,7 +120,7 @@ class SlurmExecutor:
         of an earlier job ended with it)."""
         if not sessions:
             return 0
-        result = await self.run(kill_sessions_script(sessions), timeout=60)
+        result = await self.run(kill_sessions_script(sessions), CommandOptions(timeout=60))
         said = result.stdout.decode("utf-8", errors="replace").strip()
         return int(said) if said.isdigit() else 0
 
@@ -126,20 +130,13 @@ class SlurmExecutor:
             "the nodes share (or copy the files in [setup])"
         )
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        cpus = options.cpus
         argv = step_argv(self.job_id, self.name)
-        script = step_script(command, self._token, cwd, cpus)
+        script = step_script(command, self._token, options.cwd, cpus)
         line = shlex.join([*argv, "bash", "-c", script])
-        result = await self._local.run(line, timeout=timeout, env=env, output_tail=output_tail)
+        # srun runs here; the step's own script goes to the node's directory and CPUs
+        result = await self._local.run(line, replace(options, cwd=None, cpus=None))
         found = list(self._marker.finditer(result.stderr))
         step = self._step.search(result.stderr)
         stderr = self._step.sub(b"", self._marker.sub(b"", result.stderr))
@@ -166,7 +163,7 @@ class SlurmExecutor:
         )
 
     async def _checked(self, script: str, path: str, cwd: str | None, limit: int) -> bytes:
-        result = await self.run(script, timeout=60, cwd=cwd, output_tail=limit)
+        result = await self.run(script, CommandOptions(timeout=60, cwd=cwd, output_tail=limit))
         if result.status != "ok":
             why = result.stderr.decode("utf-8", errors="replace").strip() or result.reason
             raise OSError(why.splitlines()[-1] if why else result.reason)
@@ -195,7 +192,7 @@ class SlurmExecutor:
 
     async def boot_id(self) -> str:
         """The node's boot id (one step)."""
-        result = await self.run(BOOT_ID, timeout=60)
+        result = await self.run(BOOT_ID, CommandOptions(timeout=60))
         value = result.stdout.decode("utf-8", errors="replace").strip()
         if result.status != "ok" or not value:
             raise WorkerError(f"{self.name}: cannot read the boot id: {result.reason}")

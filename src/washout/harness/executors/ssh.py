@@ -29,7 +29,7 @@ from typing import Any
 import asyncssh
 
 from washout.errors import WashoutError
-from washout.harness.executors.base import OUTPUT_TAIL, CommandResult, tail
+from washout.harness.executors.base import CommandOptions, CommandResult, tail
 from washout.harness.executors.ssh_connection import TRANSIENT, SSHConnection, describe, output
 from washout.harness.executors.ssh_copy import mirror
 from washout.harness.executors.ssh_reboot import reboot
@@ -72,16 +72,8 @@ class SSHExecutor:
     async def close(self) -> None:
         await self.link.close()
 
-    async def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        cpus: str | None = None,
-        output_tail: int = OUTPUT_TAIL,
-    ) -> CommandResult:
+    async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        timeout, cpus, output_tail = options.timeout, options.cpus, options.output_tail
         if self.link.given_up:
             raise WashoutError(self.link.given_up)
         started = datetime.now(UTC)
@@ -96,8 +88,8 @@ class SSHExecutor:
             command,
             token=self._token,
             timeout=timeout,
-            cwd=cwd,
-            env=env,
+            cwd=options.cwd,
+            env=options.env,
             cpus=cpus,
             keep_stdout=output_tail > 0,
             gnu_time=self.link.gnu_time,
@@ -111,8 +103,11 @@ class SSHExecutor:
 
         try:
             # stdin stays open: the wrapper kills the command's group when it closes.
-            proc = await conn.create_process(SHELL, encoding=None)
-            proc.stdin.write(script.encode())
+            if self.link.inline(script):
+                proc = await conn.create_process(script, encoding=None)
+            else:
+                proc = await conn.create_process(SHELL, encoding=None)
+                proc.stdin.write(script.encode())
             readers = [
                 asyncio.ensure_future(collect(proc.stdout, got.out.add)),
                 asyncio.ensure_future(collect(proc.stderr, got.add_err)),

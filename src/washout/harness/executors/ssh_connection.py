@@ -10,10 +10,11 @@ user wrote in ~/.ssh/config is honoured as written.)
 
 A dropped connection is re-established with bounded exponential backoff by the next
 command, which first kills the process group the lost command left behind. Workers need
-POSIX ``sh``, util-linux ``setsid`` (and ``taskset`` for ``cpus``), coreutils ``timeout``
-and ``date``, and a login shell that runs ``a && b || c`` (sh, bash, zsh, ksh, fish; not
-csh): the first connection checks them and names what is missing, and notes whether the
-worker has GNU time (for ``max_rss``).
+POSIX ``sh``, coreutils ``timeout`` (one that starts the command in a process group of its
+own) and ``date`` (and util-linux ``taskset`` for ``cpus``), and a POSIX login shell (sh,
+bash, zsh, ksh; not csh or fish): the first connection checks them and names what is
+missing, and notes whether the worker has GNU time (for ``max_rss``) and whether its login
+shell is bash (then each command is sent as the channel's command, with no second shell).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from washout.errors import WashoutError
 from washout.harness.executors.base import tail
 from washout.harness.executors.ssh_wrapper import (
     GNU_TIME,
+    INLINE_LIMIT,
     KILL_GRACE,
     kill_group_script,
     remote_path,
@@ -43,8 +45,18 @@ KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 5.0, 3
 RECONNECT_WINDOW = 20.0
 """How long a dropped connection is retried (backoff 0.5 s doubling to 5 s) before the
 worker is given up."""
-REQUIRED_TOOLS = ("setsid", "timeout", "date")
+REQUIRED_TOOLS = ("timeout", "date")
 """What the wrapper runs every trial with, checked once per worker when it connects."""
+TIMEOUT_GROUP = (
+    "command -v timeout >/dev/null 2>&1 && { timeout 5 /bin/sh -c "
+    """'[ "$PPID" != "$1" ] && kill -s 0 -- "-$PPID"' sh $$ >/dev/null 2>&1"""
+    " || echo 'timeout without group'; }"
+)
+"""Whether ``timeout`` runs the command as its child in a process group that it leads, as
+coreutils' does (BusyBox's execs the command in the caller's group): the wrapper kills a
+trial's processes by that group."""
+LOGIN_BASH = "[ -n \"${BASH_VERSION-}\" ] && echo 'login bash'"
+"""Whether the login shell is bash, which can run the wrapper as the channel's command."""
 NAME_NOT_FOUND = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 """getaddrinfo's answers for a name that does not exist (others may pass: EAI_AGAIN)."""
 
@@ -87,6 +99,8 @@ class SSHConnection:
         """The process group a lost command left on the worker, killed on reconnection."""
         self.gnu_time = False
         """Whether the worker has GNU time (found when it first connects)."""
+        self.login_bash = False
+        """Whether the worker's login shell is bash (found when it first connects)."""
         self._workdir_made = False
         self._tools_checked = False
         self.given_up: str | None = None
@@ -174,6 +188,11 @@ class SSHConnection:
                 f"{self.where()}: cannot connect to {self.worker.host}: {describe(err)}"
             ) from None
 
+    def inline(self, script: str) -> bool:
+        """Whether ``script`` can be the channel's command itself: the login shell is bash
+        and the script fits in one argument (INLINE_LIMIT), so no second shell reads it."""
+        return self.login_bash and len(script) <= INLINE_LIMIT
+
     def alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
 
@@ -187,10 +206,12 @@ class SSHConnection:
                 f"for t in {' '.join(REQUIRED_TOOLS)}; do command -v $t >/dev/null "
                 '2>&1 || echo "lacks $t"; done'
             )
+            steps.append(TIMEOUT_GROUP)
             steps.append(
                 f"{GNU_TIME} -q -f 'gnu time %M' true 2>&1 | grep -q '^gnu time [0-9]'"
                 " && echo 'has gnu time'"
             )
+            steps.append(LOGIN_BASH)
         if self.orphan_group is not None:
             steps.append(f"kill -s KILL -- -{self.orphan_group} 2>/dev/null")
             self.orphan_group = None
@@ -207,8 +228,14 @@ class SSHConnection:
                 + ", ".join(f"`{t}`" for t in lacking)
                 + " (needed to run trials)"
             )
+        if "timeout without group" in said:
+            raise WashoutError(
+                f"{self.where()}: its `timeout` does not start the command in a process "
+                "group of its own (coreutils' does; needed to stop a trial's processes)"
+            )
         if not self._tools_checked:
             self.gnu_time = "has gnu time" in said
+            self.login_bash = "login bash" in said
         self._tools_checked = True
         if self.workdir and not self._workdir_made:
             if "mkdir failed" in said:

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 import asyncssh
 
 from washout.errors import WashoutError
-from washout.harness.executors.base import CommandResult, tail
+from washout.harness.executors.base import CommandOptions, CommandResult, tail
 from washout.harness.executors.ssh_connection import CONNECT_TIMEOUT, SSHConnection, describe
 from washout.harness.executors.ssh_wrapper import remote_path
 from washout.harness.spec import WorkerSpec
@@ -21,7 +21,7 @@ from washout.harness.spec import WorkerSpec
 SYNC_TIMEOUT = 3600.0
 """Seconds one worker's copy may take before it is that worker's error."""
 
-RunCommand = Callable[..., Awaitable[CommandResult]]
+RunCommand = Callable[[str, CommandOptions], Awaitable[CommandResult]]
 """The executor's ``run``, for the shell commands a copy needs on the worker."""
 
 
@@ -62,7 +62,7 @@ async def has_rsync(run: RunCommand) -> bool:
     """Whether rsync can copy to the worker: rsync and ssh here, rsync there."""
     if shutil.which("rsync") is None or shutil.which("ssh") is None:
         return False
-    result = await run("command -v rsync", timeout=60)
+    result = await run("command -v rsync", CommandOptions(timeout=60))
     return bool(result.status == "ok")
 
 
@@ -103,7 +103,7 @@ async def rsync(worker: WorkerSpec, directory: Path, workdir: str) -> None:
 async def sftp(link: SSHConnection, run: RunCommand, directory: Path, workdir: str) -> None:
     """Empty ``workdir`` on the worker and upload ``directory``'s tree into it."""
     q = remote_path(workdir)
-    emptied = await run(f"rm -rf -- {q} && mkdir -p -- {q}", timeout=SYNC_TIMEOUT)
+    emptied = await run(f"rm -rf -- {q} && mkdir -p -- {q}", CommandOptions(timeout=SYNC_TIMEOUT))
     if emptied.status != "ok":
         raise WashoutError(
             f"worker {link.name}: experiment.sync: cannot empty {workdir}: "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from washout.errors import WashoutError
-from washout.harness.executors.base import tail
+from washout.harness.executors.base import CommandOptions, tail
 from washout.harness.executors.ssh_connection import SSHConnection
 from washout.harness.executors.ssh_copy import RunCommand
 
@@ -18,7 +18,7 @@ DEFAULT_REBOOT = 'if [ "$(id -u)" = 0 ]; then reboot; else sudo -n reboot; fi'
 async def boot_id(link: SSHConnection, run: RunCommand) -> str | None:
     """The worker's boot id now; None if the connection dropped while reading it."""
     command = link.worker.boot_id_command or DEFAULT_BOOT_ID
-    result = await run(command, timeout=30)
+    result = await run(command, CommandOptions(timeout=30))
     if result.status == "lost":
         return None
     value = result.stdout.decode("utf-8", errors="replace").strip()
@@ -47,7 +47,7 @@ async def reboot(link: SSHConnection, run: RunCommand, timeout: float, command: 
         raise WashoutError(f"{link.where()}: the connection dropped before the reboot")
     command = link.worker.reboot_command or command or DEFAULT_REBOOT
     conn = link.current()
-    result = await run(command, timeout=min(30.0, timeout))
+    result = await run(command, CommandOptions(timeout=min(30.0, timeout)))
     if result.status in ("failed", "timeout"):
         err = tail(result.stderr, 300).strip().replace("\n", " | ")
         raise WashoutError(

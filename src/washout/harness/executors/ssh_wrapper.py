@@ -1,11 +1,17 @@
 """The shell an SSH worker runs: the wrapper around each command, the small scripts for
 metric files, and the parsing of what the wrapper reports (pure: text in, text out).
 
-The wrapper is a POSIX shell script fed on stdin to ``bash -s`` (else ``/bin/sh -s``):
+The wrapper is a POSIX shell script, the channel's command itself when the worker's login
+shell is bash (no second shell to start), else fed on stdin to ``bash -s`` (else
+``/bin/sh -s``):
 
-- the user's command runs under ``setsid`` (its own session and process group), stdin from
-  /dev/null, pinned with ``taskset -c`` when ``cpus`` is set;
-- the timeout is enforced *on the worker* by coreutils ``timeout``, which SIGTERMs the whole
+- the user's command runs under coreutils ``timeout``, which puts itself and so the command
+  in a process group of its own (the connection checks that it does), stdin from
+  /dev/null, pinned with ``taskset -c`` when ``cpus`` is set; no ``setsid``: sshd already
+  starts every channel's shell in a session of its own, and a second session cost several
+  ms per trial on a loaded worker (``setsid timeout 5 true`` took 5 ms longer than
+  ``timeout 5 true`` on 2 cores at load 6);
+- the timeout is enforced *on the worker* by ``timeout``, which SIGTERMs the whole
   group, then SIGKILLs it after a grace period, so no network delay stretches it (exit 124
   or 137 after at least the timeout counts as timed out); every command runs under it,
   with or without a timeout, so all trials pay the same; after every command whatever the
@@ -42,8 +48,13 @@ from washout.harness.executors.base import (
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
 SHELL = "command -v bash >/dev/null 2>&1 && exec bash -s || exec /bin/sh -s"
-"""What the login shell starts to read the wrapper from stdin: bash when the worker has it
-(its $EPOCHREALTIME reads the clock without a fork), else POSIX sh (``date``)."""
+"""What a login shell other than bash starts to read the wrapper from stdin: bash when the
+worker has it (its $EPOCHREALTIME reads the clock without a fork), else POSIX sh
+(``date``)."""
+INLINE_LIMIT = 64 << 10
+"""The longest wrapper sent as the channel's command to a bash login shell (sshd passes it
+as one argument, which Linux bounds at 128 KiB); a longer one (large ``env`` values) goes
+on stdin."""
 GNU_TIME = "/usr/bin/time"
 """GNU time, used for ``max_rss`` when the worker has it (Debian package ``time``)."""
 MARKER_ROOM = 160
@@ -73,14 +84,16 @@ def wrapper_script(
 ) -> str:
     """The ``sh`` script that runs one command on the worker (see the module docstring).
 
-    Nothing but the command runs between the two clock readings: ``setsid``, ``taskset``
-    exec in place and ``timeout`` (and GNU ``time``, when there) fork the command and then
+    Nothing but the command runs between the two clock readings: ``taskset`` execs in
+    place and ``timeout`` (and GNU ``time``, when there) fork the command and then
     only wait, so no helper competes with the trial for CPU. The watcher that has the
     command's group killed when the channel closes (washout died or lost the connection)
     is started before the first reading and only blocks on a read; at the end of the
     channel it signals the wrapper, whose trap kills the group (and ends the wrapper).
-    The script is one ``{ ... }`` block, so the shell has read all of it before it runs
-    and what follows on stdin (nothing, then the end of the channel) is the watcher's.
+    The script is one ``{ ... }`` block, so a shell reading it from stdin has read all of
+    it before it runs and what follows (nothing, then the end of the channel) is the
+    watcher's. Until ``timeout`` has made its group (its first step), the group is only
+    its own process, so every kill names that process too.
     Without ``keep_stdout`` the command's stdout is /dev/null (``output_tail = 0``);
     with ``gnu_time`` (the worker has GNU time 1.8 or later, whose ``-q`` keeps it from
     adding lines of its own to stderr) the command runs under it for ``max_rss``.
@@ -91,15 +104,15 @@ def wrapper_script(
         lines.append(f"cd -- {remote_path(cwd)} || exit 1")
     for key, value in (env or {}).items():
         lines.append(f"export {key}={shlex.quote(value)}")
-    launch = "setsid"
+    launch = ""
     needs = []
     if cpus:
         needs.append(("taskset", f"for cpus = {cpus!r}"))
-        launch += f" taskset -c {shlex.quote(cpus)}"
+        launch += f"taskset -c {shlex.quote(cpus)} "
     # Always under timeout(1) (0 disables it), so a test with a timeout and one without
     # carry the same process structure, and the same fork, in their wall.
     needs.append(("timeout", "needed to run trials"))
-    launch += f" timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
+    launch += f"timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
     for tool, why in needs:
         message = shlex.quote(f"washout: needs {tool} ({why}), which is missing on the worker")
         lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
@@ -107,7 +120,7 @@ def wrapper_script(
         launch += f" {GNU_TIME} -q -f '{mark}rss %M'"
     lines += [
         "exec 3<&0",
-        """trap 'kill -s KILL -- "-$g" 2>/dev/null; exit 129' USR1""",
+        """trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1""",
         "(while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &",
         "w=$!",
         f"printf '{mark}cpu0 ' >&2; times >&2",
