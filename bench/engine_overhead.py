@@ -10,9 +10,11 @@ cancel out. Per run: the same with a fixed K and two numbers of runs; the slope 
 minus K x the per-trial cost is the cost of a run (environment capture, reset bookkeeping).
 
 The quick form (goal: marginal cost per trial <= 1.2x `hyperfine -N true` with one
-command and with two): `washout run true [/bin/true] --runs R --quiet` for two values of R;
-the slope per trial includes every per-run cost (with one command each run is one trial),
-since that is what a hyperfine user pays.
+command and with two): `washout run true [/bin/true] --runs R --quiet` for two values of R
+(R trials of each command, as hyperfine's `--runs`; the slope divides by the trials the
+stores hold); the slope per trial includes every per-run cost (with one command each run
+is one trial) and the summary's analysis of the extra trials, since that is what a
+hyperfine user pays.
 
 The engine starts a plain command such as `true` directly (anything with shell syntax with
 `/bin/sh -c COMMAND`), and commits one SQLite transaction per trial (its finish together with
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -63,10 +66,18 @@ QUICK_FORMS = {"one command": ["true"], "two commands": ["true", "/bin/true"]}
 """The quick form's two cases: `true` twice under two names (both exec'd directly)."""
 
 
+def stored_trials(db: Path) -> int:
+    """How many trials a finished run recorded: the slope's divisor, counted rather than
+    derived from the options, so it stays right whatever ``--runs`` means."""
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM trial").fetchone()[0])
+
+
 def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple[float, float]:
     """Marginal wall and CPU per trial of `washout run CMD... --runs R --quiet` between
-    the two values of R (each into a fresh DB)."""
-    measured = []
+    the two values of R (each into a fresh DB); ``--runs R`` is hyperfine's: R trials of
+    each command in all."""
+    measured, counts = [], []
     for r in runs:
         db = work / f"quick-{len(commands)}-{r}.db"
         for suffix in ("", "-wal", "-shm"):
@@ -76,7 +87,8 @@ def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple
                 [WASHOUT, "run", *commands, "--runs", str(r), "--db", str(db), "--quiet"], cwd=work
             )
         )
-    trials = 2 * len(commands) * (runs[1] - runs[0])
+        counts.append(stored_trials(db))
+    trials = counts[1] - counts[0]
     return (
         (measured[1].wall - measured[0].wall) / trials,
         (measured[1].cpu - measured[0].cpu) / trials,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -106,3 +108,31 @@ def test_a_plain_command_starts_the_program_found_on_path(tmp_path: Path) -> Non
     assert result.stdout == b"from-prog\n"
     result = run("prog", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert result.stdout == b"from-prog\n"
+
+
+@pytest.mark.parametrize("cwd", [None, "/"], ids=["posix_spawn", "popen"])
+def test_a_command_gets_only_its_three_streams_and_default_signals(cwd: str | None) -> None:
+    """Whichever way it starts (posix_spawn; Popen for a working directory), a command
+    inherits no descriptor but stdin, stdout and stderr, not even one washout's own parent
+    left inheritable, and SIGPIPE at its default, which Python ignores."""
+    kept_r, kept_w = os.pipe()
+    os.set_inheritable(kept_w, True)
+    try:
+        listed = run("ls /proc/$$/fd", cwd=cwd)  # the shell's, listed by ls
+    finally:
+        os.close(kept_r)
+        os.close(kept_w)
+    assert listed.stdout.split() == [b"0", b"1", b"2"]
+    piped = run("kill -s PIPE $$", cwd=cwd)
+    assert piped.reason == f"killed by signal {signal.SIGPIPE}"
+
+
+@pytest.mark.parametrize("cwd", [None, "/"], ids=["posix_spawn", "popen"])
+def test_pinning_reaches_the_command_and_leaves_washout_as_it_was(cwd: str | None) -> None:
+    """A command runs on its CPUs (inherited from the starting thread, which takes them
+    for the start only): washout's own CPUs are the same afterwards."""
+    own = os.sched_getaffinity(0)
+    cpu = min(own)
+    result = run("grep Cpus_allowed_list /proc/self/status", cpus=str(cpu), cwd=cwd)
+    assert result.stdout.split()[-1] == str(cpu).encode()
+    assert os.sched_getaffinity(0) == own

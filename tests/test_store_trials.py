@@ -46,6 +46,43 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     assert len(store.long_frame()) == 2
 
 
+def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
+    tmp_path: Path,
+) -> None:
+    """A run's row, environment and reset records wait for its first trial's start, and
+    its ``done`` for its last result: a crash before either leaves neither (the run then
+    has no started trial, or is re-judged by its trials); the run's id is the one its row
+    gets, asking again gives it, and closing the store commits what waits."""
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    path = tmp_path / "e.db"
+    store = Store.create(path, record, [("a", "true", [])])
+    worker = store.worker_id("local", "localhost")
+    earlier = store.run_id(worker, -1, "warmup", ["a"])
+    run_id = store.run_id(worker, 0, "fixed", ["a"], defer=True)
+    assert run_id == earlier + 1 and store.run_id(worker, 0, "fixed", ["a"]) == run_id
+    now = datetime.now(UTC)
+    store.record_environment(worker, 0, {"kernel": "k"}, "f", defer=True)
+    store.record_reset(run_id, now, now, "no reset configured", defer=True)
+    reader = sqlite3.connect(path)  # what a crash right now would leave
+
+    def seen() -> tuple[int, str | None, int]:
+        (envs,) = reader.execute("SELECT count(*) FROM environment").fetchone()
+        status = reader.execute("SELECT status FROM run WHERE id = ?", (run_id,)).fetchone()
+        (trials,) = reader.execute("SELECT count(*) FROM trial").fetchone()
+        return envs, status and status[0], trials
+
+    assert seen() == (0, None, 0)
+    trial = store.begin_trial(run_id, 0, "a", 0, now)
+    assert seen() == (1, "running", 1)
+    store.set_run_status(run_id, "done", defer=True)
+    assert seen() == (1, "running", 1)
+    store.finish_trial(trial, **finished({"wall": 0.5}))
+    assert seen() == (1, "done", 1)
+    store.set_run_status(run_id, "aborted", defer=True)
+    store.close()
+    assert seen() == (1, "aborted", 1)
+
+
 def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: Path) -> None:
     """Stores written before trials could be superseded stay readable, also read-only."""
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")

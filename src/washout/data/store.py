@@ -354,6 +354,11 @@ class Store:
         self._live = live
         self._columnar = columnar  # has the columnar tables (older stores may not)
         self._lock_fd: int | None = None
+        self._deferred: list[tuple[str, tuple[object, ...]]] = []
+        self._new_runs: dict[tuple[int, int], int] = {}
+        """Run ids this object chose, by (worker id, run index): a deferred row is not
+        in the table yet."""
+        """Writes that go with the next transaction (``defer`` of :meth:`_write`)."""
 
     # -- opening -----------------------------------------------------------------------
     @staticmethod
@@ -518,18 +523,26 @@ class Store:
         return store
 
     def close(self) -> None:
-        """Bring the columnar copy up to date if this is the writer (its session ends), give
-        up the writer lock and close the connection; safe to call twice.
+        """Commit any deferred writes, bring the columnar copy up to date if this is the
+        writer (its session ends), give up the writer lock and close the connection; safe to
+        call twice.
 
         A copy that cannot be written (disk full, read-only file) is left as it was: it is a
         cache, readers fall back to the SQL tables, and the session's trials are intact."""
         try:
+            try:
+                if self._deferred:
+                    with self.transaction():
+                        pass
+            except (StoreWriteError, sqlite3.Error):
+                pass  # what was committed holds; no trial ran after these records
             if self._lock_fd is not None and self._columnar:
                 try:
                     self.write_columns()
                 except (WashoutError, sqlite3.Error) as err:
                     log.warning("%s: columnar copy not written: %s", self.path, err)
         finally:
+            self._deferred.clear()
             self.unlock()
             self.conn.close()
 
@@ -584,14 +597,18 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT).
+        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT), which also
+        commits the writes deferred until then (``defer`` of :meth:`_write`), before its own.
 
         A write the disk or file system refuses (full, read-only, I/O error) rolls back
         and becomes a one-line :class:`StoreWriteError`: every earlier commit is intact.
         """
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+            deferred, self._deferred = self._deferred, []  # tried once, with this transaction
             try:
+                for sql, params in deferred:
+                    self.conn.execute(sql, params)
                 yield self.conn
             except BaseException:
                 if self.conn.in_transaction:
@@ -605,6 +622,17 @@ class Store:
                 except sqlite3.Error:
                     pass  # SQLite rolled back on its own (it may, on SQLITE_FULL)
             raise self._write_error(err) from None
+
+    def _write(self, statements: list[tuple[str, tuple[object, ...]]], defer: bool) -> None:
+        """Statements in one transaction now, or with ``defer`` in the next transaction
+        rather than one of their own: a run's row and records before its first trial go
+        with that trial's start, and the run's end with its last trial's result, so a run
+        of one trial costs two commits, not six. Either way they are committed before the next
+        trial starts (or when the store is closed)."""
+        self._deferred += statements
+        if not defer:
+            with self.transaction():
+                pass
 
     def _write_error(self, err: sqlite3.OperationalError) -> Exception:
         """A refused write as a one-line error (or ``err`` itself if it is not one)."""
@@ -660,15 +688,26 @@ class Store:
             return c.execute("SELECT id FROM worker WHERE name = ?", (name,)).fetchone()[0]
 
     def record_environment(
-        self, worker_id: int, run_index: int | None, data: dict[str, Any], fingerprint: str
+        self,
+        worker_id: int,
+        run_index: int | None,
+        data: dict[str, Any],
+        fingerprint: str,
+        *,
+        defer: bool = False,
     ) -> None:
-        with self.transaction() as c:
-            c.execute(
-                "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
-            )
-            c.execute("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id))
+        """A worker's captured environment (before run ``run_index``; None: at the start)."""
+        self._write(
+            [
+                (
+                    "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
+                ),
+                ("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id)),
+            ],
+            defer,
+        )
 
     def environments(self) -> list[dict[str, Any]]:
         """Every captured environment, oldest first, with its worker's name."""
@@ -689,29 +728,46 @@ class Store:
         ]
 
     # -- runs and trials -----------------------------------------------------------------
-    def run_id(self, worker_id: int, index: int, order: str, permutation: list[str]) -> int:
-        """The run's row, created as ``pending`` the first time."""
-        with self.transaction() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO run (worker_id, idx, order_kind, permutation, status)"
-                " VALUES (?, ?, ?, ?, 'pending')",
-                (worker_id, index, order, json.dumps(permutation)),
-            )
-            return c.execute(
-                "SELECT id FROM run WHERE worker_id = ? AND idx = ?", (worker_id, index)
-            ).fetchone()[0]
+    def run_id(
+        self,
+        worker_id: int,
+        index: int,
+        order: str,
+        permutation: list[str],
+        *,
+        defer: bool = False,
+    ) -> int:
+        """The run's row, created as ``pending`` the first time (with ``defer``, created with
+        the next transaction: the run's first trial's start). Its id is chosen here, which
+        this process may do as the store's one writer (:meth:`lock`)."""
+        key = (worker_id, index)
+        if key in self._new_runs:
+            return self._new_runs[key]
+        row = self.conn.execute(
+            "SELECT id FROM run WHERE worker_id = ? AND idx = ?", key
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM run").fetchone()
+        new = self._new_runs[key] = max([last, *self._new_runs.values()]) + 1
+        sql = (
+            "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
+            " VALUES (?, ?, ?, ?, ?, 'pending')"
+        )
+        self._write([(sql, (new, worker_id, index, order, json.dumps(permutation)))], defer)
+        return new
 
-    def record_reset(self, run_id: int, started: datetime, ended: datetime, info: str) -> None:
-        with self.transaction() as c:
-            c.execute(
-                "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
-                " status = 'running' WHERE id = ?",
-                (_iso(started), _iso(ended), info, run_id),
-            )
+    def record_reset(
+        self, run_id: int, started: datetime, ended: datetime, info: str, *, defer: bool = False
+    ) -> None:
+        sql = (
+            "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
+            " status = 'running' WHERE id = ?"
+        )
+        self._write([(sql, (_iso(started), _iso(ended), info, run_id))], defer)
 
-    def set_run_status(self, run_id: int, status: str) -> None:
-        with self.transaction() as c:
-            c.execute("UPDATE run SET status = ? WHERE id = ?", (status, run_id))
+    def set_run_status(self, run_id: int, status: str, *, defer: bool = False) -> None:
+        self._write([("UPDATE run SET status = ? WHERE id = ?", (status, run_id))], defer)
 
     def begin_trial(
         self, run_id: int, position: int, test: str, attempt: int, started: datetime

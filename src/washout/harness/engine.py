@@ -335,7 +335,9 @@ class _Worker:
         change since the experiment started. Cheap: the moment's facts and the provenance
         files' signatures, the whole capture only when they say something changed."""
         facts = await self.watch.before_run()
-        self.store.record_environment(self.worker_id, run_index, facts, fingerprint(facts))
+        self.store.record_environment(
+            self.worker_id, run_index, facts, fingerprint(facts), defer=True
+        )
         problem = mismatch(
             f"{self.ex.name} at the start",
             self.baseline,
@@ -378,7 +380,7 @@ class _Worker:
                 )
                 infos.append(f"{reset.kind}: {reset.command}")
         info = "; ".join(infos) or "no reset configured"
-        self.store.record_reset(run_id, started, datetime.now(UTC), info)
+        self.store.record_reset(run_id, started, datetime.now(UTC), info, defer=True)
         log.debug("%s: reset: %s", self.ex.name, info)
         if (r is None or r.kind == "none") and self.ex.local and len(self.x.tests) > 1:
             await self.ex.run(NO_OP, CommandOptions(timeout=60, cwd=self._cwd(None)))
@@ -540,6 +542,8 @@ class _Worker:
             go_on = (
                 not (abort or lost) and position < len(tests) and not (done and self.stop.is_set())
             )
+            if position == len(tests):  # the run is complete with this trial's result
+                self.store.set_run_status(run_id, "done", defer=True)
             trial_id = self.store.finish_trial(
                 trial_id, **fields, then=start(position, len(statuses)) if go_on else None
             )
@@ -607,7 +611,7 @@ class _Worker:
             if self.stop.is_set():
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]
-            run_id = self.store.run_id(self.worker_id, run.index, run.order, names)
+            run_id = self.store.run_id(self.worker_id, run.index, run.order, names, defer=True)
             log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
@@ -634,7 +638,6 @@ class _Worker:
                     # Reconnect (and so kill what the lost trial left) before anything else:
                     # a worker gone for good is then this one-line error.
                     await self._command("reconnect", "true", None, None)
-            self.store.set_run_status(run_id, "done")
 
 
 def run_complete(

@@ -19,6 +19,7 @@ before a run stays small and in front of the reset (bench/position_zero.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -225,12 +226,21 @@ class EnvironmentWatch:
 
 def fingerprint_items(facts: dict[str, Any]) -> dict[str, str]:
     """The items that identify what ran (system facts, files, commands)."""
-    return {
-        k: str(v)
-        for k, v in sorted(facts.items())
-        if (fact := _ROLE_PREFIX.sub("", k, count=1)) in FINGERPRINTED
-        or fact.startswith(("file:", "command:"))
-    }
+    return {k: str(facts[k]) for k in _fingerprinted(frozenset(facts))}
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprinted(keys: frozenset[str]) -> tuple[str, ...]:
+    """Which of these fact names are fingerprinted, sorted. Cached: a worker's names are
+    the same before every run, and sorting and matching them was most of a run's check."""
+    return tuple(
+        sorted(
+            k
+            for k in keys
+            if (fact := _ROLE_PREFIX.sub("", k, count=1)) in FINGERPRINTED
+            or fact.startswith(("file:", "command:"))
+        )
+    )
 
 
 def fingerprint(facts: dict[str, Any]) -> str:

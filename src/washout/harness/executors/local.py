@@ -236,6 +236,85 @@ def _own_peak_rss(than: int) -> int:
     return _peak_rss_seen
 
 
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+"""Signals Python ignores that a command gets back at their defaults (as Popen's
+``restore_signals`` does): ``yes | head -1`` must end by SIGPIPE in a trial as in a shell."""
+
+
+def _inherited_descriptors() -> list[int]:
+    """Descriptors above 2 that a started program would inherit: Python opens its own
+    close-on-exec, so these are only what washout's parent passed down (or a host process
+    made inheritable). Read per start, since that can change."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                found.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return found
+
+
+def _spawn(
+    executable: str,
+    argv: tuple[str, ...],
+    env: dict[str, str] | None,
+    outputs: tuple[int, int],
+    cwd: str | None,
+    cpu_set: set[int] | None,
+) -> tuple[int, subprocess.Popen[bytes] | None]:
+    """Start a command in a session of its own, stdin from /dev/null and ``outputs`` as its
+    stdout and stderr, with nothing else of washout's open; its pid (and Popen if it made
+    one).
+
+    ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs washout less than
+    half of ``subprocess.Popen``'s CPU per start (bench/RESULTS.md, "Engine overhead per
+    trial"), the largest part of its own work per trial of a short command. Popen remains for a
+    working directory (Python's posix_spawn has no chdir action) and for the rare case of
+    an output descriptor at 0-2 (washout started with a standard stream closed). CPUs are
+    pinned by inheritance: the starting thread takes the trial's CPUs for the start and
+    gets its own back, so no Python runs in the child (a ``preexec_fn`` forces a full
+    fork)."""
+    own = os.sched_getaffinity(0) if cpu_set else None
+    if cpu_set:
+        os.sched_setaffinity(0, cpu_set)
+    try:
+        if cwd is None and min(outputs) > 2:
+            stdin, stdout, stderr = _devnull(), *outputs
+            actions: list[tuple[int, ...]] = [
+                (os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_descriptors()
+            ]
+            actions += [
+                (os.POSIX_SPAWN_DUP2, stdin, 0),
+                (os.POSIX_SPAWN_DUP2, stdout, 1),
+                (os.POSIX_SPAWN_DUP2, stderr, 2),
+            ]
+            pid = os.posix_spawn(
+                executable,
+                argv,
+                os.environ if env is None else env,
+                file_actions=actions,
+                setsigdef=_DEFAULT_SIGNALS,
+                setsid=True,
+            )
+            return pid, None
+        proc = subprocess.Popen(
+            argv,
+            executable=executable,
+            stdin=_devnull(),
+            stdout=outputs[0],
+            stderr=outputs[1],
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        return proc.pid, proc
+    finally:
+        if own is not None:
+            os.sched_setaffinity(0, own)
+
+
 class _Child:
     """A started process as the event loop sees it: its exit and its pipes, each read into
     its OutputTail.
@@ -249,12 +328,14 @@ class _Child:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        proc: subprocess.Popen[bytes],
+        pid: int,
         pipes: dict[int, OutputTail],
+        proc: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.loop = loop
         self.proc = proc
-        self.pid = proc.pid
+        """The Popen of a command started by it (told its status when reaped), else None."""
+        self.pid = pid
         self.returncode: int | None = None
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
@@ -268,7 +349,7 @@ class _Child:
             loop.add_reader(fd, self._on_output, fd)
         self._pidfd: int | None = None
         if HAVE_PIDFD:
-            self._pidfd = os.pidfd_open(proc.pid)
+            self._pidfd = os.pidfd_open(pid)
             loop.add_reader(self._pidfd, self._on_exit)
         else:
             threading.Thread(target=self._wait_in_thread, daemon=True).start()
@@ -289,7 +370,9 @@ class _Child:
         rather than wrong."""
         if self.returncode is None:
             _, status, usage = os.wait4(self.pid, 0)
-            self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
+            self.returncode = os.waitstatus_to_exitcode(status)
+            if self.proc is not None:
+                self.proc.returncode = self.returncode
             self.resources = {"user": usage.ru_utime, "system": usage.ru_stime}
             if usage.ru_maxrss > _own_peak_rss(usage.ru_maxrss):
                 self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
@@ -420,7 +503,6 @@ class LocalExecutor:
         )
         full_env = self._environment(options.env)
         cpu_set = parse_cpus(cpus) if cpus else None
-        preexec = (lambda: os.sched_setaffinity(0, cpu_set)) if cpu_set else None
         guard = _guard()
         started = datetime.now(UTC)
         t0 = time.perf_counter()
@@ -435,17 +517,7 @@ class LocalExecutor:
         err_r, err_w = os.pipe()
         try:
             executable, argv = _start(command, (full_env or os.environ).get("PATH"))
-            proc = subprocess.Popen(
-                argv,
-                executable=executable,
-                stdin=_devnull(),
-                stdout=out_w,
-                stderr=err_w,
-                cwd=cwd,
-                env=full_env,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
+            pid, proc = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
         except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
             for fd in (out_r, err_r):
                 if fd is not None:
@@ -457,9 +529,9 @@ class LocalExecutor:
             if out_r is not None:
                 os.close(out_w)
             os.close(err_w)
-        guard.register(proc.pid)
+        guard.register(pid)
         pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
-        child = _Child(asyncio.get_running_loop(), proc, pipes)
+        child = _Child(asyncio.get_running_loop(), pid, pipes, proc)
         try:
             try:
                 timed_out = not await child.wait(timeout)
@@ -470,10 +542,10 @@ class LocalExecutor:
                 await child.kill_group()
             duration = time.perf_counter() - t0
             ended = datetime.now(UTC)
-            _signal_group(proc.pid, signal.SIGKILL)  # whatever the command left behind
+            _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
         finally:
-            guard.forget(proc.pid)
+            guard.forget(pid)
             child.close()
         code = child.returncode
         if timed_out:
