@@ -207,8 +207,11 @@ def test_output_streams_through_a_bounded_tail(tmp_path: Path) -> None:
     probe.write_text("""
 import asyncio, re
 from pathlib import Path
+from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.local import LocalExecutor
-result = asyncio.run(LocalExecutor().run("yes | head -c 300000000; echo 1234", timeout=120))
+result = asyncio.run(
+    LocalExecutor().run("yes | head -c 300000000; echo 1234", CommandOptions(timeout=120))
+)
 peak_kb = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
 print(result.status, len(result.stdout), result.stdout_cut, result.stdout[-5:].decode().strip(),
       peak_kb // 1024)
