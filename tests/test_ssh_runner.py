@@ -160,6 +160,27 @@ def test_commands_back_to_back_on_one_runner_get_their_own_outputs(
     assert idle == 1  # all five on one runner
 
 
+def test_a_tool_missing_for_one_command_fails_that_command_only(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """``cpus`` on a worker without taskset: the command fails naming the tool, and the
+    runner goes on with the next command."""
+    executor = _executor(sshd_farm, "sh", tmp_path / "bin")
+
+    async def go() -> tuple[CommandResult, CommandResult]:
+        await _connect(executor, "sh")
+        try:
+            pinned = await executor.run("echo pinned", CommandOptions(timeout=60, cpus="0"))
+            return pinned, await executor.run("echo next", CommandOptions(timeout=60))
+        finally:
+            await executor.close()
+
+    pinned, after = run_async(go())
+    assert (pinned.status, pinned.exit_code, pinned.stdout) == ("failed", 127, b"")
+    assert pinned.reason == f"worker {executor.name} lacks `taskset` (for cpus = '0')"
+    assert (after.status, after.stdout) == ("ok", b"next\n")
+
+
 def test_commands_at_once_get_runners_of_their_own(sshd_farm: SshdFarm, tmp_path: Path) -> None:
     """Two commands on one executor at the same time (a trial and a background command or
     a sampler) each run in a runner of its own: each waits for the other to have started,
@@ -213,10 +234,12 @@ def test_a_closed_connection_kills_the_commands_group_on_the_worker(
 
 def _runner_of(pid: int) -> int:
     """The runner process above ``pid`` (the first ancestor running the runner's loop)."""
+    loop = "while IFS= read -r n; do"
+    assert loop in RUNNER
     while pid > 1:
         status = Path(f"/proc/{pid}/status").read_text()
         pid = int(status.split("PPid:")[1].split()[0])
-        if RUNNER.split("\n")[3].encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if loop.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     raise AssertionError("no runner above the command")
 

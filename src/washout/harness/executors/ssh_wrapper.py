@@ -66,6 +66,8 @@ MARKER_ROOM = 160
 chunks is still seen (a marker line is under 130 bytes)."""
 
 RUNNER = """exec 3<&0
+need() { command -v "$1" >/dev/null 2>&1 && return
+printf 'washout: needs %s (%s), which is missing on the worker\\n' "$1" "$2" >&2; exit 127; }
 trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1
 g=
 while IFS= read -r n; do
@@ -92,7 +94,8 @@ g=
 done
 """
 """The runner's loop (see the module docstring): per request, ``eval`` of its text sets
-``m`` (the marker prefix) and defines ``x`` (the command, run in a forked shell), then
+``m`` (the marker prefix) and defines ``x`` (the command, run in a forked shell, where
+``need`` exits 127 naming a tool it lacks), then
 the command runs between the two clock readings with nothing else: the watcher is
 started before the first, and ``x`` only changes directory, exports and execs
 ``taskset``/``timeout`` (and GNU ``time``, which fork the command and then only wait).
@@ -154,9 +157,7 @@ def request(
     # carry the same process structure, and the same fork, in their wall.
     needs.append(("timeout", "needed to run trials"))
     launch += f"timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
-    for tool, why in needs:
-        message = shlex.quote(f"washout: needs {tool} ({why}), which is missing on the worker")
-        lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
+    lines += [f"need {tool} {shlex.quote(why)}" for tool, why in needs]
     if gnu_time:  # the peak RSS of the tree it waited for, one marker line on stderr
         launch += f" {GNU_TIME} -q -f '{mark}rss %M'"
     if not keep_stdout:
