@@ -5,8 +5,9 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
 
 1. the floor: asyncssh's own ``conn.run("true")`` on a reused connection (one channel, the
    login shell's start-up, the command): what any SSH runner pays;
-2. washout's executor: ``SSHExecutor.run("true")`` (the same plus the timeout
-   wrapper, GNU time where the worker has it, the worker-side clock and CPU times, marker
+2. washout's executor: ``SSHExecutor.run("true")`` (a request to the worker's runner, a
+   channel kept open from one command to the next, which runs it under ``timeout``, GNU
+   time where the worker has it, with the worker-side clock and CPU times; marker
    parsing), and the same without GNU time (what ``max_rss`` costs);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
    (provenance capture once per run, SQLite writes, progress), via the library: over the

@@ -516,29 +516,3 @@ def test_a_worker_whose_timeout_makes_no_process_group_is_refused(
         f"worker 127.0.0.1:{server.port}: its `timeout` does not start the command in a "
         "process group of its own (coreutils' does; needed to stop a trial's processes)"
     )
-
-
-def test_a_wrapper_too_long_for_one_argument_goes_on_stdin(sshd_farm: SshdFarm) -> None:
-    """A bash login shell gets the wrapper as the channel's command, but one longer than
-    INLINE_LIMIT goes on stdin: two ``env`` values of 70 kB each are fine for the command,
-    but the wrapper holding both would be past what one argument may hold (128 KiB)."""
-    (server,) = sshd_farm.start(1)
-    executor = SSHExecutor(server.worker_spec(sshd_farm.known_hosts))
-    big = {"A": "a" * 70_000, "B": "b" * 70_000}
-    command = 'printf %s "$A$B" | wc -c'
-
-    async def go():
-        await executor.connect()
-        try:
-            long = await executor.run(command, CommandOptions(timeout=60, env=big))
-            return long, await executor.run(
-                command, CommandOptions(timeout=60, env={"A": "x", "B": "yz"})
-            )
-        finally:
-            await executor.close()
-
-    assert executor.link.login_bash is False  # not yet connected
-    long, short = run_async(go())
-    assert (long.status, long.stdout) == ("ok", b"140000\n")
-    assert (short.status, short.stdout) == ("ok", b"3\n")
-    assert executor.link.login_bash

@@ -7,10 +7,18 @@ directory to it (:mod:`~washout.harness.executors.ssh_copy`) and reboot resets
 (:mod:`~washout.harness.executors.ssh_reboot`). This class puts them together as an
 :class:`~washout.harness.executors.base.Executor`.
 
+Each command runs in a runner (:mod:`~washout.harness.executors.ssh_runner`): one
+long-lived channel per command in flight, kept for the next command once it is done (up
+to IDLE_RUNNERS idle per worker), so a trial pays no channel set-up and no shell start;
+commands that run at once (a background command, a readiness probe, a sampler beside the
+trial) each get a runner of their own, so each runner runs one command at a time.
+
 A connection that drops during a command yields ``CommandResult(status="lost")`` (the
 engine keeps the trial as ``interrupted`` and re-runs its whole run); the next command
 reconnects with bounded exponential backoff, first killing the process group the lost
-command left behind. ``wall`` is the worker's own clock around the command; when the
+command left behind. A runner that ends during a command on a live connection (killed on
+the worker) yields ``lost`` too, its command's group killed at once; the next command
+starts a new runner. ``wall`` is the worker's own clock around the command; when the
 worker's ``date`` has no ``%N`` (and there is no bash) the controller's time around the
 whole SSH exchange is used instead (one round trip and the channel set-up included).
 No agent is installed on a worker.
@@ -21,10 +29,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import asyncssh
 
@@ -33,22 +39,26 @@ from washout.harness.executors.base import CommandOptions, CommandResult, tail
 from washout.harness.executors.ssh_connection import TRANSIENT, SSHConnection, describe, output
 from washout.harness.executors.ssh_copy import mirror
 from washout.harness.executors.ssh_reboot import reboot
+from washout.harness.executors.ssh_runner import Runner
 from washout.harness.executors.ssh_wrapper import (
     KILL_GRACE,
     MISSING_TOOL,
-    SHELL,
     Capture,
     kill_sessions_script,
     markers,
     read_file_script,
     remove_file_script,
-    wrapper_script,
+    request,
+    runner_command,
 )
 from washout.harness.spec import WorkerSpec
 
 BACKSTOP_MARGIN = 15.0
 """Seconds past a command's timeout (and grace) after which the controller stops waiting
 for a worker whose own timeout did not report back (a stalled network)."""
+IDLE_RUNNERS = 2
+"""Idle runners kept per worker for the next commands (a trial, and a sample or probe
+beside it); more would hold sshd sessions (MaxSessions, 10 by default) for nothing."""
 
 
 class SSHExecutor:
@@ -64,12 +74,17 @@ class SSHExecutor:
         self.link = SSHConnection(worker)
         self._token = secrets.token_hex(8)
         self._markers = markers(self._token)
+        self._eot = f"@@washout:{self._token}:eot\n".encode()
+        self._idle: list[Runner] = []
 
     async def connect(self) -> None:
         """Open the connection (one attempt; a failure is this worker's one-line error)."""
         await self.link.connect()
 
     async def close(self) -> None:
+        for runner in self._idle:
+            runner.close()
+        self._idle = []
         await self.link.close()
 
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
@@ -84,7 +99,7 @@ class SSHExecutor:
             if self.link.given_up is None:
                 raise
             return self._lost(started, t0, str(err), None, cpus)
-        script = wrapper_script(
+        framed = request(
             command,
             token=self._token,
             timeout=timeout,
@@ -94,86 +109,48 @@ class SSHExecutor:
             keep_stdout=output_tail > 0,
             gnu_time=self.link.gnu_time,
         )
-        got = Capture(self._markers, output_tail)
-        proc = None
-
-        async def collect(stream: asyncssh.SSHReader[bytes], add: Callable[[bytes], None]) -> None:
-            while chunk := await stream.read(65536):
-                add(chunk)
-
+        got = Capture(self._markers, self._eot, output_tail)
+        runner = None
         try:
-            # stdin stays open: the wrapper kills the command's group when it closes.
-            if self.link.inline(script):
-                proc = await conn.create_process(script, encoding=None)
-            else:
-                proc = await conn.create_process(SHELL, encoding=None)
-                proc.stdin.write(script.encode())
-            readers = [
-                asyncio.ensure_future(collect(proc.stdout, got.out.add)),
-                asyncio.ensure_future(collect(proc.stderr, got.add_err)),
-            ]
-            waiter = asyncio.ensure_future(got.ended.wait())
-            both = asyncio.gather(*readers)
-            try:
-                backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
-                watched: set[asyncio.Future[Any]] = {both, waiter}
-                done, _ = await asyncio.wait(
-                    watched, timeout=backstop, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not done:
-                    self.link.orphan_group = got.group
-                    self.link.drop()
-                    return self._lost(
-                        started,
-                        t0,
-                        f"no answer from the worker {backstop:g} s "
-                        "into the command (its own timeout did not report back)",
-                        got,
-                        cpus,
-                    )
-                if both not in done:
-                    # The wrapper is done; a daemon it spawned may still hold the pipes.
-                    await asyncio.wait({both}, timeout=1.0)
-                for task in readers:
-                    if task.done():
-                        task.result()  # a connection error surfaces here
-            finally:
-                await _cancel(*readers, waiter, both)
-        except asyncio.CancelledError:
-            await self.link.kill_group(got.group)
-            if proc is not None:
-                proc.close()
-            raise
-        except TRANSIENT as error:
-            self.link.drop()
-            if got.end is None:
+            runner = await self._runner(conn)
+            runner.start(got, framed)
+            backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
+            if not await runner.wait(backstop):
                 self.link.orphan_group = got.group
+                self.link.drop()
                 return self._lost(
                     started,
                     t0,
-                    f"connection lost during the command: {describe(error)}",
+                    f"no answer from the worker {backstop:g} s "
+                    "into the command (its own timeout did not report back)",
                     got,
                     cpus,
                 )
-            # The command finished (its end marker arrived); only the connection did not.
-        duration = time.perf_counter() - t0
-        status_code = proc.exit_status if proc is not None else None
-        if proc is not None:
-            proc.close()
-        stdout, stderr = got.out.value(), got.stderr()
-        if got.end is None:
-            if status_code is None or not self.link.alive():
-                self.link.orphan_group = got.group
-                self.link.drop()
-                return self._lost(started, t0, "connection lost during the command", got, cpus)
-            code = status_code
+        except asyncio.CancelledError:
+            await self.link.kill_group(got.group)
+            if runner is not None:
+                runner.close()
+            raise
+        except TRANSIENT as error:
+            self.link.drop()
+            self.link.orphan_group = got.group
+            return self._lost(
+                started, t0, f"connection lost during the command: {describe(error)}", got, cpus
+            )
+        assert runner is not None
+        if not got.complete or got.end is None:
+            return await self._runner_ended(runner, started, t0, got, cpus)
+        runner.finish()
+        if len(self._idle) < IDLE_RUNNERS:
+            self._idle.append(runner)
         else:
-            code, worker_wall = got.end
-            if worker_wall is not None:
-                duration = worker_wall
+            runner.close()
+        code, worker_wall = got.end
+        duration = time.perf_counter() - t0 if worker_wall is None else worker_wall
         finished = datetime.now(UTC)
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
         status, why = "ok", ""
+        stdout, stderr = got.out.value(), got.stderr()
         if timeout is not None and code in (124, 137) and duration >= timeout:
             status, why = (
                 "timeout",
@@ -200,6 +177,33 @@ class SSHExecutor:
             resources=got.resources,
             stdout_cut=got.out.cut,
             stderr_cut=got.err.cut,
+        )
+
+    async def _runner(self, conn: asyncssh.SSHClientConnection) -> Runner:
+        """An idle runner on ``conn``, else a new one (those on an older connection, or
+        that died while idle, are closed)."""
+        while self._idle:
+            runner = self._idle.pop()
+            if runner.usable and runner.conn is conn:
+                return runner
+            runner.close()
+        return await Runner.open(conn, runner_command(self.link.login_bash))
+
+    async def _runner_ended(
+        self, runner: Runner, started: datetime, t0: float, got: Capture, cpus: str | None
+    ) -> CommandResult:
+        """The runner's channel ended before the command's end markers: with the
+        connection (its group is killed when the connection is back), or alone (killed
+        on the worker: its group is killed now). Either way the outcome is unknown."""
+        runner.close()
+        if runner.dropped is not None or not self.link.alive():
+            self.link.orphan_group = got.group
+            self.link.drop()
+            why = describe(runner.dropped) if runner.dropped else "the connection closed"
+            return self._lost(started, t0, f"connection lost during the command: {why}", got, cpus)
+        await self.link.kill_group(got.group)
+        return self._lost(
+            started, t0, f"its runner ended during the command ({runner.gone})", got, cpus
         )
 
     def _lost(
@@ -267,10 +271,3 @@ class SSHExecutor:
         """Reboot the worker and wait until it is back with a new boot id
         (:func:`~washout.harness.executors.ssh_reboot.reboot`)."""
         return await reboot(self.link, self.run, timeout, command)
-
-
-async def _cancel(*tasks: asyncio.Future[Any]) -> None:
-    """Cancel what is still pending and consume every outcome (no "never retrieved")."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)

@@ -14,7 +14,7 @@ POSIX ``sh``, coreutils ``timeout`` (one that starts the command in a process gr
 own) and ``date`` (and util-linux ``taskset`` for ``cpus``), and a POSIX login shell (sh,
 bash, zsh, ksh; not csh or fish): the first connection checks them and names what is
 missing, and notes whether the worker has GNU time (for ``max_rss``) and whether its login
-shell is bash (then each command is sent as the channel's command, with no second shell).
+shell is bash (then the runner's loop is the channel's command, with no second shell).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from washout.errors import WashoutError
 from washout.harness.executors.base import tail
 from washout.harness.executors.ssh_wrapper import (
     GNU_TIME,
-    INLINE_LIMIT,
     KILL_GRACE,
     kill_group_script,
     remote_path,
@@ -56,7 +55,7 @@ TIMEOUT_GROUP = (
 coreutils' does (BusyBox's execs the command in the caller's group): the wrapper kills a
 trial's processes by that group."""
 LOGIN_BASH = "[ -n \"${BASH_VERSION-}\" ] && echo 'login bash'"
-"""Whether the login shell is bash, which can run the wrapper as the channel's command."""
+"""Whether the login shell is bash, which can run the runner's loop as the channel's command."""
 NAME_NOT_FOUND = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 """getaddrinfo's answers for a name that does not exist (others may pass: EAI_AGAIN)."""
 
@@ -187,11 +186,6 @@ class SSHConnection:
             raise WashoutError(
                 f"{self.where()}: cannot connect to {self.worker.host}: {describe(err)}"
             ) from None
-
-    def inline(self, script: str) -> bool:
-        """Whether ``script`` can be the channel's command itself: the login shell is bash
-        and the script fits in one argument (INLINE_LIMIT), so no second shell reads it."""
-        return self.login_bash and len(script) <= INLINE_LIMIT
 
     def alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()

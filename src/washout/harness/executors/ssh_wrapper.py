@@ -1,16 +1,23 @@
-"""The shell an SSH worker runs: the wrapper around each command, the small scripts for
-metric files, and the parsing of what the wrapper reports (pure: text in, text out).
+"""The shell an SSH worker runs: the runner that runs each command, the small scripts for
+metric files, and the parsing of what the runner reports (pure: text in, text out).
 
-The wrapper is a POSIX shell script, the channel's command itself when the worker's login
-shell is bash (no second shell to start), else fed on stdin to ``bash -s`` (else
-``/bin/sh -s``):
+Every command runs in a **runner**: one long-lived channel per command in flight (the
+executor keeps the idle ones for the next command) running :data:`RUNNER`, a small
+POSIX shell loop, in bash when the worker has it (the channel's command itself when the
+login shell is bash) else in ``/bin/sh``. A channel per trial cost a round trip to open
+it, a login shell's start and its exit status and close every trial, about as much as
+the trial's own fork/exec chain; the runner pays them once per channel. It reads one
+request per command from its stdin, framed as a line holding the number of lines that
+follow (a shell text built with every value quoted by :func:`shlex.quote`, so a value
+reaches the shell as data: quotes, newlines and any byte but NUL round-trip), and runs it
+the same way whatever came before:
 
 - the user's command runs under coreutils ``timeout``, which puts itself and so the command
   in a process group of its own (the connection checks that it does), stdin from
-  /dev/null, pinned with ``taskset -c`` when ``cpus`` is set; no ``setsid``: sshd already
-  starts every channel's shell in a session of its own, and a second session cost several
-  ms per trial on a loaded worker (``setsid timeout 5 true`` took 5 ms longer than
-  ``timeout 5 true`` on 2 cores at load 6);
+  /dev/null, pinned with ``taskset -c`` when ``cpus`` is set, in ``cwd`` with ``env``
+  (set in the command's own forked shell, so nothing of one command reaches the next);
+  no ``setsid``: sshd already starts every channel's shell in a session of its own, and
+  a second session cost several ms per trial on a loaded worker;
 - the timeout is enforced *on the worker* by ``timeout``, which SIGTERMs the whole
   group, then SIGKILLs it after a grace period, so no network delay stretches it (exit 124
   or 137 after at least the timeout counts as timed out); every command runs under it,
@@ -24,17 +31,22 @@ shell is bash (no second shell to start), else fed on stdin to ``bash -s`` (else
   from before the command; its peak memory (``max_rss``) comes from GNU time's ``%M``
   when the worker has ``/usr/bin/time`` (it waits for the command as the shell would),
   and is absent otherwise;
-- the wrapper reports the group id, the resource use and the exit code with its
+- the runner reports the group id, the resource use and the exit code with its
   timestamps as marker lines on stderr carrying a per-executor random token; they are
-  picked out as stderr streams in and stripped before the output is stored;
-- the channel's stdin stays open for the whole command and a watcher in the wrapper blocks
-  reading it: when it closes (washout died, or the connection dropped) the watcher kills
-  the command's group, so a trial never outlives its controller on the worker.
+  picked out as stderr streams in and stripped before the output is stored; a last
+  marker on stdout, written after the command and its group are gone, ends the
+  command's stdout (the two streams travel apart, so each needs its own end); output
+  after it (a daemon that left the trial's group) is dropped until the next command
+  starts, and would be mixed into that command's output;
+- while a command runs, a watcher blocks reading the runner's stdin: when it closes
+  (washout died, or the connection dropped) the watcher has the runner kill the
+  command's group and exit, so a trial never outlives its controller on the worker; the
+  controller sends nothing while a command runs, and the runner reaps the watcher before
+  it reports the end, so the watcher never takes a byte of the next request.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shlex
 
@@ -47,19 +59,48 @@ from washout.harness.executors.base import (
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
-SHELL = "command -v bash >/dev/null 2>&1 && exec bash -s || exec /bin/sh -s"
-"""What a login shell other than bash starts to read the wrapper from stdin: bash when the
-worker has it (its $EPOCHREALTIME reads the clock without a fork), else POSIX sh
-(``date``)."""
-INLINE_LIMIT = 64 << 10
-"""The longest wrapper sent as the channel's command to a bash login shell (sshd passes it
-as one argument, which Linux bounds at 128 KiB); a longer one (large ``env`` values) goes
-on stdin."""
 GNU_TIME = "/usr/bin/time"
 """GNU time, used for ``max_rss`` when the worker has it (Debian package ``time``)."""
 MARKER_ROOM = 160
 """Bytes of stderr kept from one chunk to the next so a marker line split between two
 chunks is still seen (a marker line is under 130 bytes)."""
+
+RUNNER = """exec 3<&0
+need() { command -v "$1" >/dev/null 2>&1 && return
+printf 'washout: needs %s (%s), which is missing on the worker\\n' "$1" "$2" >&2; exit 127; }
+trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1
+g=
+while IFS= read -r n; do
+case $n in '' | *[!0-9]*) exit 2 ;; esac
+s=
+while [ "$n" -gt 0 ] && IFS= read -r l; do s="$s$l
+"; n=$((n - 1)); done
+[ "$n" -eq 0 ] || exit 2
+eval "$s"
+(while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &
+w=$!
+printf '%scpu0 ' "$m" >&2; times >&2
+t0=${EPOCHREALTIME:-$(date +%s.%N)}
+x </dev/null 3<&- &
+g=$!
+printf '%spgid %s\\n' "$m" "$g" >&2
+wait "$g"; rc=$?
+t1=${EPOCHREALTIME:-$(date +%s.%N)}
+printf '%scpu1 ' "$m" >&2; times >&2
+kill -s KILL -- -"$g" "$w" 2>/dev/null; wait "$w" 2>/dev/null
+printf '%send %s %s %s\\n' "$m" "$rc" "$t0" "$t1" >&2
+printf '%seot\\n' "$m"
+g=
+done
+"""
+"""The runner's loop (see the module docstring): per request, ``eval`` of its text sets
+``m`` (the marker prefix) and defines ``x`` (the command, run in a forked shell, where
+``need`` exits 127 naming a tool it lacks), then
+the command runs between the two clock readings with nothing else: the watcher is
+started before the first, and ``x`` only changes directory, exports and execs
+``taskset``/``timeout`` (and GNU ``time``, which fork the command and then only wait).
+Until ``timeout`` has made its group (its first step), the group is only its own
+process, so every kill names that process too. An unframed or cut request ends it."""
 
 
 def remote_path(path: str) -> str:
@@ -71,7 +112,17 @@ def remote_path(path: str) -> str:
     return shlex.quote(path)
 
 
-def wrapper_script(
+def runner_command(login_bash: bool) -> str:
+    """The runner channel's command: the loop itself for a bash login shell, else bash
+    (its $EPOCHREALTIME reads the clock without a fork) or POSIX sh given the loop as an
+    argument (its stdin carries the requests)."""
+    if login_bash:
+        return RUNNER
+    loop = shlex.quote(RUNNER)
+    return f"command -v bash >/dev/null 2>&1 && exec bash -c {loop} || exec /bin/sh -c {loop}"
+
+
+def request(
     command: str,
     *,
     token: str,
@@ -81,25 +132,18 @@ def wrapper_script(
     cpus: str | None,
     keep_stdout: bool = True,
     gnu_time: bool = False,
-) -> str:
-    """The ``sh`` script that runs one command on the worker (see the module docstring).
+) -> bytes:
+    """One command for the runner, framed: the number of lines, then a shell text that
+    sets ``m`` and defines ``x`` (see :data:`RUNNER`).
 
-    Nothing but the command runs between the two clock readings: ``taskset`` execs in
-    place and ``timeout`` (and GNU ``time``, when there) fork the command and then
-    only wait, so no helper competes with the trial for CPU. The watcher that has the
-    command's group killed when the channel closes (washout died or lost the connection)
-    is started before the first reading and only blocks on a read; at the end of the
-    channel it signals the wrapper, whose trap kills the group (and ends the wrapper).
-    The script is one ``{ ... }`` block, so a shell reading it from stdin has read all of
-    it before it runs and what follows (nothing, then the end of the channel) is the
-    watcher's. Until ``timeout`` has made its group (its first step), the group is only
-    its own process, so every kill names that process too.
-    Without ``keep_stdout`` the command's stdout is /dev/null (``output_tail = 0``);
-    with ``gnu_time`` (the worker has GNU time 1.8 or later, whose ``-q`` keeps it from
-    adding lines of its own to stderr) the command runs under it for ``max_rss``.
+    ``x`` changes to ``cwd``, exports ``env``, checks the tools it needs (exit 127 naming
+    the one missing), and execs the command under ``timeout``. Without ``keep_stdout``
+    the command's stdout is /dev/null (``output_tail = 0``); with ``gnu_time`` (the worker
+    has GNU time 1.8 or later, whose ``-q`` keeps it from adding lines of its own to
+    stderr) the command runs under it for ``max_rss``.
     """
     mark = f"@@washout:{token}:"
-    lines = ["{"]
+    lines = [f"m={shlex.quote(mark)}", "x() {"]
     if cwd:
         lines.append(f"cd -- {remote_path(cwd)} || exit 1")
     for key, value in (env or {}).items():
@@ -113,35 +157,18 @@ def wrapper_script(
     # carry the same process structure, and the same fork, in their wall.
     needs.append(("timeout", "needed to run trials"))
     launch += f"timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
-    for tool, why in needs:
-        message = shlex.quote(f"washout: needs {tool} ({why}), which is missing on the worker")
-        lines.append(f"command -v {tool} >/dev/null 2>&1 || {{ echo {message} >&2; exit 127; }}")
+    lines += [f"need {tool} {shlex.quote(why)}" for tool, why in needs]
     if gnu_time:  # the peak RSS of the tree it waited for, one marker line on stderr
         launch += f" {GNU_TIME} -q -f '{mark}rss %M'"
-    lines += [
-        "exec 3<&0",
-        """trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1""",
-        "(while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &",
-        "w=$!",
-        f"printf '{mark}cpu0 ' >&2; times >&2",
-        "t0=${EPOCHREALTIME:-$(date +%s.%N)}",
-        f"{launch} /bin/sh -c {shlex.quote(command)} </dev/null"
-        f"{'' if keep_stdout else ' >/dev/null'} 3<&- &",
-        "g=$!",
-        f"printf '{mark}pgid %s\\n' \"$g\" >&2",
-        'wait "$g"; rc=$?',
-        "t1=${EPOCHREALTIME:-$(date +%s.%N)}",
-        f"printf '{mark}cpu1 ' >&2; times >&2",
-        'kill -s KILL -- -"$g" "$w" 2>/dev/null',
-        f'printf \'{mark}end %s %s %s\\n\' "$rc" "$t0" "$t1" >&2',
-        'exit "$rc"',
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+    if not keep_stdout:
+        lines.append("exec >/dev/null")
+    lines += [f"exec {launch} /bin/sh -c {shlex.quote(command)}", "}"]
+    text = "\n".join(lines) + "\n"
+    return f"{text.count(chr(10))}\n{text}".encode()
 
 
 def markers(token: str) -> re.Pattern[bytes]:
-    """The wrapper's marker lines for one executor's token. ``times`` prints two lines
+    """The runner's marker lines for one executor's token. ``times`` prints two lines
     (the shell's own times, then its children's), so a ``cpu`` marker spans both."""
     return re.compile(
         rb"@@washout:"
@@ -178,12 +205,13 @@ def nanoseconds(stamp: bytes) -> int | None:
 
 
 class Capture:
-    """What a command's channel gave: the ends of stdout and stderr, and the wrapper's
-    markers, picked out of stderr as it streams (so a long stderr cannot push the group
-    id out of the kept tail)."""
+    """What one command gave on its runner's channel: the ends of stdout and stderr, and
+    the runner's markers, picked out of stderr as it streams (so a long stderr cannot
+    push the group id out of the kept tail); stdout up to its end marker ``eot``."""
 
-    def __init__(self, pattern: re.Pattern[bytes], keep: int) -> None:
+    def __init__(self, pattern: re.Pattern[bytes], eot: bytes, keep: int) -> None:
         self.pattern = pattern
+        self.eot = eot
         self.keep = keep
         self.out = OutputTail(keep)
         self.err = OutputTail(max(keep, TAIL_BYTES) + 2 * MARKER_ROOM)
@@ -191,10 +219,34 @@ class Capture:
         self.end: tuple[int, float | None] | None = None
         self.resources: dict[str, float] = {}
         self._cpu: dict[bytes, tuple[float, float]] = {}
-        self.ended = asyncio.Event()
         self._recent = b""
+        self._held = b""
+        self.out_ended = False
+
+    @property
+    def complete(self) -> bool:
+        """Whether both streams have reached the command's end markers."""
+        return self.out_ended and self.end is not None
+
+    def add_out(self, chunk: bytes) -> None:
+        """Stdout up to ``eot``; the bytes that could be the start of a split ``eot`` are
+        held back until the next chunk shows what they are."""
+        if self.out_ended:
+            return
+        data = self._held + chunk if self._held else chunk
+        at = data.find(self.eot)
+        if at >= 0:
+            self.out.add(data[:at])
+            self._held, self.out_ended = b"", True
+            return
+        cut = max(0, len(data) - len(self.eot) + 1)
+        if cut:
+            self.out.add(data[:cut])
+        self._held = data[cut:]
 
     def add_err(self, chunk: bytes) -> None:
+        if self.end is not None:
+            return
         self.err.add(chunk)
         recent = self._recent + chunk
         for m in self.pattern.finditer(recent):
@@ -215,7 +267,7 @@ class Capture:
                     (u0, s0), (u1, s1) = self._cpu[b"cpu0"], self._cpu[b"cpu1"]
                     self.resources["user"] = max(0.0, u1 - u0)
                     self.resources["system"] = max(0.0, s1 - s0)
-                self.ended.set()
+                break
         self._recent = recent[-MARKER_ROOM:]
 
     def stderr(self) -> bytes:
