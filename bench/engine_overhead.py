@@ -23,6 +23,12 @@ goal's yardstick and exactly the process washout starts), `-N '/bin/sh -c true'`
 starts for a command with shell syntax) and with its default shell (which subtracts the
 shell's own start-up).
 
+The floor (what any Python controller that records every trial durably pays):
+a loop that starts `true` with ``os.posix_spawn`` and reaps it with ``os.wait4``, alone and
+with one SQLite transaction per trial (WAL, ``synchronous=NORMAL``, as the store: the
+trial's row and its three resource metrics), in this process. If the floor is above a
+goal, no change inside washout's engine can meet it.
+
 Needs hyperfine: `apt-get install -y hyperfine` (Debian/Ubuntu) or `cargo install hyperfine`.
 
 Run: .venv/bin/python bench/engine_overhead.py [--repeat 3]
@@ -32,11 +38,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,6 +103,43 @@ def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple
     )
 
 
+def python_floor(trials: int, work: Path, commit: bool) -> float:
+    """Wall per trial of the floor loop (module docstring): start `true` with posix_spawn,
+    reap it with wait4, and with ``commit`` record it in one SQLite transaction."""
+    true = "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"
+    conn = None
+    if commit:
+        db = work / "floor.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("CREATE TABLE trial (id INTEGER PRIMARY KEY, status TEXT, duration REAL)")
+        conn.execute("CREATE TABLE metric (trial_id INTEGER, name TEXT, value REAL)")
+    t0 = time.perf_counter()
+    for _ in range(trials):
+        start = time.perf_counter()
+        pid = os.posix_spawn(true, [true], os.environ)
+        _, _, usage = os.wait4(pid, 0)
+        duration = time.perf_counter() - start
+        if conn is not None:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "INSERT INTO trial (status, duration) VALUES ('ok', ?)", (duration,)
+            ).lastrowid
+            conn.executemany(
+                "INSERT INTO metric VALUES (?, ?, ?)",
+                [(row, "user", usage.ru_utime), (row, "system", usage.ru_stime)]
+                + [(row, "max_rss", usage.ru_maxrss * 1024.0)],
+            )
+            conn.execute("COMMIT")
+    wall = (time.perf_counter() - t0) / trials
+    if conn is not None:
+        conn.close()
+    return wall
+
+
 def hyperfine_mean(args: list[str], runs: int, work: Path) -> tuple[float, float]:
     """hyperfine's mean wall time per run and mean user + system CPU of the command."""
     out = work / "hf.json"
@@ -141,6 +186,8 @@ def main() -> None:
         hf_n, hf_sh, hf_shell, hf_n_cpu, hf_sh_cpu = [], [], [], [], []
         quick: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
         quick_cpu: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
+        floor_bare: list[float] = []
+        floor_commit: list[float] = []
         r1, r2 = 5, 55
         for _ in range(args.repeat):
             t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
@@ -153,7 +200,7 @@ def main() -> None:
             per_run = (u2.wall - u1.wall) / (2 * (r2 - r1)) - k1 * slope
             run_costs.append(per_run)
             for label, commands in QUICK_FORMS.items():
-                wall, cpu = quick_slope(work, commands, (10, 210))
+                wall, cpu = quick_slope(work, commands, (10, 1010))
                 quick[label].append(wall)
                 quick_cpu[label].append(cpu)
             for sink, cpu_sink, argv, n in (
@@ -164,13 +211,16 @@ def main() -> None:
                 mean, cpu = hyperfine_mean(argv, n, work)
                 sink.append(mean)
                 cpu_sink.append(cpu)
+            floor_bare.append(python_floor(2000, work, commit=False))
+            floor_commit.append(python_floor(2000, work, commit=True))
             print(
                 f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
                 f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
                 f"{hf_n[-1] * 1e3:.3f} ms, -N 'sh -c true' {hf_sh[-1] * 1e3:.3f} ms, "
                 f"shell {hf_shell[-1] * 1e3:.3f} ms; quick form "
                 + ", ".join(f"{label} {quick[label][-1] * 1e3:.3f} ms" for label in QUICK_FORMS)
-                + f"; load {load()}",
+                + f"; floor {floor_bare[-1] * 1e3:.3f} ms, with a commit "
+                f"{floor_commit[-1] * 1e3:.3f} ms; load {load()}",
                 flush=True,
             )
     per_trial = median(slopes)
@@ -189,7 +239,7 @@ def main() -> None:
         *(
             (
                 f"quick form `washout run {' '.join(commands)} --runs R --quiet` marginal per "
-                f"trial (slope R 10 -> 210, per-run costs included)",
+                f"trial (slope R 10 -> 1010, per-run costs included)",
                 median(quick[label]),
             )
             for label, commands in QUICK_FORMS.items()
@@ -200,6 +250,8 @@ def main() -> None:
             median(hf_sh),
         ),
         ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
+        ("floor: Python posix_spawn + wait4 loop", median(floor_bare)),
+        ("floor with one SQLite commit per trial (durable recording)", median(floor_commit)),
     ]
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
@@ -224,6 +276,12 @@ def main() -> None:
             f"{verdict(q <= 1.2)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)"
         )
     print(f"  against the same processes (-N '/bin/sh -c true'): {per_trial / median(hf_sh):.2f}x")
+    print(
+        f"floor (Python start + reap, one commit per trial): "
+        f"{median(floor_commit) / median(hf_n):.2f}x hyperfine -N true "
+        f"({median(floor_bare) / median(hf_n):.2f}x without the commit): no controller in "
+        "Python that commits each trial before the next can go below it"
+    )
     print(f"load average: {load()} (at end)")
 
 

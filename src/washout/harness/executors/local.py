@@ -259,7 +259,7 @@ def _inherited_descriptors() -> list[int]:
 def _spawn(
     executable: str,
     argv: tuple[str, ...],
-    env: dict[str, str] | None,
+    env: dict[str, str],
     outputs: tuple[int, int],
     cwd: str | None,
     cpu_set: set[int] | None,
@@ -293,7 +293,7 @@ def _spawn(
             pid = os.posix_spawn(
                 executable,
                 argv,
-                os.environ if env is None else env,
+                env,
                 file_actions=actions,
                 setsigdef=_DEFAULT_SIGNALS,
                 setsid=True,
@@ -460,17 +460,16 @@ class LocalExecutor:
         self.name = name
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
-    def _environment(self, env: dict[str, str] | None) -> dict[str, str] | None:
+    def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
-        with ``env`` over it; None for washout's own. Built once per ``env``, not per
-        trial: every trial has one (its session's token), and copying washout's
-        environment was most of what that cost."""
-        if not env:
-            return None
-        key = tuple(env.items())
+        with ``env`` over it. Built once per ``env``, not per command: copying washout's
+        environment (``os.environ`` decodes every variable on each pass) was most of a
+        start's cost, for the trials (each has its session's token) and for the no-op
+        before a run's first trial alike."""
+        key = tuple(env.items()) if env else ()
         found = self._environments.get(key)
         if found is None:
-            found = self._environments[key] = {**os.environ, **env}
+            found = self._environments[key] = {**os.environ, **(env or {})}
         return found
 
     async def connect(self) -> None:
@@ -516,7 +515,7 @@ class LocalExecutor:
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
         try:
-            executable, argv = _start(command, (full_env or os.environ).get("PATH"))
+            executable, argv = _start(command, full_env.get("PATH"))
             pid, proc = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
         except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
             for fd in (out_r, err_r):
