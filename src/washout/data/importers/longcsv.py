@@ -233,7 +233,8 @@ def _categorical(column: pd.Series) -> pd.Categorical:
 
     codes, names = pd.factorize(column)
     order = np.argsort(np.asarray(names, dtype=object), kind="stable")
-    rank = np.empty(len(names) + 1, dtype=np.int32)
-    rank[order] = np.arange(len(names), dtype=np.int32)
+    # the small integer type a categorical keeps its codes in: from_codes need not copy them
+    rank = np.empty(len(names) + 1, dtype=np.min_scalar_type(-len(names) - 1))
+    rank[order] = np.arange(len(names))
     rank[-1] = -1  # code -1: a missing name (a short row)
     return pd.Categorical.from_codes(rank[codes], names[order])
