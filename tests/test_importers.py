@@ -263,3 +263,53 @@ def test_a_second_ok_row_in_an_ordersage_file_is_refused(tmp_path: Path) -> None
     path = _ordersage(tmp_path, [row, "u1,h,0,1,./b.sh,1,1,fixed,2,3,Success,4", row])
     with pytest.raises(WashoutError, match=r"line 4: .* \(the first is line 2\)"):
         load_trials(path)
+
+
+def _long_rows(n_runs: int, tests: list[str], workers: list[str]) -> list[str]:
+    """Rows of a long-format CSV: every test once per run, on the run's worker."""
+    rows = []
+    for run in range(n_runs):
+        kind = ("fixed", "random")[run % 2]
+        worker = workers[run % len(workers)]
+        for position, test in enumerate(tests):
+            value = 1 + (run * 7 + position) % 13 / 8
+            rows.append(f"{run},{kind},{position},{test},wall,{value},ok,{worker},,")
+    return rows
+
+
+@pytest.mark.parametrize("runs", [4, 40_000], ids=["small", "over-5MB"])
+def test_names_that_look_like_numbers_stay_verbatim(tmp_path: Path, runs: int) -> None:
+    """Label columns are left to pandas' type inference (it reads text faster that way, and
+    on every core above 5 MB): a test, metric or worker column that reads as numbers is read
+    again as text, so "007" is not 7 and "1.50" is not 1.5, in a small file and a large one."""
+    tests = ["007", "1.50", "12", "NA", "True"]
+    path = write(
+        tmp_path / "numeric.csv",
+        "\n".join([HEADER, *_long_rows(runs, tests, ["0", "01"])]).replace(",wall,", ",1e3,")
+        + "\n",
+    )
+    assert runs < 100 or path.stat().st_size > 5 * 2**20
+    frame, _ = load_trials(path)
+    assert list(frame["test"].iloc[:5]) == tests and sorted(frame["test"].unique()) == sorted(tests)
+    assert set(frame["metric"]) == {"1e3"} and list(frame["worker"].iloc[[0, 5]]) == ["0", "01"]
+    assert isinstance(frame["test"].dtype, pd.CategoricalDtype)
+    assert list(frame["test"].cat.categories) == sorted(tests)
+    numeric_only = write(tmp_path / "digits.csv", f"{HEADER}\n0,fixed,0,007,wall,1,ok,1,,\n")
+    assert load_trials(numeric_only)[0]["test"].iloc[0] == "007"
+
+
+def test_errors_deep_in_a_large_file_name_the_right_line(tmp_path: Path) -> None:
+    """Above 5 MB pandas parses a file in parts on several threads; a bad cell or a second ok
+    row far into it is still reported at its line in the file."""
+    rows = _long_rows(40_000, [f"t{i}" for i in range(5)], ["n1", "n2"])
+    bad = rows.copy()
+    bad[150_000] = bad[150_000].replace(",ok,", ",done,")
+    path = write(tmp_path / "bad.csv", "\n".join([HEADER, *bad]) + "\n")
+    assert path.stat().st_size > 5 * 2**20
+    with pytest.raises(WashoutError, match=rf"{path}: line 150002: status = 'done': "):
+        load_trials(path)
+    doubled = write(tmp_path / "doubled.csv", "\n".join([HEADER, *rows, rows[7]]) + "\n")
+    with pytest.raises(WashoutError) as err:
+        load_trials(doubled, ("order", "test", "value"))
+    assert f"line {len(rows) + 2}: (run, position, test, metric, worker) = " in str(err.value)
+    assert "(the first is line 9)" in str(err.value)

@@ -84,7 +84,6 @@ def collect_samples(
     over (key, value).
     """
     import numpy as np
-    import pandas as pd
 
     absent = [c for c in COLUMNS if c not in df.columns]
     if absent:
@@ -100,15 +99,16 @@ def collect_samples(
     combined = np.zeros(len(frame), dtype=np.int64)
     uniques: list[Any] = []
     for col in key_cols:
-        codes, levels = pd.factorize(frame[col], sort=False)
+        codes, levels = _first_seen_codes(frame[col])
         if (codes < 0).any():
             i = int(np.flatnonzero(codes < 0)[0])
             raise WashoutError.at(
                 f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing"
             )
-        combined = combined * len(levels) + codes
-        uniques.append(np.asarray(levels, dtype=object))
-    gcodes, gvals = pd.factorize(combined, sort=True)
+        combined *= len(levels)
+        combined += codes
+        uniques.append(levels)
+    gcodes, gvals = _dense_codes(combined)
     n_groups = len(gvals)
     rest = np.asarray(gvals, dtype=np.int64)
     parts = []
@@ -155,6 +155,41 @@ def collect_samples(
         excluded=excluded,
         missing=no_value,
     )
+
+
+def _first_seen_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(column)``: codes numbering the values in order of first appearance
+    (-1: missing) and those values (an object array). A categorical's own small integer
+    codes are renumbered through a table instead of hashing every row."""
+    import numpy as np
+    import pandas as pd
+
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        codes, levels = pd.factorize(column, sort=False)
+        return codes, np.asarray(levels, dtype=object)
+    raw = column.cat.codes.to_numpy()
+    seen = pd.unique(raw)
+    seen = seen[seen >= 0]
+    renumber = np.full(len(column.cat.categories) + 1, -1, dtype=np.int64)
+    renumber[seen] = np.arange(len(seen))  # renumber[-1]: a missing value stays -1
+    levels = np.asarray(column.cat.categories, dtype=object)[seen]
+    return renumber[raw], levels
+
+
+def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(keys, sort=True)`` of non-negative integer keys: the rank of each key
+    among the distinct ones, and those keys ascending. Keys below a few times the row count
+    (every test x metric x worker combination, as a rule) are counted, not hashed."""
+    import numpy as np
+    import pandas as pd
+
+    if not keys.size or int(keys.max()) >= 4 * keys.size + 1024:
+        codes, distinct = pd.factorize(keys, sort=True)
+        return codes, np.asarray(distinct, dtype=np.int64)
+    present = np.bincount(keys) > 0
+    distinct = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return rank[keys], distinct
 
 
 def _is_in(column: pd.Series, wanted: tuple[str, ...]) -> np.ndarray:

@@ -146,12 +146,17 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> p
 
     ``columns``: return only these long-format columns; read them and the ones every row is
     checked by (order, test, metric, value, status, and the trial key run, position, worker
-    where present); an analysis that needs fewer reads less, a third less time for the
-    order analysis of a 2.3M-row file (bench/analysis_scale.py). The required columns must
-    be in the file either way.
+    where present). The required columns must be in the file either way.
+
+    A file holding no other columns is read whole, as pandas reads a CSV by default: pandas
+    3.1 then parses it in parts on every core, where ``usecols``, ``low_memory=False`` or
+    categorical columns (categories differ between parts) make it parse on one
+    (bench/RESULTS.md, "Analysis at paper scale"). Label columns become categoricals
+    afterwards (:func:`_labels`).
     """
     import numpy as np
     import pandas as pd
+    from pandas.api.types import is_string_dtype
 
     path = Path(path)
     wanted = (
@@ -159,22 +164,32 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> p
     )
     try:
         header = list(pd.read_csv(path, encoding="utf-8-sig", nrows=0).columns)
-        # Names such as "NA" are kept verbatim; only an empty value or time stamp is missing.
-        # One pass over the whole file (low_memory=False) is the faster parse here.
+        read = [c for c in header if c in wanted or c in TRIAL_KEY]
+        # No NA words: a test named "NA" stays "NA"; only an empty value or time stamp is
+        # missing. Label columns are left to pandas' own inference (asking for text makes
+        # it build Python strings, twice the time); one that looked numeric is read again
+        # as text, so "007" stays "007".
         frame = pd.read_csv(
             path,
             encoding="utf-8-sig",
             keep_default_na=False,
-            usecols=[c for c in header if c in wanted or c in TRIAL_KEY],
+            usecols=None if read == header else read,
             na_values={c: [""] for c in ("value", *_STAMPS)},
-            dtype={**{c: "category" for c in LABELS}, **{c: object for c in _STAMPS}},
-            low_memory=False,
+            dtype={c: object for c in _STAMPS},
         )
+        numeric = [c for c in LABELS if c in frame.columns and not is_string_dtype(frame[c].dtype)]
+        if numeric:
+            text = pd.read_csv(
+                path, encoding="utf-8-sig", keep_default_na=False, usecols=numeric, dtype=str
+            )
+            for column in numeric:
+                frame[column] = text[column]
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise SourceError(f"{path}: cannot read as CSV: {err}") from None
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise SourceError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
+    _labels(frame)
     check_choice(frame, "order", ORDER_KINDS, path)
     check_choice(frame, "status", STATUSES, path)
     # An empty value is a trial without one (failed, or output that gave no number).
@@ -186,3 +201,40 @@ def read_long_csv(path: Path | str, columns: Collection[str] | None = None) -> p
         if column not in frame.columns:
             frame[column] = pd.NA
     return frame[list(wanted)]
+
+
+def _labels(frame: pd.DataFrame) -> None:
+    """Make the label columns of ``frame`` categoricals with sorted categories, in place.
+
+    Each column is hashed once (:func:`_categorical`), the columns on as many threads as
+    there are cores: on pandas' Arrow strings the hashing runs without the GIL (0.23 s ->
+    0.13-0.15 s wall for the five columns of 2.3M rows on 2 cores, bench/RESULTS.md).
+    As cheap in CPU as ``read_csv``'s own category parsing, which however needs the whole
+    file parsed on one core (categories that differ between parts make pandas' parallel
+    read fall back to a serial one).
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    present = [c for c in LABELS if c in frame.columns]
+    columns = [frame[c] for c in present]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(present), os.cpu_count() or 1))) as pool:
+        categoricals = list(pool.map(_categorical, columns))
+    for column, values in zip(present, categoricals):
+        frame[column] = values
+
+
+def _categorical(column: pd.Series) -> pd.Categorical:
+    """``column`` as a categorical with its distinct values, sorted, as categories: one
+    hashing pass (``pd.factorize``; ``sort=True`` would hash every row a second time),
+    then the few distinct names are sorted and the codes renumbered through a table."""
+    import numpy as np
+    import pandas as pd
+
+    codes, names = pd.factorize(column)
+    order = np.argsort(np.asarray(names, dtype=object), kind="stable")
+    # the small integer type a categorical keeps its codes in: from_codes need not copy them
+    rank = np.empty(len(names) + 1, dtype=np.min_scalar_type(-len(names) - 1))
+    rank[order] = np.arange(len(names))
+    rank[-1] = -1  # code -1: a missing name (a short row)
+    return pd.Categorical.from_codes(rank[codes], names[order])
