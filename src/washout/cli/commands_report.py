@@ -117,7 +117,9 @@ def _write(out: Path, fmt: str, report: Report) -> None:
 @contextmanager
 def _figure_progress() -> Iterator[Callable[[int, int], None]]:
     """A progress bar with an ETA on stderr while the figures are drawn (rich hides it when
-    stderr is not a terminal)."""
+    stderr is not a terminal), redrawn as figures are done rather than by a thread of its
+    own: figures are drawn in forked processes, and a fork copies the locks other threads
+    hold (washout.report.parallel draws serially while another thread runs)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -128,11 +130,12 @@ def _figure_progress() -> Iterator[Callable[[int, int], None]]:
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,
+        auto_refresh=False,
     )
     task = bar.add_task("figures", total=None)
 
     def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+        bar.update(task, completed=done, total=total, refresh=True)
 
     with bar:
         yield update

@@ -7,13 +7,14 @@ output, which escapes its own text (tests/test_report_browser.py checks both in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from washout.report import document, figures
+from washout.report.parallel import Progress, run_jobs
 from washout.version import __version__
 
 if TYPE_CHECKING:
@@ -37,17 +38,18 @@ def _environment() -> jinja2.Environment:
     )
 
 
-Progress = Callable[[int, int], None]
-"""Called with (figures done, figures in all) as figures are drawn: they take the time."""
+def _svgs(
+    items: list[document.FigureItem], progress: Progress | None = None, workers: int | None = None
+) -> dict[str, Markup]:
+    """Every figure drawn and written as SVG, keyed by its key, on ``workers`` processes
+    (:func:`washout.report.parallel.run_jobs`: by default every usable core)."""
+    jobs = [partial(_svg, item) for item in items]
+    texts = run_jobs(jobs, progress, workers)
+    return {item.key: Markup(text.decode()) for item, text in zip(items, texts, strict=True)}
 
 
-def _svgs(items: list[document.FigureItem], progress: Progress | None = None) -> dict[str, Markup]:
-    out = {}
-    for done, item in enumerate(items, start=1):
-        out[item.key] = Markup(figures.svg(item.figure, item.key))
-        if progress:
-            progress(done, len(items))
-    return out
+def _svg(item: document.FigureItem) -> bytes:
+    return figures.svg(item.draw(), item.key).encode()
 
 
 def render_sweep_section(
@@ -66,11 +68,15 @@ def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
     return template.render(sweep=part, svgs=svgs)
 
 
-def render_html(report: document.Report, progress: Progress | None = None) -> str:
+def render_html(
+    report: document.Report, progress: Progress | None = None, workers: int | None = None
+) -> str:
     """The whole report (:func:`washout.report.document.build_report`) as one HTML
-    document; ``progress`` hears of every figure drawn."""
+    document; ``progress`` hears of every figure drawn. The figures are drawn on
+    ``workers`` processes (default: every core this process may use); the document is the
+    same however many."""
     items = [item for section in report.sections for item in section.figures]
-    svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress)
+    svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress, workers)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
     template = _environment().get_template("report.html.j2")
     return template.render(

@@ -18,7 +18,7 @@ from washout.report import document, figures
 from washout.version import __version__
 
 if TYPE_CHECKING:
-    from washout.report.html import Progress
+    from washout.report.parallel import Progress
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
 _MD_LINE_START = re.compile(r"^(?:\d+[.)]|[#+=-])")
@@ -56,7 +56,7 @@ def _figure_lines(
     item: document.FigureItem, folder: Path, md_dir: Path, progress: Callable[[], None]
 ) -> list[str]:
     file = folder / f"{item.key}.png"
-    file.write_bytes(figures.png(item.figure))
+    file.write_bytes(figures.png(item.draw()))
     progress()
     rel = file.relative_to(md_dir).as_posix()
     return [
