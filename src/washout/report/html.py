@@ -7,7 +7,7 @@ output, which escapes its own text (tests/test_report_browser.py checks both in 
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+@cache
 def _environment() -> jinja2.Environment:
     import jinja2
 
@@ -39,17 +40,26 @@ def _environment() -> jinja2.Environment:
 
 
 def _svgs(
-    items: list[document.FigureItem], progress: Progress | None = None, workers: int | None = None
+    items: list[document.FigureItem],
+    templates: list[str],
+    progress: Progress | None = None,
+    workers: int | None = None,
 ) -> dict[str, Markup]:
     """Every figure drawn and written as SVG, keyed by its key, on ``workers`` processes
-    (:func:`washout.report.parallel.run_jobs`: by default every usable core)."""
+    (:func:`washout.report.parallel.run_jobs`: by default every usable core), while this
+    one compiles the ``templates`` that will take them (they need no figure)."""
     jobs = [partial(_svg, item) for item in items]
-    texts = run_jobs(jobs, progress, workers)
+    texts = run_jobs(jobs, progress, workers, partial(_compile, templates))
     return {item.key: Markup(text.decode()) for item, text in zip(items, texts, strict=True)}
 
 
 def _svg(item: document.FigureItem) -> bytes:
     return figures.svg(item.draw(), item.key).encode()
+
+
+def _compile(templates: list[str]) -> None:
+    for name in templates:
+        _environment().get_template(name)
 
 
 def render_sweep_section(
@@ -60,7 +70,7 @@ def render_sweep_section(
     and tile-map figures. ``sweep`` is washout.sweep's result; ``settings`` the measured
     settings (parameter columns, then the metric unless ``metric`` names it)."""
     part = document.sweep_part(sweep, settings, metric)
-    return _sweep_html(part, _svgs(part.figures))
+    return _sweep_html(part, _svgs(part.figures, ["sweep.j2"]))
 
 
 def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
@@ -76,7 +86,10 @@ def render_html(
     ``workers`` processes (default: every core this process may use); the document is the
     same however many."""
     items = [item for section in report.sections for item in section.figures]
-    svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress, workers)
+    sweep_items, templates = [], ["report.html.j2"]
+    if report.sweep:
+        sweep_items, templates = report.sweep.figures, templates + ["sweep.j2"]
+    svgs = _svgs(items + sweep_items, templates, progress, workers)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
     template = _environment().get_template("report.html.j2")
     return template.render(

@@ -35,10 +35,15 @@ def usable_cores() -> int:
 
 
 def run_jobs(
-    jobs: Sequence[Job], progress: Progress | None = None, workers: int | None = None
+    jobs: Sequence[Job],
+    progress: Progress | None = None,
+    workers: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[bytes]:
     """Every job's result, in the jobs' order, from ``workers`` processes (the caller and
-    forked children; default :func:`usable_cores`)."""
+    forked children; default :func:`usable_cores`). ``meanwhile`` is work of the caller's
+    that needs no result: it runs in the caller once the children have started, so it
+    overlaps their jobs."""
     n = len(jobs)
     results: dict[int, bytes] = {}  # filled by this process and the children's readers
     told = 0
@@ -51,7 +56,9 @@ def run_jobs(
 
     forks = min(workers or usable_cores(), n) - 1
     if forks > 0 and n <= MAX_JOBS and threading.active_count() == 1:
-        _share(jobs, forks, results, tell)
+        _share(jobs, forks, results, tell, meanwhile)
+    elif meanwhile:
+        meanwhile()
     for i in range(n):  # serially: all of them, or what no child delivered
         if i not in results:
             results[i] = jobs[i]()
@@ -60,10 +67,15 @@ def run_jobs(
 
 
 def _share(
-    jobs: Sequence[Job], forks: int, results: dict[int, bytes], tell: Callable[[], None]
+    jobs: Sequence[Job],
+    forks: int,
+    results: dict[int, bytes],
+    tell: Callable[[], None],
+    meanwhile: Callable[[], None] | None,
 ) -> None:
     """Run ``jobs`` on this process and ``forks`` children until the job pipe is empty,
-    their results in ``results``; ``tell`` after each of this process's jobs."""
+    their results in ``results``; ``tell`` after each of this process's jobs, whose first
+    waits for ``meanwhile``."""
     queue_r, queue_w = os.pipe()
     os.write(queue_w, b"".join(INDEX.pack(i) for i in range(len(jobs))))
     os.close(queue_w)
@@ -83,6 +95,8 @@ def _share(
         for result_r in pipes:
             readers.append(threading.Thread(target=_collect, args=(result_r, results)))
             readers[-1].start()
+        if meanwhile:
+            meanwhile()
         while (i := _take(queue_r)) is not None:
             results[i] = jobs[i]()
             tell()
