@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from simulate_longformat import simulate
 
 from washout.data.sources import load_trials
 from washout.report.document import ReportMeta, build_report, why_for_report
 from washout.report.html import render_html
+from washout.report.markdown import markdown_text
 from washout.report.parallel import run_jobs
 from washout.stats.compare import without_resource_metrics
 from washout.stats.order import analyze_order
@@ -94,3 +96,16 @@ def test_html_report_is_the_same_drawn_on_two_cores_as_on_one() -> None:
     serial = render_html(report, workers=1)
     assert serial.count("<svg ") == 13
     assert render_html(report, workers=2) == serial
+
+
+def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one(tmp_path: Path) -> None:
+    trials = simulate(tests=("a", "b", "c"), runs=6, random_factor={"a": 1.3}, seed=4)
+    report = build_report(analyze_order(trials), trials)
+    texts = []
+    for workers in (1, 2):
+        (folder := tmp_path / str(workers)).mkdir()
+        texts.append(markdown_text(report, folder, tmp_path, workers=workers))
+    pngs = [{p.name: p.read_bytes() for p in (tmp_path / w).iterdir()} for w in ("1", "2")]
+    assert len(pngs[0]) == len(report.all_figures()) > 1
+    assert pngs[0] == pngs[1]
+    assert texts[0] == texts[1].replace("](2/", "](1/")

@@ -150,6 +150,11 @@ class Report:
     ranking: list[str] = field(default_factory=list)
     """hyperfine's "A ran r ± e times faster than B" lines, with their notes."""
 
+    def all_figures(self) -> list[FigureItem]:
+        """Every figure, in the order the report shows them: the sections', the sweep's."""
+        shown = [item for section in self.sections for item in section.figures]
+        return shown + (self.sweep.figures if self.sweep else [])
+
 
 # ---------------------------------------------------------------------------------------
 # Number formatting

@@ -85,11 +85,8 @@ def render_html(
     document; ``progress`` hears of every figure drawn. The figures are drawn on
     ``workers`` processes (default: every core this process may use); the document is the
     same however many."""
-    items = [item for section in report.sections for item in section.figures]
-    sweep_items, templates = [], ["report.html.j2"]
-    if report.sweep:
-        sweep_items, templates = report.sweep.figures, templates + ["sweep.j2"]
-    svgs = _svgs(items + sweep_items, templates, progress, workers)
+    templates = ["report.html.j2"] + (["sweep.j2"] if report.sweep else [])
+    svgs = _svgs(report.all_figures(), templates, progress, workers)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
     template = _environment().get_template("report.html.j2")
     return template.render(
