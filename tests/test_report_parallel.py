@@ -5,6 +5,9 @@ same as the serial one."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from functools import partial
@@ -109,3 +112,36 @@ def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one(tmp_path: Pa
     assert len(pngs[0]) == len(report.all_figures()) > 1
     assert pngs[0] == pngs[1]
     assert texts[0] == texts[1].replace("](2/", "](1/")
+
+
+SLEEPY_JOBS = """
+import time
+from washout.report.parallel import run_jobs
+run_jobs([lambda: time.sleep(0.3) or b""] * 20, workers=2)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_a_child_exits_soon_after_its_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", SLEEPY_JOBS])
+    children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+    deadline = time.monotonic() + 60
+    while not (kids := children.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert kids, "no child was forked"
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    child = int(kids[0])
+    # Its next result finds no reader (one job, 0.3 s), well before the 19 jobs left (5.7 s).
+    deadline = time.monotonic() + 3
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped has exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
