@@ -54,10 +54,12 @@ def _svgs(
 
 
 def _svg(item: document.FigureItem) -> bytes:
+    """One figure drawn and written as SVG: a job for run_jobs, in whichever process."""
     return figures.svg(item.draw(), item.key).encode()
 
 
 def _compile(templates: list[str]) -> None:
+    """Import jinja2 and compile ``templates`` into the cached environment."""
     for name in templates:
         _environment().get_template(name)
 

@@ -50,6 +50,7 @@ def _code_block(text: str) -> list[str]:
 
 
 def _png(item: document.FigureItem) -> bytes:
+    """One figure drawn as PNG: a job for run_jobs, in whichever process."""
     return figures.png(item.draw())
 
 
