@@ -4,6 +4,7 @@ same as the serial one."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -18,10 +19,11 @@ from conftest import ROOT
 from simulate_longformat import simulate
 
 from washout.data.sources import load_trials
-from washout.report.document import ReportMeta, build_report, why_for_report
+from washout.report.document import ReportMeta, build_report
 from washout.report.html import render_html
 from washout.report.markdown import markdown_text
-from washout.report.parallel import run_jobs
+from washout.report.parallel import beside, run_jobs
+from washout.report.why import why_for_report
 from washout.stats.compare import without_resource_metrics
 from washout.stats.order import analyze_order
 
@@ -91,6 +93,28 @@ def test_serial_while_another_thread_runs() -> None:
     assert results == [str(PARENT).encode()] * 3
 
 
+def _mark_and_report(folder: Path) -> tuple[int, dict[str, list[float]]]:
+    (folder / "job").touch()
+    return os.getpid(), {"values": [1.5, math.nan]}
+
+
+def _wait_for_job(folder: Path, ran_in: list[int]) -> None:
+    ran_in.append(os.getpid())
+    deadline = time.monotonic() + 60
+    while not (folder / "job").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_beside_runs_the_job_in_a_child_while_the_caller_works(tmp_path: Path) -> None:
+    ran_in: list[int] = []
+    pid, data = beside(
+        partial(_mark_and_report, tmp_path), partial(_wait_for_job, tmp_path, ran_in)
+    )
+    assert ran_in == [PARENT] and pid != PARENT
+    assert data["values"][0] == 1.5 and math.isnan(data["values"][1])  # pickled back
+
+
 def test_html_report_is_the_same_drawn_on_two_cores_as_on_one() -> None:
     trials, _ = load_trials(ROOT / "docs/examples/redis.csv", resources=True)
     analysed = without_resource_metrics(trials)
@@ -116,7 +140,8 @@ def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one(tmp_path: Pa
 
 SLEEPY_JOBS = """
 import time
-from washout.report.parallel import run_jobs
+from washout.report.parallel import beside, run_jobs
+from washout.report.why import why_for_report
 run_jobs([lambda: time.sleep(0.3) or b""] * 20, workers=2)
 """
 

@@ -829,23 +829,3 @@ def build_report(
         comparison=comparison,
         ranking=ranking,
     )
-
-
-def why_for_report(
-    trials: pd.DataFrame,
-    claims: list[str],
-    alpha: float,
-    correction: str,
-    by_worker: bool,
-) -> tuple[Why | None, list[str]]:
-    """Carryover, drift and claims for the report's "why" section, and notes on what the
-    source could not support: carryover and drift need each trial's position and time."""
-    from washout.errors import WashoutError
-    from washout.stats.why import explain
-
-    options: dict[str, Any] = dict(alpha=alpha, correction=correction, by_worker=by_worker)
-    try:
-        return explain(trials, carryover=True, drift=True, claims=claims, **options), []
-    except WashoutError as err:
-        note = f"No carryover or drift analysis: {err}"
-        return (explain(trials, claims=claims, **options) if claims else None), [note]

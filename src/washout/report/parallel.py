@@ -1,5 +1,6 @@
 """Independent jobs (a report's figures: drawing one and writing it out is pure CPU, most of
-a report's time) spread over the cores this process may use, by forking.
+a report's time) spread over the cores this process may use, by forking; and one job run
+:func:`beside` other work of the caller's.
 
 Each forked child inherits the jobs as they are (no data or figure is pickled), takes the
 next job's index from a pipe the parent filled before forking (a read of one index is
@@ -9,18 +10,23 @@ deliver (it failed, or was killed) the parent then runs itself, so a job's excep
 raised where the caller sees it. Results come back in the jobs' order whichever process
 ran them, so the output is the same as serially.
 
-Serial where forking is not safe or not worth it: one usable core, fewer than two jobs, or
-other threads running (a child inherits every lock, also those another thread holds).
+Serial where forking is not safe or not worth it: one usable core, a single job and nothing
+else to do, or other threads running (a child inherits every lock, also those another
+thread holds).
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import struct
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
 Job = Callable[[], bytes]
+T = TypeVar("T")
 Progress = Callable[[int, int], None]
 """Called with (jobs done, jobs in all) as jobs finish: figures take a report's time."""
 
@@ -38,7 +44,7 @@ def run_jobs(
     jobs: Sequence[Job],
     progress: Progress | None = None,
     workers: int | None = None,
-    meanwhile: Callable[[], None] | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[bytes]:
     """Every job's result, in the jobs' order, from ``workers`` processes (the caller and
     forked children; default :func:`usable_cores`). ``meanwhile`` is work of the caller's
@@ -54,7 +60,7 @@ def run_jobs(
             told += 1
             progress(told, n)
 
-    forks = min(workers or usable_cores(), n) - 1
+    forks = min(workers or usable_cores(), n + (meanwhile is not None)) - 1
     if forks > 0 and n <= MAX_JOBS and threading.active_count() == 1:
         _share(jobs, forks, results, tell, meanwhile)
     elif meanwhile:
@@ -66,12 +72,25 @@ def run_jobs(
     return [results[i] for i in range(n)]
 
 
+def beside(job: Callable[[], T], meanwhile: Callable[[], object], workers: int | None = None) -> T:
+    """``job``'s result, from a forked child while this process does ``meanwhile`` (both
+    here, one after the other, where :func:`run_jobs` would not fork). The result comes
+    back pickled from washout's own child."""
+    [result] = run_jobs([partial(_pickled, job)], workers=workers, meanwhile=meanwhile)
+    loaded: T = pickle.loads(result)
+    return loaded
+
+
+def _pickled(job: Callable[[], T]) -> bytes:
+    return pickle.dumps(job(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _share(
     jobs: Sequence[Job],
     forks: int,
     results: dict[int, bytes],
     tell: Callable[[], None],
-    meanwhile: Callable[[], None] | None,
+    meanwhile: Callable[[], object] | None,
 ) -> None:
     """Run ``jobs`` on this process and ``forks`` children until the job pipe is empty,
     their results in ``results``; ``tell`` after each of this process's jobs, whose first
