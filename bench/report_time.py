@@ -4,8 +4,11 @@ The source is the redis example's own trials (docs/examples/redis.csv, the long-
 export of the store examples/redis wrote: 8 tests x 4 metrics, 12 runs per order), so the
 report has the same figures as the store's: 4 order figures, an overview of every trial per
 metric, and a trials figure per flagged test (13 in all). Each run is a fresh process (wall from
-fork to exit, CPU and peak RSS from wait4); a process that only imports what a report
-needs (pandas, matplotlib, jinja2) is timed beside it, as the floor no report can go under.
+fork to exit, CPU and peak RSS from wait4, its forked children included); a process that
+only imports what a report needs (pandas, matplotlib, jinja2) is timed beside it, as the
+floor no report can go under. The figures are drawn on every core the report may use
+(washout.report.parallel), so the wall depends on the cores free: the script says how many
+it had, and the load.
 
 Run: .venv/bin/python bench/report_time.py [--runs 5] [--source FILE]
 """
@@ -13,6 +16,7 @@ Run: .venv/bin/python bench/report_time.py [--runs 5] [--source FILE]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +45,7 @@ def main() -> None:
             floors.append(run_child(imports))
     wall = median([r.wall for r in reports])
     print(f"source: {args.source} ({figures} figures)")
+    print(f"usable cores: {len(os.sched_getaffinity(0))} (figures drawn on as many processes)")
     print()
     print("| side | wall | CPU user+sys (median) | peak RSS |")
     print("|---|---|---|---|")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,10 @@ from washout.cli.app import app
 class ReportFormat(StrEnum):
     html = "html"
     md = "md"
+
+
+WRITERS = {ReportFormat.html: "washout.report.html", ReportFormat.md: "washout.report.markdown"}
+"""The module that writes each format (it imports matplotlib)."""
 
 
 @app.command("report")
@@ -69,7 +75,8 @@ def report(
         typer.echo(f"{out}: sweep of {sweep.settings_measured} settings")
         return
     from washout.data.sources import load_trials
-    from washout.report.document import ReportMeta, build_report, why_for_report
+    from washout.report.parallel import beside
+    from washout.report.why import why_for_report
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
 
@@ -81,7 +88,12 @@ def report(
         from washout.harness.spec import stored_claims
 
         claims += stored_claims(source)
-    why, notes = why_for_report(analysed, claims, alpha, correction, by_worker)
+    # The why analyses (scipy) in a child while this process imports matplotlib: the
+    # report's two longest imports at once, and neither process imports both.
+    analyses = partial(why_for_report, analysed, claims, alpha, correction, by_worker)
+    why, notes = beside(analyses, meanwhile=partial(import_module, WRITERS[fmt]))
+    from washout.report.document import ReportMeta, build_report
+
     if info.kind == "store":
         meta = ReportMeta.from_store(source, notes)
     else:
@@ -117,7 +129,9 @@ def _write(out: Path, fmt: str, report: Report) -> None:
 @contextmanager
 def _figure_progress() -> Iterator[Callable[[int, int], None]]:
     """A progress bar with an ETA on stderr while the figures are drawn (rich hides it when
-    stderr is not a terminal)."""
+    stderr is not a terminal), redrawn as figures are done rather than by a thread of its
+    own: figures are drawn in forked processes, and a fork copies the locks other threads
+    hold (washout.report.parallel draws serially while another thread runs)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -128,11 +142,12 @@ def _figure_progress() -> Iterator[Callable[[int, int], None]]:
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,
+        auto_refresh=False,
     )
     task = bar.add_task("figures", total=None)
 
     def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+        bar.update(task, completed=done, total=total, refresh=True)
 
     with bar:
         yield update

@@ -3,9 +3,9 @@
 :func:`build_report` turns the order analysis (an ``OrderAnalysis``), the long-format
 trials, the experiment's metadata from the store and, for sweeps, the sweep result into a
 :class:`Report`: the verdict in one sentence, what ran, the per-test table as text cells,
-and the figures (matplotlib ``Figure`` objects; html.py inlines them as SVG, markdown.py
-writes PNGs). Values the source does not offer are left out and said to be missing, never
-made up.
+and the figures (how to draw each matplotlib ``Figure``; html.py inlines them as SVG,
+markdown.py writes PNGs). Values the source does not offer are left out and said to be
+missing, never made up.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,12 +90,14 @@ class ReportMeta:
 
 @dataclass
 class FigureItem:
-    """One figure: a unique file-name-safe key, a title, a caption saying how to read it."""
+    """One figure: a unique file-name-safe key, a title, a caption saying how to read it,
+    and how to draw it. Drawing waits for the rendering, so that html.py can draw the
+    figures on several cores and only one figure at a time is held in memory."""
 
     key: str
     title: str
     caption: str
-    figure: Figure
+    draw: Callable[[], Figure]
 
 
 @dataclass
@@ -146,6 +149,11 @@ class Report:
     """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
     ranking: list[str] = field(default_factory=list)
     """hyperfine's "A ran r ± e times faster than B" lines, with their notes."""
+
+    def all_figures(self) -> list[FigureItem]:
+        """Every figure, in the order the report shows them: the sections', the sweep's."""
+        shown = [item for section in self.sections for item in section.figures]
+        return shown + (self.sweep.figures if self.sweep else [])
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,27 +347,27 @@ def order_sections(
                         "median, circles the random-order median, whiskers their distribution-"
                         "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
                         "order moved the median.",
-                        figures.ci_medians(tests),
+                        partial(figures.ci_medians, tests),
                     ),
                     FigureItem(
                         "kw-significance",
                         "p-values and effect sizes",
                         "Tests sorted by effect size eta²_H. A p-value below the dashed "
                         "corrected threshold is significant after the family-wise correction.",
-                        figures.kw_significance(analysis),
+                        partial(figures.kw_significance, analysis),
                     ),
                     FigureItem(
                         "delta-pct",
                         "Δ% per test",
                         "Positive: the fixed order had the larger mean. Bars in the warm colour "
                         "are significant after correction.",
-                        figures.delta_pct(analysis),
+                        partial(figures.delta_pct, analysis),
                     ),
                     FigureItem(
                         "ci-cases",
                         "CI cases",
                         "How many tests fall in each case of the CI comparison.",
-                        figures.ci_case_counts(analysis),
+                        partial(figures.ci_case_counts, analysis),
                     ),
                 ],
             )
@@ -385,7 +393,7 @@ def order_sections(
             f"{metric}: every trial of every test",
             "Each test's trials as points, fixed and random order side by side, as the "
             "difference from that test's fixed-order median; bars are the medians.",
-            figures.trials_overview(ok[metrics == metric], metric),
+            partial(figures.trials_overview, ok[metrics == metric], metric),
         )
         for j, metric in enumerate(dict.fromkeys(metrics))
     ]
@@ -397,7 +405,9 @@ def order_sections(
             "Left: each trial's value against its position in the run; in the fixed order a "
             "test always sits at the same position. Right: the same trials against time "
             "(or run number, where the source has no timestamps).",
-            figures.trials_over_run(one(f.test, f.metric), named(f.test, f.metric), f.metric),
+            partial(
+                figures.trials_over_run, one(f.test, f.metric), named(f.test, f.metric), f.metric
+            ),
         )
         for i, f in enumerate(flags[:DETAIL_FIGURES])
     ]
@@ -408,7 +418,7 @@ def order_sections(
             f"workers-{i}",
             f"{named(test, metric)}: per worker",
             "The same test on every worker; bars are medians.",
-            figures.per_worker(frame, named(test, metric), metric),
+            partial(figures.per_worker, frame, named(test, metric), metric),
         )
         for i, (test, metric) in enumerate(pairs)
         if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
@@ -743,7 +753,7 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
                 "R² against sampling rate",
                 "Each dot is one validation split; sampling stops when the "
                 "minimum reaches the target.",
-                figures.r2_by_rate(history),
+                partial(figures.r2_by_rate, history),
             )
         )
     coded = (
@@ -758,7 +768,7 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
             f"How the metric moves with each parameter's level, {coded}: main effects, and "
             "interactions with one line per level of the fixed parameter. Triangles mark "
             "knees, diamonds turning points.",
-            figures.coefficient_curves(*coefficient_panels(sweep), metric, shares),
+            partial(figures.coefficient_curves, *coefficient_panels(sweep), metric, shares),
         )
     )
     items.append(
@@ -766,7 +776,7 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
             "sweep-tiles",
             "The parameter space as tiles",
             "The two most important parameters within each tile, the next two across tiles.",
-            figures.tile_map(settings, ranked, metric),
+            partial(figures.tile_map, settings, ranked, metric),
         )
     )
     return SweepPart(summary, tables, items)
@@ -819,23 +829,3 @@ def build_report(
         comparison=comparison,
         ranking=ranking,
     )
-
-
-def why_for_report(
-    trials: pd.DataFrame,
-    claims: list[str],
-    alpha: float,
-    correction: str,
-    by_worker: bool,
-) -> tuple[Why | None, list[str]]:
-    """Carryover, drift and claims for the report's "why" section, and notes on what the
-    source could not support: carryover and drift need each trial's position and time."""
-    from washout.errors import WashoutError
-    from washout.stats.why import explain
-
-    options: dict[str, Any] = dict(alpha=alpha, correction=correction, by_worker=by_worker)
-    try:
-        return explain(trials, carryover=True, drift=True, claims=claims, **options), []
-    except WashoutError as err:
-        note = f"No carryover or drift analysis: {err}"
-        return (explain(trials, claims=claims, **options) if claims else None), [note]

@@ -142,10 +142,12 @@ def svg(fig: Figure, key: str) -> str:
     The XML prolog and DOCTYPE are dropped (not allowed mid-document), the date is left out,
     text stays text (``svg.fonttype = none``: searchable, and escaped by matplotlib), and
     every element id is prefixed with ``key`` so the ids of all figures on one page are
-    unique (matplotlib names groups ``figure_1``, ``axes_1``... in every figure).
+    unique (matplotlib names groups ``figure_1``, ``axes_1``... in every figure). The ids
+    matplotlib hashes (clip paths, markers) get a fixed salt instead of a random one, so
+    the same figure always gives the same SVG, whichever process draws it.
     """
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "washout"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     text = text[text.find("<svg") :]

@@ -7,13 +7,14 @@ output, which escapes its own text (tests/test_report_browser.py checks both in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from washout.report import document, figures
+from washout.report.parallel import Progress, run_jobs
 from washout.version import __version__
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 TEMPLATES = Path(__file__).parent / "templates"
 
 
+@cache
 def _environment() -> jinja2.Environment:
     import jinja2
 
@@ -37,17 +39,29 @@ def _environment() -> jinja2.Environment:
     )
 
 
-Progress = Callable[[int, int], None]
-"""Called with (figures done, figures in all) as figures are drawn: they take the time."""
+def _svgs(
+    items: list[document.FigureItem],
+    templates: list[str],
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> dict[str, Markup]:
+    """Every figure drawn and written as SVG, keyed by its key, on ``workers`` processes
+    (:func:`washout.report.parallel.run_jobs`: by default every usable core), while this
+    one compiles the ``templates`` that will take them (they need no figure)."""
+    jobs = [partial(_svg, item) for item in items]
+    texts = run_jobs(jobs, progress, workers, partial(_compile, templates))
+    return {item.key: Markup(text.decode()) for item, text in zip(items, texts, strict=True)}
 
 
-def _svgs(items: list[document.FigureItem], progress: Progress | None = None) -> dict[str, Markup]:
-    out = {}
-    for done, item in enumerate(items, start=1):
-        out[item.key] = Markup(figures.svg(item.figure, item.key))
-        if progress:
-            progress(done, len(items))
-    return out
+def _svg(item: document.FigureItem) -> bytes:
+    """One figure drawn and written as SVG: a job for run_jobs, in whichever process."""
+    return figures.svg(item.draw(), item.key).encode()
+
+
+def _compile(templates: list[str]) -> None:
+    """Import jinja2 and compile ``templates`` into the cached environment."""
+    for name in templates:
+        _environment().get_template(name)
 
 
 def render_sweep_section(
@@ -58,7 +72,7 @@ def render_sweep_section(
     and tile-map figures. ``sweep`` is washout.sweep's result; ``settings`` the measured
     settings (parameter columns, then the metric unless ``metric`` names it)."""
     part = document.sweep_part(sweep, settings, metric)
-    return _sweep_html(part, _svgs(part.figures))
+    return _sweep_html(part, _svgs(part.figures, ["sweep.j2"]))
 
 
 def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
@@ -66,11 +80,15 @@ def _sweep_html(part: document.SweepPart, svgs: dict[str, Markup]) -> str:
     return template.render(sweep=part, svgs=svgs)
 
 
-def render_html(report: document.Report, progress: Progress | None = None) -> str:
+def render_html(
+    report: document.Report, progress: Progress | None = None, workers: int | None = None
+) -> str:
     """The whole report (:func:`washout.report.document.build_report`) as one HTML
-    document; ``progress`` hears of every figure drawn."""
-    items = [item for section in report.sections for item in section.figures]
-    svgs = _svgs(items + (report.sweep.figures if report.sweep else []), progress)
+    document; ``progress`` hears of every figure drawn. The figures are drawn on
+    ``workers`` processes (default: every core this process may use); the document is the
+    same however many."""
+    templates = ["report.html.j2"] + (["sweep.j2"] if report.sweep else [])
+    svgs = _svgs(report.all_figures(), templates, progress, workers)
     sweep_html = Markup(_sweep_html(report.sweep, svgs)) if report.sweep else Markup("")
     template = _environment().get_template("report.html.j2")
     return template.render(

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from washout.report import document, figures
+from washout.report.parallel import Progress, run_jobs
 from washout.version import __version__
-
-if TYPE_CHECKING:
-    from washout.report.html import Progress
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
 _MD_LINE_START = re.compile(r"^(?:\d+[.)]|[#+=-])")
@@ -52,13 +49,13 @@ def _code_block(text: str) -> list[str]:
     return [fence + "toml", text.rstrip("\n"), fence]
 
 
-def _figure_lines(
-    item: document.FigureItem, folder: Path, md_dir: Path, progress: Callable[[], None]
-) -> list[str]:
-    file = folder / f"{item.key}.png"
-    file.write_bytes(figures.png(item.figure))
-    progress()
-    rel = file.relative_to(md_dir).as_posix()
+def _png(item: document.FigureItem) -> bytes:
+    """One figure drawn as PNG: a job for run_jobs, in whichever process."""
+    return figures.png(item.draw())
+
+
+def _figure_lines(item: document.FigureItem, folder: Path, md_dir: Path) -> list[str]:
+    rel = (folder / f"{item.key}.png").relative_to(md_dir).as_posix()
     return [
         f"![{md_text(item.title)}]({rel})",
         "",
@@ -68,20 +65,19 @@ def _figure_lines(
 
 
 def markdown_text(
-    report: document.Report, folder: Path, md_dir: Path, progress: Progress | None = None
+    report: document.Report,
+    folder: Path,
+    md_dir: Path,
+    progress: Progress | None = None,
+    workers: int | None = None,
 ) -> str:
-    """The Markdown of ``report``; writes its figures as PNGs into ``folder``."""
-    total = sum(len(s.figures) for s in report.sections) + (
-        len(report.sweep.figures) if report.sweep else 0
-    )
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        if progress:
-            progress(done, total)
-
+    """The Markdown of ``report``; writes its figures as PNGs into ``folder``, drawn on
+    ``workers`` processes (:func:`washout.report.parallel.run_jobs`: by default every
+    usable core)."""
+    items = report.all_figures()
+    pngs = run_jobs([partial(_png, item) for item in items], progress, workers)
+    for item, png in zip(items, pngs, strict=True):
+        (folder / f"{item.key}.png").write_bytes(png)
     lines = [f"# {md_text(report.title)}", ""]
     if report.verdict:
         lines += [f"**{md_text(report.verdict)}**", ""]
@@ -111,14 +107,14 @@ def markdown_text(
         if section.intro:
             lines += [md_text(section.intro), ""]
         for item in section.figures:
-            lines += _figure_lines(item, folder, md_dir, tick)
+            lines += _figure_lines(item, folder, md_dir)
     if report.sweep:
         lines += ["## Parameter space", "", md_text(report.sweep.summary), ""]
         for title, table in report.sweep.tables:
             lines += [f"### {md_text(title)}", ""]
             lines += (md_table(table) if table.rows else ["None."]) + [""]
         for item in report.sweep.figures:
-            lines += _figure_lines(item, folder, md_dir, tick)
+            lines += _figure_lines(item, folder, md_dir)
     lines += [f"<sub>Made by washout {__version__}.</sub>", ""]
     return "\n".join(lines)
 

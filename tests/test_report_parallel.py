@@ -1,0 +1,172 @@
+"""Figures drawn on several cores (washout.report.parallel): real forked processes, results in
+the jobs' order, failures recovered by the parent, and an HTML report byte for byte the
+same as the serial one."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from simulate_longformat import simulate
+
+from washout.data.sources import load_trials
+from washout.report.document import ReportMeta, build_report
+from washout.report.html import render_html
+from washout.report.markdown import markdown_text
+from washout.report.parallel import beside, run_jobs
+from washout.report.why import why_for_report
+from washout.stats.compare import without_resource_metrics
+from washout.stats.order import analyze_order
+
+PARENT = os.getpid()
+
+
+def _meet(folder: Path, index: int, others: int) -> None:
+    """Leave a mark for job ``index`` and wait until ``others`` + 1 jobs have: a job that
+    waits for another can finish only if another process runs that one at the same time."""
+    (folder / f"{index}-{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while len(list(folder.iterdir())) <= others and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _pid_after_meeting(folder: Path, index: int) -> bytes:
+    _meet(folder, index, 1)
+    return f"{index}:{os.getpid()}".encode()
+
+
+def _dies_in_a_child(folder: Path, index: int) -> bytes:
+    _meet(folder, index, 1)
+    if os.getpid() != PARENT:
+        os._exit(3)
+    return f"{index}:{os.getpid()}".encode()
+
+
+def _fails_third(index: int) -> bytes:
+    if index == 2:
+        raise ValueError(f"job {index} failed")
+    return b""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_jobs_run_in_a_forked_child_and_the_caller_in_order(tmp_path: Path) -> None:
+    jobs = [partial(_pid_after_meeting, tmp_path, i) for i in range(2)]
+    seen: list[tuple[int, int]] = []
+    results = run_jobs(jobs, lambda done, total: seen.append((done, total)), workers=2)
+    indices, pids = zip(*(r.decode().split(":") for r in results), strict=True)
+    assert indices == ("0", "1")  # in the jobs' order, whoever ran them
+    assert str(PARENT) in pids and len(set(pids)) == 2
+    assert seen[-1] == (2, 2)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_a_job_whose_child_died_is_run_by_the_caller(tmp_path: Path) -> None:
+    results = run_jobs([partial(_dies_in_a_child, tmp_path, i) for i in range(2)], workers=2)
+    assert results == [f"{i}:{PARENT}".encode() for i in range(2)]
+    marks = sorted(p.name.split("-")[0] for p in tmp_path.iterdir())
+    assert len(marks) == 3  # the child started one job, then the caller ran it again
+
+
+def test_a_jobs_error_reaches_the_caller() -> None:
+    with pytest.raises(ValueError, match="job 2 failed"):
+        run_jobs([partial(_fails_third, i) for i in range(4)], workers=2)
+
+
+def test_serial_while_another_thread_runs() -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        results = run_jobs([lambda: str(os.getpid()).encode()] * 3, workers=2)
+    finally:
+        stop.set()
+        other.join()
+    assert results == [str(PARENT).encode()] * 3
+
+
+def _mark_and_report(folder: Path) -> tuple[int, dict[str, list[float]]]:
+    (folder / "job").touch()
+    return os.getpid(), {"values": [1.5, math.nan]}
+
+
+def _wait_for_job(folder: Path, ran_in: list[int]) -> None:
+    ran_in.append(os.getpid())
+    deadline = time.monotonic() + 60
+    while not (folder / "job").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_beside_runs_the_job_in_a_child_while_the_caller_works(tmp_path: Path) -> None:
+    ran_in: list[int] = []
+    pid, data = beside(
+        partial(_mark_and_report, tmp_path), partial(_wait_for_job, tmp_path, ran_in)
+    )
+    assert ran_in == [PARENT] and pid != PARENT
+    assert data["values"][0] == 1.5 and math.isnan(data["values"][1])  # pickled back
+
+
+def test_html_report_is_the_same_drawn_on_two_cores_as_on_one() -> None:
+    trials, _ = load_trials(ROOT / "docs/examples/redis.csv", resources=True)
+    analysed = without_resource_metrics(trials)
+    why, notes = why_for_report(analysed, [], 0.05, "bonferroni", False)
+    report = build_report(analyze_order(analysed), trials, ReportMeta(notes=tuple(notes)), why=why)
+    serial = render_html(report, workers=1)
+    assert serial.count("<svg ") == 13
+    assert render_html(report, workers=2) == serial
+
+
+def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one(tmp_path: Path) -> None:
+    trials = simulate(tests=("a", "b", "c"), runs=6, random_factor={"a": 1.3}, seed=4)
+    report = build_report(analyze_order(trials), trials)
+    texts = []
+    for workers in (1, 2):
+        (folder := tmp_path / str(workers)).mkdir()
+        texts.append(markdown_text(report, folder, tmp_path, workers=workers))
+    pngs = [{p.name: p.read_bytes() for p in (tmp_path / w).iterdir()} for w in ("1", "2")]
+    assert len(pngs[0]) == len(report.all_figures()) > 1
+    assert pngs[0] == pngs[1]
+    assert texts[0] == texts[1].replace("](2/", "](1/")
+
+
+SLEEPY_JOBS = """
+import time
+from washout.report.parallel import beside, run_jobs
+from washout.report.why import why_for_report
+run_jobs([lambda: time.sleep(0.3) or b""] * 20, workers=2)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one usable core: always serial")
+def test_a_child_exits_soon_after_its_parent_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", SLEEPY_JOBS])
+    children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+    deadline = time.monotonic() + 60
+    while not (kids := children.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert kids, "no child was forked"
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    child = int(kids[0])
+    # Its next result finds no reader (one job, 0.3 s), well before the 19 jobs left (5.7 s).
+    deadline = time.monotonic() + 3
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped has exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
