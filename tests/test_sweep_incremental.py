@@ -203,6 +203,7 @@ def test_holdout_pools_the_latest_batches_up_to_its_minimum() -> None:
     assert HOLDOUT_MIN == 10  # 3 batches of 4 are the fewest that hold 10
     assert pooled_holdout(batches) == pytest.approx(sk_r2(*pooled))
     assert pooled_holdout([]) is None
+    assert pooled_holdout(batches[:2]) is None  # 8 settings predicted: no holdout R^2 yet
 
 
 def test_a_space_no_model_can_fit_ends_not_terminated_with_its_best_r2() -> None:

@@ -22,9 +22,10 @@ Termination rules:
 - ``holdout`` (ours): that, and the settings of the latest batches, each predicted by the model
   fitted on everything measured before it, have R^2 >= threshold. Each batch is a true
   holdout: chosen before it was measured and never used to fit the model that predicts it.
-  Batches are pooled, newest first, until they hold at least :data:`HOLDOUT_MIN` settings, so
-  a small batch cannot pass by luck (nor can small validation splits, which is how the
-  paper's rule passes wrongly on a handful of settings).
+  Batches are pooled, newest first, until they hold at least :data:`HOLDOUT_MIN` settings, and
+  there is no holdout R^2 until that many were predicted, so a small batch cannot pass by luck
+  (nor can small validation splits, which is how the paper's rule passes wrongly on a
+  handful of settings).
 - ``stable`` (ours): ``holdout``, and the conclusions (important terms, points with their
   type and level) are the same as after the previous batch: we do not stop while the answer
   is still moving.
@@ -296,16 +297,16 @@ def _fit(model, space: Space, rows: np.ndarray, y: np.ndarray, seed: int) -> Pre
 
 def pooled_holdout(batches: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
     """R^2 of the latest batches' values against their predictions made before each was
-    measured, pooled newest first until at least :data:`HOLDOUT_MIN` settings (all if fewer);
-    None before any batch was predicted."""
-    if not batches:
-        return None
+    measured, pooled newest first until at least :data:`HOLDOUT_MIN` settings; None while
+    fewer than that were predicted: an R^2 on a handful of settings certifies little."""
     taken: list[tuple[np.ndarray, np.ndarray]] = []
     for pair in reversed(batches):
         taken.append(pair)
         if sum(len(y) for y, _ in taken) >= HOLDOUT_MIN:
-            break
-    return r2_score(np.concatenate([y for y, _ in taken]), np.concatenate([p for _, p in taken]))
+            return r2_score(
+                np.concatenate([y for y, _ in taken]), np.concatenate([p for _, p in taken])
+            )
+    return None
 
 
 def run_loop(
