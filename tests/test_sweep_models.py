@@ -49,3 +49,26 @@ def test_the_real_interaction_is_shrunk_least_and_the_rest_predicted_better(
     r2_adaptive = r2_score(y[rest], adaptive.predict(space.codes[rest]))
     r2_uniform = r2_score(y[rest], uniform.predict(space.codes[rest]))
     assert r2_adaptive > r2_uniform
+
+
+def test_the_conclusions_predict_on_the_metrics_own_scale() -> None:
+    """Where leave-one-out error picks the log scale (silo at 40 settings), the predictions
+    the conclusions' ANOVA sees come from the same model on the raw scale, the ANOVA's."""
+    from conftest import CONFIGSPACES
+
+    from washout.sweep.incremental import LoopOptions, loop_conclusions, run_loop
+    from washout.sweep.models import additive_model, get_model
+    from washout.sweep.space import load_space_csv
+
+    silo = load_space_csv(CONFIGSPACES / "silo_ycsb.csv", "tput")
+    options = LoopOptions(budget=40, threshold=1.0)
+    result = run_loop(silo, lambda rows: silo.y[rows], options)
+    rows, y = result.measured, result.y
+    assert get_model("smooth")(silo, silo.codes[rows], y, 0).log  # type: ignore[attr-defined]
+    raw = additive_model("smooth")(silo, silo.codes[rows], y, 0)
+    assert not raw.log  # type: ignore[attr-defined]
+    _, data = loop_conclusions(silo, result, options)
+    left = np.setdiff1d(np.arange(len(silo)), rows)
+    np.testing.assert_allclose(data.y[left], raw.predict(silo.codes[left]))
+    np.testing.assert_array_equal(data.y[rows], y)
+    assert additive_model("anova") is get_model("anova")

@@ -43,7 +43,7 @@ import numpy as np
 
 from washout.errors import WashoutError, choose
 from washout.sweep.conclusions import Conclusions, conclusions_of
-from washout.sweep.models import Predictor, get_model
+from washout.sweep.models import Predictor, additive_model, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
 
@@ -391,11 +391,16 @@ def loop_conclusions(
     with ``predicted`` (ours) on every setting of the space, the measured ones with their
     values and the others with the terminating model's predictions: termination certified
     that the model predicts unmeasured settings well, and the ANOVA then sees the balanced
-    full grid that the ``full`` analysis sees instead of an unbalanced sample. ``analysis``
+    full grid that the ``full`` analysis sees instead of an unbalanced sample. The predictions
+    are the terminating model's refitted on the metric's own scale (:func:`additive_model`):
+    the ANOVA splits the raw metric into additive terms, and a log-scale fit, exponentiated,
+    estimates each setting's median rather than its mean (Duan, JASA 1983) and turns additive
+    log terms into raw-scale interactions of every order; on silo and Lrzip that moved terms
+    just under the 10% cut above it (bench/RESULTS.md, "Sweeps", part E). ``analysis``
     (anova or anova-main) overrides the ANOVA's terms, which otherwise follow
     ``options.model``."""
     if options.conclude == "predicted" and len(result.measured) < len(space):
-        fitted = get_model(options.model)(
+        fitted = additive_model(options.model)(
             space, space.codes[result.measured], result.y, options.seed
         )
         values = fitted.predict(space.codes)

@@ -123,8 +123,16 @@ class _Smooth:
     RIDGE = 1e-3
     ADAPT_RANGE = 30.0
 
-    def __init__(self, space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> None:
+    def __init__(
+        self,
+        space: Space,
+        codes: np.ndarray,
+        y: np.ndarray,
+        seed: int,
+        scales: tuple[bool, ...] = (False, True),
+    ) -> None:
         self.n_levels = space.n_levels
+        self.scales = scales if np.all(y > 0) else (False,)  # log: every value positive
         ordered = [all(isinstance(v, (int, float)) for v in lv) for lv in space.levels]
         varied = [f for f, n in enumerate(self.n_levels) if n > 1]
         self.terms: list[tuple[int, ...]] = [(f,) for f in range(len(self.n_levels))]
@@ -234,7 +242,7 @@ class _Smooth:
         else:
             pen_base = block_diag(*penalties)
             gram = x.T @ x
-        for log in (False, True) if np.all(y > 0) else (False,):
+        for log in self.scales:
             target = np.log(y) if log else y
             mean = float(target.mean())
             t = target - mean
@@ -286,6 +294,17 @@ class _Smooth:
 
 def smooth_model(space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> Predictor:
     return _Smooth(space, codes, y, seed)
+
+
+def _smooth_raw_model(space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> Predictor:
+    return _Smooth(space, codes, y, seed, scales=(False,))
+
+
+def additive_model(name: str) -> Model:
+    """The model ``name`` as the conclusions' ANOVA needs its predictions: ``smooth`` fitted
+    on the metric's own scale only, any other as it is (see
+    :func:`washout.sweep.incremental.loop_conclusions`)."""
+    return _smooth_raw_model if name == "smooth" else get_model(name)
 
 
 MODELS: dict[str, Model] = {
