@@ -392,15 +392,17 @@ def loop_conclusions(
     values and the others with the terminating model's predictions: termination certified
     that the model predicts unmeasured settings well, and the ANOVA then sees the balanced
     full grid that the ``full`` analysis sees instead of an unbalanced sample. The predictions
-    are the terminating model's refitted on the metric's own scale (:func:`additive_model`):
-    the ANOVA splits the raw metric into additive terms, and a log-scale fit, exponentiated,
-    estimates each setting's median rather than its mean (Duan, JASA 1983) and turns additive
-    log terms into raw-scale interactions of every order; on silo and Lrzip that moved terms
-    just under the 10% cut above it (bench/RESULTS.md, "Sweeps", part E). ``analysis``
+    are the terminating model's refitted on the metric's own scale (:func:`additive_model`)
+    where that fit's leave-one-out R^2 meets the threshold too: the ANOVA splits the raw
+    metric into additive terms, and a log-scale fit, exponentiated, estimates each setting's
+    median rather than its mean (Duan, JASA 1983) and turns additive log terms into raw-scale
+    interactions of every order; on silo and Lrzip that moved terms just under the 10% cut
+    above it (bench/RESULTS.md, "Sweeps", part E). Where the raw fit falls short (a truly
+    multiplicative space) the model that terminated the loop predicts. ``analysis``
     (anova or anova-main) overrides the ANOVA's terms, which otherwise follow
     ``options.model``."""
     if options.conclude == "predicted" and len(result.measured) < len(space):
-        fitted = additive_model(options.model)(
+        fitted = additive_model(options.model, options.threshold)(
             space, space.codes[result.measured], result.y, options.seed
         )
         values = fitted.predict(space.codes)

@@ -165,7 +165,9 @@ class _Smooth:
             order3 = np.concatenate([order, [3] * sum(self._width(t) for t in triples)])
             error, _ = self._choose(x3, y, pen3, order3, lambdas, best)
             if error < best:  # _choose replaced the coefficients
-                self.terms = self.terms + triples
+                self.terms, best = self.terms + triples, error
+        spread = float(np.sum((y - y.mean()) ** 2))  # R^2 of the chosen fit's LOO predictions:
+        self.loo_r2 = 1.0 - best / spread if spread > 0 else np.nan
 
     def _term_variances(self, x: np.ndarray) -> np.ndarray:
         """Variance over the training settings of each term's fitted contribution."""
@@ -296,15 +298,19 @@ def smooth_model(space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> P
     return _Smooth(space, codes, y, seed)
 
 
-def _smooth_raw_model(space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> Predictor:
-    return _Smooth(space, codes, y, seed, scales=(False,))
-
-
-def additive_model(name: str) -> Model:
-    """The model ``name`` as the conclusions' ANOVA needs its predictions: ``smooth`` fitted
-    on the metric's own scale only, any other as it is (see
+def additive_model(name: str, threshold: float) -> Model:
+    """The model ``name`` as the conclusions' ANOVA needs its predictions: ``smooth`` refitted
+    on the metric's own scale when that fit's leave-one-out R^2 meets ``threshold`` itself,
+    else as leave-one-out error chose it; any other model as it is (see
     :func:`washout.sweep.incremental.loop_conclusions`)."""
-    return _smooth_raw_model if name == "smooth" else get_model(name)
+    if name != "smooth":
+        return get_model(name)
+
+    def fit(space: Space, codes: np.ndarray, y: np.ndarray, seed: int) -> Predictor:
+        raw = _Smooth(space, codes, y, seed, scales=(False,))
+        return raw if raw.loo_r2 >= threshold else _Smooth(space, codes, y, seed)
+
+    return fit
 
 
 MODELS: dict[str, Model] = {
