@@ -185,13 +185,18 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
         start = time.perf_counter()
         result = run_loop(space, lambda idx: space.y[idx], options)
         elapsed = time.perf_counter() - start
-        sample, _ = loop_conclusions(space, result, options)
+        sample, data = loop_conclusions(space, result, options)
+        left = np.setdiff1d(np.arange(len(space)), result.measured)
         runs.append(
             {
                 "seed": seed,
                 "rate": len(result.measured) / len(space),
                 "terminated": result.terminated,
                 "r2_unmeasured": unmeasured(space, result, options),
+                # the values the conclusions' ANOVA saw for the unmeasured settings
+                "r2_unmeasured_conclusions": r2_score(space.y[left], data.y[left])
+                if len(left) > 1
+                else np.nan,
                 **compare(sample, full),
                 "seconds": elapsed,
             }
@@ -205,6 +210,9 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
         "false_terminations": len(bad),
         "r2_unmeasured_min": float(np.nanmin([r["r2_unmeasured"] for r in runs])),
         "r2_unmeasured_median": float(np.nanmedian([r["r2_unmeasured"] for r in runs])),
+        "r2_unmeasured_conclusions_min": float(
+            np.nanmin([r["r2_unmeasured_conclusions"] for r in runs])
+        ),
         "terms_changed_median": float(np.median([r["terms_changed"] for r in runs])),
         "points_mismatch_median": float(np.median([r["points_mismatch"] for r in runs])),
         "points_moved_median": float(np.median([r["points_moved"] for r in runs])),

@@ -46,8 +46,9 @@ def _call(
 
 
 def test_explore_json_on_herd(capsys, monkeypatch) -> None:
-    """The default method on herd, seed 1: it stops within 7.5% with the full data's
-    important term and points (bench/sweep_quality.py measures every seed)."""
+    """The default method on herd, seed 1 (its slowest seed: 54 settings, where 8 of 10 seeds
+    stop at 27): it stops within the paper's 10% with the full data's important term and
+    points (bench/sweep_quality.py measures every seed)."""
     proc = _run(
         "explore",
         str(FIXTURES / "herd_ycsb.csv"),
@@ -91,7 +92,7 @@ def test_explore_json_on_herd(capsys, monkeypatch) -> None:
         ).stdout
     )
     assert out["method"] == "ours" and out["coding"] == "sum" and out["validation"] == "folds"
-    assert out["settings_measured"] <= 45  # at most 7.5% of the space
+    assert out["settings_measured"] <= 60  # at most the paper's 10% of the space
     important = [
         {t["term"] for t in r["significant_terms"] if t["share"] >= 0.1} for r in (out, full)
     ]

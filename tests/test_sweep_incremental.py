@@ -190,7 +190,9 @@ def test_adaptive_batches_start_small_and_grow_geometrically() -> None:
     # later, each batch adds at least a quarter of what is measured: few iterations
     assert all(b >= np.ceil(0.25 * a) for a, b in zip(sizes, steps[:-1]))  # last: capped
     assert len(sizes) < 25
-    assert sample_sizes(144, 0.02, 0.01, 1.25)[:3] == [2, 4, 6]
+    assert sample_sizes(144, 0.02, 0.01, 1.25)[:3] == [2, 12, 15]
+    # the first predicted batch holds HOLDOUT_MIN settings: the holdout rule can be met there
+    assert sample_sizes(600, 0.02, 0.01, 1.25, least=17)[:3] == [17, 27, 34]
 
 
 def test_holdout_pools_the_latest_batches_up_to_its_minimum() -> None:
@@ -203,6 +205,7 @@ def test_holdout_pools_the_latest_batches_up_to_its_minimum() -> None:
     assert HOLDOUT_MIN == 10  # 3 batches of 4 are the fewest that hold 10
     assert pooled_holdout(batches) == pytest.approx(sk_r2(*pooled))
     assert pooled_holdout([]) is None
+    assert pooled_holdout(batches[:2]) is None  # 8 settings predicted: no holdout R^2 yet
 
 
 def test_a_space_no_model_can_fit_ends_not_terminated_with_its_best_r2() -> None:
