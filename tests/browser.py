@@ -98,9 +98,12 @@ class Chromium:
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Chromium]:
-    """A Chromium shared by the tests of a module (import this fixture into the module)."""
+    """A Chromium shared by the tests of a module (import this fixture into the module),
+    closed after them: Playwright's driver process keeps two threads in the test process
+    while it runs, and a process with other threads never forks its report figures
+    (tests/test_report_parallel.py)."""
     browser = Chromium()
     try:
         yield browser

@@ -30,6 +30,20 @@ from washout.stats.order import analyze_order
 PARENT = os.getpid()
 
 
+@pytest.fixture(autouse=True)
+def no_other_threads() -> None:
+    """These tests need a process that may fork (run_jobs stays serial while other threads
+    run): what earlier tests left running must have ended, or the tests say which threads
+    are in the way rather than pass serially."""
+    deadline = time.monotonic() + 10
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread():
+                thread.join(timeout=0.1)
+    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+    assert not others, f"threads left running by earlier tests: {others}"
+
+
 def _meet(folder: Path, index: int, others: int) -> None:
     """Leave a mark for job ``index`` and wait until ``others`` + 1 jobs have: a job that
     waits for another can finish only if another process runs that one at the same time."""
