@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import washout
-from sshd import run_async, sshd_farm  # noqa: F401 (fixture)
+from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.store import Store
 from washout.harness.environment import MOMENT_FILES, moment_script, parse_capture, read_moment
@@ -194,3 +195,47 @@ def test_the_moment_reads_the_same_facts_in_process_as_by_script(tmp_path: Path)
     assert len(in_process["load"].split()) == len(by_script["load"].split()) == 3
     assert in_process["stat:absent"] == by_script["stat:absent"] == ""
     assert in_process["stat:present"] and by_script["stat:present"]
+
+
+@pytest.mark.ssh
+def test_over_ssh_the_check_before_a_run_runs_no_command_of_its_own(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    """Without provenance files an SSH worker's check before a run takes the moment's facts
+    the runner read after the last command (the previous run's last trial): the worker
+    runs the connection's check of ``timeout``, the session's capture (two commands) and
+    the trials, nothing else (each runs ``timeout``, here a wrapper that counts them), and
+    every run records the facts, fresh (the uptime moves on from run to run: each run
+    takes over 0.1 s)."""
+    (server,) = sshd_farm.start(1)
+    tools, log = tmp_path / "tools", tmp_path / "timeouts"
+    tools.mkdir()
+    wrapper = tools / "timeout"
+    wrapper.write_text(f'#!/bin/sh\necho x >> {log}\nexec {shutil.which("timeout")} "$@"\n')
+    wrapper.chmod(0o755)
+    server.stop()
+    server.config.write_text(
+        server.config.read_text().replace(
+            "SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={tools}:{os.environ['PATH']}"
+        )
+    )
+    server.start()
+    spec = tmp_path / "m.toml"
+    text = WATCHED.split("[provenance]")[0].replace("watched", "moment")
+    for name in ("a", "b"):
+        text += f'[[test]]\nname = "{name}"\ncommand = "sleep 0.06"\n'
+    spec.write_text(text + server.worker_toml("w", sshd_farm.known_hosts))
+    db = tmp_path / "m.db"
+    washout("run", spec, "--db", db, "--quiet")
+    store = Store.open(db)
+    try:
+        per_run = [c["data"] for c in store.environments() if c["run_index"] is not None]
+        trials = len(store.long_frame())
+    finally:
+        store.close()
+    assert (len(per_run), trials) == (6, 12)
+    assert len(log.read_text().split()) == 1 + 2 + trials
+    boot = Path(MOMENT_FILES["boot_id"][0]).read_text().strip()
+    assert all(c["boot_id"] == boot and len(c["load"].split()) == 3 for c in per_run)
+    uptimes = [float(c["uptime_s"]) for c in per_run]
+    assert uptimes == sorted(set(uptimes)), uptimes

@@ -272,3 +272,36 @@ def test_a_runner_killed_on_the_worker_is_noticed_and_its_command_lost(
     trial = _pids(pids, 3)
     wait_for(lambda: not any(alive(p) for p in trial), 15, "the trial outlived its runner")
     assert (again.status, again.stdout) == ("ok", b"again\n")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_files_read_after_each_command_come_back_with_its_end(
+    sshd_farm: SshdFarm, tmp_path: Path, shell: str
+) -> None:
+    """The first line of each file asked for is read after every command (after it ended:
+    a file the command wrote shows what it wrote), whatever its exit code; a missing file
+    gives "" and no error in the command's stderr; each read is taken once."""
+    executor = _executor(sshd_farm, shell, tmp_path / "bin")
+    mine, missing = tmp_path / "fact", tmp_path / "absent"
+    mine.write_text("one  two\nsecond line\n")
+    boot_id = "/proc/sys/kernel/random/boot_id"
+
+    async def go() -> list[tuple[CommandResult, dict[str, str] | None]]:
+        await _connect(executor, shell)
+        try:
+            executor.read_after((str(mine), str(missing), boot_id))
+            out = []
+            for command in ("echo a", f"echo late > {mine}; exit 3", "true"):
+                result = await executor.run(command, CommandOptions(timeout=60))
+                out.append((result, executor.take_read()))
+            out.append((result, executor.take_read()))
+            return out
+        finally:
+            await executor.close()
+
+    (first, read1), (failed, read2), _, (_, again) = run_async(go())
+    assert (first.stdout, first.stderr, failed.exit_code, failed.stderr) == (b"a\n", b"", 3, b"")
+    boot = Path(boot_id).read_text().strip()
+    assert read1 == {str(mine): "one  two", str(missing): "", boot_id: boot}
+    assert read2 == {str(mine): "late", str(missing): "", boot_id: boot}
+    assert again is None

@@ -31,6 +31,7 @@ from typing import Any
 from washout.errors import WorkerError
 from washout.harness.executors.base import CommandOptions, Executor
 from washout.harness.executors.local import LocalExecutor
+from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.secrets import redact, secret_values
 from washout.harness.spec import ProvenanceSpec
 
@@ -44,6 +45,8 @@ MOMENT_FILES = {
 }
 """Facts of the moment, read again before every run: the file each is the first line of,
 and how many of that line's words it keeps (the 1, 5 and 15 minute load averages)."""
+
+_MOMENT_PATHS = tuple(path for path, _ in MOMENT_FILES.values())
 
 _FACT = r"""fact() { printf '%s\t%s\n' "$1" "$2"; }
 first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
@@ -151,9 +154,19 @@ def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
 
 async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     """The moment's facts and the provenance files' signatures on a worker: in-process on
-    the local machine, one builtin-only script (plus ``stat`` per file) over SSH."""
+    the local machine, else one builtin-only script (plus ``stat`` per file).
+
+    Over SSH without provenance files, the runner reads the moment's files after every
+    command (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`, asked for
+    here the first time), so before a run they come from the end of the last command,
+    the previous run's last trial: no command of the check's own, and the run's first
+    trial follows a trial as every other trial does (bench/position_zero.py)."""
     if isinstance(executor, LocalExecutor):
         return read_moment(provenance, cwd)
+    if isinstance(executor, SSHExecutor) and not provenance.files:
+        executor.read_after(_MOMENT_PATHS)
+        if (read := executor.take_read()) is not None:
+            return {key: _keep(key, read[path]) for key, (path, _) in MOMENT_FILES.items()}
     result = await executor.run(moment_script(provenance), CommandOptions(timeout=60, cwd=cwd))
     if result.status != "ok":
         raise WorkerError(

@@ -76,6 +76,8 @@ class SSHExecutor:
         self._markers = markers(self._token)
         self._eot = f"@@washout:{self._token}:eot\n".encode()
         self._idle: list[Runner] = []
+        self._after: tuple[str, ...] = ()
+        self._read: dict[str, str] | None = None
 
     async def connect(self) -> None:
         """Open the connection (one attempt; a failure is this worker's one-line error)."""
@@ -99,20 +101,22 @@ class SSHExecutor:
             if self.link.given_up is None:
                 raise
             return self._lost(started, t0, str(err), None, cpus)
-        framed = request(
-            command,
-            token=self._token,
-            timeout=timeout,
-            cwd=options.cwd,
-            env=options.env,
-            cpus=cpus,
-            keep_stdout=output_tail > 0,
-            gnu_time=self.link.gnu_time,
-        )
         got = Capture(self._markers, self._eot, output_tail)
         runner = None
         try:
             runner = await self._runner(conn)
+            framed = request(
+                command,
+                token=self._token,
+                timeout=timeout,
+                cwd=options.cwd,
+                env=options.env,
+                cpus=cpus,
+                keep_stdout=output_tail > 0,
+                gnu_time=self.link.gnu_time,
+                read_after=None if runner.reads == self._after else self._after,
+            )
+            runner.reads = self._after
             runner.start(got, framed)
             backstop = None if timeout is None else timeout + KILL_GRACE + BACKSTOP_MARGIN
             if not await runner.wait(backstop):
@@ -146,6 +150,8 @@ class SSHExecutor:
         else:
             runner.close()
         code, worker_wall = got.end
+        if self._after and len(got.after) == len(self._after):
+            self._read = dict(zip(self._after, got.after, strict=True))
         duration = time.perf_counter() - t0 if worker_wall is None else worker_wall
         finished = datetime.now(UTC)
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).
@@ -178,6 +184,18 @@ class SSHExecutor:
             stdout_cut=got.out.cut,
             stderr_cut=got.err.cut,
         )
+
+    def read_after(self, paths: tuple[str, ...]) -> None:
+        """From the next command on, have the runner read the first line of each of these
+        files (no blanks or glob characters in their paths) after every command, outside
+        its timing, with shell builtins (see :mod:`~washout.harness.executors.ssh_wrapper`)."""
+        self._after = paths
+
+    def take_read(self) -> dict[str, str] | None:
+        """The first lines read after the last command that ended since the last call, by
+        path (None: none ended, or :meth:`read_after` was not called)."""
+        read, self._read = self._read, None
+        return read
 
     async def _runner(self, conn: asyncssh.SSHClientConnection) -> Runner:
         """An idle runner on ``conn``, else a new one (those on an older connection, or

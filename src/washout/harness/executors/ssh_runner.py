@@ -29,6 +29,8 @@ class Runner(asyncssh.SSHClientSession[bytes]):
         self.dropped: Exception | None = None
         """The connection's error when the channel ended with the connection."""
         self._waiter: asyncio.Future[None] | None = None
+        self.reads: tuple[str, ...] = ()
+        """The files this runner reads after each command (its ``a``, once set)."""
 
     @classmethod
     async def open(cls, conn: asyncssh.SSHClientConnection, command: str) -> Runner:

@@ -42,7 +42,13 @@ the same way whatever came before:
   (washout died, or the connection dropped) the watcher has the runner kill the
   command's group and exit, so a trial never outlives its controller on the worker; the
   controller sends nothing while a command runs, and the runner reaps the watcher before
-  it reports the end, so the watcher never takes a byte of the next request.
+  it reports the end, so the watcher never takes a byte of the next request;
+- after the command, outside its timing, the runner reads the first line of each file
+  the executor asked it to (``a``, sent once per runner; shell builtins, no fork) and
+  appends them to its end marker: the facts of the moment that the environment check
+  before each run would otherwise read with a command of its own
+  (:func:`washout.harness.environment.moment`), so that check costs no round trip,
+  and the first trial of a run follows a trial, as every other trial does.
 """
 
 from __future__ import annotations
@@ -61,15 +67,16 @@ KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
 GNU_TIME = "/usr/bin/time"
 """GNU time, used for ``max_rss`` when the worker has it (Debian package ``time``)."""
-MARKER_ROOM = 160
+MARKER_ROOM = 1024
 """Bytes of stderr kept from one chunk to the next so a marker line split between two
-chunks is still seen (a marker line is under 130 bytes)."""
+chunks is still seen (a marker line is under 130 bytes, plus the short first lines of
+the files read after the command: about 130 more for the moment's facts)."""
 
 RUNNER = """exec 3<&0
 need() { command -v "$1" >/dev/null 2>&1 && return
 printf 'washout: needs %s (%s), which is missing on the worker\\n' "$1" "$2" >&2; exit 127; }
 trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1
-g=
+g= a=
 while IFS= read -r n; do
 case $n in '' | *[!0-9]*) exit 2 ;; esac
 s=
@@ -88,7 +95,9 @@ wait "$g"; rc=$?
 t1=${EPOCHREALTIME:-$(date +%s.%N)}
 printf '%scpu1 ' "$m" >&2; times >&2
 kill -s KILL -- -"$g" "$w" 2>/dev/null; wait "$w" 2>/dev/null
-printf '%send %s %s %s\\n' "$m" "$rc" "$t0" "$t1" >&2
+f=
+for p in $a; do v=; read -r v 2>/dev/null <"$p"; f="$f\t$v"; done
+printf '%send %s %s %s%s\\n' "$m" "$rc" "$t0" "$t1" "$f" >&2
 printf '%seot\\n' "$m"
 g=
 done
@@ -100,7 +109,9 @@ the command runs between the two clock readings with nothing else: the watcher i
 started before the first, and ``x`` only changes directory, exports and execs
 ``taskset``/``timeout`` (and GNU ``time``, which fork the command and then only wait).
 Until ``timeout`` has made its group (its first step), the group is only its own
-process, so every kill names that process too. An unframed or cut request ends it."""
+process, so every kill names that process too. ``a`` (set by a request, kept by the
+runner) lists the files whose first lines follow the end marker's fields, each after a
+tab. An unframed or cut request ends it."""
 
 
 def remote_path(path: str) -> str:
@@ -132,6 +143,7 @@ def request(
     cpus: str | None,
     keep_stdout: bool = True,
     gnu_time: bool = False,
+    read_after: tuple[str, ...] | None = None,
 ) -> bytes:
     """One command for the runner, framed: the number of lines, then a shell text that
     sets ``m`` and defines ``x`` (see :data:`RUNNER`).
@@ -140,10 +152,15 @@ def request(
     the one missing), and execs the command under ``timeout``. Without ``keep_stdout``
     the command's stdout is /dev/null (``output_tail = 0``); with ``gnu_time`` (the worker
     has GNU time 1.8 or later, whose ``-q`` keeps it from adding lines of its own to
-    stderr) the command runs under it for ``max_rss``.
+    stderr) the command runs under it for ``max_rss``. ``read_after`` (paths without
+    blanks or glob characters) sets the files the runner reads after this command and
+    every later one (:data:`RUNNER`); None leaves the runner's list as it is.
     """
     mark = f"@@washout:{token}:"
     lines = [f"m={shlex.quote(mark)}", "x() {"]
+    if read_after is not None:
+        assert not any(set(path) & set(" \t\n*?[") for path in read_after), read_after
+        lines.insert(0, f"a={shlex.quote(' '.join(read_after))}")
     if cwd:
         lines.append(f"cd -- {remote_path(cwd)} || exit 1")
     for key, value in (env or {}).items():
@@ -218,6 +235,8 @@ class Capture:
         self.group: int | None = None
         self.end: tuple[int, float | None] | None = None
         self.resources: dict[str, float] = {}
+        self.after: list[str] = []
+        """The first lines of the files the runner read after the command (``a``)."""
         self._cpu: dict[bytes, tuple[float, float]] = {}
         self._recent = b""
         self._held = b""
@@ -254,12 +273,14 @@ class Capture:
                 if (cpu := children_cpu(m.group("times"))) is not None:
                     self._cpu[m.group("cpu")] = cpu
                 continue
-            kind, fields = m.group("kind"), m.group("rest").split()
+            kind, (head, *after) = m.group("kind"), m.group("rest").split(b"\t")
+            fields = head.split()
             if kind == b"pgid" and len(fields) == 1 and fields[0].isdigit():
                 self.group = self.group or int(fields[0])
             elif kind == b"rss" and len(fields) == 1 and fields[0].isdigit():
                 self.resources["max_rss"] = int(fields[0]) * 1024.0  # GNU time: KiB
             elif kind == b"end" and len(fields) == 3 and fields[0].lstrip(b"-").isdigit():
+                self.after = [v.decode("utf-8", errors="replace") for v in after]
                 t0, t1 = nanoseconds(fields[1]), nanoseconds(fields[2])
                 wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
                 self.end = int(fields[0]), wall
