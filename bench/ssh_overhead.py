@@ -10,10 +10,11 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
    time where the worker has it, with the worker-side clock and CPU times; marker
    parsing), and the same without GNU time (what ``max_rss`` costs);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
-   (provenance capture once per run, SQLite writes, progress), via the library: over the
-   whole session (connecting and the first capture included), and from the first trial's
-   start to the last one's end (the steady state: trials, each run's environment check and
-   the store's writes).
+   (the whole capture once, the check before each run, which without provenance files
+   takes the facts the runner read after the previous trial, SQLite writes, progress),
+   via the library: over the whole session (connecting and the first capture included),
+   and from the first trial's start to the last one's end (the steady state: trials, each
+   run's environment check and the store's writes).
 
 Layers 1 and 2 alternate round by round (a shared machine's changing load weighs on both
 alike; compare their ratio). For each: controller CPU per trial (``time.process_time`` of

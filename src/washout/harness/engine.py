@@ -355,8 +355,10 @@ class _Worker:
 
         Trial 0 must follow washout's own work as every later trial follows its
         predecessor: a process just run on the worker through its executor, then only
-        washout's commits, then the trial. A reset command is that process, and so is the
-        environment check of an SSH worker (a script on the worker); the local check reads
+        washout's commits, then the trial. A reset command is that process; over SSH so is
+        the previous run's last trial, or the session's capture before its first run (the
+        check takes what the runner read after it), or with provenance files the check's
+        own script on the worker; the local check reads
         files in-process, so on the local machine without a reset a no-op runs after the
         reset's record, and the run-level work before it leaves no mark on position 0
         (bench/position_zero.py). A run of one test has no later position to differ
