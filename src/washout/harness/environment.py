@@ -11,10 +11,12 @@ once per session and worker (:meth:`EnvironmentWatch.capture`). Before each run 
 can change is read again (:meth:`EnvironmentWatch.before_run`): the moment's facts and a
 signature of each provenance file (size, inode, device, change and modification times),
 in-process on the local machine and with one shell script of builtins (and ``stat`` per
-file) over SSH. A new boot id (a reboot reset) or a changed signature brings the whole
-capture back, so a file rebuilt mid-experiment is still hashed and caught before the next
-run, while a run without changes costs no shell and no process locally: washout's work
-before a run stays small and in front of the reset (bench/position_zero.py).
+file) over SSH, or without provenance files from what the SSH worker's runner read after
+the last command (:func:`moment`). A new boot id (a reboot reset) or a changed signature
+brings the whole capture back, so a file rebuilt mid-experiment is still hashed and caught
+before the next run, while a run without changes costs no shell and no process locally
+(and no command over SSH without provenance files): washout's work before a run stays
+small and in front of the reset (bench/position_zero.py).
 """
 
 from __future__ import annotations
