@@ -48,8 +48,6 @@ MOMENT_FILES = {
 """Facts of the moment, read again before every run: the file each is the first line of,
 and how many of that line's words it keeps (the 1, 5 and 15 minute load averages)."""
 
-_MOMENT_PATHS = tuple(path for path, _ in MOMENT_FILES.values())
-
 _FACT = r"""fact() { printf '%s\t%s\n' "$1" "$2"; }
 first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
 """
@@ -158,23 +156,29 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
     """The moment's facts and the provenance files' signatures on a worker: in-process on
     the local machine, else one builtin-only script (plus ``stat`` per file).
 
-    Over SSH without provenance files, the runner reads the moment's files after every
-    command (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`, asked for
-    here the first time), so before a run they come from the end of the last command,
-    the previous run's last trial: no command of the check's own, and the run's first
-    trial follows a trial as every other trial does (bench/position_zero.py)."""
+    Over SSH without provenance files, after the script's first run the runner reads the
+    moment's files after every command
+    (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`), so before a run they
+    come from the end of the last command, the previous run's last trial: no command of
+    the check's own, and the run's first trial follows a trial as every other trial does
+    (bench/position_zero.py). Only the files the script found are read (a VM may have no
+    cpufreq or thermal zone); one that appears later is seen by the next session.
+    """
     if isinstance(executor, LocalExecutor):
         return read_moment(provenance, cwd)
-    if isinstance(executor, SSHExecutor) and not provenance.files:
-        executor.read_after(_MOMENT_PATHS)
-        if (read := executor.take_read()) is not None:
-            return {key: _keep(key, read[path]) for key, (path, _) in MOMENT_FILES.items()}
+    reads = executor if isinstance(executor, SSHExecutor) and not provenance.files else None
+    if reads is not None and (read := reads.take_read()) is not None:
+        return {key: _keep(key, read.get(path, "")) for key, (path, _) in MOMENT_FILES.items()}
     result = await executor.run(moment_script(provenance), CommandOptions(timeout=60, cwd=cwd))
     if result.status != "ok":
         raise WorkerError(
             f"{executor.name}: cannot read the environment before a run: {result.reason}"
         )
-    return parse_capture(result.stdout.decode("utf-8", errors="replace"))
+    facts = parse_capture(result.stdout.decode("utf-8", errors="replace"))
+    if reads is not None:
+        found = tuple(path for key, (path, _) in MOMENT_FILES.items() if facts.get(key))
+        reads.read_after(found)
+    return facts
 
 
 async def capture(

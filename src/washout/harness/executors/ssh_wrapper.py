@@ -96,7 +96,7 @@ t1=${EPOCHREALTIME:-$(date +%s.%N)}
 printf '%scpu1 ' "$m" >&2; times >&2
 kill -s KILL -- -"$g" "$w" 2>/dev/null; wait "$w" 2>/dev/null
 f=
-for p in $a; do v=; read -r v 2>/dev/null <"$p"; f="$f\t$v"; done
+for p in $a; do v=; read -r v <"$p"; f="$f\t$v"; done 2>/dev/null
 printf '%send %s %s %s%s\\n' "$m" "$rc" "$t0" "$t1" "$f" >&2
 printf '%seot\\n' "$m"
 g=
