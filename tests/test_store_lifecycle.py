@@ -329,3 +329,31 @@ def test_the_guarantees_page_lists_every_exit_code() -> None:
     page = (ROOT / "docs" / "guarantees.md").read_text()
     listed = {int(code) for code in re.findall(r"^\| (\d+) \|", page, re.M)}
     assert listed == {int(code) for code in ExitCode}
+
+
+def test_the_log_is_folded_into_the_store_between_runs_never_between_two_trials(
+    tmp_path: Path,
+) -> None:
+    """Every trial reads the size of the store's main file: a checkpoint (the log copied
+    into it and both synced: tens of ms, once up to half a second) changes it. Within a
+    run it never changes; between runs it does, more than once. (Before, SQLite's
+    automatic checkpoint came whenever a commit filled 1,000 pages of log: mid-run.)"""
+    db = tmp_path / "s.db"
+    lines = ["[experiment]", 'name = "checkpoints"', "runs = 120", "seed = 3"]
+    for name in ("a", "b", "c", "d", "e"):
+        lines += ["[[test]]", f'name = "{name}"', f'command = "stat -c %s {db}"']
+    spec = tmp_path / "checkpoints.toml"
+    spec.write_text("\n".join(lines) + "\n")
+    washout("run", spec, "--db", db, "--quiet", timeout=300)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute(
+            "SELECT t.run_id, t.stdout_tail FROM trial t WHERE t.status = 'ok' ORDER BY t.id"
+        ).fetchall()
+    assert len(rows) == 5 * 2 * 120
+    sizes: dict[int, set[int]] = {}
+    for run, out in rows:
+        sizes.setdefault(run, set()).add(int(out))
+    assert all(len(seen) == 1 for seen in sizes.values()), {
+        run: seen for run, seen in sizes.items() if len(seen) > 1
+    }
+    assert len({seen.pop() for seen in sizes.values()}) > 1  # checkpoints did happen

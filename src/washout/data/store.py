@@ -338,6 +338,13 @@ def is_store(path: str | Path) -> bool:
         return False
 
 
+CHECKPOINT_COMMITS = 1000
+"""Commits between two checkpoints while an experiment runs (:meth:`Store.hold_checkpoints`):
+about 4,300 log pages (17 MB) at the 4-4.3 pages per commit of a run of `true` (measured),
+where SQLite's automatic checkpoint comes every 1,000 pages. Larger gains nothing: a
+checkpoint's cost grew with the pages it copied (45 ms per 1,000 commits here)."""
+
+
 class Store:
     """An experiment's SQLite database."""
 
@@ -355,10 +362,13 @@ class Store:
         self._columnar = columnar  # has the columnar tables (older stores may not)
         self._lock_fd: int | None = None
         self._deferred: list[tuple[str, tuple[object, ...]]] = []
-        self._new_runs: dict[tuple[int, int], int] = {}
-        """Run ids this object chose, by (worker id, run index): a deferred row is not
-        in the table yet."""
         """Writes that go with the next transaction (``defer`` of :meth:`_write`)."""
+        self._runs: dict[tuple[int, int], int] | None = None
+        """Every run's id by (worker id, run index), read once by the writer and kept up to
+        date by it (a deferred row is not in the table yet): :meth:`run_id`."""
+        self._next_run = 0
+        self._commits = 0
+        """Commits since the log was last folded into the file (:meth:`checkpoint_if_due`)."""
 
     # -- opening -----------------------------------------------------------------------
     @staticmethod
@@ -615,6 +625,7 @@ class Store:
                     self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
+            self._commits += 1
         except sqlite3.OperationalError as err:
             if self.conn.in_transaction:
                 try:
@@ -622,6 +633,29 @@ class Store:
                 except sqlite3.Error:
                     pass  # SQLite rolled back on its own (it may, on SQLITE_FULL)
             raise self._write_error(err) from None
+
+    def hold_checkpoints(self) -> None:
+        """Fold the log into the store only when :meth:`checkpoint_if_due` says so, not when
+        a commit happens to fill it (SQLite's automatic checkpoint, every 1,000 pages).
+
+        A checkpoint copies the log into the file and syncs both: 18-550 ms stalls
+        between two trials of a run were measured (bench/RESULTS.md, "Engine overhead per
+        trial"); the engine calls :meth:`checkpoint_if_due` before a run's environment check
+        and reset, where a pause changes nothing that is measured. Fewer, larger
+        checkpoints also copy a page changed by many commits once. A crash loses nothing:
+        the log is the committed data (SQLite documentation, "Write-Ahead Logging")."""
+        self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def checkpoint_if_due(self) -> None:
+        """Fold the log into the store if :data:`CHECKPOINT_COMMITS` commits went into it
+        since the last time; PASSIVE, so a reader of the live store (``washout status``)
+        is never waited for (what it still reads is folded next time)."""
+        if self._commits >= CHECKPOINT_COMMITS:
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.OperationalError as err:
+                raise self._write_error(err) from None
+            self._commits = 0
 
     def _write(self, statements: list[tuple[str, tuple[object, ...]]], defer: bool) -> None:
         """Statements in one transaction now, or with ``defer`` in the next transaction
@@ -740,16 +774,15 @@ class Store:
         """The run's row, created as ``pending`` the first time (with ``defer``, created with
         the next transaction: the run's first trial's start). Its id is chosen here, which
         this process may do as the store's one writer (:meth:`lock`)."""
+        if self._runs is None:  # read once, not two queries per run
+            rows = self.conn.execute("SELECT worker_id, idx, id FROM run")
+            self._runs = {(w, i): run for w, i, run in rows}
+            self._next_run = max(self._runs.values(), default=0) + 1
         key = (worker_id, index)
-        if key in self._new_runs:
-            return self._new_runs[key]
-        row = self.conn.execute(
-            "SELECT id FROM run WHERE worker_id = ? AND idx = ?", key
-        ).fetchone()
-        if row is not None:
-            return int(row[0])
-        (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM run").fetchone()
-        new = self._new_runs[key] = max([last, *self._new_runs.values()]) + 1
+        if key in self._runs:
+            return self._runs[key]
+        new = self._runs[key] = self._next_run
+        self._next_run += 1
         sql = (
             "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
             " VALUES (?, ?, ?, ?, ?, 'pending')"

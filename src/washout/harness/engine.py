@@ -617,6 +617,7 @@ class _Worker:
             log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
+                    self.store.checkpoint_if_due()
                     await self.check_environment(run.index)
                     await self.reset(run_id)
                     await self.run_trials(run.index, run_id, list(run.tests))
@@ -860,6 +861,7 @@ def execute(
     ``Outcome.terminated``.
     """
     store.lock()
+    store.hold_checkpoints()  # the log is folded in before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(
         db=store.path,
