@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import is_in
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.kruskal import Samples, chi2_sf_1, kruskal_two
@@ -91,7 +92,7 @@ def collect_samples(
             f"{source}: column(s) {', '.join(absent)} missing "
             f"(columns present: {', '.join(map(str, df.columns))})"
         )
-    compared = _is_in(df["order"], ORDERS)
+    compared = is_in(df["order"], ORDERS)
     frame = df if compared.all() else df.loc[compared]
     key_cols = ["test", "metric"] + (["worker"] if by_worker else [])
     if by_worker and "worker" not in frame.columns:
@@ -122,8 +123,8 @@ def collect_samples(
         for t, m, w in zip(parts[0], parts[1], workers)
     ]
 
-    o = _is_in(frame["order"], ("random",))
-    status_ok = _is_in(frame["status"], ("ok",))
+    o = is_in(frame["order"], ("random",))
+    status_ok = is_in(frame["status"], ("ok",))
     all_values = _values(frame, source)
     missing = status_ok & np.isnan(all_values)
     ok = status_ok & ~missing
@@ -190,21 +191,6 @@ def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     distinct = np.flatnonzero(present)
     rank = np.cumsum(present) - 1
     return rank[keys], distinct
-
-
-def _is_in(column: pd.Series, wanted: tuple[str, ...]) -> np.ndarray:
-    """Boolean mask of ``column`` in ``wanted``, through its few distinct values: a
-    categorical's own codes, else the codes of one hashing pass (much cheaper than comparing
-    millions of strings)."""
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, levels = column.cat.codes.to_numpy(), column.cat.categories
-    else:
-        codes, levels = pd.factorize(column)
-    hit = np.array([level in wanted for level in levels] + [False])  # code -1: missing
-    return hit[codes]
 
 
 def _min_p(n_fixed: np.ndarray, n_random: np.ndarray) -> np.ndarray:

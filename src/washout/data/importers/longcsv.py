@@ -16,7 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, label_column
+from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, is_in, label_column
 from washout.errors import SourceError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def check_choice(frame: pd.DataFrame, column: str, allowed: tuple[str, ...], pat
     """A one-line error at the first row whose ``column`` is not one of ``allowed``."""
     import numpy as np
 
-    bad = ~frame[column].isin(allowed).to_numpy()
+    bad = ~is_in(frame[column], allowed)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise SourceError.at(
