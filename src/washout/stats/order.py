@@ -97,8 +97,8 @@ def collect_samples(
     key_cols = ["test", "metric"] + (["worker"] if by_worker else [])
     if by_worker and "worker" not in frame.columns:
         frame = frame.assign(worker="local")
-    combined = np.zeros(len(frame), dtype=np.int64)
     uniques: list[Any] = []
+    columns = []
     for col in key_cols:
         codes, levels = _first_seen_codes(frame[col])
         if (codes < 0).any():
@@ -106,9 +106,15 @@ def collect_samples(
             raise WashoutError.at(
                 f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing"
             )
-        combined *= len(levels)
-        combined += codes
+        columns.append(codes)
         uniques.append(levels)
+    # The key columns in mixed radix, in the smallest integer type that holds every
+    # combination: each pass over millions of rows costs its fresh memory's page faults.
+    combinations = math.prod(len(levels) for levels in uniques)
+    combined: np.ndarray = columns[0].astype(np.int32 if combinations < 2**31 else np.int64)
+    for codes, levels in zip(columns[1:], uniques[1:]):
+        np.multiply(combined, len(levels), out=combined)
+        np.add(combined, codes, out=combined)
     gcodes, gvals = _dense_codes(combined)
     n_groups = len(gvals)
     rest = np.asarray(gvals, dtype=np.int64)
@@ -129,7 +135,9 @@ def collect_samples(
     missing = status_ok & np.isnan(all_values)
     ok = status_ok & ~missing
     key_type = np.min_scalar_type(max(2 * n_groups - 1, 0))  # 16 bits for < 32,768 comparisons
-    slot = (gcodes * 2 + o).astype(key_type)
+    gcodes *= 2
+    gcodes += o
+    slot = gcodes.astype(key_type)
     excluded = np.bincount(slot[~ok], minlength=2 * n_groups).reshape(n_groups, 2)
     no_value = np.bincount(slot[missing], minlength=2 * n_groups).reshape(n_groups, 2)
     values = all_values[ok]
@@ -171,7 +179,8 @@ def _first_seen_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     raw = column.cat.codes.to_numpy()
     seen = pd.unique(raw)
     seen = seen[seen >= 0]
-    renumber = np.full(len(column.cat.categories) + 1, -1, dtype=np.int64)
+    small = np.min_scalar_type(-len(column.cat.categories) - 1)
+    renumber = np.full(len(column.cat.categories) + 1, -1, dtype=small)
     renumber[seen] = np.arange(len(seen))  # renumber[-1]: a missing value stays -1
     levels = np.asarray(column.cat.categories, dtype=object)[seen]
     return renumber[raw], levels
@@ -179,8 +188,9 @@ def _first_seen_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(keys, sort=True)`` of non-negative integer keys: the rank of each key
-    among the distinct ones, and those keys ascending. Keys below a few times the row count
-    (every test x metric x worker combination, as a rule) are counted, not hashed."""
+    among the distinct ones (int64, or int32 when counted), and those keys ascending. Keys
+    below a few times the row count (every test x metric x worker combination, as a rule)
+    are counted, not hashed."""
     import numpy as np
     import pandas as pd
 
@@ -189,7 +199,7 @@ def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return codes, np.asarray(distinct, dtype=np.int64)
     present = np.bincount(keys) > 0
     distinct = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
+    rank = (np.cumsum(present) - 1).astype(np.int32)
     return rank[keys], distinct
 
 
