@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from washout.cli.app import app
 from washout.errors import WashoutError
 
+if TYPE_CHECKING:
+    from washout.stats.compare import Comparison
+    from washout.stats.order import OrderAnalysis
+    from washout.stats.why import Why
+
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
+T = TypeVar("T")
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -85,7 +93,9 @@ def analyze_command(
 
     alone = not (carryover or drift or claim or compat)
     trials, info = load_trials(
-        source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None
+        source,
+        (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None,
+        defer_checks=alone,
     )
     claims = list(claim)
     if info.kind == "store":  # only a store has a spec (pydantic models: 0.05 s to import)
@@ -126,43 +136,55 @@ def analyze_command(
     )
     from washout.stats.order import analyze_order
 
-    comparison = None
-    if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
-        from washout.report.terminal import metric_value
+    def results() -> tuple[Comparison | None, OrderAnalysis, Why | None]:
+        """The comparison, the order analysis and why order mattered."""
+        comparison = None
+        if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
+            from washout.report.terminal import metric_value
 
-        shown = compared_metric(trials, metric) or "wall"
-        # the runs pair the tests: a source read for the order analysis alone lacks them
-        # (a store read again with each trial's CPU time and RSS, which the table shows)
-        every = (
-            trials
-            if "run" in trials.columns and info.kind != "store"
-            else load_trials(source, resources=True)[0]
-        )
-        comparison = compare_tests(
-            every,
-            metric=shown,
-            alpha=alpha,
-            correction=correction,
-            describe=lambda v: metric_value(shown, v),
-        )
-    trials = without_resource_metrics(trials, metric)
-    analysis = analyze_order(
-        trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
-    )
-    found = None
-    if why:
-        from washout.stats.why import explain
-
-        found = explain(
-            trials,
-            carryover=carryover,
-            drift=drift,
-            claims=claims,
+            shown = compared_metric(trials, metric) or "wall"
+            # the runs pair the tests: a source read for the order analysis alone lacks them
+            # (a store read again with each trial's CPU time and RSS, which the table shows)
+            every = (
+                trials
+                if "run" in trials.columns and info.kind != "store"
+                else load_trials(source, resources=True)[0]
+            )
+            comparison = compare_tests(
+                every,
+                metric=shown,
+                alpha=alpha,
+                correction=correction,
+                describe=lambda v: metric_value(shown, v),
+            )
+        analysed = without_resource_metrics(trials, metric)
+        analysis = analyze_order(
+            analysed,
             alpha=alpha,
             correction=correction,
             by_worker=by_worker,
-            metric=metric,
+            ci_confidence=ci_confidence,
         )
+        found = None
+        if why:
+            from washout.stats.why import explain
+
+            found = explain(
+                analysed,
+                carryover=carryover,
+                drift=drift,
+                claims=claims,
+                alpha=alpha,
+                correction=correction,
+                by_worker=by_worker,
+                metric=metric,
+            )
+        return comparison, analysis, found
+
+    # A long CSV's row checks run in a forked child meanwhile; a failed one is the error.
+    comparison, analysis, found = (
+        results() if info.check is None else _beside_check(info.check, results)
+    )
     if fmt == "json":
         compared = {"comparison": comparison.to_dict()} if comparison else {}
         why_found = found.to_dict() if found else {}
@@ -177,6 +199,27 @@ def analyze_command(
             _print_table("\n".join(render_words(found)))
         if comparison is not None and comparison.summaries:
             _print_table(render_comparison(comparison))
+
+
+def _beside_check(check: Callable[[], None], work: Callable[[], T]) -> T:
+    """``work()``, done while a forked child runs ``check`` (:func:`washout.report.parallel.beside`:
+    on a second core, else one after the other). A failed check raises its one-line error,
+    before any error of ``work``'s, which the bad rows it found would explain."""
+    from washout.report.parallel import beside
+
+    done: dict[str, Any] = {}
+
+    def meanwhile() -> None:
+        try:
+            done["result"] = work()
+        except Exception as err:  # shown only if the rows pass their check
+            done["error"] = err
+
+    beside(check, meanwhile)
+    if "error" in done:
+        raise done["error"]
+    result: T = done["result"]
+    return result
 
 
 def _json_document(document: dict) -> str:
