@@ -195,7 +195,9 @@ def read_long_csv(
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise SourceError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
-    _labels(frame)
+    # A column read only for the check (worker, when the caller does not want it) stays
+    # text: the check hashes it anyway, and may run beside the caller's analysis.
+    _labels(frame, [c for c in LABELS if c in frame.columns and c in wanted])
     # An empty value is a trial without one (failed, or output that gave no number).
     frame["value"] = numeric_column(frame, "value", path, allow_empty=True)
     checked = frame[[c for c in ("order", "status", *TRIAL_KEY) if c in frame.columns]]
@@ -213,8 +215,9 @@ def read_long_csv(
     return frame[list(wanted)], check
 
 
-def _labels(frame: pd.DataFrame) -> None:
-    """Make the label columns of ``frame`` categoricals with sorted categories, in place.
+def _labels(frame: pd.DataFrame, present: list[str]) -> None:
+    """Make the label columns ``present`` of ``frame`` categoricals with sorted categories,
+    in place.
 
     Each column is hashed once (:func:`_categorical`), the columns on as many threads as
     there are cores: on pandas' Arrow strings the hashing runs without the GIL (0.23 s ->
@@ -226,7 +229,6 @@ def _labels(frame: pd.DataFrame) -> None:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    present = [c for c in LABELS if c in frame.columns]
     columns = [frame[c] for c in present]
     with ThreadPoolExecutor(max_workers=max(1, min(len(present), os.cpu_count() or 1))) as pool:
         categoricals = list(pool.map(_categorical, columns))
