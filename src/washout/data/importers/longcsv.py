@@ -126,10 +126,14 @@ def numeric_column(
     import pandas as pd
 
     raw = frame[column]
-    values = pd.to_numeric(raw, errors="coerce").astype(float)
-    empty = raw.isna().to_numpy()
-    if raw.dtype.kind not in "fiub":
-        empty = empty | (raw.astype(str).str.strip() == "").to_numpy()
+    if raw.dtype == np.float64:  # parsed as numbers already: NaN is an empty cell
+        values = raw
+        empty = np.isnan(raw.to_numpy())
+    else:
+        values = pd.to_numeric(raw, errors="coerce").astype(float)
+        empty = raw.isna().to_numpy()
+        if raw.dtype.kind not in "fiub":
+            empty = empty | (raw.astype(str).str.strip() == "").to_numpy()
     allowed = allow_empty.to_numpy() if isinstance(allow_empty, pd.Series) else allow_empty
     bad = ~np.isfinite(values.to_numpy()) & ~(empty & allowed)
     if bad.any():
