@@ -14,10 +14,10 @@ from washout.errors import WashoutError
 if TYPE_CHECKING:
     from washout.stats.compare import Comparison
     from washout.stats.order import OrderAnalysis
-    from washout.stats.why import Why
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -97,19 +97,8 @@ def analyze_command(
         (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None,
         defer_checks=alone,
     )
-    claims = list(claim)
-    if info.kind == "store":  # only a store has a spec (pydantic models: 0.05 s to import)
-        from washout.harness.spec import stored_claims
-
-        claims += stored_claims(source)
-    why = carryover or drift or bool(claims)
-    if why and (compat or fmt == "csv"):
-        raise WashoutError(
-            "--carryover, --drift and --claim (or claims in the spec) go with "
-            "--format table or json, without --compat"
-        )
-
     if compat == "ordersage":
+        _refuse_why(carryover or drift or bool([*claim, *_spec_claims(source, info.kind)]))
         from washout.stats.ordersage_compat import ordersage_stats
 
         frame = ordersage_stats(
@@ -136,8 +125,8 @@ def analyze_command(
     )
     from washout.stats.order import analyze_order
 
-    def results() -> tuple[Comparison | None, OrderAnalysis, Why | None]:
-        """The comparison, the order analysis and why order mattered."""
+    def results() -> tuple[Comparison | None, OrderAnalysis]:
+        """The comparison and the order analysis."""
         comparison = None
         if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
             from washout.report.terminal import metric_value
@@ -165,26 +154,37 @@ def analyze_command(
             by_worker=by_worker,
             ci_confidence=ci_confidence,
         )
-        found = None
-        if why:
-            from washout.stats.why import explain
+        return comparison, analysis
 
-            found = explain(
-                analysed,
-                carryover=carryover,
-                drift=drift,
-                claims=claims,
-                alpha=alpha,
-                correction=correction,
-                by_worker=by_worker,
-                metric=metric,
-            )
-        return comparison, analysis, found
+    # Beside the analysis, in a forked child: a long CSV's row checks (a failed one is the
+    # error), or the claims of a store's spec (its pydantic models take 0.05 s to import).
+    def rows_and_claims() -> list[str]:
+        if info.check is not None:
+            info.check()
+        return _spec_claims(source, info.kind)
 
-    # A long CSV's row checks run in a forked child meanwhile; a failed one is the error.
-    comparison, analysis, found = (
-        results() if info.check is None else _beside_check(info.check, results)
-    )
+    if info.check is None and info.kind != "store":
+        stored, (comparison, analysis) = rows_and_claims(), results()
+    else:
+        stored, (comparison, analysis) = _beside_work(rows_and_claims, results)
+    claims = [*claim, *stored]
+    why = carryover or drift or bool(claims)
+    if fmt == "csv":
+        _refuse_why(why)
+    found = None
+    if why:
+        from washout.stats.why import explain
+
+        found = explain(
+            without_resource_metrics(trials, metric),
+            carryover=carryover,
+            drift=drift,
+            claims=claims,
+            alpha=alpha,
+            correction=correction,
+            by_worker=by_worker,
+            metric=metric,
+        )
     if fmt == "json":
         compared = {"comparison": comparison.to_dict()} if comparison else {}
         why_found = found.to_dict() if found else {}
@@ -201,10 +201,29 @@ def analyze_command(
             _print_table(render_comparison(comparison))
 
 
-def _beside_check(check: Callable[[], None], work: Callable[[], T]) -> T:
-    """``work()``, done while a forked child runs ``check`` (:func:`washout.report.parallel.beside`:
-    on a second core, else one after the other). A failed check raises its one-line error,
-    before any error of ``work``'s, which the bad rows it found would explain."""
+def _spec_claims(source: Path, kind: str) -> list[str]:
+    """The claims of a store's spec (only a store has one); none for other sources."""
+    if kind != "store":
+        return []
+    from washout.harness.spec import stored_claims
+
+    return stored_claims(source)
+
+
+def _refuse_why(why: bool) -> None:
+    """The one-line error for carryover, drift or claims with an output that cannot say them."""
+    if why:
+        raise WashoutError(
+            "--carryover, --drift and --claim (or claims in the spec) go with "
+            "--format table or json, without --compat"
+        )
+
+
+def _beside_work(job: Callable[[], T], work: Callable[[], U]) -> tuple[T, U]:
+    """``job()`` from a forked child and ``work()`` from this process, at once
+    (:func:`washout.report.parallel.beside`; one after the other without a second core).
+    An error of ``job``'s (a failed check) is raised first: ``work``'s own error, which the
+    bad rows would explain, only when ``job`` succeeds."""
     from washout.report.parallel import beside
 
     done: dict[str, Any] = {}
@@ -212,14 +231,14 @@ def _beside_check(check: Callable[[], None], work: Callable[[], T]) -> T:
     def meanwhile() -> None:
         try:
             done["result"] = work()
-        except Exception as err:  # shown only if the rows pass their check
+        except Exception as err:  # shown only if ``job`` succeeds
             done["error"] = err
 
-    beside(check, meanwhile)
+    first = beside(job, meanwhile)
     if "error" in done:
         raise done["error"]
-    result: T = done["result"]
-    return result
+    result: U = done["result"]
+    return first, result
 
 
 def _json_document(document: dict) -> str:
