@@ -12,6 +12,7 @@ from conftest import ARTIFACT, MEMCACHED, NPBENCH
 from test_stats_ordersage_compat import assert_matches_node_stats
 
 from washout.data.sources import load_trials
+from washout.errors import WashoutError
 from washout.stats.order import JSON_TEST_KEYS, analyze_order
 
 WASHOUT = Path(sys.executable).parent / "washout"
@@ -178,6 +179,44 @@ def test_bad_input_is_one_line_naming_file_line_field_value(tmp_path: Path) -> N
     missing = analyze(tmp_path / "absent.csv")
     assert missing.returncode == 2 and "absent.csv: no such file" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["json", "table", "csv"])
+def test_rows_checked_beside_the_analysis_still_stop_it(tmp_path: Path, fmt: str) -> None:
+    """The order analysis of a long CSV alone runs while a forked child checks its order and
+    status cells and its one ok row per trial: a bad row is still the one-line error, with
+    nothing on stdout, and a good file still gives the analysis."""
+    header = "run,order,position,test,metric,value,status,worker\n"
+    rows = [
+        f"{run},{order},{pos},{test},wall,{1 + run / 10 + pos},ok,n1\n"
+        for run, order in enumerate(["fixed", "random"] * 6)
+        for pos, test in enumerate(["a", "b"])
+    ]
+    good = tmp_path / "good.csv"
+    good.write_text(header + "".join(rows))
+    proc = analyze(good, "--format", fmt)
+    assert proc.returncode == 0 and proc.stdout and not proc.stderr, proc.stderr
+    cases = {
+        "twice": (rows + rows[:2], "line 26: (run, position, test, metric, worker) = "),
+        "order": (rows[:3] + [rows[3].replace("random", "rnd")] + rows[4:], "line 5: order = "),
+        "status": (rows[:9] + [rows[9].replace(",ok,", ",okay,")] + rows[10:], "line 11: status"),
+    }
+    for name, (lines, expected) in cases.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_text(header + "".join(lines))
+        proc = analyze(path, "--format", fmt)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.startswith(f"washout: error: {path}: {expected}"), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        _, info = load_trials(path, ("order", "test", "value"), defer_checks=True)
+        assert info.check is not None
+        with pytest.raises(WashoutError) as deferred:
+            info.check()
+        with pytest.raises(WashoutError) as at_once:
+            load_trials(path, ("order", "test", "value"))
+        assert (
+            str(deferred.value) == str(at_once.value) == proc.stderr.split(": error: ")[1].strip()
+        )
 
 
 # -- the renderer the post-run summary reuses, called from Python -----------------------------

@@ -90,6 +90,22 @@ def test_bad_claim_is_one_line(store: tuple[Path, str]) -> None:
     assert proc.returncode == 2 and "nope" in proc.stderr
 
 
+def test_a_specs_claims_read_beside_the_analysis_still_refuse_csv_and_compat(
+    store: tuple[Path, str],
+) -> None:
+    """A store's claims are read in a forked child while the order analysis runs; claims
+    that a CSV or OrderSage-compatible output cannot say are still refused in one line."""
+    db, _ = store
+    refusal = (
+        "washout: error: --carryover, --drift and --claim (or claims in the spec) go with "
+        "--format table or json, without --compat"
+    )
+    for args in (["--format", "csv"], ["--compat", "ordersage"]):
+        proc = washout("analyze", db, *args, check=False)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.strip() == refusal
+
+
 def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) -> None:
     """On the published data the order effect of get_hits shows up as a reset effect."""
     doc = json.loads(washout("analyze", MEMCACHED, "--carryover", "--format", "json").stdout)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from washout.cli.app import app
 from washout.errors import WashoutError
 
+if TYPE_CHECKING:
+    from washout.stats.compare import Comparison
+    from washout.stats.order import OrderAnalysis
+
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -85,21 +93,12 @@ def analyze_command(
 
     alone = not (carryover or drift or claim or compat)
     trials, info = load_trials(
-        source, (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None
+        source,
+        (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None,
+        defer_checks=alone,
     )
-    claims = list(claim)
-    if info.kind == "store":  # only a store has a spec (pydantic models: 0.05 s to import)
-        from washout.harness.spec import stored_claims
-
-        claims += stored_claims(source)
-    why = carryover or drift or bool(claims)
-    if why and (compat or fmt == "csv"):
-        raise WashoutError(
-            "--carryover, --drift and --claim (or claims in the spec) go with "
-            "--format table or json, without --compat"
-        )
-
     if compat == "ordersage":
+        _refuse_why(carryover or drift or bool([*claim, *_spec_claims(source, info.kind)]))
         from washout.stats.ordersage_compat import ordersage_stats
 
         frame = ordersage_stats(
@@ -126,35 +125,58 @@ def analyze_command(
     )
     from washout.stats.order import analyze_order
 
-    comparison = None
-    if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
-        from washout.report.terminal import metric_value
+    def results() -> tuple[Comparison | None, OrderAnalysis]:
+        """The comparison and the order analysis."""
+        comparison = None
+        if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
+            from washout.report.terminal import metric_value
 
-        shown = compared_metric(trials, metric) or "wall"
-        # the runs pair the tests: a source read for the order analysis alone lacks them
-        # (a store read again with each trial's CPU time and RSS, which the table shows)
-        every = (
-            trials
-            if "run" in trials.columns and info.kind != "store"
-            else load_trials(source, resources=True)[0]
-        )
-        comparison = compare_tests(
-            every,
-            metric=shown,
+            shown = compared_metric(trials, metric) or "wall"
+            # the runs pair the tests: a source read for the order analysis alone lacks them
+            # (a store read again with each trial's CPU time and RSS, which the table shows)
+            every = (
+                trials
+                if "run" in trials.columns and info.kind != "store"
+                else load_trials(source, resources=True)[0]
+            )
+            comparison = compare_tests(
+                every,
+                metric=shown,
+                alpha=alpha,
+                correction=correction,
+                describe=lambda v: metric_value(shown, v),
+            )
+        analysed = without_resource_metrics(trials, metric)
+        analysis = analyze_order(
+            analysed,
             alpha=alpha,
             correction=correction,
-            describe=lambda v: metric_value(shown, v),
+            by_worker=by_worker,
+            ci_confidence=ci_confidence,
         )
-    trials = without_resource_metrics(trials, metric)
-    analysis = analyze_order(
-        trials, alpha=alpha, correction=correction, by_worker=by_worker, ci_confidence=ci_confidence
-    )
+        return comparison, analysis
+
+    # Beside the analysis, in a forked child: a long CSV's row checks (a failed one is the
+    # error), or the claims of a store's spec (its pydantic models take 0.05 s to import).
+    def rows_and_claims() -> list[str]:
+        if info.check is not None:
+            info.check()
+        return _spec_claims(source, info.kind)
+
+    if info.check is None and info.kind != "store":
+        stored, (comparison, analysis) = rows_and_claims(), results()
+    else:
+        stored, (comparison, analysis) = _beside_work(rows_and_claims, results)
+    claims = [*claim, *stored]
+    why = carryover or drift or bool(claims)
+    if fmt == "csv":
+        _refuse_why(why)
     found = None
     if why:
         from washout.stats.why import explain
 
         found = explain(
-            trials,
+            without_resource_metrics(trials, metric),
             carryover=carryover,
             drift=drift,
             claims=claims,
@@ -177,6 +199,46 @@ def analyze_command(
             _print_table("\n".join(render_words(found)))
         if comparison is not None and comparison.summaries:
             _print_table(render_comparison(comparison))
+
+
+def _spec_claims(source: Path, kind: str) -> list[str]:
+    """The claims of a store's spec (only a store has one); none for other sources."""
+    if kind != "store":
+        return []
+    from washout.harness.spec import stored_claims
+
+    return stored_claims(source)
+
+
+def _refuse_why(why: bool) -> None:
+    """The one-line error for carryover, drift or claims with an output that cannot say them."""
+    if why:
+        raise WashoutError(
+            "--carryover, --drift and --claim (or claims in the spec) go with "
+            "--format table or json, without --compat"
+        )
+
+
+def _beside_work(job: Callable[[], T], work: Callable[[], U]) -> tuple[T, U]:
+    """``job()`` from a forked child and ``work()`` from this process, at once
+    (:func:`washout.report.parallel.beside`; one after the other without a second core).
+    An error of ``job``'s (a failed check) is raised first: ``work``'s own error, which the
+    bad rows would explain, only when ``job`` succeeds."""
+    from washout.report.parallel import beside
+
+    done: dict[str, Any] = {}
+
+    def meanwhile() -> None:
+        try:
+            done["result"] = work()
+        except Exception as err:  # shown only if ``job`` succeeds
+            done["error"] = err
+
+    first = beside(job, meanwhile)
+    if "error" in done:
+        raise done["error"]
+    result: U = done["result"]
+    return first, result
 
 
 def _json_document(document: dict) -> str:

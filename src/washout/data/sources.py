@@ -8,8 +8,8 @@ long-format columns and an OrderSage file if it has OrderSage's.
 from __future__ import annotations
 
 import csv
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,8 @@ class SourceInfo:
     kind: str
     test_column: str | None = None
     generation: str | None = None
+    # With ``defer_checks``: a long CSV's row checks, not yet run (raises the one-line error).
+    check: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 def _header(path: Path) -> list[str]:
@@ -43,7 +45,10 @@ def _header(path: Path) -> list[str]:
 
 
 def load_trials(
-    path: Path | str, columns: Collection[str] | None = None, resources: bool = False
+    path: Path | str,
+    columns: Collection[str] | None = None,
+    resources: bool = False,
+    defer_checks: bool = False,
 ) -> tuple[pd.DataFrame, SourceInfo]:
     """The long-format trials of ``path`` and what kind of source it was.
 
@@ -51,6 +56,9 @@ def load_trials(
     only those (and the ones it checks every row by), a store leaves out the time stamps
     unless asked for them, an OrderSage file gives every column. ``resources``: a store
     adds each trial's CPU time and peak RSS (:data:`~washout.data.longformat.RESOURCE_METRICS`).
+    ``defer_checks``: a long-format CSV's row checks are left to the caller, as
+    ``SourceInfo.check``, to run beside its analysis and before it shows any result
+    (:func:`~washout.data.importers.longcsv.read_long_csv`).
     """
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.data.importers.ordersage import is_ordersage
@@ -71,7 +79,10 @@ def load_trials(
     if all(c in header for c in LONG_REQUIRED):
         from washout.data.importers.longcsv import read_long_csv
 
-        return read_long_csv(path, columns), SourceInfo(path, "long-csv")
+        frame, check = read_long_csv(path, columns)
+        if not defer_checks:
+            check()
+        return frame, SourceInfo(path, "long-csv", check=check if defer_checks else None)
     if is_ordersage(header):
         from washout.data.importers.ordersage import read_ordersage
 

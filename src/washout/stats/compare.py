@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from washout.data.longformat import RESOURCE_METRICS
+from washout.data.longformat import RESOURCE_METRICS, is_in
 from washout.stats.claims import Claim, hodges_lehmann, per_run_log_ratios
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.trials import usable_trials
@@ -178,7 +178,7 @@ def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.
     change their family-wise correction."""
     if metric in RESOURCE_METRICS or "metric" not in df.columns:
         return df
-    keep = ~df["metric"].isin(RESOURCE_METRICS)
+    keep = ~is_in(df["metric"], RESOURCE_METRICS)
     return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
 
 

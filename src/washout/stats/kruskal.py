@@ -60,9 +60,12 @@ def kruskal_two(samples: Samples) -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
 
     idx = samples.by_value
-    g = np.repeat(np.arange(len(samples.keys), dtype=np.int64), samples.counts.sum(axis=1))
+    g = np.repeat(np.arange(len(samples.keys), dtype=np.int32), samples.counts.sum(axis=1))
     # Each comparison's random block follows its fixed block in ``values``.
-    return kruskal_merged(samples.values[idx], g, idx >= samples.starts[g, 1], samples.counts)
+    is_random = np.repeat(
+        np.tile(np.array([False, True]), len(samples.keys)), samples.counts.ravel()
+    )
+    return kruskal_merged(samples.values[idx], g, is_random[idx], samples.counts)
 
 
 def kruskal_merged(
@@ -88,16 +91,22 @@ def kruskal_merged(
     p = np.full(n_groups, np.nan)
     if total == 0:
         return h, p
+    # Runs of equal values within a comparison (tie groups), each with its mid-rank and how
+    # many of its values are in the second sample: the rank sums are sums over runs, exact
+    # in floats (half-integers), without a rank per value.
     new_run = np.ones(total, dtype=bool)
     new_run[1:] = (values[1:] != values[:-1]) | (group[1:] != group[:-1])
     run_starts = np.flatnonzero(new_run)
+    run_group = group[run_starts]
     run_len = np.diff(np.append(run_starts, total)).astype(float)
-    run_id = np.cumsum(new_run) - 1
+    in_second = np.add.reduceat(np.asarray(second, dtype=np.int8), run_starts, dtype=np.int64)
     group_start = np.cumsum(per_group) - per_group
-    ranks = run_starts[run_id] + (run_len[run_id] - 1.0) / 2.0 - group_start[group] + 1.0
-    rank_second = np.bincount(group, weights=np.where(second, ranks, 0.0), minlength=n_groups)
-    rank_first = np.bincount(group, weights=ranks, minlength=n_groups) - rank_second
-    ties = np.bincount(group[run_starts], weights=run_len**3 - run_len, minlength=n_groups)
+    mid_rank = run_starts - group_start[run_group] + (run_len + 1.0) / 2.0
+    rank_second = np.bincount(run_group, weights=mid_rank * in_second, minlength=n_groups)
+    rank_first = np.bincount(
+        run_group, weights=mid_rank * (run_len - in_second), minlength=n_groups
+    )
+    ties = np.bincount(run_group, weights=run_len**3 - run_len, minlength=n_groups)
     n_1 = counts[:, 0].astype(float)
     n_2 = counts[:, 1].astype(float)
     n = per_group.astype(float)
@@ -106,7 +115,7 @@ def kruskal_merged(
         raw = 12.0 / (n * (n + 1)) * (rank_first**2 / n_1 + rank_second**2 / n_2) - 3 * (n + 1)
         correction = 1.0 - ties / (n**3 - n)
         h_all = raw / correction
-    single_run = np.bincount(group[run_starts], minlength=n_groups) == 1
+    single_run = np.bincount(run_group, minlength=n_groups) == 1
     defined = both & ~single_run & (correction > 0)
     h[defined] = h_all[defined]
     p[defined] = chi2_sf_1(h[defined])

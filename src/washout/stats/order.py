@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import is_in
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.kruskal import Samples, chi2_sf_1, kruskal_two
@@ -91,13 +92,13 @@ def collect_samples(
             f"{source}: column(s) {', '.join(absent)} missing "
             f"(columns present: {', '.join(map(str, df.columns))})"
         )
-    compared = _is_in(df["order"], ORDERS)
+    compared = is_in(df["order"], ORDERS)
     frame = df if compared.all() else df.loc[compared]
     key_cols = ["test", "metric"] + (["worker"] if by_worker else [])
     if by_worker and "worker" not in frame.columns:
         frame = frame.assign(worker="local")
-    combined = np.zeros(len(frame), dtype=np.int64)
     uniques: list[Any] = []
+    columns = []
     for col in key_cols:
         codes, levels = _first_seen_codes(frame[col])
         if (codes < 0).any():
@@ -105,9 +106,15 @@ def collect_samples(
             raise WashoutError.at(
                 f"{source}: row {frame.index[i]}", col, frame[col].iloc[i], "missing"
             )
-        combined *= len(levels)
-        combined += codes
+        columns.append(codes)
         uniques.append(levels)
+    # The key columns in mixed radix, in the smallest integer type that holds every
+    # combination: each pass over millions of rows costs its fresh memory's page faults.
+    combinations = math.prod(len(levels) for levels in uniques)
+    combined: np.ndarray = columns[0].astype(np.int32 if combinations < 2**31 else np.int64)
+    for codes, levels in zip(columns[1:], uniques[1:]):
+        np.multiply(combined, len(levels), out=combined)
+        np.add(combined, codes, out=combined)
     gcodes, gvals = _dense_codes(combined)
     n_groups = len(gvals)
     rest = np.asarray(gvals, dtype=np.int64)
@@ -122,13 +129,15 @@ def collect_samples(
         for t, m, w in zip(parts[0], parts[1], workers)
     ]
 
-    o = _is_in(frame["order"], ("random",))
-    status_ok = _is_in(frame["status"], ("ok",))
+    o = is_in(frame["order"], ("random",))
+    status_ok = is_in(frame["status"], ("ok",))
     all_values = _values(frame, source)
     missing = status_ok & np.isnan(all_values)
     ok = status_ok & ~missing
     key_type = np.min_scalar_type(max(2 * n_groups - 1, 0))  # 16 bits for < 32,768 comparisons
-    slot = (gcodes * 2 + o).astype(key_type)
+    gcodes *= 2
+    gcodes += o
+    slot = gcodes.astype(key_type)
     excluded = np.bincount(slot[~ok], minlength=2 * n_groups).reshape(n_groups, 2)
     no_value = np.bincount(slot[missing], minlength=2 * n_groups).reshape(n_groups, 2)
     values = all_values[ok]
@@ -170,7 +179,8 @@ def _first_seen_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     raw = column.cat.codes.to_numpy()
     seen = pd.unique(raw)
     seen = seen[seen >= 0]
-    renumber = np.full(len(column.cat.categories) + 1, -1, dtype=np.int64)
+    small = np.min_scalar_type(-len(column.cat.categories) - 1)
+    renumber = np.full(len(column.cat.categories) + 1, -1, dtype=small)
     renumber[seen] = np.arange(len(seen))  # renumber[-1]: a missing value stays -1
     levels = np.asarray(column.cat.categories, dtype=object)[seen]
     return renumber[raw], levels
@@ -178,8 +188,9 @@ def _first_seen_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(keys, sort=True)`` of non-negative integer keys: the rank of each key
-    among the distinct ones, and those keys ascending. Keys below a few times the row count
-    (every test x metric x worker combination, as a rule) are counted, not hashed."""
+    among the distinct ones (int64, or int32 when counted), and those keys ascending. Keys
+    below a few times the row count (every test x metric x worker combination, as a rule)
+    are counted, not hashed."""
     import numpy as np
     import pandas as pd
 
@@ -188,23 +199,8 @@ def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return codes, np.asarray(distinct, dtype=np.int64)
     present = np.bincount(keys) > 0
     distinct = np.flatnonzero(present)
-    rank = np.cumsum(present) - 1
+    rank = (np.cumsum(present) - 1).astype(np.int32)
     return rank[keys], distinct
-
-
-def _is_in(column: pd.Series, wanted: tuple[str, ...]) -> np.ndarray:
-    """Boolean mask of ``column`` in ``wanted``, through its few distinct values: a
-    categorical's own codes, else the codes of one hashing pass (much cheaper than comparing
-    millions of strings)."""
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, levels = column.cat.codes.to_numpy(), column.cat.categories
-    else:
-        codes, levels = pd.factorize(column)
-    hit = np.array([level in wanted for level in levels] + [False])  # code -1: missing
-    return hit[codes]
 
 
 def _min_p(n_fixed: np.ndarray, n_random: np.ndarray) -> np.ndarray:
@@ -460,6 +456,29 @@ def _min_n_for_ci(confidence: float) -> int:
     return n
 
 
+def _median_cis(
+    samples: Samples, confidence: float
+) -> tuple[list[list[tuple[float, float] | None]], list[list[float | None]]]:
+    """Every sample's median CI (Le Boudec Thm 2.1, :func:`median_ci_rank`) and its achieved
+    confidence, as (G, 2) nested lists; None where a sample is empty or too small. The
+    order statistics of all samples are gathered at once."""
+    import numpy as np
+
+    sizes = samples.counts.ravel().tolist()
+    ranks = {n: rank for n in set(sizes) if n and (rank := median_ci_rank(n, confidence))}
+    j = np.array([ranks[n][0] if n in ranks else 0 for n in sizes], dtype=np.int64)
+    has = j > 0
+    starts = samples.starts.ravel()[has]
+    lo = samples.values[starts + j[has] - 1].tolist()
+    hi = samples.values[starts + samples.counts.ravel()[has] - j[has]].tolist()
+    bounds = iter(zip(lo, hi))
+    cis = [next(bounds) if n in ranks else None for n in sizes]
+    conf = [ranks[n][1] if n in ranks else None for n in sizes]
+    return [cis[i : i + 2] for i in range(0, len(cis), 2)], [
+        conf[i : i + 2] for i in range(0, len(conf), 2)
+    ]
+
+
 def analyze_order(
     df: pd.DataFrame,
     alpha: float = 0.05,
@@ -490,15 +509,23 @@ def analyze_order(
     _, shapiro_p = shapiro_all(samples, summary)
     floor_p = _min_p(counts[:, 0], counts[:, 1])
 
+    # Every per-comparison figure as Python numbers up front: indexing numpy arrays element
+    # by element cost more than the statistics (1,880 comparisons x 30 figures).
+    n_sides = counts.tolist()
+    ex_sides, no_sides = excluded.tolist(), samples.missing.tolist()
+    cis, achieved = _median_cis(samples, ci_confidence)
+    mean, median = summary.mean.tolist(), summary.median.tolist()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = (summary.std / summary.mean).tolist()
+    constant, shapiro_l = summary.constant.tolist(), shapiro_p.tolist()
+    h_l, p_l, floor_l, both_l = h.tolist(), p.tolist(), floor_p.tolist(), both.tolist()
     tests = []
     for g, (test, metric, worker) in enumerate(samples.keys):
-        n_f, n_r = int(counts[g, 0]), int(counts[g, 1])
+        (n_f, n_r), (ex_f, ex_r), (no_f, no_r) = n_sides[g], ex_sides[g], no_sides[g]
         warnings: list[str] = []
         if n_f == 0 or n_r == 0:
             missing = " and ".join(o for o, n in zip(ORDERS, (n_f, n_r)) if n == 0)
             warnings.append(f"no successful {missing}-order trials: not compared")
-        ex_f, ex_r = int(excluded[g, 0]), int(excluded[g, 1])
-        no_f, no_r = int(samples.missing[g, 0]), int(samples.missing[g, 1])
         if ex_f - no_f or ex_r - no_r:
             warnings.append(
                 f"{ex_f - no_f + ex_r - no_r} unsuccessful trial(s) excluded "
@@ -509,48 +536,32 @@ def analyze_order(
                 f"{no_f + no_r} successful trial(s) without a value excluded "
                 f"(fixed {no_f}, random {no_r})"
             )
-        cis: list[tuple[float, float] | None] = []
-        achieved: list[float | None] = []
-        for o, side in enumerate(ORDERS):
-            n = int(counts[g, o])
-            rank = median_ci_rank(n, ci_confidence) if n else None
-            if rank is None:
-                cis.append(None)
-                achieved.append(None)
-                if n:
-                    warnings.append(
-                        f"too few trials for a {pct} median CI: {side} n = {n} (needs {min_n})"
-                    )
-                continue
-            j, conf = rank
-            s = int(samples.starts[g, o])
-            cis.append((float(samples.values[s + j - 1]), float(samples.values[s + n - j])))
-            achieved.append(conf)
-        if both[g] and np.isnan(h[g]):
+        for side, n, ci in zip(ORDERS, n_sides[g], cis[g]):
+            if n and ci is None:
+                warnings.append(
+                    f"too few trials for a {pct} median CI: {side} n = {n} (needs {min_n})"
+                )
+        h_g = h_l[g]
+        if both_l[g] and math.isnan(h_g):
             warnings.append("all values equal: Kruskal-Wallis undefined (counted as p = 1)")
         else:
-            for o, side in enumerate(ORDERS):
-                if counts[g, o] >= 3 and summary.constant[g, o]:
+            for side, n, flat in zip(ORDERS, n_sides[g], constant[g]):
+                if n >= 3 and flat:
                     warnings.append(f"all {side}-order values equal: no Shapiro-Wilk p")
-        mean_f, mean_r = summary.mean[g]
+        mean_f, mean_r = mean[g]
         n_all = n_f + n_r
         eta = delta = None
-        if both[g]:
-            if not np.isnan(h[g]) and n_all > 2:
-                eta = max(0.0, (float(h[g]) - 1.0) / (n_all - 2))
+        if both_l[g]:
+            if not math.isnan(h_g) and n_all > 2:
+                eta = max(0.0, (h_g - 1.0) / (n_all - 2))
             if mean_f != 0:
                 delta = _num((mean_f - mean_r) / mean_f * 100.0)
-            if floor_p[g] >= level:
+            if floor_l[g] >= level:
                 warnings.append(
                     f"low power: even complete separation of {n_f} fixed and {n_r} random "
-                    f"trials gives p = {floor_p[g]:.3g}, not below alpha/m = {level:.3g}"
+                    f"trials gives p = {floor_l[g]:.3g}, not below alpha/m = {level:.3g}"
                 )
-        cv = [
-            _num(summary.std[g, o] / summary.mean[g, o])
-            if counts[g, o] and summary.mean[g, o]
-            else None
-            for o in range(2)
-        ]
+        median_f, median_r = median[g]
         tests.append(
             OrderComparison(
                 test=test,
@@ -562,24 +573,22 @@ def analyze_order(
                 excluded_random=ex_r,
                 mean_fixed=_num(mean_f) if n_f else None,
                 mean_random=_num(mean_r) if n_r else None,
-                median_fixed=_num(summary.median[g, 0]) if n_f else None,
-                median_random=_num(summary.median[g, 1]) if n_r else None,
-                cv_fixed=cv[0],
-                cv_random=cv[1],
-                shapiro_p_fixed=_num(shapiro_p[g, 0]),
-                shapiro_p_random=_num(shapiro_p[g, 1]),
-                kw_h=_num(h[g]),
-                kw_p=_num(p[g]),
+                median_fixed=_num(median_f) if n_f else None,
+                median_random=_num(median_r) if n_r else None,
+                cv_fixed=_num(cv[g][0]) if n_f and mean_f else None,
+                cv_random=_num(cv[g][1]) if n_r and mean_r else None,
+                shapiro_p_fixed=_num(shapiro_l[g][0]),
+                shapiro_p_random=_num(shapiro_l[g][1]),
+                kw_h=_num(h_g),
+                kw_p=_num(p_l[g]),
                 significant=bool(significant[g]),
                 eta_squared=eta,
                 delta_pct=delta,
-                ci_fixed=cis[0],
-                ci_random=cis[1],
-                ci_confidence_fixed=achieved[0],
-                ci_confidence_random=achieved[1],
-                ci_case=ci_case(
-                    float(summary.median[g, 0]), cis[0], float(summary.median[g, 1]), cis[1]
-                ),
+                ci_fixed=cis[g][0],
+                ci_random=cis[g][1],
+                ci_confidence_fixed=achieved[g][0],
+                ci_confidence_random=achieved[g][1],
+                ci_case=ci_case(median_f, cis[g][0], median_r, cis[g][1]),
                 warnings=tuple(warnings),
             )
         )
