@@ -1,5 +1,5 @@
 """python -m washout: the same as the washout console script."""
 
-from washout.cli import main
+from washout.cli import console
 
-main()
+console()
