@@ -638,7 +638,7 @@ class Store:
         """Fold the log into the store only when :meth:`checkpoint_if_due` says so, not when
         a commit happens to fill it (SQLite's automatic checkpoint, every 1,000 pages).
 
-        A checkpoint copies the log into the file and syncs both: 18-550 ms stalls
+        A checkpoint copies the log into the file and syncs both: 15-555 ms stalls
         between two trials of a run were measured (bench/RESULTS.md, "Engine overhead per
         trial"); the engine calls :meth:`checkpoint_if_due` before a run's environment check
         and reset, where a pause changes nothing that is measured. Fewer, larger
