@@ -125,6 +125,8 @@ def analyze_command(
     )
     from washout.stats.order import analyze_order
 
+    analysed = without_resource_metrics(trials, metric)  # the order and why analyses'
+
     def results() -> tuple[Comparison | None, OrderAnalysis]:
         """The comparison and the order analysis."""
         comparison = None
@@ -146,7 +148,6 @@ def analyze_command(
                 correction=correction,
                 describe=lambda v: metric_value(shown, v),
             )
-        analysed = without_resource_metrics(trials, metric)
         analysis = analyze_order(
             analysed,
             alpha=alpha,
@@ -176,7 +177,7 @@ def analyze_command(
         from washout.stats.why import explain
 
         found = explain(
-            without_resource_metrics(trials, metric),
+            analysed,
             carryover=carryover,
             drift=drift,
             claims=claims,
