@@ -146,7 +146,7 @@ def numeric_column(
 
 
 def read_long_csv(
-    path: Path | str, columns: Collection[str] | None = None
+    path: Path | str, columns: Collection[str] | None = None, arrow: bool = True
 ) -> tuple[pd.DataFrame, Callable[[], None]]:
     """The long-format trials of a CSV file, and the rest of their validation (see the module
     doc) to be run before they are trusted: the check of the order and status cells and of
@@ -158,20 +158,53 @@ def read_long_csv(
     checked by (order, test, metric, value, status, and the trial key run, position, worker
     where present). The required columns must be in the file either way.
 
-    A file holding no other columns is read whole, as pandas reads a CSV by default: pandas
-    3.1 then parses it in parts on every core, where ``usecols``, ``low_memory=False`` or
-    categorical columns (categories differ between parts) make it parse on one
-    (bench/RESULTS.md, "Analysis at paper scale"). Label columns become categoricals
-    afterwards (:func:`_labels`).
+    Where pyarrow is installed (and ``arrow``), Arrow's CSV reader parses the file on a
+    thread while pandas is imported (:func:`_arrow_reading`): the third of a second that
+    import takes on one core is spent parsing on the other. Whatever Arrow might read
+    otherwise than pandas, it leaves to pandas, which also gives every error.
+
+    pandas reads a file holding no other columns whole, as it reads a CSV by default:
+    pandas 3.1 then parses it in parts on every core, where ``usecols``,
+    ``low_memory=False`` or categorical columns (categories differ between parts) make it
+    parse on one (bench/RESULTS.md, "Analysis at paper scale"). Label columns become
+    categoricals afterwards (:func:`_labels`).
     """
     import numpy as np
-    import pandas as pd
-    from pandas.api.types import is_string_dtype
 
     path = Path(path)
     wanted = (
         COLUMNS if columns is None else tuple(c for c in COLUMNS if c in columns or c in _CHECKED)
     )
+    reading = _arrow_reading(path, wanted) if arrow else None
+    import pandas as pd  # after the parse has started: the parse runs while pandas is imported
+
+    frame = reading() if reading else None
+    if frame is None:
+        frame = _pandas_read(path, wanted)
+    # An empty value is a trial without one (failed, or output that gave no number).
+    frame["value"] = numeric_column(frame, "value", path, allow_empty=True)
+    checked = frame[[c for c in ("order", "status", *TRIAL_KEY) if c in frame.columns]]
+
+    def check() -> None:
+        check_choice(checked, "order", ORDER_KINDS, path)
+        check_choice(checked, "status", STATUSES, path)
+        check_one_ok_row_per_trial(checked, path)
+
+    if "worker" in wanted and "worker" not in frame.columns:
+        frame["worker"] = label_column(np.zeros(len(frame), dtype=np.int64), ["local"])
+    for column in wanted:
+        if column not in frame.columns:
+            frame[column] = pd.NA
+    return frame[list(wanted)], check
+
+
+def _pandas_read(path: Path, wanted: tuple[str, ...]) -> pd.DataFrame:
+    """The columns of ``wanted`` and :data:`TRIAL_KEY` that ``path`` has, read by pandas,
+    label columns among ``wanted`` as categoricals; the one-line error of a file that is not
+    CSV or lacks a required column."""
+    import pandas as pd
+    from pandas.api.types import is_string_dtype
+
     try:
         header = list(pd.read_csv(path, encoding="utf-8-sig", nrows=0).columns)
         read = [c for c in header if c in wanted or c in TRIAL_KEY]
@@ -202,21 +235,128 @@ def read_long_csv(
     # A column read only for the check (worker, when the caller does not want it) stays
     # text: the check hashes it anyway, and may run beside the caller's analysis.
     _labels(frame, [c for c in LABELS if c in frame.columns and c in wanted])
-    # An empty value is a trial without one (failed, or output that gave no number).
-    frame["value"] = numeric_column(frame, "value", path, allow_empty=True)
-    checked = frame[[c for c in ("order", "status", *TRIAL_KEY) if c in frame.columns]]
+    return frame
 
-    def check() -> None:
-        check_choice(checked, "order", ORDER_KINDS, path)
-        check_choice(checked, "status", STATUSES, path)
-        check_one_ok_row_per_trial(checked, path)
 
-    if "worker" in wanted and "worker" not in frame.columns:
-        frame["worker"] = label_column(np.zeros(len(frame), dtype=np.int64), ["local"])
-    for column in wanted:
-        if column not in frame.columns:
-            frame[column] = pd.NA
-    return frame[list(wanted)], check
+def _arrow_reading(path: Path, wanted: tuple[str, ...]) -> Callable[[], pd.DataFrame | None] | None:
+    """Start parsing ``path`` with pyarrow's CSV reader on a thread (the parse itself runs
+    without the GIL, on Arrow's own threads), and return what waits for it: the frame
+    :func:`_pandas_read` would give, or None where the pandas read is to decide (see
+    :func:`_arrow_frame`). None at once without pyarrow or with a header pandas would read
+    otherwise (repeated names, which it renames) or that lacks a required column."""
+    import csv
+    import threading
+    from importlib.util import find_spec
+
+    if find_spec("pyarrow") is None:
+        return None
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            header = next(csv.reader(handle), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if len(set(header)) < len(header) or any(c not in header for c in REQUIRED):
+        return None
+    read = [c for c in header if c in wanted or c in TRIAL_KEY]
+    parsed: list[object] = []
+
+    def parse() -> None:
+        try:
+            parsed.append(_arrow_table(path, read))
+        except Exception:  # noqa: BLE001 (any: the pandas read then gives its own error)
+            pass
+
+    thread = threading.Thread(target=parse, name="washout-read-csv", daemon=True)
+    thread.start()
+
+    def frame() -> pd.DataFrame | None:
+        thread.join()
+        return _arrow_frame(parsed[0]) if parsed else None
+
+    return frame
+
+
+def _arrow_table(path: Path, read: list[str]) -> object:
+    """``path``'s columns ``read``, as the long format types them: label columns
+    dictionary-encoded while parsing (what :func:`_labels` does after a pandas read), only an
+    empty value or time stamp missing."""
+    import pyarrow as pa
+    import pyarrow.csv as arrow_csv
+
+    label = pa.dictionary(pa.int32(), pa.string())
+    types = {"run": pa.int64(), "position": pa.int64(), "value": pa.float64()}
+    types |= {c: label for c in LABELS} | {c: pa.string() for c in _STAMPS}
+    return arrow_csv.read_csv(
+        path,
+        # blocks of 8 MB: a few per core at paper scale, and few dictionaries to unify
+        read_options=arrow_csv.ReadOptions(block_size=8 << 20),
+        convert_options=arrow_csv.ConvertOptions(
+            include_columns=read,
+            column_types={c: types[c] for c in read},
+            null_values=[""],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+
+
+def _arrow_frame(table: object) -> pd.DataFrame | None:
+    """The pandas frame of an Arrow read, or None where pandas would read it otherwise or
+    report an error: a value cell "nan" or "inf" (pandas' error names it), an empty run or
+    position, a label holding a quote or a line break (Arrow splits the file into blocks at
+    line breaks, and one inside a quoted cell would be a wrong split), no rows at all."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert isinstance(table, pa.Table)
+    finite = pc.all(pc.is_finite(table["value"]), min_count=0)  # empty cells: left out
+    if not len(table) or not finite.as_py():
+        return None
+    if any(table[c].null_count for c in ("run", "position") if c in table.column_names):
+        return None
+    columns: dict[str, object] = {}
+    for name, column in zip(table.column_names, table.columns):
+        if name in LABELS:
+            columns[name] = _arrow_labels(column)
+        elif name in _STAMPS:
+            stamps = column.to_numpy(zero_copy_only=False).astype(object)
+            stamps[stamps == ""] = np.nan
+            columns[name] = pd.Series(stamps, dtype=object)
+        else:
+            columns[name] = column.to_numpy()  # an empty value: NaN
+    if any(labels is None for labels in columns.values()):
+        return None
+    return pd.DataFrame(columns, copy=False)
+
+
+def _arrow_labels(column: object) -> pd.Categorical | None:
+    """A dictionary-encoded Arrow column as a categorical with sorted categories, as
+    :func:`_labels` makes a pandas one: each block's few names numbered through a table,
+    its codes renumbered in one pass (``to_pandas`` unifies the blocks' dictionaries and
+    the sorting renumbers again: four times the time). None for a name with a quote or a
+    line break."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    assert isinstance(column, pa.ChunkedArray)
+    if column.null_count:
+        return None
+    blocks = [(chunk.dictionary.to_pylist(), chunk.indices) for chunk in column.chunks]
+    names = sorted({name for dictionary, _ in blocks for name in dictionary})
+    if any('"' in name or "\n" in name or "\r" in name for name in names):
+        return None
+    number = {name: i for i, name in enumerate(names)}
+    small = np.min_scalar_type(-len(names) - 1)
+    codes = np.empty(len(column), dtype=small)
+    at = 0
+    for dictionary, indices in blocks:
+        renumber = np.array([number[name] for name in dictionary], dtype=small)
+        codes[at : at + len(indices)] = renumber[indices.to_numpy()]
+        at += len(indices)
+    return pd.Categorical.from_codes(codes, pd.Index(names))
 
 
 def _labels(frame: pd.DataFrame, present: list[str]) -> None:
@@ -242,12 +382,18 @@ def _labels(frame: pd.DataFrame, present: list[str]) -> None:
 
 def _categorical(column: pd.Series) -> pd.Categorical:
     """``column`` as a categorical with its distinct values, sorted, as categories: one
-    hashing pass (``pd.factorize``; ``sort=True`` would hash every row a second time),
-    then the few distinct names are sorted and the codes renumbered through a table."""
+    hashing pass (``pd.factorize``; ``sort=True`` would hash every row a second time)."""
+    import pandas as pd
+
+    return _sorted_categorical(*pd.factorize(column))
+
+
+def _sorted_categorical(codes: np.ndarray, names: pd.Index) -> pd.Categorical:
+    """The categorical of ``codes`` into ``names`` (-1: missing) with ``names`` sorted as its
+    categories: the few names are sorted and the codes renumbered through a table."""
     import numpy as np
     import pandas as pd
 
-    codes, names = pd.factorize(column)
     order = np.argsort(np.asarray(names, dtype=object), kind="stable")
     # the small integer type a categorical keeps its codes in: from_codes need not copy them
     rank = np.empty(len(names) + 1, dtype=np.min_scalar_type(-len(names) - 1))
