@@ -305,6 +305,9 @@ def _arrow_frame(table: object) -> pd.DataFrame | None:
     report an error: a value cell "nan" or "inf" (pandas' error names it), an empty run or
     position, a label holding a quote or a line break (Arrow splits the file into blocks at
     line breaks, and one inside a quoted cell would be a wrong split), no rows at all."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -316,16 +319,20 @@ def _arrow_frame(table: object) -> pd.DataFrame | None:
         return None
     if any(table[c].null_count for c in ("run", "position") if c in table.column_names):
         return None
-    columns: dict[str, object] = {}
-    for name, column in zip(table.column_names, table.columns):
+
+    def converted(name: str) -> object:
+        column = table[name]
         if name in LABELS:
-            columns[name] = _arrow_labels(column)
-        elif name in _STAMPS:
+            return _arrow_labels(column)
+        if name in _STAMPS:
             stamps = column.to_numpy(zero_copy_only=False).astype(object)
             stamps[stamps == ""] = np.nan
-            columns[name] = pd.Series(stamps, dtype=object)
-        else:
-            columns[name] = column.to_numpy()  # an empty value: NaN
+            return pd.Series(stamps, dtype=object)
+        return column.to_numpy()  # an empty value: NaN
+
+    # on as many threads as there are cores: the copies and renumbering run without the GIL
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        columns = dict(zip(table.column_names, pool.map(converted, table.column_names)))
     if any(labels is None for labels in columns.values()):
         return None
     return pd.DataFrame(columns, copy=False)
