@@ -240,9 +240,9 @@ def _pandas_read(path: Path, wanted: tuple[str, ...]) -> pd.DataFrame:
 
 def _arrow_reading(path: Path, wanted: tuple[str, ...]) -> Callable[[], pd.DataFrame | None] | None:
     """Start parsing ``path`` with pyarrow's CSV reader on a thread (the parse itself runs
-    without the GIL, on Arrow's own threads), and return what waits for it: the frame
-    :func:`_pandas_read` would give, or None where the pandas read is to decide (see
-    :func:`_arrow_frame`). None at once without pyarrow or with a header pandas would read
+    without the GIL, on Arrow's own threads), and return what waits for it: the frame of
+    :func:`_arrow_frame` (every label column categorical), or None where the pandas read is
+    to decide. None at once without pyarrow or with a header pandas would read
     otherwise (repeated names, which it renames) or that lacks a required column."""
     import csv
     import threading
@@ -389,18 +389,12 @@ def _labels(frame: pd.DataFrame, present: list[str]) -> None:
 
 def _categorical(column: pd.Series) -> pd.Categorical:
     """``column`` as a categorical with its distinct values, sorted, as categories: one
-    hashing pass (``pd.factorize``; ``sort=True`` would hash every row a second time)."""
-    import pandas as pd
-
-    return _sorted_categorical(*pd.factorize(column))
-
-
-def _sorted_categorical(codes: np.ndarray, names: pd.Index) -> pd.Categorical:
-    """The categorical of ``codes`` into ``names`` (-1: missing) with ``names`` sorted as its
-    categories: the few names are sorted and the codes renumbered through a table."""
+    hashing pass (``pd.factorize``; ``sort=True`` would hash every row a second time),
+    then the few distinct names are sorted and the codes renumbered through a table."""
     import numpy as np
     import pandas as pd
 
+    codes, names = pd.factorize(column)
     order = np.argsort(np.asarray(names, dtype=object), kind="stable")
     # the small integer type a categorical keeps its codes in: from_codes need not copy them
     rank = np.empty(len(names) + 1, dtype=np.min_scalar_type(-len(names) - 1))
