@@ -1,7 +1,8 @@
 """``washout check`` on real processes: the real CLI reading a machine laid out as the kernel
 lays it out (tests/machine_tree.py, through ``--root``) and this machine as it is;
 ``--tune``/``--reset`` round trips across processes, a tune killed halfway, a reboot in
-between and a record that cannot be written."""
+between and a record that cannot be written; and a spec's ``require`` refusing ``run``
+and ``resume``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -306,3 +308,53 @@ def test_bad_options_and_specs_are_one_line(tmp_path: Path) -> None:
         proc = washout("check", *args, check=False)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _spec(tmp_path: Path, require: list[str]) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(
+        f"[experiment]\nruns = 1\nrequire = {json.dumps(require)}\n"
+        '[[test]]\nname = "a"\ncommand = "true"\n'
+    )
+    return path
+
+
+def test_run_and_resume_refuse_a_machine_that_misses_a_requirement(tmp_path: Path) -> None:
+    """One line naming the worker, the item, the value wanted and the value found; the
+    store keeps the refusal and no trial, and resume refuses the same way; a spec this
+    machine meets runs."""
+    aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
+    other = "0" if aslr != "0" else "2"
+    db = tmp_path / "refused.db"
+    proc = washout("run", _spec(tmp_path, ["load>=0", f"aslr={other}"]), "--db", db, check=False)
+    line = (
+        f"washout: error: worker local does not meet [experiment] require aslr={other}: "
+        f"found '{aslr}'"
+    )
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith(line), proc.stderr
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM trial").fetchone() == (0,)
+        events = c.execute("SELECT kind, message FROM event WHERE kind = 'refused'").fetchall()
+    assert len(events) == 1 and f"require aslr={other}" in events[0][1]
+    again = washout("resume", db, check=False)
+    assert again.returncode == 2 and again.stderr.splitlines()[-1].startswith(line)
+
+    met = washout(
+        "run", _spec(tmp_path, [f"aslr={aslr}", "clocksource!=nosuch"]), "--db", tmp_path / "met.db"
+    )
+    assert "2 trials" in met.stdout + met.stderr
+
+
+def test_validate_names_the_file_field_and_value_of_a_bad_requirement(tmp_path: Path) -> None:
+    for require, problem in (
+        ("governor=performace", "governor is one of performance, powersave"),
+        ("turbo<1", "turbo takes = or != (< compares numbers)"),
+        ("load<x", "load is a number, not 'x'"),
+        ("isolated=2-", "isolated is a CPU list or none"),
+        ("temperature<70", "unknown item 'temperature' (items: governor, frequency"),
+        ("governor", "expected ITEM=VALUE"),
+    ):
+        spec = _spec(tmp_path, ["aslr=2", require])
+        proc = washout("validate", spec, check=False)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert f"{spec}: experiment.require[1] = {require!r}: {problem}" in proc.stderr

@@ -1,5 +1,5 @@
-"""``washout check`` of a spec's SSH workers, against real sshd servers on loopback
-(tests/sshd.py)."""
+"""``washout check`` of a spec's SSH workers, and ``require`` refusing a run over SSH,
+against real sshd servers on loopback (tests/sshd.py)."""
 
 from __future__ import annotations
 
@@ -46,3 +46,22 @@ def test_check_tune_and_reset_each_worker_of_a_spec(sshd_farm: SshdFarm, tmp_pat
         assert {i["name"]: i["verdict"] for i in worker["items"]}["governor"] == "ok"
     washout("check", spec, "--reset", "--root", root)
     assert snapshot(root) == before
+
+
+def test_run_refuses_a_worker_that_misses_a_requirement(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    (server,) = sshd_farm.start(1)
+    aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
+    other = "0" if aslr != "0" else "2"
+    spec = _spec(
+        tmp_path,
+        server.worker_toml("far", sshd_farm.known_hosts),
+        f'require = ["aslr={other}"]',
+    )
+    proc = washout("run", spec, "--db", tmp_path / "x.db", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        f"washout: error: worker far does not meet [experiment] require aslr={other}: "
+        f"found '{aslr}' ({aslr}: {['no', 'conservative', 'full'][int(aslr)]} randomization)"
+    )

@@ -51,7 +51,10 @@ def machines(spec: Spec | None, source: str) -> list[Executor]:
 
     if spec is not None and (spec.cluster or spec.allocate):
         table = "[cluster]" if spec.cluster else "[allocate]"
-        raise SpecError(f"{source}: its workers come from {table} and exist only once allocated")
+        raise SpecError(
+            f"{source}: its workers come from {table} and exist only once allocated; "
+            "`washout run` checks the spec's require on them then"
+        )
     if spec is None or not spec.worker:
         return [LocalExecutor()]
     return [SSHExecutor(w) for w in spec.worker]

@@ -1,5 +1,5 @@
-"""Reading a machine's settings on any worker (the items are judged in
-:mod:`washout.harness.machine`).
+"""Reading a machine's settings on any worker, and a spec's ``require`` checked before a
+run (the items are judged in :mod:`washout.harness.machine`).
 
 One shell script reads every file the check needs, on the local machine and over SSH
 alike, with the environment capture's own reader (``first``,
@@ -8,11 +8,13 @@ energy metrics (:func:`~washout.harness.sampling.powercap_script`), so no file i
 ways. Every path is under a root, ``/`` on a real machine: pointed at a tree laid out as the
 kernel lays out ``/sys`` and ``/proc``, the same script reads it (the tests do, as they do
 for RAPL with ``powercap_root``). The processes' CPU use is sampled for
-:data:`SAMPLE_SECONDS` (two readings of ``/proc/*/stat``) by ``washout check``.
+:data:`SAMPLE_SECONDS` (two readings of ``/proc/*/stat``) by ``washout check``, and before
+a run only when the spec requires ``busy``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 
 from washout.errors import WorkerError
@@ -24,9 +26,13 @@ from washout.harness.machine import (
     POWERCAP,
     SYS_CPU,
     THERMAL,
+    CheckItem,
     Facts,
+    judge,
     parse_facts,
+    parse_requirement,
     under,
+    unmet,
 )
 from washout.harness.sampling import parse_powercap, powercap_script
 
@@ -125,3 +131,30 @@ async def read_facts(executor: Executor, root: str = "/", sample: float = 0.0) -
     if zones:
         facts["rapl"] = [f"{zone} {name}" for zone, (name, _, _) in zones.items()]
     return facts
+
+
+def _sides(executor: Executor) -> list[Executor]:
+    """The machines behind an executor: each role's of a worker group, else itself."""
+    from washout.harness.roles import GroupExecutor
+
+    if isinstance(executor, GroupExecutor):
+        return list(executor.sides.values())
+    return [executor]
+
+
+async def require_met(executors: list[Executor], require: list[str]) -> None:
+    """Refuse a run in one line (a :class:`WorkerError` naming the worker, the item, the
+    value wanted and the value found) when a connected worker does not meet the spec's
+    ``require``; processes are sampled only when it names ``busy``."""
+    if not require:
+        return
+    wanted = [parse_requirement(text) for text in require]
+    names = sorted({req.item for req in wanted})
+    sample = SAMPLE_SECONDS if "busy" in names else 0.0
+    sides = [side for ex in executors for side in _sides(ex)]
+    read = await asyncio.gather(*(read_facts(side, "/", sample) for side in sides))
+    for side, facts in zip(sides, read):
+        items: dict[str, CheckItem] = {item.name: item for item in judge(facts, "/", names)}
+        problems = unmet(wanted, items)
+        if problems:
+            raise WorkerError(f"worker {side.name} does not meet [experiment] {problems[0]}")
