@@ -24,28 +24,33 @@ def _spec(tmp_path: Path, workers: str, require: str = "") -> Path:
 
 def test_check_tune_and_reset_each_worker_of_a_spec(sshd_farm: SshdFarm, tmp_path: Path) -> None:
     """Each [[worker]] is read over its own connection and named; --tune and --reset write
-    on the worker (here a laid-out tree through --root) and leave it as found."""
-    first, second = sshd_farm.start(2)
-    workers = first.worker_toml("w1", sshd_farm.known_hosts) + second.worker_toml(
-        "w2", sshd_farm.known_hosts
-    )
+    on the worker and leave it as found. The machines are trees laid out in each worker's
+    workdir, which a relative --root names on every worker."""
+    servers = sshd_farm.start(2)
+    workers, trees = "", []
+    for i, server in enumerate(servers, 1):
+        workdir = tmp_path / f"w{i}"
+        trees.append(lay_out(workdir / "machine", {f"{CPU}/smt/control": "forceoff"}))
+        workers += server.worker_toml(f"w{i}", sshd_farm.known_hosts, workdir=workdir)
     spec = _spec(tmp_path, workers)
-    root = lay_out(tmp_path / "machine", {f"{CPU}/smt/control": "forceoff"})
-    before = snapshot(root)
-    shown = washout("check", spec, "--root", root).stdout
-    assert f"w1 (127.0.0.1:{first.port})" in shown and f"w2 (127.0.0.1:{second.port})" in shown
+    before = [snapshot(tree) for tree in trees]
+    shown = washout("check", spec, "--root", "machine").stdout
+    for i, server in enumerate(servers, 1):
+        assert f"w{i} (127.0.0.1:{server.port})" in shown
     assert shown.count("smt                  ok             off until the next boot") == 2
 
-    tuned = json.loads(washout("check", spec, "--tune", "--root", root, "--format", "json").stdout)
-    w1, w2 = tuned["workers"]
-    # both workers are this machine, so they tune one tree at once: each writes or finds
-    # written what tune writes, and the record holds the tree's own values
+    tuned = json.loads(
+        washout("check", spec, "--tune", "--root", "machine", "--format", "json").stdout
+    )
     assert [w["worker"] for w in tuned["workers"]] == ["w1", "w2"] and not tuned["failed"]
-    for worker in (w1, w2):
-        assert {a["outcome"] for a in worker["actions"]} <= {"done", "unchanged"}
+    for worker in tuned["workers"]:
+        outcomes = [a["outcome"] for a in worker["actions"]]
+        assert outcomes == ["done"] * 10  # perf, 4 minimum frequencies, 4 governors, turbo
         assert {i["name"]: i["verdict"] for i in worker["items"]}["governor"] == "ok"
-    washout("check", spec, "--reset", "--root", root)
-    assert snapshot(root) == before
+        assert worker["note"].startswith("the values replaced are recorded in machine/run/")
+    assert all((tree / "run/washout/tune.json").exists() for tree in trees)
+    washout("check", spec, "--reset", "--root", "machine")
+    assert [snapshot(tree) for tree in trees] == before
 
 
 def test_run_refuses_a_worker_that_misses_a_requirement(

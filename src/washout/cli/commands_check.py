@@ -67,8 +67,8 @@ def check_command(
     root: Path = typer.Option(
         Path("/"),
         "--root",
-        help="Where each machine's /sys, /proc and /run are (default /; a container's view of "
-        "its host, a laid-out tree).",
+        help="Where each machine's /sys, /proc and /run are (default /; a relative path is "
+        "under each worker's workdir): a container's view of its host, a laid-out tree.",
     ),
     fmt: str = typer.Option("text", "--format", help="Output: text or json."),
 ) -> None:

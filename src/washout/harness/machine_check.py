@@ -67,7 +67,7 @@ def check(
     each item of this machine (``spec`` None) or of each ``[[worker]]`` of the spec file
     judged, with advice; ``tune`` first sets what root can set and records the values it
     replaces on each machine, ``reset`` writes them back. ``root``: where each machine's
-    ``/sys``, ``/proc`` and ``/run`` are. Returns a frozen
+    ``/sys``, ``/proc`` and ``/run`` are (relative: under each worker's workdir). Returns a frozen
     :class:`~washout.harness.machine.MachineCheck` (``to_dict()`` for JSON)."""
     import asyncio
 

@@ -118,11 +118,14 @@ def probe_script(root: str, sample: float) -> str:
 
 
 async def read_facts(executor: Executor, root: str = "/", sample: float = 0.0) -> Facts:
-    """The facts of one machine (:func:`probe_script`); RAPL's lines as ``zone name`` of
-    each readable zone. A script that did not finish is the worker's one-line error."""
+    """The facts of one machine (:func:`probe_script`, run in the worker's workdir, which
+    a relative ``root`` is under); RAPL's lines as ``zone name`` of each readable zone. A
+    script that did not finish is the worker's one-line error."""
     result = await executor.run(
         probe_script(root, sample),
-        CommandOptions(timeout=READ_TIMEOUT + sample, output_tail=OUTPUT_LIMIT),
+        CommandOptions(
+            timeout=READ_TIMEOUT + sample, cwd=executor.workdir, output_tail=OUTPUT_LIMIT
+        ),
     )
     facts = parse_facts(result.stdout.decode("utf-8", errors="replace"))
     if "end" not in facts:
@@ -138,7 +141,7 @@ def _sides(executor: Executor) -> list[Executor]:
     from washout.harness.roles import GroupExecutor
 
     if isinstance(executor, GroupExecutor):
-        return list(executor.sides.values())
+        return [side.inner for side in executor.sides.values()]
     return [executor]
 
 

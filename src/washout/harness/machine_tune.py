@@ -137,8 +137,10 @@ def _recorded(facts: Facts, root: str, worker: str) -> list[dict[str, str]] | No
 
 
 async def _run(executor: Executor, script: str) -> Facts:
-    """Run a tune or reset script on the worker; what it printed."""
-    result = await executor.run(FACT_FUNCTIONS + script, CommandOptions(timeout=WRITE_TIMEOUT))
+    """Run a tune or reset script on the worker (in its workdir, as the reading); what it
+    printed."""
+    options = CommandOptions(timeout=WRITE_TIMEOUT, cwd=executor.workdir)
+    result = await executor.run(FACT_FUNCTIONS + script, options)
     if result.status != "ok":
         raise WorkerError(f"{executor.name}: the settings' script failed: {result.reason}")
     return parse_facts(result.stdout.decode("utf-8", errors="replace"))
