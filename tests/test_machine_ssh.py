@@ -56,17 +56,26 @@ def test_check_tune_and_reset_each_worker_of_a_spec(sshd_farm: SshdFarm, tmp_pat
 def test_run_refuses_a_worker_that_misses_a_requirement(
     sshd_farm: SshdFarm, tmp_path: Path
 ) -> None:
-    (server,) = sshd_farm.start(1)
+    """A plain worker, and each role's worker of a group, is read on its own and named."""
+    first, second = sshd_farm.start(2)
     aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
     other = "0" if aslr != "0" else "2"
-    spec = _spec(
-        tmp_path,
-        server.worker_toml("far", sshd_farm.known_hosts),
-        f'require = ["aslr={other}"]',
-    )
-    proc = washout("run", spec, "--db", tmp_path / "x.db", check=False)
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == (
-        f"washout: error: worker far does not meet [experiment] require aslr={other}: "
-        f"found '{aslr}' ({aslr}: {['no', 'conservative', 'full'][int(aslr)]} randomization)"
-    )
+    found = f"found '{aslr}' ({aslr}: {['no', 'conservative', 'full'][int(aslr)]} randomization)"
+    plain = first.worker_toml("far", sshd_farm.known_hosts)
+    group = first.worker_toml("srv", sshd_farm.known_hosts, extra='role = "server"')
+    group += second.worker_toml("cli", sshd_farm.known_hosts, extra='role = "client"')
+    for workers, named, tests in (
+        (plain, "far", ""),
+        (group, "srv", "role = 'client'\n"),
+    ):
+        spec = _spec(tmp_path, workers, f'require = ["load>=0", "aslr={other}"]')
+        spec.write_text(
+            spec.read_text().replace("command = 'true'\n", f"command = 'true'\n{tests}")
+        )
+        db = tmp_path / f"{named}.db"
+        proc = washout("run", spec, "--db", db, check=False)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines()[-1] == (
+            f"washout: error: worker {named} does not meet [experiment] require "
+            f"aslr={other}: {found}"
+        )
