@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from washout.harness.machine_check import check
 from washout.version import __version__
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "__version__",
     "analyze",
     "carryover",
+    "check",
     "claims",
     "drift",
     "explore",

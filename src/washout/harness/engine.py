@@ -46,6 +46,7 @@ from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
+from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, extract
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.roles import (
@@ -749,6 +750,11 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    try:
+        await require_met(executors, experiment.spec.experiment.require)
+    except WashoutError as err:
+        store.event("refused", str(err))
+        raise
     earlier = [s for s in store.sessions() if s != outcome.session]
     if earlier:
         executors = await _each_worker(

@@ -42,6 +42,7 @@ from pydantic import (
 from washout.errors import SpecError, WashoutError
 from washout.harness.durations import parse_duration
 from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.machine import parse_requirement
 from washout.harness.pinning import parse_cpus
 from washout.harness.sizes import parse_size
 
@@ -99,6 +100,12 @@ def _role_name(value: str) -> str:
 
 
 RoleName = Annotated[str, AfterValidator(_role_name)]
+
+
+def _requirement(value: str) -> str:
+    """A ``require`` item as the machine check reads it (ValueError saying what is wrong)."""
+    parse_requirement(value)
+    return value
 
 
 class SampleSpec(_Model):
@@ -406,6 +413,9 @@ class ExperimentSpec(_Model):
     claims: list[str] = Field(default_factory=list)
     output_tail: ByteSize = OUTPUT_TAIL
     """Bytes of the end of each trial's stdout and stderr kept (what stdout metrics read)."""
+    require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
+    """Machine check items every worker must meet before a run starts (``governor=performance``;
+    washout.harness.machine)."""
 
     @field_validator("orders")
     @classmethod
