@@ -472,7 +472,13 @@ class _Worker:
                     f"file {mspec.file} could not be read: {err.strerror or err}"
                 ) from None
         try:
-            return extract(mspec, stdout=result.stdout, wall=result.duration, file_content=content)
+            return extract(
+                mspec,
+                stdout=result.stdout,
+                wall=result.duration,
+                file_content=content,
+                stdout_cut=result.stdout_cut,
+            )
         except MetricError as err:
             kept = self.spec.experiment.output_tail
             if mspec.file is None and not mspec.wall and (result.stdout_cut or not kept):

@@ -477,7 +477,11 @@ class TrialSide(ExecutorProxy):
                     ) from None
             try:
                 values[name] = extract(
-                    m, stdout=result.stdout, wall=result.duration, file_content=content
+                    m,
+                    stdout=result.stdout,
+                    wall=result.duration,
+                    file_content=content,
+                    stdout_cut=result.stdout_cut,
                 )
             except MetricError as err:
                 raise MetricError(f"metric {name}: {err}") from None

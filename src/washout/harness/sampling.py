@@ -185,7 +185,8 @@ async def _sample(sample: SampleSpec, m: MetricSpec, side: Executor, cwd: str | 
     result = await side.run(command, CommandOptions(timeout=sample.timeout, cwd=cwd))
     if result.status != "ok":
         raise MetricError(f"sample command {command!r} {result.status}: {result.reason}")
-    return parse(m, result.stdout.decode("utf-8", errors="replace"), f"sample {command!r}")
+    text = result.stdout.decode("utf-8", errors="replace")
+    return parse(m, text, f"sample {command!r}", result.stdout_cut)
 
 
 async def _powercap(m: MetricSpec, side: Executor) -> Zones:

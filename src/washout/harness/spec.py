@@ -18,6 +18,7 @@ claims parse and name tests of the spec, and an experiment is at most
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import json
 import math
@@ -101,6 +102,19 @@ def _role_name(value: str) -> str:
 RoleName = Annotated[str, AfterValidator(_role_name)]
 
 
+@functools.lru_cache(maxsize=256)
+def compile_regex(pattern: str) -> Any:
+    """A metric's regex, compiled once by the ``regex`` package (Python's ``re`` syntax,
+    with a deadline a match can be given: see ``washout.harness.measure.regex_value``),
+    each line a line (``^``/``$`` at line breaks). ValueError if it does not compile."""
+    import regex  # tens of milliseconds: imported only where a spec has a regex
+
+    try:
+        return regex.compile(pattern, regex.MULTILINE)
+    except (regex.error, RecursionError, OverflowError) as err:
+        raise ValueError(f"not a valid regular expression: {err}") from None
+
+
 class SampleSpec(_Model):
     """A metric read while the trial runs: ``command`` or ``file`` on the metric's role,
     at the start, every ``interval`` (absent: no reading in between) and at the end, each
@@ -171,10 +185,7 @@ class MetricSpec(_Model):
     def _regex_compiles(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        try:
-            pattern = re.compile(value)
-        except re.error as err:
-            raise ValueError(f"not a valid regular expression: {err}") from None
+        pattern = compile_regex(value)
         if "value" not in pattern.groupindex:
             raise ValueError("the regex needs a named group (?P<value>...)")
         return value
