@@ -505,3 +505,28 @@ def test_signals_are_honoured_while_a_regex_runs(tmp_path: Path) -> None:
     assert proc.returncode != 0
     statuses = [status for _, status, _ in trials(db)]
     assert statuses and "running" not in statuses and len(statuses) < 5
+
+
+def test_validate_warns_of_a_file_metric_outside_the_working_directory(tmp_path: Path) -> None:
+    """A ``file`` metric is removed before every trial: ``validate`` (and ``run``) say so
+    in one line when it names an existing file outside the test's working directory, and
+    say nothing of a file inside it or of one that does not exist."""
+    work = tmp_path / "work"
+    work.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (work / "out.txt").write_text("1\n")
+    spec = work / "spec.toml"
+    spec.write_text(
+        '[[test]]\nname = "a"\ncommand = "echo 1 > out.txt"\n'
+        f'[test.metrics.outside]\nfile = "{precious}"\n'
+        '[test.metrics.relative]\nfile = "../precious.txt"\n'
+        '[test.metrics.inside]\nfile = "out.txt"\n'
+        '[test.metrics.absent]\nfile = "/nonexistent/washout-metric"\n'
+    )
+    proc = washout("validate", spec, cwd=work)
+    assert proc.stderr.splitlines() == [
+        f"{spec}: warning: test 'a' metric 'outside': file {precious} exists outside the "
+        f"working directory ({work}); it is removed before every trial"
+    ]
+    assert precious.read_text() == "keep me\n"

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
-from washout.harness.spec import MetricSpec, compile_regex
+from washout.harness.spec import MetricSpec, Spec, Test, compile_regex
 
 REGEX_BUDGET = 2.0
 """Seconds a metric regex may take on one output (a linear pattern reads 16 MiB in a
@@ -173,3 +175,25 @@ def parse(spec: MetricSpec, text: str, where: str, cut: bool = False) -> float:
     if spec.regex is not None:
         return regex_value(text, spec.regex, where, cut)
     return last_number(text, where, cut)
+
+
+def files_removed_outside(spec: Spec, tests: list[Test]) -> list[str]:
+    """The ``file`` metrics of a run on this machine that name an existing file outside
+    their test's working directory, each said once: the file is removed before every trial
+    (a value must come from the trial that wrote it), so ``validate`` warns of it. Workers
+    elsewhere are not looked at: their files are not this machine's."""
+    if spec.worker or spec.cluster or spec.allocate:
+        return []
+    said: dict[Path, str] = {}
+    for test in tests:
+        workdir = Path(test.cwd or ".").resolve()
+        for name, m in test.metrics.items():
+            if m.file is None:
+                continue
+            path = (workdir / m.file).resolve()
+            if path not in said and os.path.lexists(path) and not path.is_relative_to(workdir):
+                said[path] = (
+                    f"test {test.name!r} metric {name!r}: file {m.file} exists outside the "
+                    f"working directory ({workdir}); it is removed before every trial"
+                )
+    return list(said.values())

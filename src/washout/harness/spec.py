@@ -51,7 +51,9 @@ ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
 OrderKind = Literal["fixed", "random", "reverse", "williams"]
-_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""The pieces of a grid's name or command, read left to right as ``str.format`` reads
+them: ``{{`` and ``}}`` (literal braces) or a ``{param}`` placeholder (group 1)."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_RUNS = 1_000_000
 """Most runs per order kind: a schedule is planned whole, in memory, before it starts."""
@@ -507,7 +509,7 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
     literally. A small POSIX shell lexer (quotes, escapes, substitutions, comments) finds
     the context of each placeholder; where it is not bare the spec is refused.
     """
-    starts = {m.start(): m.group(0) for m in _PLACEHOLDER.finditer(command)}
+    starts = {m.start(): m.group(0) for m in _placeholders(command)}
     stack: list[str] = []  # open contexts, innermost last: ' " ` $( ( ${
     heredoc = False
     i, n = 0, len(command) if starts else 0
@@ -568,14 +570,23 @@ def check_placeholders(command: str, source: str, field: str) -> None:
         )
 
 
+def _placeholders(template: str) -> list[re.Match[str]]:
+    """The ``{param}`` placeholders of a template (not the ``{{``/``}}`` escapes)."""
+    return [m for m in _TEMPLATE.finditer(template) if m.group(1)]
+
+
 def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
-    """Substitute ``{param}`` placeholders (``{{``/``}}`` stay literal braces)."""
+    """Substitute ``{param}`` placeholders and turn ``{{``/``}}`` into literal braces, in
+    one pass over the template: a substituted value is never read again (``{"a":{"b":1}}``
+    stays as it is)."""
 
     def sub(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return match.group(0)[0]
         text = str(values[match.group(1)])
         return shlex.quote(text) if quote else text
 
-    return _PLACEHOLDER.sub(sub, template).replace("{{", "{").replace("}}", "}")
+    return _TEMPLATE.sub(sub, template)
 
 
 def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
@@ -593,7 +604,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
         combos: list[dict[str, Scalar]] = [{}]
         if t.params:
             for where, template in (("name", t.name), ("command", t.command)):
-                unknown = set(_PLACEHOLDER.findall(template)) - set(t.params)
+                unknown = {m.group(1) for m in _placeholders(template)} - set(t.params)
                 if unknown:
                     raise SpecError.at(
                         source,
