@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 
 from washout.harness.executors.base import OUTPUT_TAIL, CommandOptions
 from washout.harness.executors.local import LocalExecutor
-from washout.harness.measure import MetricError, extract, json_value, last_number
+from washout.harness.measure import MetricError, extract
+from washout.harness.metrics.json import json_value
+from washout.harness.metrics.stdout import last_number
 from washout.harness.spec import MetricSpec
 
 

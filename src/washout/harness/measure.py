@@ -1,151 +1,114 @@
-"""Metric extraction from a trial's output: pure functions, one per source.
+"""A trial's metrics taken by their sources (``washout.harness.metrics``), in the order a
+trial runs: each source's ``before`` (before the trial), ``start`` (just before the
+measured command; a sampler), the command, each reading's ``stop``, then each source's
+``value``. The engine takes a plain test's metrics with it (:class:`TrialMetrics`);
+``roles.TrialSide`` those taken around the trial (on a role, sampled, counted).
 
-Each returns a finite float or raises :class:`MetricError` whose message is the reason the
-store keeps for a failed trial ("no number in stdout", "json path a.b: no key 'b'", ...).
+A metric with no value is a MetricError, which fails the trial with its reason ("metric
+rps: no number in stdout"), or a MetricUnavailable (this machine cannot give it), which
+leaves the trial ok and says so in its reason.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import re
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from washout.harness.spec import MetricSpec, Spec, Test, compile_regex
+from washout.harness.executors.base import CommandResult, Executor
+from washout.harness.metrics.base import (
+    MetricError,
+    MetricSource,
+    MetricUnavailable,
+    Reading,
+    Text,
+    Trial,
+)
+from washout.harness.metrics.file import File
+from washout.harness.metrics.stdout import Stdout
+from washout.harness.metrics.wall import Wall
+from washout.harness.spec import MetricSpec, Spec, Test
 
-REGEX_BUDGET = 2.0
-"""Seconds a metric regex may take on one output (a linear pattern reads 16 MiB in a
-fraction of that)."""
-
-NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-"""A decimal number as a whole token: optional sign, digits with an optional fraction, an
-optional exponent (``12``, ``-3.5``, ``.5``, ``1e6``). No thousands separators, units or
-``inf``/``nan``."""
-GROUP_SEPARATORS = "\u00a0\u2009\u202f"
-"""The no-break space, thin space and narrow no-break space: what groups digits by threes
-where a locale's ``printf "%'d"`` (or the SI brochure, 9th ed., 5.4.4) writes
-``1 234 567``; never a decimal marker, so a number grouped by them is read whole."""
-GROUPED = re.compile(rf"[-+]?\d{{1,3}}(?:[{GROUP_SEPARATORS}]\d{{3}})+(?:\.\d*)?(?:[eE][-+]?\d+)?")
-"""A number whose integer part is grouped by threes with :data:`GROUP_SEPARATORS`."""
-NON_FINITE = re.compile(r"[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
-"""``nan``, ``inf``, ``-Infinity``...: a number token, but no finite value (refused)."""
-TOKEN = re.compile(rf"(?:\S|(?<=\d)[{GROUP_SEPARATORS}](?=\d))+")
-"""A whitespace-delimited token; a group separator between two digits does not end one."""
-_ENCLOSING = "\"'([{<"
-_TRAILING = "\"')]}>,;:."
+__all__ = ["MetricError", "MetricUnavailable", "TrialMetrics", "extract", "files_removed_outside"]
 
 
-class MetricError(Exception):
-    """A metric could not be read from a trial's output."""
+class TrialMetrics:
+    """Some metrics of one trial, each taken on its side (``side(role)``), by name."""
 
+    def __init__(
+        self,
+        metrics: dict[str, MetricSpec],
+        trial: Trial,
+        side: Callable[[str | None], Executor],
+    ) -> None:
+        self.sources: dict[str, tuple[MetricSource, Executor]] = {
+            name: (m.source, side(m.role)) for name, m in metrics.items()
+        }
+        self.trial = trial
+        self.readings: dict[str, Reading] = {}
+        self.sampled: set[str] = set()
+        """The metrics whose value their reading gives."""
+        self.notes: list[str] = []
+        """Why a metric has no value although the trial is ok ("not available")."""
 
-def _finite(value: float, what: str) -> float:
-    if not math.isfinite(value):
-        raise MetricError(f"{what} is {value}, not a finite number")
-    return value
+    async def before(self) -> None:
+        """Each source's work before the trial (MetricError naming the metric)."""
+        for name, (source, side) in self.sources.items():
+            try:
+                await source.before(self.trial, side)
+            except MetricError as err:
+                raise MetricError(f"metric {name}: {err}") from None
 
+    async def start(self) -> None:
+        """Each source's work just before the measured command (MetricError naming the
+        metric: the trial cannot run); a metric the machine cannot give is noted and left
+        out."""
+        for name, (source, side) in list(self.sources.items()):
+            try:
+                reading = await source.start(self.trial, side)
+            except MetricUnavailable as err:
+                self.notes.append(f"metric {name}: not available: {err}")
+                del self.sources[name]
+                continue
+            except MetricError as err:
+                raise MetricError(f"metric {name}: {err}") from None
+            if reading is not None:
+                self.readings[name] = reading
+                self.sampled.add(name)
 
-def _to_float(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise MetricError(f"{what} is {type(value).__name__}, not a number")
-    try:
-        return _finite(float(value), what)
-    except ValueError:
-        raise MetricError(f"{what} = {str(value)[:40]!r} is not a number") from None
+    async def stop(self) -> tuple[dict[str, float], str | None]:
+        """Right after the command: each reading's value, and the first failure's reason."""
+        values: dict[str, float] = {}
+        failure = None
+        readings, self.readings = self.readings, {}
+        for name, reading in readings.items():
+            try:
+                values[name] = await reading.stop()
+            except MetricError as err:
+                failure = failure or f"metric {name}: {err}"
+        return values, failure
 
+    async def values(self, result: CommandResult) -> dict[str, float]:
+        """Once the trial is over: each source's value but those read while it ran
+        (MetricError naming the metric, for the first that has none)."""
+        self.trial.result = result
+        values: dict[str, float] = {}
+        for name, (source, side) in self.sources.items():
+            if name in self.sampled:
+                continue
+            try:
+                values[name] = await source.value(self.trial, side)
+            except MetricUnavailable as err:
+                self.notes.append(f"metric {name}: not available: {err}")
+            except MetricError as err:
+                raise MetricError(f"metric {name}: {err}") from None
+        return values
 
-def last_number(text: str, where: str = "stdout", cut: bool = False) -> float:
-    """The last whitespace-delimited token that is a number as a whole (:data:`NUMBER`, or
-    grouped by threes with :data:`GROUP_SEPARATORS`), once enclosing quotes or brackets and
-    a trailing ``,;:.`` are stripped, and of a ``name=value`` token its value: hyperfine
-    users' ``| tail -1`` habit, built in.
-
-    Tokens that merely contain digits are not numbers: ``1,234,567`` (thousands
-    separators), ``2024-01-02`` (a date), ``v1.2.3`` (a version), ``12ms`` (a unit) are
-    skipped, never read in part. A ``nan`` or ``inf`` token is a number without a finite
-    value: as the last number it fails the metric with that reason, never skipped for an
-    earlier one. Of a ``cut`` text (an output longer than the tail kept of it) the first
-    token may be the end of a longer one, so it is not read.
-    """
-    if cut:
-        first = TOKEN.match(text)
-        text = text[first.end() :] if first else text
-    for line in reversed(text.splitlines()):
-        for token in reversed(TOKEN.findall(line)):
-            word = token.rpartition("=")[2].lstrip(_ENCLOSING).rstrip(_TRAILING)
-            if NUMBER.fullmatch(word) or NON_FINITE.fullmatch(word):
-                return _to_float(word, f"last number in {where}")
-            if GROUPED.fullmatch(word):
-                digits = word.translate(dict.fromkeys(map(ord, GROUP_SEPARATORS)))
-                return _to_float(digits, f"last number in {where}")
-    raise MetricError(f"no number in {where}")
-
-
-def json_value(text: str, path: str, where: str = "stdout", cut: bool = False) -> float:
-    """The number at a dotted path (``a.b.0.c``, list indices as numbers) of a JSON document.
-
-    A ``cut`` text has lost the document's start, so it is refused whatever its end parses
-    to (a padded ``   12345`` cut to ``345`` would otherwise read 345).
-
-    Integers are read as floats (what a metric is), so a 5,000-digit integer is an
-    infinite value, refused like any other, rather than Python's integer-size error; a
-    document nested too deeply for the parser's recursion is refused with a reason. Its size
-    is bounded by what is read: ``output_tail`` bytes of stdout, METRIC_FILE_LIMIT of a file.
-    """
-    if cut:
-        raise MetricError(f"{where} is not a whole JSON document (its start was cut)")
-    try:
-        data: Any = json.loads(text, parse_int=float)
-    except json.JSONDecodeError as err:
-        raise MetricError(
-            f"{where} is not a JSON document ({err.msg} at line {err.lineno})"
-        ) from None
-    except RecursionError:
-        raise MetricError(
-            f"{where}: JSON nested deeper than washout reads (about "
-            f"{sys.getrecursionlimit()} levels)"
-        ) from None
-    for key in filter(None, path.replace("[", ".").replace("]", "").split(".")):
-        if (
-            isinstance(data, list)
-            and key.lstrip("-").isdigit()
-            and -len(data) <= int(key) < len(data)
-        ):
-            data = data[int(key)]
-        elif isinstance(data, dict) and key in data:
-            data = data[key]
-        else:
-            raise MetricError(f"json path {path}: no {key!r} in {where}")
-    return _to_float(data, f"json path {path}")
-
-
-def regex_value(text: str, pattern: str, where: str = "stdout", cut: bool = False) -> float:
-    """The named group ``value`` of the last match of ``pattern`` (each line a line:
-    ``^`` and ``$`` match at line breaks), found within :data:`REGEX_BUDGET` seconds.
-
-    The matcher is the ``regex`` package's (Python's ``re`` syntax and matching, plus a
-    deadline checked inside the matcher): a pattern that backtracks catastrophically
-    (``(1|11)+2`` on 40 ones) fails the metric with a reason instead of holding the engine,
-    and so its signals, for ever. Of a ``cut`` text the first line is the end of a longer
-    one, so it is not read.
-    """
-    if cut:
-        text = text[text.find("\n") + 1 :] if "\n" in text else ""
-    try:
-        matches = list(compile_regex(pattern).finditer(text, timeout=REGEX_BUDGET))
-    except TimeoutError:
-        raise MetricError(
-            f"regex {pattern!r} ran past its {REGEX_BUDGET:g} s budget on {where}"
-        ) from None
-    if not matches:
-        raise MetricError(f"regex {pattern!r} does not match {where}")
-    value = matches[-1].group("value")
-    if value is None:
-        raise MetricError(f"regex {pattern!r}: group 'value' did not take part in the match")
-    return _to_float(value, f"regex group 'value' in {where}")
+    async def close(self) -> None:
+        """Readings still running cancelled, and what the sources left removed."""
+        for reading in self.readings.values():
+            await reading.cancel()
+        self.readings = {}
+        await self.trial.clean_up()
 
 
 def extract(
@@ -156,44 +119,39 @@ def extract(
     file_content: bytes | None,
     stdout_cut: bool = False,
 ) -> float:
-    """The value of one metric of a trial, by its spec (``stdout_cut``: the output was
-    longer than the tail kept of it)."""
-    if spec.wall:
+    """The value of a metric read after its trial (wall, stdout, a file's content) from
+    that trial's outputs, without a worker: the pure part of those sources, for checks
+    of what any output gives. MetricError for a source taken while a trial runs."""
+    source = spec.source
+    if isinstance(source, Wall):
         return wall
-    if spec.file is not None:
+    if isinstance(source, File):
         if file_content is None:
-            raise MetricError(f"file {spec.file} could not be read")
-        text, where = file_content.decode("utf-8", errors="replace"), f"file {spec.file}"
-        return parse(spec, text, where)
-    return parse(spec, stdout.decode("utf-8", errors="replace"), "stdout", stdout_cut)
-
-
-def parse(spec: MetricSpec, text: str, where: str, cut: bool = False) -> float:
-    """``text`` read by the metric's parser: ``json``, ``regex``, else its last number."""
-    if spec.json_path is not None:
-        return json_value(text, spec.json_path, where, cut)
-    if spec.regex is not None:
-        return regex_value(text, spec.regex, where, cut)
-    return last_number(text, where, cut)
+            raise MetricError(f"file {source.path} could not be read")
+        return source.parser.read(Text.of(file_content, f"file {source.path}"))
+    if isinstance(source, Stdout):
+        return source.parser.read(Text.of(stdout, "stdout", stdout_cut))
+    raise MetricError(f"{type(source).__name__.lower()} is taken while the trial runs")
 
 
 def files_removed_outside(spec: Spec, tests: list[Test]) -> list[str]:
     """The ``file`` metrics of a run on this machine that name an existing file outside
     their test's working directory, each said once: the file is removed before every trial
-    (a value must come from the trial that wrote it), so ``validate`` warns of it. Workers
-    elsewhere are not looked at: their files are not this machine's."""
+    (a value must come from the trial that wrote it), so ``validate`` and ``run`` warn of
+    it. Workers elsewhere are not looked at: their files are not this machine's."""
     if spec.worker or spec.cluster or spec.allocate:
         return []
     said: dict[Path, str] = {}
     for test in tests:
         workdir = Path(test.cwd or ".").resolve()
         for name, m in test.metrics.items():
-            if m.file is None:
+            file = m.source
+            if not isinstance(file, File):
                 continue
-            path = (workdir / m.file).resolve()
-            if path not in said and os.path.lexists(path) and not path.is_relative_to(workdir):
+            path = file.removes_outside(workdir)
+            if path is not None and path not in said:
                 said[path] = (
-                    f"test {test.name!r} metric {name!r}: file {m.file} exists outside the "
-                    f"working directory ({workdir}); it is removed before every trial"
+                    f"test {test.name!r} metric {name!r}: file {file.path} exists outside "
+                    f"the working directory ({workdir}); it is removed before every trial"
                 )
     return list(said.values())

@@ -18,7 +18,6 @@ claims parse and name tests of the spec, and an experiment is at most
 from __future__ import annotations
 
 import difflib
-import functools
 import itertools
 import json
 import math
@@ -35,18 +34,21 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from washout.errors import SpecError, WashoutError
-from washout.harness.durations import parse_duration
 from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.fields import Duration, NonBlank
+from washout.harness.fields import StrictModel as _Model
+from washout.harness.metrics import MetricKeys, source_of
+from washout.harness.metrics.base import MetricSource
 from washout.harness.pinning import parse_cpus
 from washout.harness.sizes import parse_size
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
 ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
@@ -63,20 +65,9 @@ MAX_TESTS = 100_000
 """Most tests after grid expansion (each run orders every one of them)."""
 
 
-class _Model(BaseModel):
-    # strict: TOML has real booleans and numbers, so ``runs = true`` is an error, not 1
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
 def _check_cpus(value: str | None) -> str | None:
     if value is not None:
         parse_cpus(value)
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or blank")
     return value
 
 
@@ -90,7 +81,6 @@ def _env_names(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-NonBlank = Annotated[str, AfterValidator(_not_blank)]
 Env = Annotated[dict[str, str], AfterValidator(_env_names)]
 
 
@@ -102,38 +92,6 @@ def _role_name(value: str) -> str:
 
 
 RoleName = Annotated[str, AfterValidator(_role_name)]
-
-
-@functools.lru_cache(maxsize=256)
-def compile_regex(pattern: str) -> Any:
-    """A metric's regex, compiled once by the ``regex`` package (Python's ``re`` syntax,
-    with a deadline a match can be given: see ``washout.harness.measure.regex_value``),
-    each line a line (``^``/``$`` at line breaks). ValueError if it does not compile."""
-    import regex  # tens of milliseconds: imported only where a spec has a regex
-
-    try:
-        return regex.compile(pattern, regex.MULTILINE)
-    except (regex.error, RecursionError, OverflowError) as err:
-        raise ValueError(f"not a valid regular expression: {err}") from None
-
-
-class SampleSpec(_Model):
-    """A metric read while the trial runs: ``command`` or ``file`` on the metric's role,
-    at the start, every ``interval`` (absent: no reading in between) and at the end, each
-    reading parsed by the metric's ``json``, ``regex`` or as its last number, then
-    ``aggregate``d: ``mean``, ``max``, or ``delta`` (last minus first, for counters)."""
-
-    command: NonBlank | None = None
-    file: NonBlank | None = None
-    interval: Duration | None = None
-    aggregate: Literal["mean", "max", "delta"] = "mean"
-    timeout: Duration = 10.0
-
-    @model_validator(mode="after")
-    def _one_reading(self) -> SampleSpec:
-        if (self.command is None) == (self.file is None):
-            raise ValueError("give one of command or file to sample")
-        return self
 
 
 class BackgroundSpec(_Model):
@@ -148,75 +106,33 @@ class BackgroundSpec(_Model):
     cwd: str | None = None
 
 
-class MetricSpec(_Model):
-    """Where a trial's metric comes from. Exactly one source; ``file`` changes the text read.
+class MetricSpec(MetricKeys):
+    """Where a trial's metric comes from: one ``[test.metrics.NAME]`` table, whose keys
+    choose one source (``washout.harness.metrics``: ``wall``, ``stdout``, ``json``,
+    ``regex``, ``file``, ``sample``, ``powercap``, ``perf``), taken on ``role``, with
+    ``better`` the direction the analysis calls better."""
 
-    - ``wall = true``: seconds measured by washout around the process (the default metric);
-    - ``stdout = "last-number"``: the last number printed;
-    - ``json = "dotted.path"``: stdout (or ``file``) is a JSON document;
-    - ``regex = '...(?P<value>...)...'``: the named group ``value`` of the last match;
-    - ``file = "path"``: read after the trial, parsed by ``json``/``regex`` or last number.
-    """
-
-    wall: bool = False
-    stdout: Literal["last-number"] | None = None
-    json_path: str | None = Field(default=None, alias="json")
-    regex: str | None = None
-    file: str | None = None
     better: Literal["lower", "higher"] = "lower"
     role: RoleName | None = None
     """Where the metric is taken (default: the test's own role); see washout.harness.roles."""
-    sample: SampleSpec | None = None
-    powercap: Literal["joules", "watts"] | None = None
-    powercap_zones: list[NonBlank] = Field(default_factory=list)
-    """Powercap zone names to sum (``package-0``, ``dram``...); default: every package."""
-    powercap_root: NonBlank = "/sys/class/powercap"
-    perf: NonBlank | None = None
-    """A ``perf stat -e`` event counted over the measured command (``instructions``...)."""
+    _source: MetricSource = PrivateAttr()
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+    @property
+    def source(self) -> MetricSource:
+        """The source its keys choose."""
+        return self._source
 
     @property
     def around_trial(self) -> bool:
         """Taken by washout around the trial (:mod:`washout.harness.roles`: on a role, sampled,
         powercap or perf), not read from the measured command's output afterwards."""
-        return bool(self.role or self.sample or self.powercap or self.perf)
-
-    @field_validator("regex")
-    @classmethod
-    def _regex_compiles(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        pattern = compile_regex(value)
-        if "value" not in pattern.groupindex:
-            raise ValueError("the regex needs a named group (?P<value>...)")
-        return value
+        return self.role is not None or self._source.around
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricSpec:
-        parsers = [p for p in (self.stdout, self.json_path, self.regex) if p is not None]
-        counted = [k for k in ("powercap", "perf") if getattr(self, k) is not None]
-        if counted and (self.wall or parsers or self.file or self.sample or len(counted) > 1):
-            raise ValueError(f"{counted[0]} is read by washout; it takes no other source")
-        if counted:
-            return self
-        if self.sample is not None:
-            if self.wall or self.file or self.stdout:
-                raise ValueError(
-                    "sample reads its own command or file every interval, parsed by json, "
-                    "regex or as its last number; give no wall, file or stdout with it"
-                )
-            return self
-        if self.wall and (parsers or self.file):
-            raise ValueError("wall is measured by washout; it takes no other source")
-        if len(parsers) > 1:
-            raise ValueError("give one of stdout, json, regex (with file to read a file)")
-        if self.stdout and self.file:
-            raise ValueError("stdout = 'last-number' reads stdout; for a file give file alone")
-        if not self.wall and not parsers and not self.file:
-            raise ValueError(
-                "give a source: wall, stdout, json, regex, file, sample, powercap or perf"
-            )
+        self._source = source_of(self)
         return self
 
 
@@ -1026,19 +942,6 @@ def _check_metric(
 ) -> None:
     if m.role is not None and m.role not in roles:
         raise _unknown_role(source, f"{field}.role", m.role, known)
-    elsewhere = m.role is not None and m.role != own
-    if elsewhere and m.perf is not None:
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "perf counts the measured command, which runs on the test's own role",
-        )
-    if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "a metric of another role reads a file, a sample or powercap there "
-            "(the measured command's output is the test's own role's)",
-        )
+    why = m.source.elsewhere
+    if m.role is not None and m.role != own and why:
+        raise SpecError.at(source, f"{field}.role", m.role, why)
