@@ -60,6 +60,7 @@ from washout.harness.roles import (
 from washout.harness.secrets import redact, redact_tail, secret_values
 from washout.harness.spec import (
     CommandSpec,
+    MetricSpec,
     ResetSpec,
     Spec,
     Test,
@@ -289,6 +290,7 @@ class _Worker:
         # Every process of a trial carries the session's token, so that a later session
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
+        self._plain: dict[str, dict[str, MetricSpec]] = {}
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -401,9 +403,9 @@ class _Worker:
         cwd = self._cwd(test.cwd)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
         plain = TrialMetrics(  # the rest, taken here on the test's worker
-            {name: m for name, m in test.metrics.items() if not m.around_trial},
+            self._plain_metrics(test),
             Trial(self.ex, cwd, self.spec.experiment.output_tail),
-            lambda role: self.ex,
+            self._own_side,
         )
         try:
             try:
@@ -460,6 +462,19 @@ class _Worker:
         # own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics})
+
+    def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
+        """The metrics of ``test`` not taken around the trial (worked out once per test)."""
+        plain = self._plain.get(test.name)
+        if plain is None:
+            plain = self._plain[test.name] = {
+                name: m for name, m in test.metrics.items() if not m.around_trial
+            }
+        return plain
+
+    def _own_side(self, role: str | None) -> Executor:
+        """Where a plain metric is taken: this worker."""
+        return self.ex
 
     def _finished(
         self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]

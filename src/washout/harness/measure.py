@@ -11,13 +11,12 @@ leaves the trial ok and says so in its reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from washout.harness.executors.base import CommandResult, Executor
 from washout.harness.metrics.base import (
     MetricError,
-    MetricSource,
     MetricUnavailable,
     Reading,
     Text,
@@ -34,16 +33,17 @@ __all__ = ["MetricError", "MetricUnavailable", "TrialMetrics", "extract", "files
 class TrialMetrics:
     """Some metrics of one trial, each taken on its side (``side(role)``), by name."""
 
+    __slots__ = ("metrics", "trial", "side", "readings", "sampled", "notes")
+
     def __init__(
         self,
-        metrics: dict[str, MetricSpec],
+        metrics: Mapping[str, MetricSpec],
         trial: Trial,
         side: Callable[[str | None], Executor],
     ) -> None:
-        self.sources: dict[str, tuple[MetricSource, Executor]] = {
-            name: (m.source, side(m.role)) for name, m in metrics.items()
-        }
+        self.metrics = metrics
         self.trial = trial
+        self.side = side
         self.readings: dict[str, Reading] = {}
         self.sampled: set[str] = set()
         """The metrics whose value their reading gives."""
@@ -52,9 +52,9 @@ class TrialMetrics:
 
     async def before(self) -> None:
         """Each source's work before the trial (MetricError naming the metric)."""
-        for name, (source, side) in self.sources.items():
+        for name, m in self.metrics.items():
             try:
-                await source.before(self.trial, side)
+                await m.source.before(self.trial, self.side(m.role))
             except MetricError as err:
                 raise MetricError(f"metric {name}: {err}") from None
 
@@ -62,12 +62,12 @@ class TrialMetrics:
         """Each source's work just before the measured command (MetricError naming the
         metric: the trial cannot run); a metric the machine cannot give is noted and left
         out."""
-        for name, (source, side) in list(self.sources.items()):
+        for name, m in self.metrics.items():
             try:
-                reading = await source.start(self.trial, side)
+                reading = await m.source.start(self.trial, self.side(m.role))
             except MetricUnavailable as err:
                 self.notes.append(f"metric {name}: not available: {err}")
-                del self.sources[name]
+                self.sampled.add(name)  # no value to take after the trial either
                 continue
             except MetricError as err:
                 raise MetricError(f"metric {name}: {err}") from None
@@ -92,11 +92,11 @@ class TrialMetrics:
         (MetricError naming the metric, for the first that has none)."""
         self.trial.result = result
         values: dict[str, float] = {}
-        for name, (source, side) in self.sources.items():
+        for name, m in self.metrics.items():
             if name in self.sampled:
                 continue
             try:
-                values[name] = await source.value(self.trial, side)
+                values[name] = await m.source.value(self.trial, self.side(m.role))
             except MetricUnavailable as err:
                 self.notes.append(f"metric {name}: not available: {err}")
             except MetricError as err:

@@ -18,6 +18,7 @@ claims parse and name tests of the spec, and an experiment is at most
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import json
 import math
@@ -34,7 +35,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -115,24 +115,23 @@ class MetricSpec(MetricKeys):
     better: Literal["lower", "higher"] = "lower"
     role: RoleName | None = None
     """Where the metric is taken (default: the test's own role); see washout.harness.roles."""
-    _source: MetricSource = PrivateAttr()
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
-    @property
+    @functools.cached_property
     def source(self) -> MetricSource:
-        """The source its keys choose."""
-        return self._source
+        """The source its keys choose (made once: the engine asks for it every trial)."""
+        return source_of(self)
 
     @property
     def around_trial(self) -> bool:
         """Taken by washout around the trial (:mod:`washout.harness.roles`: on a role, sampled,
         powercap or perf), not read from the measured command's output afterwards."""
-        return self.role is not None or self._source.around
+        return self.role is not None or self.source.around
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricSpec:
-        self._source = source_of(self)
+        self.source  # noqa: B018 (its keys are checked as it is made)
         return self
 
 

@@ -88,7 +88,7 @@ class Reading(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Trial:
     """One trial as its metrics see it: the executor that runs the measured command, the
     command's directory, how much of its stdout is kept (``[experiment] output_tail``), the
