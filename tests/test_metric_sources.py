@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -532,3 +533,40 @@ def test_validate_warns_of_a_file_metric_outside_the_working_directory(tmp_path:
         f"working directory ({work}); it is removed before every trial"
     ]
     assert precious.read_text() == "keep me\n"
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=2000),
+        st.text(alphabet=TEXT, max_size=200).map(str.encode),
+        JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
+    ),
+    st.sampled_from(["0", "64"]),
+)
+def test_any_output_is_a_recorded_trial(output: bytes, tail: str) -> None:
+    """A real run whose command prints anything (kept whole, cut to 64 bytes, or sent to
+    /dev/null): washout exits without a traceback and every trial is recorded, ok with a
+    finite value or failed with a one-line reason."""
+    with tempfile.TemporaryDirectory() as work:
+        Path(work, "out.bin").write_bytes(output)
+        metrics = "".join(
+            f"[test.metrics.{name}]\n{key} = {value}\n"
+            for name, key, value in [
+                ("n", "stdout", "'last-number'"),
+                ("j", "json", "'a.0'"),
+                ("r", "regex", "'v=(?P<value>\\S+)'"),
+            ]
+        )
+        proc, db = run_spec(
+            Path(work),
+            f'[[test]]\nname = "t"\ncommand = "cat out.bin"\n{metrics}',
+            experiment=f"output_tail = {tail}\n",
+        )
+        assert "Traceback" not in proc.stdout + proc.stderr
+        rows = trials(db)
+        assert [test for test, _, _ in rows] == ["t"]
+        status, reason = rows[0][1:]
+        assert status in ("ok", "failed") and "\n" not in reason
+        assert (status == "failed") == bool(reason)
+        assert all(math.isfinite(v) for v in metric_values(db).get("t", []))
