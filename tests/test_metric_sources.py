@@ -35,6 +35,11 @@ def trials(db: Path) -> list[tuple[str, str, str]]:
         return conn.execute("SELECT test, status, reason FROM trial ORDER BY id").fetchall()
 
 
+def outcomes(db: Path) -> dict[str, tuple[str, str]]:
+    """Each test's (status, reason), of its last trial."""
+    return {test: (status, reason) for test, status, reason in trials(db)}
+
+
 def metric_values(db: Path) -> dict[str, list[float]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
@@ -114,7 +119,7 @@ json = "0"
 """,
     )
     assert "Traceback" not in proc.stdout + proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["digits"] == ("failed", "metric v: json path v is inf, not a finite number")
     assert reasons["deep"][0] == "failed" and "nested deeper" in reasons["deep"][1]
     assert "Traceback" not in washout("resume", db, "--quiet", check=False).stderr
@@ -140,7 +145,7 @@ file = "written.txt"
 """,
     )
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["stale"] == (
         "failed",
         "metric v: file out.txt could not be read: No such file or directory",
@@ -183,7 +188,7 @@ file = "old.dir"
     )
     assert time.monotonic() - t0 < 20, "a FIFO metric must not wait for a writer"
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["fifo"] == (
         "failed",
         "metric v: file made.fifo could not be read: a FIFO, not a regular file",
@@ -246,7 +251,7 @@ json = "v"
     )
     assert "Traceback" not in proc.stderr
     assert metric_values(db)["count"] == [300000.0]
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["json"][0] == "failed"
     kept = "only the last 65536 bytes of stdout are kept: [experiment] output_tail"
     assert kept in reasons["json"][1]
@@ -359,7 +364,7 @@ stdout = "last-number"
         experiment='output_tail = "64KiB"\n',
     )
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     kept = " (only the last 65536 bytes of stdout are kept: [experiment] output_tail)"
     assert reasons["last-number"] == ("failed", "metric v: no number in stdout" + kept)
     assert reasons["json"] == (
@@ -401,7 +406,7 @@ stdout = "last-number"
 """,
     )
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["ragged"] == ("failed", "metric v: no number in stdout")
     values = metric_values(db)
     assert values["grouped"] == [1234567.0]

@@ -59,7 +59,7 @@ def source_of(m: MetricKeys) -> MetricSource:
         raise ValueError(
             f"give one of {', '.join(p.key for p in PARSERS)} (with file to read a file)"
         )
-    parser: Parser = parsers[0].of(m) if parsers else PARSERS[0].of(m)
+    parser: Parser = (parsers[0] if parsers else PARSERS[0]).of(m)
     if readers:
         return readers[0].of(m, parser)
     if not parsers:

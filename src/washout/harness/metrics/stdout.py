@@ -81,7 +81,8 @@ class LastNumber:
 
 class StdoutKeys(StrictModel):
     stdout: Literal["last-number"] | None = None
-    """The last number printed (a ``file``, read by ``file`` alone, has it by default)."""
+    """The last number printed; also how a ``file`` or a ``sample`` is read when no ``json``
+    or ``regex`` is given."""
 
 
 @dataclass(frozen=True)
