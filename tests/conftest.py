@@ -140,6 +140,9 @@ SLOW = {
     "test_metric_sources.py": {
         "test_output_streams_through_a_bounded_tail",
         "test_the_wall_of_a_command_with_much_output_is_the_command",
+        "test_a_catastrophic_regex_fails_its_trial_within_its_budget",
+        "test_signals_are_honoured_while_a_regex_runs",
+        "test_any_output_is_a_recorded_trial",
     },
     "test_report_markdown.py": {
         "test_cli_report_of_a_store_shows_what_ran",

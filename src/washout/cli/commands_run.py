@@ -371,6 +371,7 @@ def run_command(
         source = "command line"
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
+    _warn_of_removed_files(experiment, source)
     store = new_store(experiment, db)
     path = store.path
     console = _console(quiet)
@@ -466,6 +467,16 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
         typer.echo(f"  {test.name}: {test.command}   [{metrics}]")
+    _warn_of_removed_files(experiment, str(spec_path))
+
+
+def _warn_of_removed_files(experiment: Experiment, source: str) -> None:
+    """One line on stderr per ``file`` metric that would remove an existing file outside
+    its test's working directory before every trial."""
+    from washout.harness.measure import files_removed_outside
+
+    for warning in files_removed_outside(experiment.spec, experiment.tests):
+        typer.echo(f"{source}: warning: {warning}", err=True)
 
 
 @app.command("status")

@@ -47,7 +47,9 @@ from washout.harness.environment import EnvironmentWatch, check_same, fingerprin
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.machine_read import require_met
-from washout.harness.measure import MetricError, extract
+from washout.harness.measure import MetricError, TrialMetrics
+from washout.harness.metrics.base import Trial
+from washout.harness.metrics.resources import resource_values
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.roles import (
     GroupWatch,
@@ -289,6 +291,7 @@ class _Worker:
         # Every process of a trial carries the session's token, so that a later session
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
+        self._plain: dict[str, dict[str, MetricSpec]] = {}
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -400,20 +403,22 @@ class _Worker:
         """
         cwd = self._cwd(test.cwd)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
+        plain = TrialMetrics(  # the rest, taken here on the test's worker
+            self._plain_metrics(test),
+            Trial(self.ex, cwd, self.spec.experiment.output_tail),
+            self._own_side,
+        )
         try:
-            for name, mspec in test.metrics.items():
-                if mspec.file is not None and not mspec.around_trial:
-                    try:
-                        await self.ex.remove_file(mspec.file, cwd)
-                    except OSError as err:
-                        now = datetime.now(UTC)
-                        return "failed", self._finished(
-                            "failed",
-                            f"metric {name}: file {mspec.file} cannot be removed "
-                            f"before the trial (a value must come from this trial): {err}",
-                            CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
-                            {},
-                        )
+            try:
+                await plain.before()
+            except MetricError as err:
+                now = datetime.now(UTC)
+                return "failed", self._finished(
+                    "failed",
+                    str(err),
+                    CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
+                    {},
+                )
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
@@ -447,41 +452,30 @@ class _Worker:
         reason = result.reason
         metrics: dict[str, float] = {}
         if status == "ok":
-            metrics.update(result.extra_metrics)
-            for name, mspec in test.metrics.items():
-                if mspec.around_trial:  # runner's, in extra_metrics (absent: not available)
-                    continue
-                try:
-                    metrics[name] = await self._metric(mspec, result, cwd)
-                except MetricError as err:
-                    status, reason = "failed", f"metric {name}: {err}"
-                    metrics = {}
-                    break
+            metrics.update(result.extra_metrics)  # the runner's (absent: not available)
+            try:
+                metrics.update(await plain.values(result))
+            except MetricError as err:
+                status, reason, metrics = "failed", str(err), {}
+            else:
+                reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
         # What the trial's processes used, whatever its status (a metric of the test's
         # own with the same name wins).
-        used = {k: v for k, v in result.resources.items() if k not in test.metrics}
+        used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics})
 
-    async def _metric(self, mspec: MetricSpec, result: CommandResult, cwd: str | None) -> float:
-        """One metric of a finished trial (MetricError with the reason if it has none)."""
-        content = None
-        if mspec.file is not None:
-            try:
-                content = await self.ex.read_file(mspec.file, cwd)
-            except OSError as err:
-                raise MetricError(
-                    f"file {mspec.file} could not be read: {err.strerror or err}"
-                ) from None
-        try:
-            return extract(mspec, stdout=result.stdout, wall=result.duration, file_content=content)
-        except MetricError as err:
-            kept = self.spec.experiment.output_tail
-            if mspec.file is None and not mspec.wall and (result.stdout_cut or not kept):
-                raise MetricError(
-                    f"{err} (only the last {kept} bytes of stdout are kept: "
-                    "[experiment] output_tail)"
-                ) from None
-            raise
+    def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
+        """The metrics of ``test`` not taken around the trial (worked out once per test)."""
+        plain = self._plain.get(test.name)
+        if plain is None:
+            plain = self._plain[test.name] = {
+                name: m for name, m in test.metrics.items() if not m.around_trial
+            }
+        return plain
+
+    def _own_side(self, role: str | None) -> Executor:
+        """Where a plain metric is taken: this worker."""
+        return self.ex
 
     def _finished(
         self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]

@@ -4,7 +4,7 @@ run (the items are judged in :mod:`washout.harness.machine`).
 One shell script reads every file the check needs, on the local machine and over SSH
 alike, with the environment capture's own reader (``first``,
 :data:`~washout.harness.environment.FACT_FUNCTIONS`) and the powercap reader of the
-energy metrics (:func:`~washout.harness.sampling.powercap_script`), so no file is read two
+energy metrics (:func:`~washout.harness.metrics.powercap.powercap_script`), so no file is read two
 ways. Every path is under a root, ``/`` on a real machine: pointed at a tree laid out as the
 kernel lays out ``/sys`` and ``/proc``, the same script reads it (the tests do, as they do
 for RAPL with ``powercap_root``). The processes' CPU use is sampled for
@@ -34,7 +34,7 @@ from washout.harness.machine import (
     under,
     unmet,
 )
-from washout.harness.sampling import parse_powercap, powercap_script
+from washout.harness.metrics.powercap import parse_powercap, powercap_script
 
 SAMPLE_SECONDS = 1.0
 """How long ``washout check`` watches the processes' CPU use."""
