@@ -292,6 +292,9 @@ class _Worker:
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
         self._plain: dict[str, dict[str, MetricSpec]] = {}
+        exp = experiment.spec.experiment
+        self.health = exp.health_root if exp.health else None
+        """Where each trial's health counters are read (None: not read)."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -430,6 +433,7 @@ class _Worker:
                     env=env,
                     cpus=test.cpus,
                     output_tail=self.spec.experiment.output_tail,
+                    health=self.health,
                 ),
             )
         except asyncio.CancelledError:
@@ -459,8 +463,8 @@ class _Worker:
                 status, reason, metrics = "failed", str(err), {}
             else:
                 reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
-        # What the trial's processes used, whatever its status (a metric of the test's
-        # own with the same name wins).
+        # What the trial's processes used and its health, whatever its status (a metric
+        # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics})
 

@@ -315,6 +315,12 @@ class ReleaseSpec(_Model):
     timeout: Duration = 600.0
 
 
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r}: give an absolute path")
+    return value
+
+
 def _default_orders() -> list[OrderKind]:
     return ["fixed", "random"]
 
@@ -344,6 +350,12 @@ class ExperimentSpec(_Model):
     require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
     """Machine check items every worker must meet before a run starts (``governor=performance``;
     washout.harness.machine)."""
+    health: bool = True
+    """Read the machine's health counters around every trial (washout.harness.metrics.health),
+    stored as its ``health.*`` metrics; ``false`` saves their cost (bench/RESULTS.md)."""
+    health_root: Annotated[str, AfterValidator(_absolute)] = "/"
+    """Where the health counters are read on each worker: ``/``, or a tree laid out as the
+    kernel lays out /proc, /sys and /dev (the tests' stand-in for hardware a VM lacks)."""
 
     @field_validator("orders")
     @classmethod
