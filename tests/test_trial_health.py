@@ -297,6 +297,7 @@ def test_parsers_of_proc_files() -> None:
     assert busy_ticks(text, {5}) is None  # a CPU without a line: unknown, not 0
     assert swap_pages(vmstat_text(3, 4).encode()) == (3, 4)
     assert swap_pages(b"pswpin 1\npswpout 2\n") == (1, 2)
+    assert swap_pages(b"pswpin 1\npswpout 2") == (1, 2)
     assert swap_pages(b"nr_free_pages 1\n") is None
     assert marker_reading(b"10 - 1 2 6000 3 3 0".split()) == Reading(
         busy=10, throttles=None, swap=(1, 2), cpufreq_khz=2000.0, kernel_log=0

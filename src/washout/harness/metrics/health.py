@@ -84,8 +84,8 @@ USER_HZ = 100
 """Clock ticks per second of ``/proc/stat`` on a worker over SSH (``sysconf(_SC_CLK_TCK)``,
 the kernel's USER_HZ: 100 on every architecture Linux builds for but alpha); locally the
 value is asked of the system."""
-READ_SIZE = 1 << 18
-"""Bytes of a counters file read at once (``/proc/stat`` of a large machine fits)."""
+READ_LIMIT = 1 << 22
+"""The most of a counters file read (``/proc/stat`` of the largest machines fits)."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +149,10 @@ def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
     """The busy ticks of ``cpus`` summed from ``/proc/stat``; None if one of them has no
     line there."""
     total, found = 0, 0
-    for line in text.split(b"\n"):
+    for line in text[: text.find(b"\nintr")].split(b"\n"):  # the cpu lines come first
         name, _, rest = line.partition(b" ")
-        if not name.startswith(b"cpu"):
-            break
         number = name[3:]
-        if not number.isdigit() or int(number) not in cpus:
+        if not name.startswith(b"cpu") or not number.isdigit() or int(number) not in cpus:
             continue
         fields = rest.split()
         try:
@@ -167,18 +165,17 @@ def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
 
 def swap_pages(text: bytes) -> tuple[int, int] | None:
     """``pswpin`` and ``pswpout`` of ``/proc/vmstat`` (None without them)."""
-    found = {}
-    for key in (b"pswpin", b"pswpout"):
-        at = text.find(b"\n" + key + b" ")
-        if at < 0 and text.startswith(key + b" "):
-            at = -1
-        elif at < 0:
+    found = []
+    for key in (b"pswpin ", b"pswpout "):
+        at = text.find(b"\n" + key) + 1 or (0 if text.startswith(key) else -1)
+        if at < 0:
             return None
-        value = text[at + len(key) + 2 :].split(b"\n", 1)[0].strip()
+        end = text.find(b"\n", at)
+        value = text[at + len(key) : end if end >= 0 else len(text)].strip()
         if not value.isdigit():
             return None
-        found[key] = int(value)
-    return found[b"pswpin"], found[b"pswpout"]
+        found.append(int(value))
+    return found[0], found[1]
 
 
 class LocalHealth:
@@ -191,6 +188,7 @@ class LocalHealth:
         self.root = root
         self.tick = 1.0 / os.sysconf("SC_CLK_TCK")
         self._fds: dict[str, int | None] = {}
+        self._sizes: dict[str, int] = {}
         self._kmsg: int | None = None
         self._kmsg_tried = False
 
@@ -202,12 +200,21 @@ class LocalHealth:
                 self._fds[path] = None
         return self._fds[path]
 
-    def _bytes(self, path: str, size: int = READ_SIZE, offset: int = 0) -> bytes | None:
+    def _bytes(self, path: str, size: int | None = None, offset: int = 0) -> bytes | None:
+        """``size`` bytes of ``path`` at ``offset``; without a size the whole file, read
+        at once into a buffer a little larger than it was last time (a ``/proc`` file is
+        made anew at every read: read in pieces it could change between them)."""
         fd = self._fd(path)
         if fd is None:
             return None
         try:
-            return os.pread(fd, size, offset)
+            if size is not None:
+                return os.pread(fd, size, offset)
+            room = self._sizes.get(path, 4096)
+            while len(data := os.pread(fd, room, 0)) >= room and room < READ_LIMIT:
+                room *= 2
+            self._sizes[path] = len(data) + 4096
+            return data
         except OSError:
             return None
 
@@ -313,28 +320,40 @@ def sched_migrations(pid: int) -> float | None:
 
 
 RUNNER_READING = r"""hl() {
-local hw=$1 hp= hv= hx= hk= hd= hb= ht= hi= ho= hs=0 hf=0 hn=0 hc2=0 hm=-
-set -f; set -- $hc; hn=$#
-{ hv=$(<"$hr@STAT@"); } 2>/dev/null
-set -- ${hv%%$'\n'intr*}
-while [ $# -ge 11 ]; do
-  case $1 in
-    cpu) [ "$hn" -eq 0 ] && hb=$((@BUSY@)) ;;
-    cpu[0-9]*) hk=${1#cpu}
-      case " $hc " in
-        "  ") hx="$hx $hk" ;;
-        *" $hk "*) hx="$hx $hk" hc2=$((hc2 + 1)) hb=$((${hb:-0} + @BUSY@)) ;;
-      esac ;;
-    *) break ;;
-  esac
-  shift 11
-done
-set +f
-[ "$hn" -gt 0 ] && [ "$hc2" -ne "$hn" ] && hb=
+local hw=$1 hv= hk= hd= hb= ht= hi= ho= hs=0 hf=0 hm=- hp= hn=0
 if [ "${hvr-/}" != "$hr" ]; then
-  hvr=$hr hvi=-1
+  hvr=$hr hvi=-1 hall= hth= hfq=
   { mapfile -t hv < "$hr@VMSTAT@"; } 2>/dev/null
   for hk in "${!hv[@]}"; do case ${hv[hk]} in "pswpin "*) hvi=$hk; break ;; esac; done
+  { mapfile -t hv < "$hr@STAT@"; } 2>/dev/null
+  for hk in "${hv[@]}"; do
+    case $hk in cpu[0-9]*) hk=${hk%% *} hall="$hall ${hk#cpu}" ;; cpu*) ;; *) break ;; esac
+  done
+  set -- $hall
+  [ -d "$hr@SYS_CPU@/cpu${1-}/@THROTTLE_DIR@" ] && hth=1
+  [ -r "$hr@SYS_CPU@/cpu${1-}/@CUR_FREQ@" ] && hfq=1
+fi
+if [ -z "$hc" ]; then
+  { read -r hk hv < "$hr@STAT@"; } 2>/dev/null
+  set -f; set -- $hv; set +f
+  [ "$hk" = cpu ] && [ $# -ge 10 ] && hb=$((@BUSY@))
+  set -- $hall
+else
+  { hv=$(<"$hr@STAT@"); } 2>/dev/null
+  set -f; set -- ${hv%%$'\n'intr*}; set +f
+  while [ $# -ge 11 ]; do
+    case $1 in
+      cpu[0-9]*)
+        case " $hc " in
+          *" ${1#cpu} "*) hn=$((hn + 1)) hb=$((${hb:-0} + @BUSY_AFTER_NAME@)) ;;
+        esac ;;
+      cpu) ;;
+      *) break ;;
+    esac
+    shift 11
+  done
+  set -- $hc
+  [ "$hn" -eq $# ] || hb=
 fi
 if [ "$hvi" -ge 0 ]; then
   { mapfile -t -s "$hvi" -n 2 hv < "$hr@VMSTAT@"; } 2>/dev/null
@@ -343,14 +362,15 @@ if [ "$hvi" -ge 0 ]; then
     *) hvr=- ;;
   esac
 fi
-set -- $hx
-for hk; do
-  hd="$hr@SYS_CPU@/cpu$hk"
-  if [ -d "$hd/@THROTTLE_DIR@" ]; then
-    for hp in @THROTTLE@; do read -r hv < "$hd/$hp" && ht=$((${ht:-0} + hv)); done
-  fi
-  read -r hv < "$hd/@CUR_FREQ@" && hs=$((hs + hv)) hf=$((hf + 1))
-done 2>/dev/null
+if [ -n "$hth$hfq" ]; then
+  for hk; do
+    hd="$hr@SYS_CPU@/cpu$hk"
+    if [ -n "$hth" ]; then
+      for hp in @THROTTLE@; do read -r hv < "$hd/$hp" && ht=$((${ht:-0} + hv)); done
+    fi
+    [ -n "$hfq" ] && read -r hv < "$hd/@CUR_FREQ@" && hs=$((hs + hv)) hf=$((hf + 1))
+  done 2>/dev/null
+fi
 if [ -z "$hr" ] && [ -z "${hko-}" ]; then
   hko=1; { exec 4<@KMSG@; } 2>/dev/null || hko=-
 fi
@@ -369,8 +389,10 @@ printf '%s%s %s %s %s %s %s %s %s %s\n' "$m" "$hw" "${hb:--}" "${ht:--}" "${hi:-
 ``read -t 0`` read ``/proc`` and the kernel log without a process): ``hl h0`` before the
 command and ``hl h1`` after it print one marker line each, ``busy throttles pswpin pswpout
 freq_sum freq_count cpus kernel_log`` for the CPUs in ``$hc`` (blank: all) under the root
-``$hr`` (``-`` where a counter cannot be read). ``pswpin``'s line of ``/proc/vmstat`` is
-found once per runner and then read alone. The kernel log (under root ``/`` only) is
+``$hr`` (``-`` where a counter cannot be read). What the machine has is found once per
+runner and root (its CPUs, whether they have throttle counters and cpufreq, which line of
+``/proc/vmstat`` is ``pswpin``: then read alone); an unpinned trial's busy time is the
+first line of ``/proc/stat`` alone. The kernel log (under root ``/`` only) is
 ``/dev/kmsg`` held open on descriptor 4 from the runner's first reading (the records
 already there are read then): each reading takes the records written since the last, one
 ``read`` each while ``read -t 0`` (poll(2): no waiting for a reader to be woken) says
@@ -381,13 +403,14 @@ Documentation/ABI/testing/dev-kmsg); where the log cannot be opened (a user unde
 
 def runner_reading() -> str:
     """:data:`RUNNER_READING` with this module's paths and busy fields filled in."""
-    busy = " + ".join(f"${i + 2}" for i in BUSY_FIELDS)
+    after_name = " + ".join(f"${i + 2}" for i in BUSY_FIELDS)  # $1 is the line's name
     throttle_dir = {path.split("/")[0] for path in THROTTLE_FILES}
     assert len(throttle_dir) == 1
     values = {
         "STAT": STAT,
         "VMSTAT": VMSTAT,
-        "BUSY": busy,
+        "BUSY": " + ".join(f"${i + 1}" for i in BUSY_FIELDS),  # the cpu line's, name apart
+        "BUSY_AFTER_NAME": after_name,
         "SYS_CPU": SYS_CPU,
         "THROTTLE_DIR": throttle_dir.pop(),
         "THROTTLE": " ".join(THROTTLE_FILES),
