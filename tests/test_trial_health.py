@@ -15,6 +15,8 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -372,3 +374,49 @@ def test_a_relative_health_root_is_refused(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "experiment.health_root" in out.stderr and "absolute path" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.ssh
+def test_ssh_readings_are_outside_the_timed_window(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    """A /proc/stat that takes 0.4 s to answer each read (a FIFO fed late): the trial of
+    `true` still measures milliseconds, the readings' time is the trial's overhead."""
+    root = health_tree(tmp_path / "tree", msr=False)
+    fifo = root / "proc" / "stat"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def feed() -> None:
+        while not stop.is_set():
+            try:
+                with open(fifo, "w") as f:  # until a reader opens it
+                    time.sleep(0.4)
+                    f.write(stat_text({n: 100 for n in range(TREE_CPUS)}) + "\n")
+            except BrokenPipeError:  # a reader that took its first line and left
+                pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    ex = ssh_executor(sshd_farm)
+    try:
+        began = time.monotonic()
+        result = run_async(_run(ex, "true", CommandOptions(timeout=60, health=str(root))))
+        took = time.monotonic() - began
+    finally:
+        stop.set()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # a feeder waiting: let it go
+        feeder.join(5)
+    assert result.status == "ok", result.reason
+    assert took >= 0.8  # the readings before and after it, each 0.4 s or more
+    assert result.duration < 0.3
+    assert result.health[OTHER_CPU] >= 0  # read, late
+
+
+def test_a_fifo_where_a_counter_should_be_is_not_read(tmp_path: Path) -> None:
+    """Locally a FIFO is opened without blocking and left out: nothing waits for it."""
+    root = health_tree(tmp_path / "tree", msr=False)
+    (root / "proc" / "stat").unlink()
+    os.mkfifo(root / "proc" / "stat")
+    result = run_async(_run(LocalExecutor(), "true", CommandOptions(timeout=60, health=str(root))))
+    assert result.status == "ok", result.reason
+    assert OTHER_CPU not in result.health and SWAP_IN in result.health

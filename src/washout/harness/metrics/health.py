@@ -193,11 +193,20 @@ class LocalHealth:
         self._kmsg_tried = False
 
     def _fd(self, path: str) -> int | None:
+        """A descriptor of ``path`` under the root, opened once; None for anything but a
+        regular file or a device (opened without blocking: a FIFO where a counter should
+        be never holds the event loop)."""
         if path not in self._fds:
             try:
-                self._fds[path] = os.open(under(self.root, path), os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(under(self.root, path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 self._fds[path] = None
+                return None
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+                os.close(fd)
+                fd = -1
+            self._fds[path] = fd if fd >= 0 else None
         return self._fds[path]
 
     def _bytes(self, path: str, size: int | None = None, offset: int = 0) -> bytes | None:
