@@ -162,7 +162,10 @@ def report(frame: pd.DataFrame) -> None:
         # trials are started one at a time in random order: no runs to take a level out of
         result = context_effect(trials, adjust=False)
         print(f"## {kind}\n")
-        print("| program | trials | levels | p (KW) | significant | eta^2_H | spread | 95% |")
+        print(
+            "| program | trials | levels | p (KW) | significant | eta^2_H | spread "
+            "| interval (>= 95%) |"
+        )
         print("|---|---:|---:|---:|---|---:|---:|---|")
         for row in sorted(result.rows, key=lambda r: list(PROGRAMS).index(r.test)):
             lo, hi = row.spread_ci or (float("nan"), float("nan"))
