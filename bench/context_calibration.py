@@ -1,7 +1,7 @@
 """Full-size calibration of the context analysis (the CI variant is tests/test_stats_context.py).
 
 Simulated experiments as tests/test_stats_context.py builds them (``experiment``): every
-test's trials take the context levels in turn (two per 64-byte alignment class by default),
+test's trials take the context levels in turn (one per 64-byte alignment class by default),
 lognormal trial noise, a timing and an integer metric with ties (the timing / 10, rounded).
 Scenarios:
 
@@ -21,7 +21,7 @@ a spread interval, and how often that interval covers the true spread (0, or the
 Exits 1 if a false-positive rate is above its bound.
 
 Run: nice -n 10 .venv/bin/python bench/context_calibration.py [--experiments 400]
-         [--runs 5 10 20 50] [--tests 2 8] [--levels 8]
+         [--runs 5 10 20 50] [--tests 2 8] [--levels 4]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _common import load  # noqa: E402
-from test_stats_context import ALPHA, false_positive_bound, finding_rates  # noqa: E402
+from test_stats_context import ALPHA, LEVELS, false_positive_bound, finding_rates  # noqa: E402
 
 SCENARIOS: tuple[tuple[str, dict[str, object]], ...] = (
     ("no effect, lognormal sigma 0.3", dict(sigma=0.3, others=False)),
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--experiments", type=int, default=400)
     parser.add_argument("--runs", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--tests", type=int, nargs="+", default=[2, 8])
-    parser.add_argument("--levels", type=int, default=8, help="a multiple of 4")
+    parser.add_argument("--levels", type=int, default=LEVELS, help="a multiple of 4")
     args = parser.parse_args()
     started = time.perf_counter()
     bound = false_positive_bound(args.experiments)
