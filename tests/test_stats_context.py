@@ -282,6 +282,21 @@ def test_trials_without_a_context_or_a_value_are_counted_out() -> None:
     assert result.columns == ("context_env_bytes",)
 
 
+def test_aslr_is_read_as_a_csv_or_a_store_writes_it() -> None:
+    frame = levels_frame({0: [1.0, 2.0, 3.0], 16: [4.0, 5.0, 6.0]})
+    frame["context_aslr"] = [True, False, True, False, True, False]
+    as_bools = context_effect(frame)
+    frame["context_aslr"] = ["TRUE", "off", "1", "false", " yes", 0]
+    as_words = context_effect(frame)
+    assert as_words.rows == as_bools.rows and as_bools.rows[0].levels == 4
+    assert {(lv.env_bytes, lv.aslr) for lv in as_words.rows[0].by_level} == {
+        (0, True),
+        (0, False),
+        (16, True),
+        (16, False),
+    }
+
+
 def test_by_worker_gives_each_worker_its_rows() -> None:
     frame = pd.concat(
         [

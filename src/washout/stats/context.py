@@ -195,18 +195,11 @@ class ContextResult:
         )
 
 
-def _aslr(value: object, row: object) -> float:
-    """A ``context_aslr`` entry as 1.0 / 0.0 (NaN when missing), or a one-line error."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return math.nan
-    text = str(value).strip().lower()
-    if text in ("true", "1", "1.0", "on", "yes"):
-        return 1.0
-    if text in ("false", "0", "0.0", "off", "no"):
-        return 0.0
-    raise WashoutError.at(
-        f"long format: row {row}", "context_aslr", value, "expected true or false"
-    )
+ASLR_WORDS: dict[str, float] = {
+    **dict.fromkeys(("true", "1", "1.0", "on", "yes"), 1.0),
+    **dict.fromkeys(("false", "0", "0.0", "off", "no"), 0.0),
+}
+"""How a ``context_aslr`` entry may be written (any case), as 1.0 (on) or 0.0 (off)."""
 
 
 def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -222,19 +215,18 @@ def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
             continue
         raw = df[column]
         if column == "context_aslr":
-            values = np.array([_aslr(v, i) for i, v in raw.items()], dtype=float)
+            words = raw.astype(str).str.strip().str.lower()
+            values = words.map(ASLR_WORDS).to_numpy(dtype=float)
+            whole = ~np.isnan(values)
+            expected = "expected true or false"
         else:
             values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-            bad = raw.notna().to_numpy() & ~(np.isfinite(values) & (values >= 0))
-            bad |= np.isfinite(values) & (values != np.round(values))
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise WashoutError.at(
-                    f"long format: row {df.index[i]}",
-                    column,
-                    raw.iloc[i],
-                    "expected a whole number of bytes, 0 or more",
-                )
+            whole = np.isfinite(values) & (values >= 0) & (values == np.round(values))
+            expected = "expected a whole number of bytes, 0 or more"
+        bad = raw.notna().to_numpy() & ~whole
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise WashoutError.at(f"long format: row {df.index[i]}", column, raw.iloc[i], expected)
         if not np.isnan(values).all():
             out[column] = values
     if not out:
