@@ -220,6 +220,10 @@ SLOW = {
     "test_stats_carryover.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_claims.py": {"test_a_false_claim_holds_at_most_at_rate_alpha"},
     "test_stats_compare.py": {"test_disagreement_note_is_calibrated"},
+    "test_stats_context.py": {
+        "test_a_five_percent_layout_effect_in_one_class_is_found",
+        "test_no_context_effect_keeps_false_positives_at_alpha_with_other_effects",
+    },
     "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_order.py": {"test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise"},
     "test_stats_power.py": {
