@@ -112,6 +112,7 @@ SLOW = {
         "test_a_worker_with_a_stale_build_is_refused",
         "test_bad_requests_are_one_line_errors",
         "test_finds_the_planted_commit_after_a_sigkill_and_resume",
+        "test_the_steps_run_on_slurm_nodes",
     },
     "test_calibration.py": {
         "test_claims_analyses_calibrated_at_20_runs_per_order",

@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, ok_trials, wait_for, washout
+from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
+from test_slurm import node  # noqa: F401 (fixture)
 
 from washout.bisect.result import BisectResult
 
@@ -225,3 +226,24 @@ def test_bad_requests_are_one_line_errors(tmp_path: Path) -> None:
     proc = washout(*args, env=env, check=False)
     assert "experiment.sync = '.': a bisect copies each build" in proc.stderr
     assert not (demo / "bis").exists()  # nothing was created for a refused request
+
+
+@pytest.mark.slurm
+def test_the_steps_run_on_slurm_nodes(tmp_path: Path, node: str) -> None:  # noqa: F811
+    """With ``[cluster]`` every look allocates its node through Slurm and its trials run
+    there as job steps, reading the builds in place (a file system the node shares)."""
+    demo = make_repo(
+        tmp_path, "--commits", "4", "--culprit", "3", "--broken", "0", "--slowdown", "0.1"
+    )
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        SPEC.read_text() + '\n[cluster]\nkind = "slurm"\nnodes = 1\ntime_limit = "10m"\n'
+    )
+    args = bisect_args(demo, "-q")
+    args[1] = spec
+    washout(*args, env=env_for(demo), timeout=600)
+    result = result_of(demo)
+    assert (result.ending, result.culprit) == ("first-bad", revision(demo, 3))
+    for step in result.steps:
+        for store in step.stores:
+            assert trial_workers(demo / "bis" / store) == {node}

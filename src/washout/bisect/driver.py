@@ -269,13 +269,26 @@ class _Bisect:
         step = self.state.step(step.kind, step.index) or step
         self.save(self.state.with_step(step))
         commit = self.state.commits[self.index[step.commit]]
-        self.say(f"{step.kind} step {step.index}: {commit.short} ({commit.subject[:50]})")
+        self.say(
+            f"{step.kind} step {step.index}: {commit.short} ({commit.subject[:50]}){self.eta()}"
+        )
         while not finished(step, c):
             look = self.look(step, len(step.looks) + 1)
             step = step.with_look(look)
             self.save(self.state.with_step(step), look.seconds)
             self.say(f"  look {look.index}: {look.runs} runs: {look.decision}: {look.reason}")
         return step
+
+    def eta(self) -> str:
+        """How much is left, roughly: the commits in the bracket, the steps a bisection of
+        them takes, at the mean time of the steps so far (builds included)."""
+        done = [s for s in self.state.steps if s.looks]
+        left = standing(self.state).bracket.size - 1
+        if not done or left < 1:
+            return ""
+        steps = math.ceil(math.log2(left + 1))
+        minutes = self.state.seconds / len(done) * (steps + 1) / 60  # and the effect step
+        return f"; {left} commit(s) left to judge, about {steps} step(s), ETA {minutes:.1f} min"
 
     def builds_of(self, step: Step) -> list[str]:
         if step.kind == "candidate":

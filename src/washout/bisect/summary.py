@@ -39,7 +39,8 @@ def summarize(state: State, root: Path) -> BisectResult:
     lo, hi = where.bracket.lo, where.bracket.hi
     steps = state.candidates()
     by_commit = {s.commit: s for s in steps}
-    change = _estimate(check, "d", c.alpha)
+    pooled = [v for s in state.steps if s.kind != "effect" for v in values(s, "d")]
+    change = paired_estimate(pooled, 1.0 - c.alpha) if pooled else None  # every good-bad run
     apart = [s for s in steps if s.last is not None and s.last.apart]
     whole = lo == 0 and hi == len(commits) - 1
     effect = change if whole else _estimate(effect_step, "d", c.alpha)
@@ -106,10 +107,13 @@ def summarize(state: State, root: Path) -> BisectResult:
         notes.append(
             f"{len(inside)} commit(s) inside the range could not be judged ({', '.join(kinds)})"
         )
-    margins = sorted({round(math.expm1(s.margin), 6) for s in steps if s.margin is not None})
-    if margins:
-        source = "--threshold" if c.threshold is not None else "half the measured change"
-        notes.append("margin " + ", ".join(f"{100 * m:.2f}%" for m in margins) + f" ({source})")
+    if c.threshold is not None:
+        notes.append(f"margin {100 * c.threshold:g}% (--threshold) on either side of good and bad")
+    else:
+        notes.append(
+            "margins from the change each run measured: like good means nearer good than bad "
+            "and not beyond good by more than the change (like bad the same way round)"
+        )
     notes.append(
         f"error rates: every decision at its step's share of alpha = {c.alpha:g}, spent over "
         "its looks (Lan-DeMets, Pocock type); the chance that any step decided wrongly is at "

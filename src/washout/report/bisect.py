@@ -88,8 +88,10 @@ def _in_range(result: BisectResult, commit: CommitRow) -> bool:
 def figure(result: BisectResult) -> Figure:
     """The metric against the commits: each measured commit's ratio to good with its
     interval, coloured by its decision; bands for good, bad and the range."""
+    from matplotlib.artist import Artist
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     from washout.report.figures import label
 
@@ -127,7 +129,7 @@ def figure(result: BisectResult) -> Figure:
         else:
             ax.plot(c.index, y, marker=marker, color=colour, ms=6, ls="none")
         seen.append(c.state)
-    handles = [
+    handles: list[Artist] = [
         Line2D(
             [],
             [],
@@ -139,6 +141,8 @@ def figure(result: BisectResult) -> Figure:
         for s in STATE_STYLE
         if s in seen
     ]
+    if result.first is not None:
+        handles.append(Patch(color="#F0E442", alpha=0.35, label="where the change is"))
     if any(c.state == "skipped" for c in result.commits):
         handles.append(
             Line2D([], [], color="#666666", marker="x", ls="none", label="skipped (does not build)")
