@@ -22,7 +22,8 @@ from conftest import ROOT, ok_trials, trial_workers, wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 from test_slurm import node  # noqa: F401 (fixture)
 
-from washout.bisect.result import BisectResult
+import washout as api
+from washout.bisection.result import BisectResult
 
 MAKE_REPO = ROOT / "examples" / "bisect" / "make_repo.py"
 SPEC = ROOT / "examples" / "bisect" / "spec.toml"
@@ -247,3 +248,32 @@ def test_the_steps_run_on_slurm_nodes(tmp_path: Path, node: str) -> None:  # noq
     for step in result.steps:
         for store in step.stores:
             assert trial_workers(demo / "bis" / store) == {node}
+
+
+def test_a_change_within_the_threshold_ends_with_no_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the Python API: a 0.2% slowdown judged with ``threshold=0.05`` is no change
+    (the check shows bad within 5% of good), nothing more is built; the result reads back
+    from its JSON unchanged, and calling again on the directory returns it."""
+    demo = make_repo(
+        tmp_path, "--commits", "8", "--culprit", "4", "--broken", "0", "--slowdown", "0.002"
+    )
+    monkeypatch.setenv("BISECT_DEMO", str(demo))
+    result = api.bisect(
+        SPEC,
+        good="good",
+        bad="bad",
+        repo=demo / "repo",
+        build=BUILD,
+        directory=demo / "bis",
+        threshold=0.05,
+        seed=2,
+    )
+    assert result.ending == "no-change" and result.culprit is None
+    assert [s.kind for s in result.steps] == ["check"]
+    assert result.steps[0].decision == "same"
+    assert result.cost.builds == 2  # good and bad only
+    assert "beyond --threshold 5%" in result.summary
+    assert BisectResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    assert api.bisect(demo / "bis") == result

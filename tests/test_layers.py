@@ -15,7 +15,7 @@ LAYERS = [
     "stats",
     "harness",
     "sweep",
-    "bisect",
+    "bisection",
     "report",
     "cli",
     "__main__",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from washout.bisect.result import BisectResult
+    from washout.bisection.result import BisectResult
     from washout.data.store import Store
     from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
@@ -235,11 +235,11 @@ def bisect(
     ``washout bisect SPEC --good --bad`` does; ``spec`` a bisect's directory continues
     that bisect (as ``washout resume DIR``). ``options``: ``test``, ``metric``,
     ``threshold`` (a fraction: 0.02), ``alpha``, ``runs``, ``max_runs``, ``seed``,
-    ``build_timeout``. Returns the frozen :class:`~washout.bisect.result.BisectResult`
+    ``build_timeout``. Returns the frozen :class:`~washout.bisection.result.BisectResult`
     (``to_dict()`` for JSON); a step that stops raises
-    :class:`~washout.bisect.driver.BisectStopped` (its state kept for resuming)."""
-    from washout.bisect.driver import Request, advance, start
-    from washout.bisect.state import is_bisect_dir
+    :class:`~washout.bisection.driver.BisectStopped` (its state kept for resuming)."""
+    from washout.bisection.driver import Request, advance, start
+    from washout.bisection.state import is_bisect_dir
     from washout.errors import WashoutError
 
     if is_bisect_dir(Path(spec)):
@@ -261,7 +261,7 @@ def bisect(
 def __getattr__(name: str) -> Any:
     """The classes of the API, imported only when first used."""
     if name == "BisectResult":
-        from washout.bisect.result import BisectResult
+        from washout.bisection.result import BisectResult
 
         return BisectResult
     if name == "Store":

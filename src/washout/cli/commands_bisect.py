@@ -12,7 +12,7 @@ from washout.cli.app import app
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
-    from washout.bisect.result import BisectResult
+    from washout.bisection.result import BisectResult
 
 FORMATS = ("table", "json")
 
@@ -63,7 +63,7 @@ def continue_bisect(
     report: Path | None = None,
 ) -> None:
     """Run a bisect to its end and print its result; a stopped look exits with its code."""
-    from washout.bisect.driver import BisectStopped, advance
+    from washout.bisection.driver import BisectStopped, advance
 
     try:
         result = advance(directory, _say(quiet), allow_mismatch)  # type: ignore[arg-type]
@@ -112,18 +112,18 @@ def bisect_command(
 ) -> None:
     """Find the commit that changed a metric: each step runs the candidate between the good and
     bad builds in seeded random orders, and decides like good, like bad or unknown."""
-    from washout.bisect.state import is_bisect_dir
+    from washout.bisection.state import is_bisect_dir
 
     if fmt not in FORMATS:
         raise WashoutError(f"--format = {fmt!r}: unknown format (choose from {', '.join(FORMATS)})")
     if is_bisect_dir(target):
-        from washout.bisect.driver import show
+        from washout.bisection.driver import show
 
         _finish(show(target), fmt, report)
         return
     if good is None or bad is None:
         raise WashoutError(f"{target}: a new bisect needs --good REV and --bad REV")
-    from washout.bisect.driver import Request, start
+    from washout.bisection.driver import Request, start
 
     root = start(
         Request(

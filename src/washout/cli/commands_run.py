@@ -435,7 +435,7 @@ def resume_command(
 ) -> None:
     """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
     cut short is re-run whole after a fresh reset."""
-    from washout.bisect.state import is_bisect_dir
+    from washout.bisection.state import is_bisect_dir
     from washout.data.store import Store
     from washout.harness.engine import Experiment
     from washout.harness.status import progress_of

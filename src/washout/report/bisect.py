@@ -1,7 +1,7 @@
 """A bisect's result written out: the terminal text, and the HTML page with its figure (the
 metric against the commits, each marked with its decision).
 
-Everything here reads a :class:`~washout.bisect.result.BisectResult`; nothing is measured
+Everything here reads a :class:`~washout.bisection.result.BisectResult`; nothing is measured
 or decided again.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from washout.bisect.result import BisectResult, CommitRow
+from washout.bisection.result import BisectResult, CommitRow
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

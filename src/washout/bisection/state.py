@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washout.bisect.build import Build
-from washout.bisect.git import Commit
+from washout.bisection.build import Build
+from washout.bisection.git import Commit
 from washout.errors import StoreBusyError, StoreWriteError, WashoutError
 from washout.sweep.result import from_plain, to_plain
 

@@ -3,7 +3,7 @@
 1. good and bad are built (a failure of either is a one-line error);
 2. the **check** step: good and bad interleaved, look after look, until their per-run
    ratio is shown to differ from 1 (else the bisect ends: no change shown);
-3. **candidate** steps: the next commit (:mod:`washout.bisect.search`) is built (a
+3. **candidate** steps: the next commit (:mod:`washout.bisection.search`) is built (a
    failure skips it) and measured between good and bad, look after look, until its
    decision is final or its runs reach the cap (:mod:`washout.stats.equivalence`);
 4. the **effect** step: the culprit (or the range's last commit) against the commit
@@ -27,14 +27,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from washout.bisect.build import Build, build_commit, log_path, tree_path
-from washout.bisect.deploy import deploy_hook
-from washout.bisect.git import history, resolve, toplevel
-from washout.bisect.result import BisectResult
-from washout.bisect.search import finished, look_level, look_plan, standing, values
-from washout.bisect.state import Config, Look, State, Step, is_bisect_dir, locked
-from washout.bisect.stepspec import check_spec, copies_builds, step_spec_text
-from washout.bisect.summary import measured_change, summarize
+from washout.bisection.build import Build, build_commit, log_path, tree_path
+from washout.bisection.deploy import deploy_hook
+from washout.bisection.git import history, resolve, toplevel
+from washout.bisection.result import BisectResult
+from washout.bisection.search import finished, look_level, look_plan, standing, values
+from washout.bisection.state import Config, Look, State, Step, is_bisect_dir, locked
+from washout.bisection.stepspec import check_spec, copies_builds, step_spec_text
+from washout.bisection.summary import measured_change, summarize
 from washout.errors import ExitCode, WashoutError
 from washout.stats.equivalence import check_change, decide_step, paired_estimate, step_alpha
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from washout.bisect.state import Config, State, Step
+from washout.bisection.state import Config, State, Step
 from washout.stats.equivalence import look_levels, look_runs
 
 

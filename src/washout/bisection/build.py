@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from washout.bisect.git import add_worktree, tracked_changes
+from washout.bisection.git import add_worktree, tracked_changes
 from washout.errors import WashoutError
 from washout.harness.executors.base import CommandOptions, CommandResult
 from washout.harness.executors.local import LocalExecutor

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from washout.bisect.build import Build
+from washout.bisection.build import Build
 from washout.errors import WorkerError
 from washout.harness.executors.base import CommandOptions, Executor
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from washout.bisect.build import Build
+from washout.bisection.build import Build
 from washout.stats.equivalence import PairedEstimate
 from washout.sweep.result import from_plain, to_plain
 

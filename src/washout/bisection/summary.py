@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from washout.bisect.result import BisectResult, CommitRow, Cost, StepRow
-from washout.bisect.search import decision, finished, standing, values
-from washout.bisect.state import State, Step
+from washout.bisection.result import BisectResult, CommitRow, Cost, StepRow
+from washout.bisection.search import decision, finished, standing, values
+from washout.bisection.state import State, Step
 from washout.stats.equivalence import PairedEstimate, paired_estimate
 
 
