@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -67,7 +68,7 @@ while [ "$i" -lt "$N" ]; do
 done
 median=$(echo $values | tr ' ' '\n' | sort -g |
   awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}')
-awk -v m="$median" -v t="$THRESHOLD" 'BEGIN { exit !(m > t) }'
+awk -v m="$median" -v t="$THRESHOLD" 'BEGIN { exit (m > t) }'   # 1 (bad) when slower
 """
 
 
@@ -95,7 +96,7 @@ def run_washout(demo: Path, seed: int) -> dict[str, object]:
     started = time.monotonic()
     proc = subprocess.run(
         [
-            WASHOUT,
+            str(WASHOUT),
             "bisect",
             str(SPEC),
             "--repo",
@@ -191,7 +192,7 @@ def run_git_bisect(demo: Path, n: int, name: str) -> dict[str, object]:
     }
 
 
-def repetition(rep: int, commits: int, median_of: int) -> dict[str, object]:
+def repetition(rep: int, commits: int, median_of: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bisect-cal-") as tmp:
         demo = Path(tmp) / "demo"
         made = subprocess.run(
@@ -202,7 +203,7 @@ def repetition(rep: int, commits: int, median_of: int) -> dict[str, object]:
         )
         culprit_revision = int(made.stdout.split("culprit revision ")[1].split(",")[0])
         culprit = git(demo / "repo", "log", "--format=%H", f"--grep=^revision {culprit_revision}$")
-        out: dict[str, object] = {"rep": rep, "culprit": culprit.strip()}
+        out: dict[str, Any] = {"rep": rep, "culprit": culprit.strip()}
         out[METHODS[0]] = run_washout(demo, rep)
         out[METHODS[1]] = run_git_bisect(demo, 1, "one")
         out[METHODS[2]] = run_git_bisect(demo, median_of, "median")
@@ -226,12 +227,12 @@ def _share(k: int, n: int) -> str:
     return f"{100 * k / n:.0f}% ({k}/{n}; {100 * lo:.0f}-{100 * hi:.0f}%)"
 
 
-def _mean(outcomes: list[dict[str, object]], key: str) -> str:
-    vals = [float(o[key]) for o in outcomes if key in o]  # type: ignore[arg-type]
+def _mean(outcomes: list[dict[str, Any]], key: str) -> str:
+    vals = [float(o[key]) for o in outcomes if key in o]
     return f"{statistics.fmean(vals):.1f}" if vals else "n/a"
 
 
-def table(rows: list[dict[str, object]], median_of: int) -> str:
+def table(rows: list[dict[str, Any]], median_of: int) -> str:
     """The markdown table of RESULTS.md."""
     lines = [
         "| method | right commit | wrong commit named | range / failed | builds | trials | "
@@ -239,7 +240,7 @@ def table(rows: list[dict[str, object]], median_of: int) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for method in METHODS:
-        outcomes: list[dict[str, object]] = [r[method] for r in rows]  # type: ignore[misc]
+        outcomes = [r[method] for r in rows]
         named = [(o["named"], r["culprit"]) for o, r in zip(outcomes, rows)]
         right = sum(1 for got, want in named if got == want)
         wrong = sum(1 for got, want in named if got not in (None, want))
@@ -278,7 +279,7 @@ def main() -> int:
             f.write(json.dumps(row) + "\n")
         brief = ", ".join(
             f"{m.split(' (')[0][:11]}{'' if '(' not in m else ' ' + m.split('(')[1][:6]}: "
-            f"{'right' if row[m]['named'] == row['culprit'] else row[m]['ending']}"  # type: ignore[index]
+            f"{'right' if row[m]['named'] == row['culprit'] else row[m]['ending']}"
             for m in METHODS
         )
         print(f"rep {rep}: {brief}", flush=True)

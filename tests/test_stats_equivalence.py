@@ -93,7 +93,7 @@ def _rates(
     the change) ends with each decision, an order effect as large as the trial noise."""
     rng = np.random.default_rng(7)
     levels, looks = look_levels(0.1, 10, 40), look_runs(10, 40)
-    counts = {"like-good": 0, "like-bad": 0, "unknown": 0}
+    counts = {"like-good": 0, "like-bad": 0, "unknown": 0, "not monotone": 0}
     for _ in range(sims):
         x, y = _step(rng, 40, candidate, change, 0.01, df)
         for n, level in zip(looks, levels):
@@ -101,6 +101,7 @@ def _rates(
             if d.final:
                 break
         counts[d.decision] += 1
+        counts["not monotone"] += d.apart
     return {k: v / sims for k, v in counts.items()}
 
 
@@ -111,7 +112,8 @@ def test_a_wrong_decision_stays_within_alpha_at_the_margin(df: float, derived: b
     from either end (a margin set, or derived per run). Under normal and heavy-tailed (t3)
     trial noise and an order effect as large as the trial noise, each claim is made at
     most alpha = 0.1 of the time over every look (+ 2 Monte-Carlo se); a candidate equal to
-    one end is never called like the other, and is decided."""
+    one end is never called like the other, "not monotone" at most alpha of the time, and
+    is decided."""
     change, sims = 0.02, 600
     at_midpoint = _rates(change / 2, change, df, sims, derived)
     se = math.sqrt(0.1 * 0.9 / sims)
@@ -121,14 +123,19 @@ def test_a_wrong_decision_stays_within_alpha_at_the_margin(df: float, derived: b
     bad = _rates(change, change, df, 200, derived)
     assert good["like-bad"] == bad["like-good"] == 0.0
     assert good["like-good"] > 0.8 and bad["like-bad"] > 0.8
+    assert max(good["not monotone"], bad["not monotone"]) <= 0.1 + 2 * math.sqrt(0.09 / 200)
 
 
-def test_a_candidate_beyond_both_ends_is_final_and_not_monotone() -> None:
+@pytest.mark.parametrize("margin", [0.05, None], ids=["threshold", "derived"])
+def test_a_candidate_beyond_an_end_is_final_and_not_monotone(margin: float | None) -> None:
+    """Twice as slow as bad is from good: beyond bad by a whole change."""
     rng = np.random.default_rng(3)
-    x, y = _step(rng, 10, 0.2, 0.1, 0.0, math.inf)
-    d = decide_step(x, y, 1.0, 0.01, 0.05)
+    x, y = _step(rng, 20, 0.2, 0.1, 0.0, math.inf)
+    d = decide_step(x, y, 1.0, 0.01, margin)
     assert (d.decision, d.final, d.apart) == ("unknown", True, True)
     assert "beyond bad" in d.reason
+    x, y = _step(rng, 20, -0.1, 0.1, 0.0, math.inf)
+    assert "beyond good" in decide_step(x, y, 1.0, 0.01, margin).reason
 
 
 def test_too_few_runs_give_no_interval_and_no_decision() -> None:

@@ -78,8 +78,8 @@ class BisectResult:
 
     ``ending``: one of :data:`ENDINGS`. ``culprit``: the first bad commit (first-bad only);
     ``first``..``last``: the commits that may hold the change (the range; the culprit
-    alone when found). ``monotone``: no step measured a commit that differs from both good
-    and bad. ``change``: bad against good (every run that had both: the check's and the
+    alone when found). ``monotone``: no step measured a commit beyond good or bad by more
+    than the margin. ``change``: bad against good (every run that had both: the check's and the
     candidate steps'); ``effect``: ``last`` against the commit before
     ``first`` (the culprit against its parent), each a ratio with its interval at
     1 - alpha.

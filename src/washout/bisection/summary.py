@@ -51,12 +51,11 @@ def summarize(state: State, root: Path) -> BisectResult:
         effect = None
 
     notes: list[str] = []
-    check_done = check is not None and finished(check, c)
     threshold_log = None if c.threshold is None else math.log1p(c.threshold)
     culprit = first = last = None
-    if not check_done:
+    if check is None or not finished(check, c):
         ending = "unfinished"
-    elif decision(check, c) != "differ" or (  # type: ignore[arg-type]
+    elif decision(check, c) != "differ" or (
         threshold_log is not None and abs(measured_change(state)) <= threshold_log
     ):
         ending = "no-change"
@@ -98,8 +97,8 @@ def summarize(state: State, root: Path) -> BisectResult:
     if apart:
         shown = ", ".join(s.commit[:10] for s in apart)
         notes.append(
-            f"not monotone: {shown} differ(s) from both good and bad; every step's "
-            "estimate is in the steps table"
+            f"not monotone: {shown} lie(s) beyond good or bad by more than the margin; "
+            "every step's estimate is in the steps table"
         )
     inside = [r for r in rows if lo < r.index < hi and r.state in ("skipped", "unknown")]
     if ending == "range" and inside:
@@ -213,10 +212,12 @@ def _with_summary(result: BisectResult, state: State) -> BisectResult:
             f"({subjects[result.culprit][:60]}): {size} against its parent."
         )
     elif result.ending == "range":
+        assert result.first is not None and result.last is not None
         count = sum(1 for r in result.commits if r.commit in _between(result, state))
+        why = "the metric is not monotone" if not result.monotone else "commits in it not judged"
         text = (
-            f"The change is in one of {count} commits, {result.first[:10]}.."  # type: ignore[index]
-            f"{result.last[:10]}: {size} across them; the steps could not narrow it further."  # type: ignore[index]
+            f"The change is in one of {count} commits, {result.first[:10]}..{result.last[:10]} "
+            f"({why}): {size} across them."
         )
     elif result.ending == "no-change":
         change = result.change

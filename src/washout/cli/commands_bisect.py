@@ -12,6 +12,8 @@ from washout.cli.app import app
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from washout.bisection.result import BisectResult
 
 FORMATS = ("table", "json")
@@ -29,7 +31,7 @@ def parse_threshold(text: str) -> float:
     return fraction
 
 
-def _say(quiet: bool) -> object:
+def _say(quiet: bool) -> Callable[[str], None]:
     def say(message: str) -> None:
         if not quiet:
             print(f"washout: {message}", file=sys.stderr, flush=True)
@@ -66,7 +68,7 @@ def continue_bisect(
     from washout.bisection.driver import BisectStopped, advance
 
     try:
-        result = advance(directory, _say(quiet), allow_mismatch)  # type: ignore[arg-type]
+        result = advance(directory, _say(quiet), allow_mismatch)
     except BisectStopped as stopped:
         print(f"washout: {stopped}", file=sys.stderr)
         raise typer.Exit(stopped.exit_code) from None

@@ -37,9 +37,11 @@ against the midpoint of good and bad in the same run):
   "Multiparameter hypothesis testing and acceptance sampling", Technometrics 24(4),
   295-300). So a candidate at least half-way to bad (or more than m from good) is called
   like-good with probability at most a, and the same for like-bad.
-- A candidate significantly different from both g and b (neither decision, both
-  intervals of x and y exclude 0) is neither: the metric is not monotone there. That is
-  final: more runs would not make it like either end.
+- A candidate significantly beyond good or beyond bad by more than the margin (with a
+  margin derived, half the change: xs + ds / 2 < 0 or ys - ds / 2 > 0; with a margin m,
+  xs < -m or ys > m, or further than m from both ends in between) is unknown at once: the
+  metric is not monotone there, and more runs would not make it like either end. A
+  candidate equal to good or bad is flagged so with probability at most a.
 
 **Looks** (sequential, up to a cap). A step measures runs in batches and decides after
 each batch (a look). The level of look k is the increment of the Lan-DeMets spending
@@ -174,6 +176,11 @@ def decide_step(
         inner = ("nearer good than bad", "nearer bad than good")
         good_inner, bad_inner = _side(u) == -1, _side(u) == 1
         good_outer, bad_outer = _side(bounds(xs + ds)) == 1, _side(bounds(ys - ds)) == -1
+        # beyond an end by more than half the change, significantly
+        beyond = {
+            "beyond good": _side(bounds(xs + ds / 2)) == -1,
+            "beyond bad": _side(bounds(ys - ds / 2)) == 1,
+        }
     else:
         shown = f"within {100 * math.expm1(margin):.2f}% of"
         inner = (f"{shown} good", f"{shown} bad")
@@ -182,6 +189,14 @@ def decide_step(
             gx is not None and gx[0] > -margin,
         )
         bad_inner, bad_outer = by is not None and by[0] > -margin, by is not None and by[1] < margin
+        beyond = {
+            "beyond good": gx is not None and gx[1] < -margin,
+            "beyond bad": by is not None and by[0] > margin,
+            "between good and bad": gx is not None
+            and by is not None
+            and gx[0] > margin
+            and by[1] < -margin,
+        }
     like_good = good_inner and good_outer and _side(by) == -1
     like_bad = bad_inner and bad_outer and _side(gx) == 1
     vs_good, vs_bad = paired_estimate(x, confidence), paired_estimate(y, confidence)
@@ -189,14 +204,12 @@ def decide_step(
         decision: Decision = "like-good" if like_good else "like-bad"
         reason = f"{inner[0]}, below bad" if like_good else f"{inner[1]}, beyond good"
         return StepDecision(decision, True, reason, vs_good, vs_bad, level)
-    if _side(gx) != 0 and _side(by) != 0 and not like_good:
-        where = "beyond bad" if _side(by) == 1 else "beyond good"
-        if _side(gx) == 1 and _side(by) == -1:
-            where = "between good and bad"
+    where = [w for w, found in beyond.items() if found]
+    if where and not like_good:
         return StepDecision(
             "unknown",
             True,
-            f"differs from both good and bad ({where}): not monotone here",
+            f"{where[0]} by more than the margin: not monotone here",
             vs_good,
             vs_bad,
             level,
