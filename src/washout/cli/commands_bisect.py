@@ -99,7 +99,9 @@ def bisect_command(
     test: str | None = typer.Option(None, "--test", help="The test judged (default: the first)."),
     metric: str | None = typer.Option(None, "--metric", help="Its metric (default: its first)."),
     threshold: str | None = typer.Option(
-        None, "--threshold", help="Equivalence margin, e.g. 2% (default: half the change measured)."
+        None,
+        "--threshold",
+        help="Equivalence margin, e.g. 2% (default: from each run's own change).",
     ),
     alpha: float = typer.Option(0.05, "--alpha", help="The chance of any wrong decision, at most."),
     runs: int = typer.Option(10, "--runs", "-r", help="Runs per look (each build once per run)."),
