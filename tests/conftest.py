@@ -107,6 +107,13 @@ SLOW = {
         "test_explore_matches_the_cli",
         "test_run_from_a_spec_file_matches_the_cli",
     },
+    "test_bisect.py": {
+        "test_a_history_that_is_not_monotone_ends_with_a_range",
+        "test_a_worker_with_a_stale_build_is_refused",
+        "test_bad_requests_are_one_line_errors",
+        "test_finds_the_planted_commit_after_a_sigkill_and_resume",
+        "test_the_steps_run_on_slurm_nodes",
+    },
     "test_calibration.py": {
         "test_claims_analyses_calibrated_at_20_runs_per_order",
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
@@ -238,6 +245,7 @@ SLOW = {
         "test_damage_a_read_command_meets_in_a_large_store_is_one_line",
         "test_damage_readers_never_meet_is_found_before_any_write",
     },
+    "test_stats_equivalence.py": {"test_a_wrong_decision_stays_within_alpha_at_the_margin"},
     "test_store_lifecycle.py": {
         "test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable",
         "test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_from_dead",

@@ -16,6 +16,7 @@ from typing import NoReturn
 # Registration by import: one module per command family.
 from washout.cli import (
     commands_analyze,  # noqa: F401,E402
+    commands_bisect,  # noqa: F401,E402
     commands_check,  # noqa: F401,E402
     commands_plan,  # noqa: F401,E402
     commands_report,  # noqa: F401,E402

@@ -426,7 +426,9 @@ def _exports(**paths: Path | None) -> dict[str, Path]:
 
 @app.command("resume")
 def resume_command(
-    db: Path = typer.Argument(..., help="The database of an interrupted experiment."),
+    db: Path = typer.Argument(
+        ..., help="The database of an interrupted experiment, or a bisect's directory."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     allow_mismatch: bool = typer.Option(
         False, "--allow-mismatch", help="Record provenance mismatches and proceed."
@@ -434,10 +436,16 @@ def resume_command(
 ) -> None:
     """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
     cut short is re-run whole after a fresh reset."""
+    from washout.bisection.state import is_bisect_dir
     from washout.data.store import Store
     from washout.harness.engine import Experiment
     from washout.harness.status import progress_of
 
+    if is_bisect_dir(db):  # a bisect's directory: its steps resume one after another
+        from washout.cli.commands_bisect import continue_bisect
+
+        continue_bisect(db, quiet, allow_mismatch)
+        return
     store = Store.open(db)
     try:
         store.lock()
