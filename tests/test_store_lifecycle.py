@@ -357,3 +357,51 @@ def test_the_log_is_folded_into_the_store_between_runs_never_between_two_trials(
         run: seen for run, seen in sizes.items() if len(seen) > 1
     }
     assert len({seen.pop() for seen in sizes.values()}) > 1  # checkpoints did happen
+
+
+def test_one_writer_whatever_name_reaches_the_store(tmp_path: Path) -> None:
+    """The lock was the path string plus ``-lock``: ``resume link.db`` (a symlink to the
+    live store) ran beside ``run c.db``, doubling slots, and ``status link.db`` said
+    "stopped". A second name made by a hard link is refused a writer: SQLite, too, keeps
+    one write-ahead log per name."""
+    go = tmp_path / "go"
+    spec = write_spec(tmp_path / "c.toml", WAITING.format(go=go))
+    db, link, hard = tmp_path / "c.db", tmp_path / "link.db", tmp_path / "hard.db"
+    link.symlink_to(db.name)
+    proc = start("run", spec, "--db", db, "--quiet")
+    try:
+        wait_for_trials(db, "status = 'ok'")
+        one_line_error(washout("resume", link, "--quiet", check=False), 6, f"pid {proc.pid}")
+        assert f"running (pid {proc.pid} on host" in washout("status", link).stdout
+        os.link(db, hard)
+        one_line_error(washout("resume", hard, "--quiet", check=False), 2, "hard links")
+        hard.unlink()
+    finally:
+        go.touch()
+    assert proc.wait(timeout=120) == 0
+    check_store_against_plan(db, 3, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["KILL", "TERM", "INT"]
+)
+def test_a_store_appears_only_whole(tmp_path: Path, signum: int) -> None:
+    """Killed within milliseconds of the store's creation, ``run`` left a 0- or 4096-byte
+    file that both ``run`` ("already exists") and ``resume`` ("not an SQLite database")
+    refused. Now there is no store, or one that ``resume`` completes."""
+    spec = write_spec(
+        tmp_path / "n.toml",
+        '[experiment]\nruns = 1\nseed = 5\n[[test]]\nname = "a"\ncommand = "true"\n',
+    )
+    for attempt in range(3):
+        db = tmp_path / f"n{attempt}.db"
+        proc = start("run", spec, "--db", db, "--quiet")
+        while not os.path.lexists(db) and proc.poll() is None:
+            pass  # the instant it appears
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        if db.exists():
+            washout("resume", db, "--quiet")
+        else:
+            washout("run", spec, "--db", db, "--quiet")
+        check_store_against_plan(db, 1, 1, 5)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from washout.data.store import Store
+    from washout.data.store.writer import StoreWriter
     from washout.harness.engine import Experiment, Outcome
 
 
@@ -34,7 +35,7 @@ def _console(quiet: bool = False, stderr: bool = True) -> Console:
 
 def _execute(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     quiet: bool,
     allow_mismatch: bool,
     *,
@@ -433,13 +434,11 @@ def resume_command(
 ) -> None:
     """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
     cut short is re-run whole after a fresh reset."""
-    from washout.data.store import Store
-    from washout.harness.engine import Experiment
+    from washout.harness.engine import Experiment, reopen_store
     from washout.harness.status import progress_of
 
-    store = Store.open(db)
+    store = reopen_store(db)
     try:
-        store.lock()
         experiment = Experiment.from_store(store)
         if progress_of(store).complete:
             typer.echo(f"{db}: complete; nothing to resume")

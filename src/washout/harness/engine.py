@@ -12,10 +12,10 @@ attempt stay in the store marked superseded, out of the analysis. A failed or ti
 trial of a finished run stays as recorded (it ran, in its place).
 
 Workers run concurrently (asyncio), each its own full schedule; a failing worker stops
-only itself. One process writes a store at a time (:meth:`Store.lock`). Ctrl-C stops
-every worker at the next trial boundary; a second Ctrl-C, or SIGTERM, stops at once (the
-trial in flight is killed with its process group and kept as ``interrupted``); teardown
-runs in every case.
+only itself. One process writes a store at a time (its :class:`StoreWriter` holds the
+lock). Ctrl-C stops every worker at the next trial boundary; a second Ctrl-C, or SIGTERM,
+stops at once (the trial in flight is killed with its process group and kept as
+``interrupted``); teardown runs in every case.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any
 
-from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
+from washout.data.store import FINISHED, ExperimentRecord, Store
+from washout.data.store.writer import NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
     StoreExistsError,
@@ -187,8 +188,8 @@ class Experiment:
             tool_version=__version__,
         )
 
-    def create_store(self, path: str | Path) -> Store:
-        return Store.create(
+    def create_store(self, path: str | Path) -> StoreWriter:
+        return StoreWriter.create(
             path, self.record(), [(t.name, t.command, list(t.metrics)) for t in self.tests]
         )
 
@@ -205,7 +206,7 @@ def default_db_path(name: str, directory: str | Path = "washout-results") -> Pat
     return candidate
 
 
-def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
+def new_store(experiment: Experiment, db: str | Path | None = None) -> StoreWriter:
     """Create the store an experiment runs into: ``db``, or else the next free
     :func:`default_db_path` (taking the next one if another washout creates that default
     name at the same instant). An explicit ``db`` that exists is refused
@@ -217,6 +218,13 @@ def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
         except StoreExistsError:
             if db is not None:
                 raise
+
+
+def reopen_store(db: str | Path) -> StoreWriter:
+    """An existing store opened to be written (``washout resume``, a sweep's next batch),
+    holding its writer lock (:class:`~washout.errors.StoreBusyError` if another process
+    holds it)."""
+    return StoreWriter.reopen(db)
 
 
 def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
@@ -262,7 +270,7 @@ class _Worker:
     def __init__(
         self,
         experiment: Experiment,
-        store: Store,
+        store: StoreWriter,
         executor: Executor,
         stop: asyncio.Event,
         progress: ProgressHook,
@@ -650,7 +658,7 @@ def run_complete(
     return all(slot_done(slots.get((run_index, pos), []), policy, retries) for pos in range(length))
 
 
-def recover(experiment: Experiment, store: Store) -> None:
+def recover(experiment: Experiment, store: StoreWriter) -> None:
     """Prepare a store for its next session: trials left ``running`` by a killed process
     become ``interrupted``, and every run left part-way is superseded (its trials kept,
     out of the analysis) so that it is re-run whole; each step is logged as an event."""
@@ -698,7 +706,7 @@ def count_done(experiment: Experiment, store: Store) -> int:
 async def _each_worker(
     executors: list[Executor],
     step: Callable[[Executor], Awaitable[object]],
-    store: Store,
+    store: StoreWriter,
     outcome: Outcome,
 ) -> list[Executor]:
     """Run ``step`` on every worker at once. A worker whose step fails with a one-line
@@ -718,7 +726,7 @@ async def _each_worker(
     return kept
 
 
-async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store) -> None:
+async def _kill_leftovers(executor: Executor, sessions: list[str], store: StoreWriter) -> None:
     """Before anything runs on a worker: kill what trials of earlier sessions (all dead:
     this one holds the writer lock) left running there, so no old trial runs beside the
     new ones."""
@@ -739,7 +747,7 @@ async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store)
 
 async def _run_all(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     executors: list[Executor],
     stop: asyncio.Event,
     progress: ProgressHook,
@@ -829,7 +837,7 @@ async def _run_all(
 
 
 def _note(
-    store: Store, outcome: Outcome, kind: str, message: str, worker: str | None = None
+    store: StoreWriter, outcome: Outcome, kind: str, message: str, worker: str | None = None
 ) -> None:
     """Record an event about how the session went, unless the store cannot be written
     any more (then that is what the outcome says)."""
@@ -841,7 +849,7 @@ def _note(
 
 def execute(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     *,
     executors: list[Executor] | None = None,
     progress: ProgressHook | None = None,
@@ -852,15 +860,13 @@ def execute(
 ) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.
 
-    Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
-    another process holds it; held until the store is closed), then tidies what an
-    earlier session left (:func:`recover`).
+    ``store`` holds its writer lock (:func:`new_store`, :func:`reopen_store`) until it is
+    closed; first this tidies what an earlier session left (:func:`recover`).
     ``on_start(done)`` is told how many planned slots are done before anything runs.
     ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.lock()
     store.hold_checkpoints()  # the log is folded in before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(

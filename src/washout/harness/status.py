@@ -57,7 +57,7 @@ def progress_of(store: Store) -> Progress:
     counts = store.counts()
     durations = store.finished_durations()
     mean = statistics.fmean(durations) if durations else None
-    runs_done = store.conn.execute("SELECT count(*) FROM run WHERE status = 'done'").fetchone()[0]
+    runs_done = store.runs_done()
     schedules = experiment.spec.schedules
     return Progress(
         name=experiment.spec.experiment.name,
