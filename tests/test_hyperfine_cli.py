@@ -11,11 +11,13 @@ from pathlib import Path
 import pandas as pd
 from conftest import washout
 
-from washout.data.longformat import COLUMNS
+from washout.data.longformat import COLUMNS, RESOURCE_METRICS
 
 
 def export(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
+    """The exported long format without the resource metrics every trial has."""
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from conftest import washout
 
+from washout.data.longformat import RESOURCE_METRICS
+
 TESTS = ("alpha", "beta", "gamma", "delta")
 
 
@@ -40,7 +42,9 @@ def logging_spec(
 
 
 def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
+    """The exported long format without the resource metrics every trial has."""
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def run_orders(frame: pd.DataFrame) -> dict[int, tuple[str, list[str]]]:
@@ -181,7 +185,8 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     washout("run", spec, "--db", db, "--quiet")
     rows = json.loads(washout("export", db, "--format", "json").stdout)
-    assert len(rows) == 8 and set(rows[0]) == {
+    per_trial = 1 + len(RESOURCE_METRICS)  # its metric, then CPU times and peak memory
+    assert len(rows) == 8 * per_trial and set(rows[0]) == {
         "run",
         "order",
         "position",
@@ -195,7 +200,7 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     }
     pq = tmp_path / "x.parquet"
     washout("export", db, "--format", "parquet", "-o", pq)
-    assert pd.read_parquet(pq).shape == (8, 10)
+    assert pd.read_parquet(pq).shape == (8 * per_trial, 10)
 
 
 METRICS_SPEC = r"""

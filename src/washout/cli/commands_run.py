@@ -228,7 +228,7 @@ def run_command(
         metavar="SPEC.toml | COMMAND...",
         help="A spec file, or commands to compare (quick form).",
     ),
-    db: Path | None = typer.Option(
+    db_name: str | None = typer.Option(
         None, "--db", help="Database path (default: ./washout-results/NAME.db)."
     ),
     runs: int | None = typer.Option(
@@ -331,8 +331,11 @@ def run_command(
     from washout.harness.spec import load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
+    if db_name == "":  # a Path option would take it for "." (a directory)
+        raise WashoutError("--db = '': empty; give the store's file name (default: NAME.db)")
+    db = None if db_name is None else Path(db_name)
     exports = _exports(
-        export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
+        db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
     if is_spec and Path(args[0]).is_file():
         spec, text = load_spec(args[0])
@@ -409,18 +412,20 @@ def split_lists(values: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _exports(**paths: Path | None) -> dict[str, Path]:
-    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs: not a
-    directory, its directory there (an export never costs the run its summary)."""
+def _exports(store: Path | None, **paths: Path | None) -> dict[str, Path]:
+    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs
+    (:func:`~washout.data.outputs.check_output`: an export never costs the run its summary,
+    nor writes over any file of the ``store`` the run writes)."""
+    from washout.data.outputs import check_output
+
     chosen = {}
     for option, path in paths.items():
         if path is None:
             continue
         fmt = option.removeprefix("export_")
-        if path.is_dir() or not path.parent.is_dir():
-            problem = "a directory" if path.is_dir() else "its directory does not exist"
-            raise WashoutError(f"--export-{fmt} = {str(path)!r}: {problem}")
-        chosen[fmt] = path
+        chosen[fmt] = check_output(
+            path, *([] if store is None else [store]), option=f"--export-{fmt}"
+        )
     return chosen
 
 
@@ -493,11 +498,13 @@ def export_command(
         help="Also the trials of interrupted runs' earlier attempts (status superseded).",
     ),
 ) -> None:
-    """Write the long format: one row per trial and metric."""
+    """Write the long format: one row per trial and metric (every metric recorded, the
+    trial's CPU time and peak memory included)."""
     from washout.data.export import write_long
     from washout.data.outputs import check_output
     from washout.data.store import read_long
 
     if output is not None:
         check_output(output, db)
-    write_long(read_long(db, include_superseded), fmt, output, sys.stdout)
+    frame = read_long(db, include_superseded, resources=True)
+    write_long(frame, fmt, output, sys.stdout, db)
