@@ -406,3 +406,59 @@ def test_a_store_appears_only_whole(tmp_path: Path, signum: int) -> None:
         else:
             washout("run", spec, "--db", db, "--quiet")
         check_store_against_plan(db, 1, 1, 5)
+
+
+def test_odd_store_targets_each_have_their_own_message(tmp_path: Path) -> None:
+    """``--db`` naming a directory, ``""`` or ``/dev/null`` said "already exists; ...
+    resume"; each odd target now says what it is, for every command that takes a store."""
+    spec = write_spec(
+        tmp_path / "o.toml", '[experiment]\nruns = 1\n[[test]]\nname = "a"\ncommand = "true"\n'
+    )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    odd = {tmp_path: "a directory", Path("/dev/null"): "a character device", fifo: "a FIFO"}
+    one_line_error(washout("run", spec, "--db", "", check=False), 2, "--db = '': empty")
+    for target, kind in odd.items():
+        err = one_line_error(washout("run", spec, "--db", target, check=False), 2, kind)
+        assert "already exists" not in err
+        for command in ("status", "resume", "export", "analyze", "report"):
+            if command == "report" and kind == "a directory":
+                continue  # a sweep's directory is what report takes: "not a sweep directory"
+            one_line_error(washout(command, target, check=False, timeout=30), 2, kind)
+
+
+DAMAGE = {
+    "metric value as text": "UPDATE metric SET value = 'fast' WHERE trial_id = 3",
+    "metric value as a BLOB": "UPDATE metric SET value = x'00ff' WHERE trial_id = 3",
+    "trial position as text": "UPDATE trial SET position = 'first' WHERE id = 2",
+    "trial duration as a BLOB": "UPDATE trial SET duration = x'01' WHERE id = 2",
+    "run index as text": "UPDATE run SET idx = 'one' WHERE id = 1",
+    "no experiment row": "DELETE FROM experiment",
+    "test metrics not JSON": "UPDATE test SET metrics = '[wall' WHERE spec_index = 0",
+    "a trial of no run": "PRAGMA foreign_keys = OFF; DELETE FROM run WHERE id = 1",
+}
+"""Values edited by hand (the sqlite3 shell), each a valid SQLite file."""
+
+
+@pytest.mark.parametrize("edit", DAMAGE.values(), ids=DAMAGE.keys())
+def test_damaged_values_are_one_line_never_a_traceback(tmp_path: Path, edit: str) -> None:
+    """A value edited to text or a BLOB, or a row taken away, gave ValueError and TypeError
+    tracebacks from export, analyze, status and resume: now each command either works
+    (it does not read that value) or says ``damaged:`` naming it, and resume writes
+    nothing."""
+    db = built_store(tmp_path)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(edit)
+    before = db.read_bytes()
+    said = set()
+    for command in ("status", "export", "analyze", "report", "resume"):
+        proc = (
+            washout(command, db, "-o", tmp_path / "r.html", check=False)
+            if (command == "report")
+            else washout(command, db, check=False)
+        )
+        if proc.returncode != 0:
+            said.add(command)
+            one_line_error(proc, 2, f"{db}: damaged: ")
+    assert "resume" in said and db.read_bytes() == before
+    assert said >= {"export", "analyze"} or "experiment" in edit or "duration" in edit

@@ -62,8 +62,12 @@ def load_trials(
     """
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.data.importers.ordersage import is_ordersage
+    from washout.data.store.reader import file_kind
 
     path = Path(path)
+    kind = file_kind(path)
+    if kind is not None:
+        raise SourceError(f"{path}: {kind}, not a file of trials (a store or a CSV)")
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
     try:

@@ -174,6 +174,8 @@ def long_frame(
     ).fetchall()
     r_id = np.array([r[0] for r in runs], dtype=np.int64)
     r_at = np.searchsorted(r_id, run_id)
+    if not r_id.size or np.any(r_id[np.minimum(r_at, r_id.size - 1)] != run_id):
+        raise IndexError("a trial of a run (or a run of a worker) the store does not hold")
     r_idx = np.array([r[1] for r in runs], dtype=np.int64)[r_at]
     r_worker = np.array([r[3] for r in runs], dtype=np.int64)[r_at]
     order = _lexsort((trial_id, position, r_idx, r_worker))
