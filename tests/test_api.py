@@ -155,8 +155,13 @@ def test_store_is_a_read_only_context_manager_that_closes(store: Path) -> None:
 
 
 def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
-    frame = api.load(store)
-    assert len(frame) == 24 and set(frame["test"]) == {"a", "b"}
+    frame = api.load(store)  # every metric: wall, and the CPU times and peak memory
+    assert frame["metric"].value_counts().to_dict() == dict.fromkeys(
+        ["wall", "user", "system", "max_rss"], 24
+    )
+    assert set(frame["test"]) == {"a", "b"} and frame["started"].notna().all()
+    assert str(frame["started"].dt.tz) == "UTC"  # datetimes, not text
+    assert (frame["ended"] > frame["started"]).all()
     by_path, by_frame = api.analyze(store), api.analyze(frame, alpha=0.05)
     assert by_path.to_dict() == by_frame.to_dict()
     assert isinstance(by_path, api.OrderAnalysis) and len(by_path.tests) == 2

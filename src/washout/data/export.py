@@ -1,7 +1,11 @@
-"""Writing the long format to CSV, JSON (records) or Parquet."""
+"""Writing the long format to CSV, JSON (records) or Parquet: each read back, value for
+value, by :func:`washout.data.sources.load_trials` (``analyze``, ``report``, ``load``)."""
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -33,11 +37,24 @@ def write_long(
             ) from None
         write_output(output, lambda f: frame.to_parquet(f, index=False), *sources)
         return
-    if fmt == "csv":
-        text = frame.to_csv(index=False)
-    else:
-        text = frame.to_json(orient="records", indent=None) + "\n"
+    text = frame.to_csv(index=False) if fmt == "csv" else "".join(json_records(frame))
     if output is None:
         stdout.write(text)
     else:
         write_output(output, text, *sources)
+
+
+def json_records(frame: pd.DataFrame) -> Iterator[str]:
+    """``frame`` as a JSON array of records, one per line, missing values as ``null``.
+    Floats are written as Python's ``repr`` (the shortest text that reads back to the same
+    bits), where pandas' ``to_json`` keeps 10 significant digits."""
+    columns = list(frame.columns)
+    values = [frame[c].tolist() for c in columns]
+    yield "["
+    for i, row in enumerate(zip(*values, strict=True)):
+        record = {
+            c: None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+            for c, v in zip(columns, row, strict=True)
+        }
+        yield ("," if i else "") + "\n" + json.dumps(record, ensure_ascii=False)
+    yield "\n]\n"

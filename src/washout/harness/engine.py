@@ -661,7 +661,8 @@ def run_complete(
 def recover(experiment: Experiment, store: StoreWriter) -> None:
     """Prepare a store for its next session: trials left ``running`` by a killed process
     become ``interrupted``, and every run left part-way is superseded (its trials kept,
-    out of the analysis) so that it is re-run whole; each step is logged as an event."""
+    out of the analysis) so that it is re-run whole; so are warmups cut short (the next
+    session runs its warmups again); each step is logged as an event."""
     exp = experiment.spec.experiment
     notes = []
     interrupted = store.mark_interrupted()
@@ -671,6 +672,13 @@ def recover(experiment: Experiment, store: StoreWriter) -> None:
         )
     for worker_id, name, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
+        if any(i == WARMUP_RUN and "interrupted" in s for (i, _), s in slots.items()):
+            warmups = [t.name for t in experiment.tests]
+            kept = store.supersede_run(store.run_id(worker_id, WARMUP_RUN, "warmup", warmups))
+            notes.append(
+                f"{name}: its warmups were interrupted; their {kept} trial(s) are kept as "
+                "superseded"
+            )
         started = {idx for idx, _ in slots}
         for run in experiment.plan.runs:
             if run.index in started and not run_complete(
