@@ -145,28 +145,33 @@ class _LiveMedians:
 
 def _show_output(store: Store) -> None:
     """hyperfine's ``--show-output``, after the fact: the stored output tails of each test's
-    last trial (washout keeps a trial's output to read its metrics)."""
+    last trial (washout keeps a trial's output to read its metrics), escapes shown."""
+    from washout.harness.printable import printable
+
     console = _console()
     for test, status, stdout, stderr in store.last_outputs():
         console.print(f"Output of {test!r} (its last trial, {status}):", style="bold")
         for stream, text in (("stdout", stdout), ("stderr", stderr)):
-            shown = (text or "").rstrip("\n")
+            shown = printable((text or "").rstrip("\n"))
             console.print(f"  {stream}: " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
 
 
 def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -> None:
     """For each test whose every trial failed: its first failure's reason (its exit code,
     signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
-    failing command failed and how to see its output)."""
+    failing command failed and how to see its output); the trial's text with its control
+    characters escaped (:func:`~washout.harness.printable.printable`)."""
     from washout.harness.executors.base import tail
+    from washout.harness.printable import printable
 
     commands = {t.name: t.command for t in experiment.tests}
     console = _console()
     for test, trials, status, reason, stderr in store.tests_without_success():
         console.print(
-            f"Test {test!r}: all {trials} trial(s) {status}; the first: {reason}", style="red"
+            f"Test {test!r}: all {trials} trial(s) {status}; the first: {printable(reason)}",
+            style="red",
         )
-        shown = tail(stderr.encode(), 600).strip() if stderr else ""
+        shown = printable(tail(stderr.encode(), 600).strip()) if stderr else ""
         console.print("  stderr (tail): " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
         console.print(f"  Run it by hand to see its whole output: {commands.get(test, test)}")
     console.print(f"Every stored failure, with its reason: washout status {store.path}")
@@ -190,8 +195,10 @@ def _summary(
         f"({outcome.executed} this session); failed {state.failed}, "
         f"timed out {state.timeout}, interrupted {state.interrupted}"
     )
+    from washout.harness.printable import printable
+
     for worker, error in outcome.worker_errors.items():
-        out.print(f"Worker {worker} stopped: {error}", style="red")
+        out.print(f"Worker {worker} stopped: {printable(error)}", style="red")
     if outcome.stopped:
         out.print(f"Stopped: {outcome.stopped}", style="yellow")
     if not state.complete:
@@ -444,7 +451,7 @@ def resume_command(
 
     store = reopen_store(db)
     try:
-        experiment = Experiment.from_store(store)
+        experiment = Experiment.from_store(store, to_run=True)
         if progress_of(store).complete:
             typer.echo(f"{db}: complete; nothing to resume")
             return

@@ -21,6 +21,7 @@ stops at once (the trial in flight is killed with its process group and kept as
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -56,7 +57,13 @@ from washout.harness.roles import (
     role_commands,
     watch_for,
 )
-from washout.harness.secrets import redact, redact_tail, secret_values
+from washout.harness.secrets import (
+    literal_secrets,
+    redact,
+    redact_spec,
+    redact_tail,
+    secret_values,
+)
 from washout.harness.spec import (
     CommandSpec,
     MetricSpec,
@@ -161,24 +168,33 @@ class Experiment:
         return cls(spec, text, source, tests, plan)
 
     @classmethod
-    def from_store(cls, store: Store) -> Experiment:
-        """Re-plan exactly what a store was created with (for resume)."""
+    def from_store(cls, store: Store, *, to_run: bool = False) -> Experiment:
+        """Re-plan exactly what a store was created with. ``to_run`` (resume): a spec
+        stored with its secrets masked (:func:`~washout.harness.secrets.redact_spec`) takes
+        them back from its spec file, which must be as it was."""
         rec = store.experiment()
-        spec = parse_spec_text(rec.spec_text, f"{store.path} (stored spec)")
-        return cls.prepare(
-            spec, rec.spec_text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind
-        )
+        text = rec.spec_text
+        masked = store.spec_redacted()
+        if to_run and masked:
+            text = _spec_with_secrets(store.path, rec, masked)
+        spec = parse_spec_text(text, f"{store.path} (stored spec)")
+        return cls.prepare(spec, text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind)
 
     @property
     def planned_trials(self) -> int:
         """Trials the plan asks for, over every schedule (worker or worker group)."""
         return self.plan.total_trials * self.spec.schedules
 
+    def stored_spec(self) -> tuple[str, list[str]]:
+        """The spec's text as the store keeps it, its secrets masked, and what was masked
+        (:func:`~washout.harness.secrets.redact_spec`)."""
+        return redact_spec(self.spec_text, [t.env for t in self.tests])
+
     def record(self) -> ExperimentRecord:
         exp = self.spec.experiment
         return ExperimentRecord(
             name=exp.name,
-            spec_text=self.spec_text,
+            spec_text=self.stored_spec()[0],
             spec_source=self.source,
             seed=self.plan.seed,
             design=exp.design,
@@ -189,9 +205,32 @@ class Experiment:
         )
 
     def create_store(self, path: str | Path) -> StoreWriter:
-        return StoreWriter.create(
-            path, self.record(), [(t.name, t.command, list(t.metrics)) for t in self.tests]
+        """The experiment's new store (refused if ``path`` exists), its spec and commands
+        stored with their secrets masked."""
+        written = literal_secrets([t.env for t in self.tests])
+        tests = [(t.name, redact(t.command, written), list(t.metrics)) for t in self.tests]
+        masked = self.stored_spec()[1]
+        meta = {"spec_redacted": json.dumps(masked)} if masked else None
+        return StoreWriter.create(path, self.record(), tests, meta)
+
+
+def _spec_with_secrets(db: Path, record: ExperimentRecord, masked: list[str]) -> str:
+    """The text of the spec file a store was run from, once it is known to be the spec the
+    store holds with its secrets masked (:meth:`Experiment.from_store`)."""
+    what = ", ".join(masked)
+    source = Path(record.spec_source)
+    try:
+        text = source.read_text(encoding="utf-8-sig")
+        tests = expand_tests(parse_spec_text(text, str(source)), str(source))
+    except (OSError, UnicodeDecodeError, WashoutError):
+        text, tests = "", []
+    if not tests or redact_spec(text, [t.env for t in tests])[0] != record.spec_text:
+        raise SpecError(
+            f"{db}: the stored spec has its secrets masked ({what}); resume takes them from "
+            f"{str(source)!r}, which is {'changed' if tests else 'not readable'}: restore it, "
+            'or give secrets through the environment (env = { TOKEN = "${TOKEN}" })'
         )
+    return text
 
 
 def default_db_path(name: str, directory: str | Path = "washout-results") -> Path:

@@ -227,6 +227,14 @@ class Store:
         )
 
     @reports_damage
+    def spec_redacted(self) -> list[str]:
+        """What was masked in the stored spec (``env API_TOKEN``, ``a password in a URL``):
+        empty if it is as written. A run restores them from the spec file to resume."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'spec_redacted'").fetchone()
+        found = [] if row is None else json.loads(row[0])
+        return [what for (what,) in _typed(((w,) for w in found), str)]
+
+    @reports_damage
     def sessions(self) -> list[str]:
         """The tokens of every session that has run trials into this store, oldest first."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'sessions'").fetchone()
