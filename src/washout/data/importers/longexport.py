@@ -106,7 +106,8 @@ def _records(path: Path) -> pd.DataFrame:
         raise SourceError(f"{path}: cannot read as JSON: {str(err)[:200]}") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise SourceError(f"{path}: JSON that is not a list of records (what export writes)")
-    frame = pd.DataFrame.from_records(records)
+    # no records (an export of no trial): the columns all the same
+    frame = pd.DataFrame.from_records(records, columns=None if records else list(COLUMNS))
     for column in LABELS:  # a label is its text: 7 and "7" are one test
         if column in frame.columns:
             frame[column] = [None if v is None else str(v) for v in frame[column]]

@@ -74,6 +74,8 @@ def write_columns(c: sqlite3.Connection) -> None:
     caller's transaction on ``c``: the trials after the part it covers are appended, or, if
     a covered row changed since (its state row gone), the whole copy is written again."""
     state = c.execute("SELECT covers, names FROM columnar_state").fetchone()
+    if state is not None and not _matches(c, state[0], _last_copied(c), _names(state[1])):
+        state = None  # not the copy of these rows (its state edited): written whole again
     covered = 0 if state is None else state[0]
     (top,) = c.execute("SELECT coalesce(max(id), 0) FROM trial").fetchone()
     (running,) = c.execute(  # only the trials after the copy: a range of ids
@@ -199,7 +201,32 @@ def read_columns(conn: sqlite3.Connection, path: Path) -> Columns | None:
     for table in ("trial", "metric"):
         if len({len(a) for n, a in arrays.items() if n.startswith(f"{table}.")}) != 1:
             raise damaged(path, f"columnar copy of {table}: columns of unequal length")
+    ids = arrays["trial.id"]
+    if not _matches(conn, state[0], int(ids[-1]) if ids.size else None, names):
+        return None  # not the copy of these rows (its state edited): SQL holds them
     return Columns(state[0], names, arrays)
+
+
+def _last_copied(c: sqlite3.Connection) -> int | None:
+    """The last trial id in the copy (the last element of its last ``trial.id`` BLOB)."""
+    row = c.execute(
+        "SELECT substr(data, -8) FROM columnar WHERE name = 'trial.id' AND typeof(data) = 'blob'"
+        " ORDER BY chunk DESC LIMIT 1"
+    ).fetchone()
+    if row is None or len(row[0]) < 8:
+        return None
+    return int.from_bytes(row[0], "little", signed=True)
+
+
+def _matches(c: sqlite3.Connection, covers: object, last: int | None, names: object) -> bool:
+    """Whether a copy whose state says ``covers`` and whose last trial is ``last`` holds the
+    trials up to ``covers``: the writer copies every one of them (none is running), so the
+    table's last trial up to ``covers`` is the copy's last. Two lookups in the trial
+    table's key, whatever its size."""
+    if not isinstance(covers, int) or names is None:
+        return False
+    (top,) = c.execute("SELECT max(id) FROM trial WHERE id <= ?", (covers,)).fetchone()
+    return top == last
 
 
 def _names(text: object) -> dict[str, list[str]] | None:

@@ -96,16 +96,20 @@ VALUE_TYPES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "metric": {"trial_id": (_INT,), "name": (_TEXT,), "value": (_REAL, _INT)},
     "event": {"time": (_TEXT,), "worker": (_TEXT, _NULL), "kind": (_TEXT,), "message": (_TEXT,)},
+    "columnar": {"name": (_TEXT,), "chunk": (_INT,), "data": ("blob",), "crc": (_INT,)},
+    "columnar_state": {"covers": (_INT,), "names": (_TEXT,)},
 }
 """The SQLite type (``typeof``) each column washout reads may hold. The schema's column
 affinities give these to every value washout writes; a value edited by hand may be
 anything."""
-JSON_COLUMNS: dict[str, tuple[str, type]] = {
-    "test": ("metrics", list),
-    "run": ("permutation", list),
-    "environment": ("data", dict),
+JSON_COLUMNS: dict[str, tuple[str, type, str]] = {
+    "test": ("metrics", list, "1"),
+    "run": ("permutation", list, "1"),
+    "environment": ("data", dict, "1"),
+    "columnar_state": ("names", dict, "1"),
+    "meta": ("value", list, "key IN ('sessions', 'spec_redacted')"),
 }
-"""Columns holding JSON, and the kind of value it must be."""
+"""Columns holding JSON, the kind of value it must be, and which rows hold it."""
 REFERENCES: tuple[tuple[str, str, str], ...] = (
     ("trial", "run_id", "run"),
     ("run", "worker_id", "worker"),
@@ -232,10 +236,10 @@ def value_problem(conn: sqlite3.Connection) -> str | None:
         (count,) = conn.execute("SELECT count(*) FROM experiment").fetchone()
         if count != 1:
             return f"experiment: {count} rows, expected 1 (the experiment the store was made for)"
-    for table, (column, shape) in JSON_COLUMNS.items():
+    for table, (column, shape, rows) in JSON_COLUMNS.items():
         if table not in tables:
             continue
-        for rowid, text in conn.execute(f"SELECT rowid, {column} FROM {table}"):
+        for rowid, text in conn.execute(f"SELECT rowid, {column} FROM {table} WHERE {rows}"):
             try:
                 value: Any = json.loads(text)
             except ValueError:

@@ -112,6 +112,8 @@ def checked_version(conn: sqlite3.Connection, path: Path, readonly: bool) -> tup
             f"{path}: schema_version = {found}: this washout "
             f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}"
         )
+    if found == "1" and "superseded" in {c[1] for c in conn.execute("PRAGMA table_info(trial)")}:
+        raise damaged(path, "meta: schema_version = 1, but the trial table is version 2's")
     return found, tables
 
 
