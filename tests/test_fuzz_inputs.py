@@ -618,6 +618,7 @@ def test_whatever_export_writes_reads_back_as_the_store_holds_it(
     from datetime import UTC, datetime
 
     import numpy as np
+    from test_store_trials import finished
 
     from washout.data.export import write_long
     from washout.data.store import ExperimentRecord, read_long
@@ -648,19 +649,8 @@ def test_whatever_export_writes_reads_back_as_the_store_holds_it(
                     status = "warmup" if order == "warmup" else data.draw(STATUSES_OF_A_RUN)
                     trial = store.begin_trial(run_id, position, name, 0, now)
                     values = {m: data.draw(VALUES) for m in metrics[name]}
-                    store.finish_trial(
-                        trial,
-                        status=status,
-                        reason="",
-                        exit_code=0,
-                        started=now,
-                        ended=now,
-                        duration=0.1,
-                        stdout_tail="",
-                        stderr_tail="",
-                        cpus=None,
-                        metrics={m: v for m, v in values.items() if v is not None},
-                    )
+                    kept = {m: v for m, v in values.items() if v is not None}
+                    store.finish_trial(trial, **finished(kept, status))
                 if superseded:
                     store.supersede_run(run_id)
         held = read_long(db, include_superseded=every, resources=True)

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import wait_for, washout
-from test_robustness import start, wait_for_trials, write_spec
-from test_store_lifecycle import WAITING, built_store, one_line_error, tmpfs
+from conftest import washout
+from test_store_lifecycle import built_store, one_line_error, tmpfs, waiting_run
 
 SIBLINGS = ("-wal", "-shm", "-lock", "-journal")
 
@@ -28,15 +27,9 @@ SIBLINGS = ("-wal", "-shm", "-lock", "-journal")
 def crashed_store(tmp_path: Path) -> tuple[Path, int]:
     """A store whose writer was SIGKILLed mid-run: its trials are in the write-ahead log
     (``X.db-wal``), not yet in ``X.db``; and how many finished trials it holds."""
-    go = tmp_path / "go"
-    spec = write_spec(tmp_path / "c.toml", WAITING.format(go=go))
-    db = tmp_path / "c.db"
-    proc = start("run", spec, "--db", db, "--quiet")
-    try:  # read-only: a connection that closes last would fold the log into the file
-        wait_for(lambda: db.exists() and trials_of(db), 60, "no trial finished")
-    finally:
-        proc.kill()
-        proc.wait()
+    db, proc, _ = waiting_run(tmp_path, "c")
+    proc.kill()
+    proc.wait()
     assert Path(f"{db}-wal").stat().st_size > 0
     return db, len(trials_of(db))
 
@@ -87,12 +80,8 @@ def test_an_export_onto_a_live_stores_shared_memory_is_refused_and_the_writer_go
     tmp_path: Path,
 ) -> None:
     """``-o X.db-shm`` during a run truncated the file the writer maps: SIGBUS."""
-    go = tmp_path / "go"
-    spec = write_spec(tmp_path / "w.toml", WAITING.format(go=go))
-    db = tmp_path / "w.db"
-    proc = start("run", spec, "--db", db, "--quiet")
+    db, proc, go = waiting_run(tmp_path, "w")
     try:
-        wait_for_trials(db, "status = 'ok'")
         shm = Path(f"{db}-shm")
         size = shm.stat().st_size
         one_line_error(washout("export", db, "-o", shm, check=False), 2, "-o = ", "store")

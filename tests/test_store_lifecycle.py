@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import ok_trials, wait_for, washout
 from test_robustness import check_store_against_plan, start, wait_for_trials, write_spec
 
 WAITING = """
@@ -38,6 +38,18 @@ name = "c"
 command = "sleep 0.2"
 """
 """Test b waits for the file ``go``: the experiment lasts as long as the checks need."""
+
+
+def waiting_run(tmp_path: Path, name: str) -> tuple[Path, subprocess.Popen[str], Path]:
+    """``run`` of :data:`WAITING` into ``NAME.db``, once it has finished a trial: the store,
+    the process, and the file that lets it finish. Polled read-only: a connection that
+    closed last would fold the log into the file."""
+    go = tmp_path / "go"
+    spec = write_spec(tmp_path / f"{name}.toml", WAITING.format(go=go))
+    db = tmp_path / f"{name}.db"
+    proc = start("run", spec, "--db", db, "--quiet")
+    wait_for(lambda: ok_trials(db), 60, "no trial finished")
+    return db, proc, go
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -365,13 +377,10 @@ def test_one_writer_whatever_name_reaches_the_store(tmp_path: Path) -> None:
     live store) ran beside ``run c.db``, doubling slots, and ``status link.db`` said
     "stopped". A second name made by a hard link is refused a writer: SQLite, too, keeps
     one write-ahead log per name."""
-    go = tmp_path / "go"
-    spec = write_spec(tmp_path / "c.toml", WAITING.format(go=go))
-    db, link, hard = tmp_path / "c.db", tmp_path / "link.db", tmp_path / "hard.db"
-    link.symlink_to(db.name)
-    proc = start("run", spec, "--db", db, "--quiet")
+    link, hard = tmp_path / "link.db", tmp_path / "hard.db"
+    link.symlink_to("c.db")
+    db, proc, go = waiting_run(tmp_path, "c")
     try:
-        wait_for_trials(db, "status = 'ok'")
         one_line_error(washout("resume", link, "--quiet", check=False), 6, f"pid {proc.pid}")
         assert f"running (pid {proc.pid} on host" in washout("status", link).stdout
         os.link(db, hard)
