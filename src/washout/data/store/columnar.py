@@ -213,8 +213,8 @@ def _last_copied(c: sqlite3.Connection) -> int | None:
         "SELECT substr(data, -8) FROM columnar WHERE name = 'trial.id' AND typeof(data) = 'blob'"
         " ORDER BY chunk DESC LIMIT 1"
     ).fetchone()
-    if row is None or len(row[0]) < 8:
-        return None
+    if row is None or not isinstance(row[0], bytes) or len(row[0]) < 8:
+        return None  # no copy, or not one: written whole again
     return int.from_bytes(row[0], "little", signed=True)
 
 

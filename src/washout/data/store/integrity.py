@@ -102,15 +102,37 @@ VALUE_TYPES: dict[str, dict[str, tuple[str, ...]]] = {
 """The SQLite type (``typeof``) each column washout reads may hold. The schema's column
 affinities give these to every value washout writes; a value edited by hand may be
 anything."""
-JSON_COLUMNS: dict[str, tuple[str, type, str]] = {
-    "test": ("metrics", list, "1"),
-    "run": ("permutation", list, "1"),
-    "environment": ("data", dict, "1"),
-    "columnar_state": ("names", dict, "1"),
-    "meta": ("value", list, "key IN ('sessions', 'spec_redacted')"),
+
+
+VALUE_RANGES: dict[str, dict[str, str]] = {
+    "experiment": {
+        "seed": "seed >= 0",
+        "runs_per_kind": "runs_per_kind BETWEEN 1 AND 1000000",
+        "planned_trials": "planned_trials >= 0",
+    },
 }
-"""Columns holding JSON, the kind of value it must be, and which rows hold it."""
+"""What the experiment's numbers must be for it to be planned again (a spec's own limits:
+a seed is not negative, 1 to 1,000,000 runs per order kind)."""
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _lists_of_texts(value: object) -> bool:
+    return isinstance(value, dict) and all(_texts(v) for v in value.values())
+
+
+JSON_COLUMNS: dict[str, tuple[str, Callable[[object], bool], str, str]] = {
+    "test": ("metrics", _texts, "a list of names", "1"),
+    "run": ("permutation", _texts, "a list of names", "1"),
+    "environment": ("data", lambda v: isinstance(v, dict), "an object", "1"),
+    "columnar_state": ("names", _lists_of_texts, "an object of name lists", "1"),
+    "meta": ("value", _texts, "a list of names", "key IN ('sessions', 'spec_redacted')"),
+}
+"""Columns holding JSON: what its value must be (and in words), and which rows hold it."""
 REFERENCES: tuple[tuple[str, str, str], ...] = (
+    ("metric", "trial_id", "trial"),
     ("trial", "run_id", "run"),
     ("run", "worker_id", "worker"),
     ("environment", "worker_id", "worker"),
@@ -204,7 +226,17 @@ def value_problem(conn: sqlite3.Connection) -> str | None:
     """The first value washout could not read, as one phrase (None if there is none): a
     value of a type its column does not take (:data:`VALUE_TYPES`), JSON that is not the
     list or object it should be, a reference to a row that is not there, or no experiment
-    row. One scan of each table: found where a read failed, and before a writer writes."""
+    row. One scan of each table: found where a read failed, and before a writer writes.
+    Text that is not UTF-8 is read with its bad bytes replaced, to be named."""
+    factory = conn.text_factory
+    conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+    try:
+        return _value_problem(conn)
+    finally:
+        conn.text_factory = factory
+
+
+def _value_problem(conn: sqlite3.Connection) -> str | None:
     tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table, columns in VALUE_TYPES.items():
         if table not in tables:
@@ -232,11 +264,19 @@ def value_problem(conn: sqlite3.Connection) -> str | None:
                 if kind not in wanted[column]:
                     expected = " or ".join(wanted[column])
                     return f"{where}: {column} = {_shown(found)}: expected {expected}"
+    for table, ranges in VALUE_RANGES.items():
+        for column, condition in ranges.items():
+            if table in tables:
+                row = conn.execute(
+                    f"SELECT {column} FROM {table} WHERE NOT ({condition}) LIMIT 1"
+                ).fetchone()
+                if row is not None:
+                    return f"{table}: {column} = {_shown(row[0])}: expected {condition}"
     if "experiment" in tables:
         (count,) = conn.execute("SELECT count(*) FROM experiment").fetchone()
         if count != 1:
             return f"experiment: {count} rows, expected 1 (the experiment the store was made for)"
-    for table, (column, shape, rows) in JSON_COLUMNS.items():
+    for table, (column, valid, shape, rows) in JSON_COLUMNS.items():
         if table not in tables:
             continue
         for rowid, text in conn.execute(f"SELECT rowid, {column} FROM {table} WHERE {rows}"):
@@ -244,19 +284,16 @@ def value_problem(conn: sqlite3.Connection) -> str | None:
                 value: Any = json.loads(text)
             except ValueError:
                 value = None
-            if not isinstance(value, shape):
-                return (
-                    f"{table} row {rowid}: {column} = {_shown(text)}: expected JSON "
-                    f"({'a list' if shape is list else 'an object'})"
-                )
+            if not valid(value):
+                return f"{table} row {rowid}: {column} = {_shown(text)}: expected JSON ({shape})"
     for table, column, target in REFERENCES:
         if table in tables and target in tables:
             row = conn.execute(
-                f"SELECT t.rowid, t.{column} FROM {table} t LEFT JOIN {target} r"
+                f"SELECT t.{column} FROM {table} t LEFT JOIN {target} r"
                 f" ON r.id = t.{column} WHERE r.id IS NULL LIMIT 1"
             ).fetchone()
             if row is not None:
-                return f"{table} row {row[0]}: {column} = {row[1]}: no such {target}"
+                return f"{table}: {column} = {row[0]}: no such {target}"
     return None
 
 
@@ -264,7 +301,7 @@ def reports_damage(read: Callable[P, R]) -> Callable[P, R]:
     """A store read whose failures caused by the store's content become the one-line
     damaged error: SQLite's "malformed" (on a large store, damage in
     :data:`SCANNED_TABLES` is found by the reads), and a value of the wrong type or a
-    missing row (the ValueError, TypeError or IndexError it caused, named by
+    missing row (the ValueError, TypeError, IndexError or SQLite error it caused, named by
     :func:`value_problem`; a failure it cannot explain is raised as it is)."""
 
     @functools.wraps(read)
@@ -275,8 +312,14 @@ def reports_damage(read: Callable[P, R]) -> Callable[P, R]:
         except sqlite3.DatabaseError as err:
             if primary_code(err) in DAMAGED_CODES:
                 raise damaged(store.path, str(err)) from None
-            raise
-        except (ValueError, TypeError, IndexError, KeyError):
+            # "Could not decode to UTF-8": a number edited to bytes, read as text
+            problem = (
+                value_problem(store._conn) if isinstance(err, sqlite3.OperationalError) else None
+            )
+            if problem is None:
+                raise
+            raise damaged(store.path, problem) from None
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError):
             problem = value_problem(store._conn)
             if problem is None:
                 raise

@@ -21,6 +21,7 @@ from washout.data.store.integrity import (
     DAMAGED_CODES,
     INTACT,
     UNWRITABLE_CODES,
+    VALUE_RANGES,
     damaged,
     identity,
     integrity_problems,
@@ -205,6 +206,9 @@ class Store:
         if len(rows) != 1:
             raise IndexError("no experiment row")
         (row,) = _typed(rows, str, str, str, int, str, int, int, str, str)
+        ranges = " AND ".join(VALUE_RANGES["experiment"].values())
+        if self._conn.execute(f"SELECT 1 FROM experiment WHERE NOT ({ranges})").fetchone():
+            raise ValueError("an experiment that cannot be planned again")
         return ExperimentRecord(*row)
 
     @reports_damage
