@@ -186,7 +186,9 @@ def test_a_literal_secret_in_the_spec_is_masked_in_the_store_and_report_and_resu
     spec.write_text(spec.read_text().replace("runs = 2", "runs = 3"))
     with sqlite3.connect(db) as conn:  # one more run left to do, as if cut short
         conn.execute("UPDATE run SET status = 'pending' WHERE idx = 1")
-        conn.execute("DELETE FROM trial WHERE run_id = (SELECT id FROM run WHERE idx = 1)")
+        cut = "(SELECT t.id FROM trial t JOIN run r ON r.id = t.run_id WHERE r.idx = 1)"
+        conn.execute(f"DELETE FROM metric WHERE trial_id IN {cut}")
+        conn.execute(f"DELETE FROM trial WHERE id IN {cut}")
     proc = washout("resume", db, "--quiet", check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "secrets masked (env API_TOKEN, a password in a URL)" in proc.stderr
