@@ -14,6 +14,7 @@ import pytest
 from conftest import washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
+from washout.data.longformat import RESOURCE_METRICS
 from washout.harness.executors.local import argv_for
 from washout.harness.spec import expand_tests, parse_spec_text, unsafe_placeholder
 
@@ -72,7 +73,9 @@ def test_placeholders_where_a_quoted_value_could_run_are_found(command: str, why
 
 
 def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
+    """The exported long format without the resource metrics every trial has."""
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def test_hostile_values_reach_the_command_as_one_literal_word(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from conftest import washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 
+from washout.data.longformat import RESOURCE_METRICS
 from washout.errors import WashoutError
 from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.ssh import SSHExecutor
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.ssh
 
 
 def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
+    """The exported long format without the resource metrics every trial has."""
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def query(db: Path, sql: str) -> list[tuple]:
