@@ -9,8 +9,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "data"  # published data; data/README.md says whose
@@ -38,6 +42,19 @@ def washout(
             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         )
     return proc
+
+
+def exported(db: Path) -> pd.DataFrame:
+    """``washout export DB`` read back, without the resource metrics every trial has: the
+    rows of the spec's own metrics."""
+    import io
+
+    import pandas as pd
+
+    from washout.data.longformat import RESOURCE_METRICS
+
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def alive(pid: int) -> bool:

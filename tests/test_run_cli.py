@@ -3,7 +3,6 @@ a log that the tests, the reset and the setup themselves write."""
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import exported, washout
 
 from washout.data.longformat import RESOURCE_METRICS
 
@@ -39,12 +38,6 @@ def logging_spec(
     path = tmp / "spec.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def exported(db: Path) -> pd.DataFrame:
-    """The exported long format without the resource metrics every trial has."""
-    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
-    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def run_orders(frame: pd.DataFrame) -> dict[int, tuple[str, list[str]]]:

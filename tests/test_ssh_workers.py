@@ -4,18 +4,15 @@ several workers at once, sync, pinning, one worker that cannot connect, host key
 
 from __future__ import annotations
 
-import io
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from conftest import washout
+from conftest import exported, washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 
-from washout.data.longformat import RESOURCE_METRICS
 from washout.errors import WashoutError
 from washout.harness.executors.base import CommandOptions
 from washout.harness.executors.ssh import SSHExecutor
@@ -23,12 +20,6 @@ from washout.harness.executors.ssh_copy import sftp
 from washout.harness.spec import WorkerSpec
 
 pytestmark = pytest.mark.ssh
-
-
-def exported(db: Path) -> pd.DataFrame:
-    """The exported long format without the resource metrics every trial has."""
-    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
-    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def query(db: Path, sql: str) -> list[tuple]:
