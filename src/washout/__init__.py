@@ -145,18 +145,21 @@ def run(
 
 
 def load(source: str | Path) -> pd.DataFrame:
-    """The long format (one row per trial and metric) of a washout store, a long-format CSV
-    or an OrderSage results file, told apart by content."""
-    from washout.data.sources import load_trials
+    """The long format (one row per trial and metric) of a washout store, what ``washout
+    export`` writes (CSV, JSON or Parquet) or an OrderSage results file, told apart by
+    content: every metric of every trial (``user``, ``system`` and ``max_rss`` too),
+    ``started`` and ``ended`` as UTC datetimes."""
+    from washout.data.sources import load_everything
 
-    return load_trials(source)[0]
+    return load_everything(source)
 
 
 def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A long-format frame as given, or loaded from a path."""
-    if isinstance(source, str | Path):
-        return load(source)
-    return source
+    """A long-format frame as given, or loaded from a path, without the resource metrics
+    (as ``washout analyze`` analyses it: the spec's own metrics)."""
+    from washout.stats.compare import without_resource_metrics
+
+    return without_resource_metrics(load(source) if isinstance(source, str | Path) else source)
 
 
 def analyze(source: str | Path | pd.DataFrame, **options: Any) -> OrderAnalysis:

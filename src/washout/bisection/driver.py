@@ -327,15 +327,14 @@ class _Bisect:
 
     def look(self, step: Step, look: int) -> Look:
         """Run (or resume) one look of a step and decide."""
-        from washout.data.store import Store
-        from washout.harness.engine import Experiment, execute
+        from washout.harness.engine import Experiment, execute, reopen_store
         from washout.harness.status import exit_code
 
         path = self.store_path(step, look)
         shas = self.builds_of(step)
         if path.exists():
-            store = Store.open(path)
-            experiment = Experiment.from_store(store)  # the engine's resume
+            store = reopen_store(path)
+            experiment = Experiment.from_store(store, to_run=True)  # the engine's resume
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             experiment = self.experiment_of(step, look)

@@ -31,8 +31,10 @@ def main() -> None:
     """Console-script entry: run the app, turning user errors into one line."""
     try:
         app(args=join_parameter_lists(sys.argv[1:]), standalone_mode=True)
-    except WashoutError as err:
-        print(f"washout: error: {err}", file=sys.stderr)
+    except WashoutError as err:  # it may quote a trial's output: escapes shown, not obeyed
+        from washout.harness.printable import printable
+
+        print(f"washout: error: {printable(str(err))}", file=sys.stderr)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:  # Ctrl-C before an experiment's own handler is installed
         print("washout: interrupted", file=sys.stderr)
