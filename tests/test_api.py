@@ -128,8 +128,9 @@ def test_run_from_a_spec_file_matches_the_cli(tmp_path: Path) -> None:
     assert py[key].sort_values(key).values.tolist() == cli[key].sort_values(key).values.tolist()
     with pytest.raises(StoreExistsError):  # never over an existing store
         api.run(spec, db=result.db)
-    with api.Store.open(result.db) as again:
-        again.lock()  # run() closed the store: its writer lock is free
+    from washout.data.store import writer_of
+
+    assert writer_of(result.db) is None  # run() closed the store: its writer lock is free
 
 
 def test_run_defaults_to_the_clis_store_path(tmp_path: Path, monkeypatch) -> None:
@@ -139,21 +140,31 @@ def test_run_defaults_to_the_clis_store_path(tmp_path: Path, monkeypatch) -> Non
     assert second.db == Path("washout-results/api-test-2.db")
 
 
-def test_store_is_a_context_manager_that_closes(store: Path) -> None:
-    with api.Store.open(store) as opened:
-        opened.lock()
+def test_store_is_a_read_only_context_manager_that_closes(store: Path) -> None:
+    from washout.harness.engine import reopen_store
+
+    with api.Store.open(store, readonly=True) as opened, reopen_store(store) as writer:
+        assert opened.counts() == {"ok": 24}  # a reader takes no writer lock
         with pytest.raises(StoreBusyError):
-            api.Store.open(store).lock()
-        assert opened.counts() == {"ok": 24}
+            reopen_store(store)
+        writer.event("note", "written while a reader reads")
     with pytest.raises(Exception, match="closed"):
-        opened.conn.execute("SELECT 1")
+        opened.counts()
     with api.Store.open(store) as again:
-        again.lock()  # the first one's lock went with it
+        assert again.events()[-1][2:] == ("note", "written while a reader reads")
 
 
 def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
-    frame = api.load(store)
-    assert len(frame) == 24 and set(frame["test"]) == {"a", "b"}
+    frame = api.load(store)  # every metric: wall, the CPU times, peak memory and health
+    counts = frame["metric"].value_counts().to_dict()
+    health = {m: n for m, n in counts.items() if m.startswith("health.")}
+    assert {m: n for m, n in counts.items() if m not in health} == dict.fromkeys(
+        ["wall", "user", "system", "max_rss"], 24
+    )
+    assert "health.other_cpu" in health and all(n <= 24 for n in health.values())
+    assert set(frame["test"]) == {"a", "b"} and frame["started"].notna().all()
+    assert str(frame["started"].dt.tz) == "UTC"  # datetimes, not text
+    assert (frame["ended"] > frame["started"]).all()
     by_path, by_frame = api.analyze(store), api.analyze(frame, alpha=0.05)
     assert by_path.to_dict() == by_frame.to_dict()
     assert isinstance(by_path, api.OrderAnalysis) and len(by_path.tests) == 2

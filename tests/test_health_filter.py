@@ -23,7 +23,6 @@ from washout.data.health import (
     SWAP_IN,
     SWAP_OUT,
     THROTTLES,
-    health_rows,
 )
 from washout.data.store import read_long
 from washout.stats.health import TICK_FLOOR, HealthLimits, split_by_health
@@ -50,18 +49,25 @@ command = "true"
     )
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")
-    rows = health_rows(db)
+    trials = read_long(db, resources=True)  # as export writes it and washout.load gives it
+    rows = trials[trials["metric"].astype(str).str.startswith("health.")]
     assert set(rows["test"]) == {"hot", "cool"}
     # 3 runs x 2 orders x 2 tests, and the warmups with their status
     assert len(rows[(rows["metric"] == THROTTLES) & (rows["status"] == "ok")]) == 12
     assert set(rows[rows["run"] == -1]["status"]) == {"warmup"}
-    split = split_by_health(pd.concat([read_long(db), rows], ignore_index=True))
+    assert rows["value"].notna().all()  # a measure not taken has no row
+    split = split_by_health(trials)
     assert {t.test for t in split.set_aside} == {"hot"} and len(split.set_aside) == 6
     assert all("throttled 1 thermal throttle event(s)" in t.reasons[0] for t in split.set_aside)
-    healthy = split.healthy[split.healthy["status"] == "ok"]
+    healthy = split.healthy[(split.healthy["status"] == "ok") & (split.healthy["metric"] == "wall")]
     assert set(healthy["test"]) == {"cool"} and len(healthy) == 6
     assert set(split.healthy[split.healthy["run"] == -1]["status"]) == {"warmup"}  # untouched
-    assert len(split.flagged) == 6 and set(split.flagged["metric"]) == {"wall"}
+    assert len(split.flagged) == 24 and set(split.flagged["metric"]) == {
+        "wall",
+        "user",
+        "system",
+        "max_rss",
+    }
     assert (split.judged, split.unmeasured) == (12, 0)
     assert (
         split.summary()

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -175,9 +176,10 @@ def test_net_energy_of_a_real_run(rapl: tuple[Path, Path], tmp_path: Path) -> No
     with Store.open(db, readonly=True) as store:
         experiment = Experiment.from_store(store)
         lengths = IdleLengths.from_store(experiment.tests, store, 1)
+    with closing(sqlite3.connect(db)) as conn:
         walls = [
             d
-            for (d,) in store.conn.execute(
+            for (d,) in conn.execute(
                 "SELECT duration FROM trial WHERE test = 'work' AND status = 'ok' ORDER BY id"
             )
         ]

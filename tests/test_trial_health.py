@@ -353,8 +353,18 @@ def test_a_run_stores_health_metrics_out_of_the_long_format(tmp_path: Path) -> N
     assert {name for _, name in values} <= {"wall", "user", "system", "max_rss", *HEALTH_METRICS}
     washout("export", db, "-o", tmp_path / "long.csv")
     with open(tmp_path / "long.csv") as f:
-        metrics = {row["metric"] for row in csv.DictReader(f)}
-    assert metrics == {"wall", THROTTLES}  # the test's own only
+        exported = [row for row in csv.DictReader(f) if row["metric"].startswith(HEALTH_PREFIX)]
+    # Every measure taken is exported with its trial (so a CSV can be judged as a store),
+    # none that was not: no empty value stands for an absent measure.
+    assert {(r["test"], r["metric"]) for r in exported} == {
+        key for key in values if key[1].startswith(HEALTH_PREFIX)
+    }
+    assert all(r["value"] != "" for r in exported)
+    assert ("quiet", KERNEL_LOG) not in {(r["test"], r["metric"]) for r in exported}
+    analysed = washout("analyze", tmp_path / "long.csv", "--format", "json").stdout
+    assert "health." not in analysed  # out of the analyses unless named
+    named = washout("analyze", tmp_path / "long.csv", "--format", "json", "--metric", SWAP_OUT)
+    assert SWAP_OUT in named.stdout
 
 
 def test_health_false_reads_nothing(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ whether the order of trials changed the results and why, and evaluates a system 
 its parameter space with incremental sampling (Hui et al., SIGMOD 2024).
 
 The public API (docs/api.md): :func:`run`, :func:`load`, :func:`analyze`,
-:func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`, :class:`Store`,
-:class:`RunResult` and :class:`OrderAnalysis`. Each function imports its heavy modules
-when called, so ``import washout`` (and ``washout --help``) stays fast.
+:func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`, :func:`bisect`,
+:class:`Store`, :class:`RunResult`, :class:`OrderAnalysis` and :class:`BisectResult`. Each
+function imports its heavy modules when called, so ``import washout`` (and ``washout
+--help``) stays fast.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
+    from washout.bisection.result import BisectResult
     from washout.data.store import Store
     from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
@@ -42,8 +44,10 @@ __all__ = [
     "OrderAnalysis",
     "RunResult",
     "Store",
+    "BisectResult",
     "__version__",
     "analyze",
+    "bisect",
     "carryover",
     "check",
     "claims",
@@ -141,18 +145,21 @@ def run(
 
 
 def load(source: str | Path) -> pd.DataFrame:
-    """The long format (one row per trial and metric) of a washout store, a long-format CSV
-    or an OrderSage results file, told apart by content."""
-    from washout.data.sources import load_trials
+    """The long format (one row per trial and metric) of a washout store, what ``washout
+    export`` writes (CSV, JSON or Parquet) or an OrderSage results file, told apart by
+    content: every metric of every trial (``user``, ``system`` and ``max_rss`` too),
+    ``started`` and ``ended`` as UTC datetimes."""
+    from washout.data.sources import load_everything
 
-    return load_trials(source)[0]
+    return load_everything(source)
 
 
 def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A long-format frame as given, or loaded from a path."""
-    if isinstance(source, str | Path):
-        return load(source)
-    return source
+    """A long-format frame as given, or loaded from a path, without the resource metrics
+    (as ``washout analyze`` analyses it: the spec's own metrics)."""
+    from washout.stats.compare import without_resource_metrics
+
+    return without_resource_metrics(load(source) if isinstance(source, str | Path) else source)
 
 
 def analyze(source: str | Path | pd.DataFrame, **options: Any) -> OrderAnalysis:
@@ -219,8 +226,49 @@ def explore(
         return explore_space(space, options or LoopOptions(), full=full)
 
 
+def bisect(
+    spec: str | Path,
+    *,
+    good: str | None = None,
+    bad: str | None = None,
+    repo: str | Path = ".",
+    build: str | None = None,
+    directory: str | Path | None = None,
+    **options: Any,
+) -> BisectResult:
+    """Find the commit between ``good`` and ``bad`` that changed the spec's metric, as
+    ``washout bisect SPEC --good --bad`` does; ``spec`` a bisect's directory continues
+    that bisect (as ``washout resume DIR``). ``options``: ``test``, ``metric``,
+    ``threshold`` (a fraction: 0.02), ``alpha``, ``runs``, ``max_runs``, ``seed``,
+    ``build_timeout``. Returns the frozen :class:`~washout.bisection.result.BisectResult`
+    (``to_dict()`` for JSON); a step that stops raises
+    :class:`~washout.bisection.driver.BisectStopped` (its state kept for resuming)."""
+    from washout.bisection.driver import Request, advance, start
+    from washout.bisection.state import is_bisect_dir
+    from washout.errors import WashoutError
+
+    if is_bisect_dir(Path(spec)):
+        return advance(Path(spec))
+    if good is None or bad is None:
+        raise WashoutError(f"{spec}: a new bisect needs good= and bad= (revisions)")
+    request = Request(
+        spec=Path(spec),
+        good=good,
+        bad=bad,
+        repo=Path(repo),
+        build=build,
+        directory=None if directory is None else Path(directory),
+        **options,
+    )
+    return advance(start(request))
+
+
 def __getattr__(name: str) -> Any:
     """The classes of the API, imported only when first used."""
+    if name == "BisectResult":
+        from washout.bisection.result import BisectResult
+
+        return BisectResult
     if name == "Store":
         from washout.data.store import Store
 

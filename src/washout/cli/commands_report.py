@@ -97,8 +97,7 @@ def report(
     if info.kind == "store":
         meta = ReportMeta.from_store(source, notes)
     else:
-        kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}[info.kind]
-        meta = ReportMeta(source=f"{source.name} ({kind})", notes=tuple(notes))
+        meta = ReportMeta(source=f"{source.name} ({info.what})", notes=tuple(notes))
     _write(out, fmt.value, build_report(analysis, trials, meta, why=why))
     typer.echo(f"{out}: {analysis.verdict}")
 

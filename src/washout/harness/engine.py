@@ -12,15 +12,16 @@ attempt stay in the store marked superseded, out of the analysis. A failed or ti
 trial of a finished run stays as recorded (it ran, in its place).
 
 Workers run concurrently (asyncio), each its own full schedule; a failing worker stops
-only itself. One process writes a store at a time (:meth:`Store.lock`). Ctrl-C stops
-every worker at the next trial boundary; a second Ctrl-C, or SIGTERM, stops at once (the
-trial in flight is killed with its process group and kept as ``interrupted``); teardown
-runs in every case.
+only itself. One process writes a store at a time (its :class:`StoreWriter` holds the
+lock). Ctrl-C stops every worker at the next trial boundary; a second Ctrl-C, or SIGTERM,
+stops at once (the trial in flight is killed with its process group and kept as
+``interrupted``); teardown runs in every case.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -34,7 +35,8 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any
 
-from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
+from washout.data.store import FINISHED, ExperimentRecord, Store
+from washout.data.store.writer import NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
     StoreExistsError,
@@ -59,7 +61,13 @@ from washout.harness.roles import (
     role_commands,
     watch_for,
 )
-from washout.harness.secrets import redact, redact_tail, secret_values
+from washout.harness.secrets import (
+    literal_secrets,
+    redact,
+    redact_spec,
+    redact_tail,
+    secret_values,
+)
 from washout.harness.spec import (
     CommandSpec,
     MetricSpec,
@@ -165,24 +173,33 @@ class Experiment:
         return cls(spec, text, source, tests, plan)
 
     @classmethod
-    def from_store(cls, store: Store) -> Experiment:
-        """Re-plan exactly what a store was created with (for resume)."""
+    def from_store(cls, store: Store, *, to_run: bool = False) -> Experiment:
+        """Re-plan exactly what a store was created with. ``to_run`` (resume): a spec
+        stored with its secrets masked (:func:`~washout.harness.secrets.redact_spec`) takes
+        them back from its spec file, which must be as it was."""
         rec = store.experiment()
-        spec = parse_spec_text(rec.spec_text, f"{store.path} (stored spec)")
-        return cls.prepare(
-            spec, rec.spec_text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind
-        )
+        text = rec.spec_text
+        masked = store.spec_redacted()
+        if to_run and masked:
+            text = _spec_with_secrets(store.path, rec, masked)
+        spec = parse_spec_text(text, f"{store.path} (stored spec)")
+        return cls.prepare(spec, text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind)
 
     @property
     def planned_trials(self) -> int:
         """Trials the plan asks for, over every schedule (worker or worker group)."""
         return self.plan.total_trials * self.spec.schedules
 
+    def stored_spec(self) -> tuple[str, list[str]]:
+        """The spec's text as the store keeps it, its secrets masked, and what was masked
+        (:func:`~washout.harness.secrets.redact_spec`)."""
+        return redact_spec(self.spec_text, [t.env for t in self.tests])
+
     def record(self) -> ExperimentRecord:
         exp = self.spec.experiment
         return ExperimentRecord(
             name=exp.name,
-            spec_text=self.spec_text,
+            spec_text=self.stored_spec()[0],
             spec_source=self.source,
             seed=self.plan.seed,
             design=exp.design,
@@ -192,10 +209,33 @@ class Experiment:
             tool_version=__version__,
         )
 
-    def create_store(self, path: str | Path) -> Store:
-        return Store.create(
-            path, self.record(), [(t.name, t.command, list(t.metrics)) for t in self.tests]
+    def create_store(self, path: str | Path) -> StoreWriter:
+        """The experiment's new store (refused if ``path`` exists), its spec and commands
+        stored with their secrets masked."""
+        written = literal_secrets([t.env for t in self.tests])
+        tests = [(t.name, redact(t.command, written), list(t.metrics)) for t in self.tests]
+        masked = self.stored_spec()[1]
+        meta = {"spec_redacted": json.dumps(masked)} if masked else None
+        return StoreWriter.create(path, self.record(), tests, meta)
+
+
+def _spec_with_secrets(db: Path, record: ExperimentRecord, masked: list[str]) -> str:
+    """The text of the spec file a store was run from, once it is known to be the spec the
+    store holds with its secrets masked (:meth:`Experiment.from_store`)."""
+    what = ", ".join(masked)
+    source = Path(record.spec_source)
+    try:
+        text = source.read_text(encoding="utf-8-sig")
+        tests = expand_tests(parse_spec_text(text, str(source)), str(source))
+    except (OSError, UnicodeDecodeError, WashoutError):
+        text, tests = "", []
+    if not tests or redact_spec(text, [t.env for t in tests])[0] != record.spec_text:
+        raise SpecError(
+            f"{db}: the stored spec has its secrets masked ({what}); resume takes them from "
+            f"{str(source)!r}, which is {'changed' if tests else 'not readable'}: restore it, "
+            'or give secrets through the environment (env = { TOKEN = "${TOKEN}" })'
         )
+    return text
 
 
 def default_db_path(name: str, directory: str | Path = "washout-results") -> Path:
@@ -210,7 +250,7 @@ def default_db_path(name: str, directory: str | Path = "washout-results") -> Pat
     return candidate
 
 
-def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
+def new_store(experiment: Experiment, db: str | Path | None = None) -> StoreWriter:
     """Create the store an experiment runs into: ``db``, or else the next free
     :func:`default_db_path` (taking the next one if another washout creates that default
     name at the same instant). An explicit ``db`` that exists is refused
@@ -222,6 +262,13 @@ def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
         except StoreExistsError:
             if db is not None:
                 raise
+
+
+def reopen_store(db: str | Path) -> StoreWriter:
+    """An existing store opened to be written (``washout resume``, a sweep's next batch),
+    holding its writer lock (:class:`~washout.errors.StoreBusyError` if another process
+    holds it)."""
+    return StoreWriter.reopen(db)
 
 
 def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
@@ -267,7 +314,7 @@ class _Worker:
     def __init__(
         self,
         experiment: Experiment,
-        store: Store,
+        store: StoreWriter,
         executor: Executor,
         stop: asyncio.Event,
         progress: ProgressHook,
@@ -675,10 +722,11 @@ def run_complete(
     return all(slot_done(slots.get((run_index, pos), []), policy, retries) for pos in range(length))
 
 
-def recover(experiment: Experiment, store: Store) -> None:
+def recover(experiment: Experiment, store: StoreWriter) -> None:
     """Prepare a store for its next session: trials left ``running`` by a killed process
     become ``interrupted``, and every run left part-way is superseded (its trials kept,
-    out of the analysis) so that it is re-run whole; each step is logged as an event."""
+    out of the analysis) so that it is re-run whole; so are warmups cut short (the next
+    session runs its warmups again); each step is logged as an event."""
     exp = experiment.spec.experiment
     notes = []
     interrupted = store.mark_interrupted()
@@ -688,6 +736,13 @@ def recover(experiment: Experiment, store: Store) -> None:
         )
     for worker_id, name, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
+        if any(i == WARMUP_RUN and "interrupted" in s for (i, _), s in slots.items()):
+            warmups = [t.name for t in experiment.tests]
+            kept = store.supersede_run(store.run_id(worker_id, WARMUP_RUN, "warmup", warmups))
+            notes.append(
+                f"{name}: its warmups were interrupted; their {kept} trial(s) are kept as "
+                "superseded"
+            )
         started = {idx for idx, _ in slots}
         for run in experiment.plan.runs:
             if run.index in started and not run_complete(
@@ -723,7 +778,7 @@ def count_done(experiment: Experiment, store: Store) -> int:
 async def _each_worker(
     executors: list[Executor],
     step: Callable[[Executor], Awaitable[object]],
-    store: Store,
+    store: StoreWriter,
     outcome: Outcome,
 ) -> list[Executor]:
     """Run ``step`` on every worker at once. A worker whose step fails with a one-line
@@ -743,7 +798,7 @@ async def _each_worker(
     return kept
 
 
-async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store) -> None:
+async def _kill_leftovers(executor: Executor, sessions: list[str], store: StoreWriter) -> None:
     """Before anything runs on a worker: kill what trials of earlier sessions (all dead:
     this one holds the writer lock) left running there, so no old trial runs beside the
     new ones."""
@@ -764,7 +819,7 @@ async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store)
 
 async def _run_all(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     executors: list[Executor],
     stop: asyncio.Event,
     progress: ProgressHook,
@@ -859,7 +914,7 @@ async def _run_all(
 
 
 def _note(
-    store: Store, outcome: Outcome, kind: str, message: str, worker: str | None = None
+    store: StoreWriter, outcome: Outcome, kind: str, message: str, worker: str | None = None
 ) -> None:
     """Record an event about how the session went, unless the store cannot be written
     any more (then that is what the outcome says)."""
@@ -871,7 +926,7 @@ def _note(
 
 def execute(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     *,
     executors: list[Executor] | None = None,
     progress: ProgressHook | None = None,
@@ -882,15 +937,13 @@ def execute(
 ) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.
 
-    Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
-    another process holds it; held until the store is closed), then tidies what an
-    earlier session left (:func:`recover`).
+    ``store`` holds its writer lock (:func:`new_store`, :func:`reopen_store`) until it is
+    closed; first this tidies what an earlier session left (:func:`recover`).
     ``on_start(done)`` is told how many planned slots are done before anything runs.
     ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.lock()
     store.hold_checkpoints()  # the log is folded in before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(

@@ -110,13 +110,7 @@ class IdleLengths:
         """The lengths a session starts from: the worker's ok trials in the store (none
         superseded; warmups are stored with their own status and are not among them)."""
         lengths = cls(tests)
-        rows = store.conn.execute(
-            "SELECT t.test, t.duration FROM trial t JOIN run r ON r.id = t.run_id"
-            " WHERE r.worker_id = ? AND t.status = 'ok' AND t.superseded = 0"
-            " AND t.duration IS NOT NULL ORDER BY t.id",
-            (worker_id,),
-        )
-        for test, wall in rows:
+        for test, wall in store.ok_durations(worker_id):
             lengths.add(test, wall)
         return lengths
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from washout.data.outputs import write_output
 from washout.report import document, figures
 from washout.report.parallel import Progress, run_jobs
 from washout.version import __version__
@@ -103,5 +104,5 @@ def render_html(
 def write_html(path: str | Path, report: document.Report, progress: Progress | None = None) -> Path:
     """:func:`render_html` written to ``path`` (UTF-8); returns the path."""
     out = Path(path)
-    out.write_text(render_html(report, progress), encoding="utf-8")
+    write_output(out, render_html(report, progress))
     return out

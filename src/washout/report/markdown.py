@@ -13,6 +13,7 @@ import re
 from functools import partial
 from pathlib import Path
 
+from washout.data.outputs import write_output
 from washout.report import document, figures
 from washout.report.parallel import Progress, run_jobs
 from washout.version import __version__
@@ -77,7 +78,7 @@ def markdown_text(
     items = report.all_figures()
     pngs = run_jobs([partial(_png, item) for item in items], progress, workers)
     for item, png in zip(items, pngs, strict=True):
-        (folder / f"{item.key}.png").write_bytes(png)
+        write_output(folder / f"{item.key}.png", png)
     lines = [f"# {md_text(report.title)}", ""]
     if report.verdict:
         lines += [f"**{md_text(report.verdict)}**", ""]
@@ -130,5 +131,5 @@ def write_markdown(
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.png"):
         stale.unlink()
-    out.write_text(markdown_text(report, folder, out.parent, progress), encoding="utf-8")
+    write_output(out, markdown_text(report, folder, out.parent, progress))
     return out

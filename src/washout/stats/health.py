@@ -178,10 +178,10 @@ def _seconds(rows: pd.DataFrame) -> pd.Series:
 
 
 def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> HealthSplit:
-    """Split a long-format frame that holds its trials' health rows (the store's long
-    frame with :func:`washout.data.health.health_rows` added) into its healthy and its
-    flagged trials, by ``limits`` (module docstring). Other processes' CPU share needs
-    the trials' ``started`` and ``ended``; without them it is not judged."""
+    """Split a long-format frame that holds its trials' health rows (a store's with
+    ``resources=True``, as export writes it and ``washout.load`` gives it) into its
+    healthy and its flagged trials, by ``limits`` (module docstring). Other processes'
+    CPU share needs the trials' ``started`` and ``ended``; without them it is not judged."""
     import numpy as np
 
     limits = limits or HealthLimits()
@@ -189,7 +189,8 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
     frame = frame if "worker" in frame.columns else frame.assign(worker="local")
     is_health = frame["metric"].astype(str).str.startswith(HEALTH_PREFIX).to_numpy()
     measures, rest = frame.loc[is_health], frame.loc[~is_health]
-    ok = measures.loc[(measures["status"].astype(str) == "ok").to_numpy()]
+    ok_status = (measures["status"].astype(str) == "ok").to_numpy()
+    ok = measures.loc[ok_status & measures["value"].notna().to_numpy()]
     ok_keys = _trials(ok)
     values: dict[tuple[str, int, int, str], dict[str, float]] = {}
     for key, metric, value in zip(ok_keys, ok["metric"].astype(str), ok["value"]):
