@@ -57,8 +57,13 @@ command = "true"
     assert set(rows[rows["run"] == -1]["status"]) == {"warmup"}
     assert rows["value"].notna().all()  # a measure not taken has no row
     split = split_by_health(trials)
-    assert {t.test for t in split.set_aside} == {"hot"} and len(split.set_aside) == 6
-    assert all("throttled 1 thermal throttle event(s)" in t.reasons[0] for t in split.set_aside)
+    assert {t.test for t in split.judgement.unhealthy} == {"hot"} and len(
+        split.judgement.unhealthy
+    ) == 6
+    assert all(t.causes == ("throttled",) for t in split.judgement.unhealthy)
+    assert all(
+        "throttled 1 thermal throttle event(s)" in t.reasons[0] for t in split.judgement.unhealthy
+    )
     healthy = split.healthy[(split.healthy["status"] == "ok") & (split.healthy["metric"] == "wall")]
     assert set(healthy["test"]) == {"cool"} and len(healthy) == 6
     assert set(split.healthy[split.healthy["run"] == -1]["status"]) == {"warmup"}  # untouched
@@ -68,11 +73,41 @@ command = "true"
         "system",
         "max_rss",
     }
-    assert (split.judged, split.unmeasured) == (12, 0)
+    assert (split.judgement.judged, split.judgement.unmeasured) == (12, 0)
     assert (
         split.summary()
         == "set aside 6 of 12 trial(s) with health measures as unhealthy (6 throttled)"
     )
+    (stratum,) = split.judgement.strata  # hot's wall: every trial of it throttled
+    assert (stratum.test, stratum.metric, stratum.healthy, stratum.unhealthy) == (
+        "hot",
+        "wall",
+        0,
+        6,
+    )
+    assert stratum.median_healthy is None and stratum.shift_pct is None
+
+
+def test_strata_set_healthy_against_unhealthy_trials() -> None:
+    trials = [
+        {"position": i, "seconds": s, "health": {SWAP_IN: float(i >= 3)}}
+        for i, s in enumerate([1, 2, 3, 6, 6])
+    ]
+    trials.append({"position": 9, "test": "other", "health": {SWAP_IN: 0.0}})
+    judgement = split_by_health(frame(trials)).judgement
+    (stratum,) = judgement.strata  # only the test with an unhealthy trial
+    assert (stratum.test, stratum.metric) == ("t", "wall")
+    assert (stratum.healthy, stratum.unhealthy) == (3, 2)
+    assert (stratum.median_healthy, stratum.median_unhealthy) == (2.0, 6.0)
+    assert stratum.shift_pct == pytest.approx(200.0)
+    assert judgement.causes() == {"swapped": 2}
+    assert judgement.to_dict()["strata"][0]["shift_pct"] == pytest.approx(200.0)
+
+
+def test_a_frame_without_health_measures_is_kept_whole() -> None:
+    split = split_by_health(frame([{"position": 0}, {"position": 1}]))
+    assert len(split.healthy) == 2 and split.flagged.empty
+    assert (split.judgement.judged, split.judgement.unmeasured) == (0, 2)
 
 
 def frame(trials: list[dict[str, object]]) -> pd.DataFrame:
@@ -97,7 +132,7 @@ def frame(trials: list[dict[str, object]]) -> pd.DataFrame:
 
 def reasons(trials: list[dict[str, object]], limits: HealthLimits | None = None) -> list[str]:
     split = split_by_health(frame(trials), limits)
-    return [r for t in split.set_aside for r in t.reasons]
+    return [r for t in split.judgement.unhealthy for r in t.reasons]
 
 
 def test_each_default_limit() -> None:
@@ -120,9 +155,9 @@ def test_a_short_trial_is_not_flagged_for_tick_rounding() -> None:
     CPU, or rounding."""
     started, ended = "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00.050000+00:00"
     rows = frame([{"health": {OTHER_CPU: TICK_FLOOR / 2}}]).assign(started=started, ended=ended)
-    assert split_by_health(rows).set_aside == ()
+    assert split_by_health(rows).judgement.unhealthy == ()
     rows.loc[rows["metric"] == OTHER_CPU, "value"] = TICK_FLOOR * 2
-    assert len(split_by_health(rows).set_aside) == 1
+    assert len(split_by_health(rows).judgement.unhealthy) == 1
 
 
 def test_limits_given_judge_the_other_measures() -> None:
@@ -152,14 +187,14 @@ def test_only_ok_trials_are_judged_and_unmeasured_ones_are_kept() -> None:
         {"position": 3, "worker": "w2", "health": {SWAP_IN: 1.0}},  # another worker
     ]
     split = split_by_health(frame(trials))
-    assert [(t.worker, t.position) for t in split.set_aside] == [("local", 0), ("w2", 3)]
-    assert (split.judged, split.unmeasured) == (3, 1)
+    assert [(t.worker, t.position) for t in split.judgement.unhealthy] == [("local", 0), ("w2", 3)]
+    assert (split.judgement.judged, split.judgement.unmeasured) == (3, 1)
     kept = split.healthy
     assert sorted(zip(kept["position"], kept["status"])) == [(1, "failed"), (1, "ok"), (2, "ok")]
     assert set(kept["metric"]) == {"wall"}  # the health rows are not the analyses'
     assert "1 ok trial(s) had none and were kept" in split.summary()
     # A frame without a worker column is one machine's.
-    assert len(split_by_health(frame(trials[:1]).drop(columns="worker")).set_aside) == 1
+    assert len(split_by_health(frame(trials[:1]).drop(columns="worker")).judgement.unhealthy) == 1
 
 
 def test_missing_columns_are_one_line() -> None:

@@ -22,6 +22,7 @@ flagged.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,9 @@ class FlaggedTrial:
     run: int
     position: int
     test: str
+    causes: tuple[str, ...]
+    """What each reason is, in one word (``throttled``, ``swapped``, ``kernel-log``,
+    ``busy``, ``switched``, ``migrated``, ``clocked``), in the reasons' order."""
     reasons: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,50 +93,82 @@ class FlaggedTrial:
 
 
 @dataclass(frozen=True)
-class HealthSplit:
-    """A frame split by its trials' health: ``healthy`` (every row of the trials not
-    flagged, failed trials' rows as they were), ``flagged`` (the rows of the flagged
-    trials), both without the health rows; ``set_aside`` says which trials and why;
-    ``judged`` and ``unmeasured`` count the ok trials with health metrics and without."""
+class Stratum:
+    """One test's metric over its ok trials, the healthy ones against the unhealthy ones
+    (pooled over workers): how many of each, their medians, and the unhealthy median's
+    shift from the healthy one in % (None where either side has no value)."""
 
-    healthy: pd.DataFrame
-    flagged: pd.DataFrame
-    set_aside: tuple[FlaggedTrial, ...]
+    test: str
+    metric: str
+    healthy: int
+    unhealthy: int
+    median_healthy: float | None
+    median_unhealthy: float | None
+    shift_pct: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class HealthJudgement:
+    """Which ok trials were unhealthy and why (``unhealthy``), of how many with health
+    measures (``judged``; ``unmeasured`` had none and are never judged), by which
+    ``limits``, and each affected test's metrics healthy against unhealthy (``strata``)."""
+
+    unhealthy: tuple[FlaggedTrial, ...]
     judged: int
     unmeasured: int
     limits: HealthLimits = field(default_factory=HealthLimits)
+    strata: tuple[Stratum, ...] = ()
 
-    def summary(self) -> str:
-        """One line saying what was set aside, as ``--healthy-only`` reports it."""
-        why: dict[str, int] = {}
-        for trial in self.set_aside:
-            for reason in trial.reasons:
-                kind = reason.split(" ", 1)[0]
-                why[kind] = why.get(kind, 0) + 1
-        causes = ", ".join(f"{n} {kind}" for kind, n in sorted(why.items(), key=lambda x: -x[1]))
-        line = f"set aside {len(self.set_aside)} of {self.judged} trial(s) with health measures"
-        line += f" as unhealthy ({causes})" if causes else ""
-        if self.unmeasured:
-            line += f"; {self.unmeasured} ok trial(s) had none and were kept"
-        return line
+    def causes(self) -> dict[str, int]:
+        """How many unhealthy trials each cause flagged, the most frequent first."""
+        counts = Counter(cause for t in self.unhealthy for cause in t.causes)
+        return dict(counts.most_common())
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "set_aside": [t.to_dict() for t in self.set_aside],
+            "unhealthy": [t.to_dict() for t in self.unhealthy],
             "judged": self.judged,
             "unmeasured": self.unmeasured,
             "limits": self.limits.to_dict(),
+            "strata": [s.to_dict() for s in self.strata],
         }
 
 
-def _reasons(row: dict[str, float], seconds: float | None, limits: HealthLimits) -> list[str]:
-    """Why one trial (its health values by metric, its duration) is unhealthy."""
+@dataclass(frozen=True)
+class HealthSplit:
+    """A frame split by its trials' health: ``healthy`` (every row of the trials not
+    flagged, failed trials' rows as they were), ``flagged`` (the rows of the unhealthy
+    trials), both without the health rows; ``judgement`` says which trials and why."""
+
+    healthy: pd.DataFrame
+    flagged: pd.DataFrame
+    judgement: HealthJudgement
+
+    def summary(self) -> str:
+        """One line saying what was set aside, as ``--healthy-only`` reports it."""
+        j = self.judgement
+        causes = ", ".join(f"{n} {cause}" for cause, n in j.causes().items())
+        line = f"set aside {len(j.unhealthy)} of {j.judged} trial(s) with health measures"
+        line += f" as unhealthy ({causes})" if causes else ""
+        if j.unmeasured:
+            line += f"; {j.unmeasured} ok trial(s) had none and were kept"
+        return line
+
+
+def _reasons(
+    row: dict[str, float], seconds: float | None, limits: HealthLimits
+) -> list[tuple[str, str]]:
+    """Why one trial (its health values by metric, its duration) is unhealthy: each
+    cause in a word, and in words."""
 
     def value(name: str) -> float | None:
         v = row.get(name)
         return None if v is None or v != v else float(v)  # NaN: not measured
 
-    reasons = []
+    reasons: list[tuple[str, str]] = []
     counts = (
         ("throttled", limits.throttles, value(THROTTLES), "thermal throttle event(s)"),
         ("kernel-log", limits.kernel_log, value(KERNEL_LOG), "new kernel log record(s)"),
@@ -146,24 +182,31 @@ def _reasons(row: dict[str, float], seconds: float | None, limits: HealthLimits)
     )
     for kind, limit, got, what in counts:
         if limit is not None and got is not None and got > limit:
-            reasons.append(f"{kind} {got:g} {what} (limit {limit:g})")
+            reasons.append((kind, f"{kind} {got:g} {what} (limit {limit:g})"))
     swap_in, swap_out = value(SWAP_IN), value(SWAP_OUT)
     if limits.swapped is not None and (swap_in is not None or swap_out is not None):
         pages = (swap_in or 0.0) + (swap_out or 0.0)
         if pages > limits.swapped:
-            reasons.append(f"swapped {pages:g} page(s) in or out (limit {limits.swapped:g})")
+            reasons.append(
+                ("swapped", f"swapped {pages:g} page(s) in or out (limit {limits.swapped:g})")
+            )
     other = value(OTHER_CPU)
     if limits.other_cpu is not None and other is not None and seconds and seconds > 0:
         if other > max(limits.other_cpu * seconds, TICK_FLOOR):
             reasons.append(
-                f"busy: other processes used {other / seconds:.2f} CPU over the trial "
-                f"({other:.3g} s; limit {limits.other_cpu:g})"
+                (
+                    "busy",
+                    f"busy: other processes used {other / seconds:.2f} CPU over the trial "
+                    f"({other:.3g} s; limit {limits.other_cpu:g})",
+                )
             )
     ratio = value(APERF_MPERF)
     if limits.aperf_mperf is not None and ratio is not None:
         low, high = limits.aperf_mperf
         if not low <= ratio <= high:
-            reasons.append(f"clocked APERF/MPERF {ratio:.3f} (bounds {low:g}-{high:g})")
+            reasons.append(
+                ("clocked", f"clocked APERF/MPERF {ratio:.3f} (bounds {low:g}-{high:g})")
+            )
     return reasons
 
 
@@ -198,24 +241,55 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
     seconds: dict[tuple[str, int, int, str], float] = {}
     if {"started", "ended"} <= set(ok.columns):
         seconds = dict(zip(ok_keys, _seconds(ok)))
-    set_aside = tuple(
-        FlaggedTrial(*key, reasons=tuple(reasons))
+    unhealthy = tuple(
+        FlaggedTrial(*key, causes=tuple(c for c, _ in found), reasons=tuple(r for _, r in found))
         for key, row in sorted(values.items())
-        if (reasons := _reasons(row, seconds.get(key), limits))
+        if (found := _reasons(row, seconds.get(key), limits))
     )
-    flagged = {(t.worker, t.run, t.position, t.test) for t in set_aside}
     rest_ok = (rest["status"].astype(str) == "ok").to_numpy()
+    if not values:  # nothing measured (health off, an older store): nothing to look up
+        unmeasured = len(rest.loc[rest_ok, [*TRIAL]].drop_duplicates())
+        judgement = HealthJudgement((), 0, unmeasured, limits)
+        return HealthSplit(rest.reset_index(drop=True), rest.iloc[:0], judgement)
+    flagged = {(t.worker, t.run, t.position, t.test) for t in unhealthy}
     rest_keys = _trials(rest)
     is_flagged = np.array([k in flagged for k in rest_keys], dtype=bool) & rest_ok
     ok_trials = {k for k, good in zip(rest_keys, rest_ok) if good}
-    return HealthSplit(
-        healthy=rest.loc[~is_flagged].reset_index(drop=True),
-        flagged=rest.loc[is_flagged].reset_index(drop=True),
-        set_aside=set_aside,
+    healthy = rest.loc[~is_flagged].reset_index(drop=True)
+    sick = rest.loc[is_flagged].reset_index(drop=True)
+    judgement = HealthJudgement(
+        unhealthy=unhealthy,
         judged=len(ok_trials & values.keys()),
         unmeasured=len(ok_trials - values.keys()),
         limits=limits,
+        strata=_strata(healthy, sick),
     )
+    return HealthSplit(healthy, sick, judgement)
+
+
+def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ...]:
+    """Each metric of each test with an unhealthy trial (the tests' own metrics, not the
+    resource metrics), its ok values healthy against unhealthy."""
+    import numpy as np
+
+    from washout.stats.compare import without_resource_metrics
+
+    def medians(rows: pd.DataFrame) -> dict[tuple[str, str], tuple[int, float | None]]:
+        rows = without_resource_metrics(rows)
+        rows = rows.loc[(rows["status"].astype(str) == "ok").to_numpy() & rows["value"].notna()]
+        grouped = rows.groupby([rows["test"].astype(str), rows["metric"].astype(str)])["value"]
+        return {(str(t), str(m)): (int(v.size), float(np.median(v))) for (t, m), v in grouped}
+
+    sick, well = medians(unhealthy), medians(healthy)
+    strata = []
+    for key in sorted(sick):
+        n_sick, m_sick = sick[key]
+        n_well, m_well = well.get(key, (0, None))
+        shift = None
+        if m_well is not None and m_sick is not None and m_well != 0:
+            shift = (m_sick / m_well - 1) * 100
+        strata.append(Stratum(*key, n_well, n_sick, m_well, m_sick, shift))
+    return tuple(strata)
 
 
 def _trials(rows: pd.DataFrame) -> list[tuple[str, int, int, str]]:
