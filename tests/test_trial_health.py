@@ -389,7 +389,10 @@ def test_a_relative_health_root_is_refused(tmp_path: Path) -> None:
 @pytest.mark.ssh
 def test_ssh_readings_are_outside_the_timed_window(sshd_farm: SshdFarm, tmp_path: Path) -> None:
     """A /proc/stat that takes 0.4 s to answer each read (a FIFO fed late): the trial of
-    `true` still measures milliseconds, the readings' time is the trial's overhead."""
+    `true` still measures milliseconds, the readings' time is the trial's overhead. The
+    FIFO answers with the first line only: an unpinned trial's reading reads no more, and
+    lines it left in the pipe would be the next reader's first line when the feeder's next
+    open comes before that reader's close."""
     root = health_tree(tmp_path / "tree", msr=False)
     fifo = root / "proc" / "stat"
     fifo.unlink()
@@ -401,7 +404,8 @@ def test_ssh_readings_are_outside_the_timed_window(sshd_farm: SshdFarm, tmp_path
             try:
                 with open(fifo, "w") as f:  # until a reader opens it
                     time.sleep(0.4)
-                    f.write(stat_text({n: 100 for n in range(TREE_CPUS)}) + "\n")
+                    first = stat_text({n: 100 for n in range(TREE_CPUS)}).splitlines()[0]
+                    f.write(first + "\n")
             except BrokenPipeError:  # a reader that took its first line and left
                 pass
 
