@@ -28,13 +28,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _common import header  # noqa: E402
+from test_calibration import false_positive_bound  # noqa: E402
 from test_stats_drift import (  # noqa: E402
     ALPHA,
     DRIFT_SCENARIOS,
     FINDINGS,
     MACHINE,
     DriftScenario,
-    false_positive_bound,
     finding_rates,
 )
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from scipy.stats import permutation_test, spearmanr
 from simulate_longformat import simulate
+from test_calibration import false_positive_bound
 
 from washout.data.longformat import COLUMNS
 from washout.errors import WashoutError
@@ -78,15 +79,7 @@ def test_every_comparison_matches_scipy() -> None:
             assert row.spearman == pytest.approx(ref.statistic, rel=1e-12)
         if row.against in ("position", "time_since_reset") and row.n >= MIN_TRIALS:
             x, y = sel[row.against].to_numpy(float), sel["value"].to_numpy(float)
-            ref_p = permutation_test(
-                (y,),
-                _rho_magnitude(x),
-                permutation_type="pairings",
-                n_resamples=np.inf,
-                alternative="greater",
-                vectorized=True,
-            ).pvalue
-            assert row.n > 8 or row.p == pytest.approx(ref_p, rel=1e-12)
+            assert row.n > 8 or row.p == pytest.approx(_exact_p(x, y), rel=1e-12)
             exact += row.n <= 8
         elif row.against in ("run", WANDER):
             assert math.isnan(row.p) == (row.n < MIN_RUNS)
@@ -113,6 +106,18 @@ def _rho_magnitude(x: np.ndarray) -> Callable[[np.ndarray, int], np.ndarray]:
     return statistic
 
 
+def _exact_p(x: np.ndarray, y: np.ndarray) -> float:
+    """scipy's exact permutation p of |Spearman's rho| over all orderings of y."""
+    return permutation_test(
+        (y,),
+        _rho_magnitude(x),
+        permutation_type="pairings",
+        n_resamples=np.inf,
+        alternative="greater",
+        vectorized=True,
+    ).pvalue
+
+
 @pytest.mark.parametrize("n", [3, 4, 6, 8])
 def test_spearman_p_is_the_exact_permutation_p_for_few_trials(n: int) -> None:
     """Up to 8 trials the p-value is the exact permutation one, as scipy's permutation_test
@@ -123,15 +128,7 @@ def test_spearman_p_is_the_exact_permutation_p_for_few_trials(n: int) -> None:
         if np.ptp(x) == 0:
             continue
         y = rng.standard_normal(n) + 0.5 * x
-        ref = permutation_test(
-            (y,),
-            _rho_magnitude(x),
-            permutation_type="pairings",
-            n_resamples=np.inf,
-            alternative="greater",
-            vectorized=True,
-        )
-        assert spearman_p(x, y, rng, 999) == pytest.approx(ref.pvalue, rel=1e-12)
+        assert spearman_p(x, y, rng, 999) == pytest.approx(_exact_p(x, y), rel=1e-12)
     assert spearman_p(np.arange(3.0), np.array([1.0, 2.0, 3.0]), rng, 999) == pytest.approx(1 / 3)
     assert spearmanr([0, 1, 2], [1, 2, 3]).pvalue == 0.0  # what drift printed before
 
@@ -403,11 +400,6 @@ def finding_rates(
         for name, reported in FINDINGS.items():
             hits[name] += reported(result)
     return {name: count / experiments for name, count in hits.items()}
-
-
-def false_positive_bound(experiments: int) -> float:
-    """alpha + 2 Monte-Carlo standard errors of a rate alpha over ``experiments``."""
-    return ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / experiments)
 
 
 def _scenario(name: str) -> DriftScenario:
