@@ -19,6 +19,7 @@ of the statistic (which are common with ranks) are not split by rounding.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -73,6 +74,16 @@ def sequential_p(
     return (found + 1) / (max_draws + 1)
 
 
+@functools.lru_cache(maxsize=EXACT_UP_TO + 1)
+def orderings(n: int) -> np.ndarray:
+    """Every ordering of range(n), one per row (n! rows), made once per n."""
+    import itertools
+
+    import numpy as np
+
+    return np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+
+
 def permutation_p(
     statistic: Callable[[np.ndarray], np.ndarray],
     values: np.ndarray,
@@ -82,15 +93,12 @@ def permutation_p(
     """The permutation p-value of ``statistic`` (rows of a (k, n) array of orderings of
     ``values`` -> k statistics, larger is more extreme): exact over all n! orderings up to
     ``EXACT_UP_TO`` values, else sequential Monte Carlo over random orderings."""
-    import itertools
-
     import numpy as np
 
     v = np.asarray(values, dtype=float)
     observed = float(statistic(v[None, :])[0])
     if len(v) <= EXACT_UP_TO:
-        orders = np.array(list(itertools.permutations(range(len(v)))))
-        return float(np.mean(at_least(statistic(v[orders]), observed)))
+        return float(np.mean(at_least(statistic(v[orderings(len(v))]), observed)))
 
     def draw(k: int) -> np.ndarray:
         return statistic(rng.permuted(np.broadcast_to(v, (k, len(v))), axis=1))
