@@ -270,6 +270,7 @@ SLOW = {
         "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
         "test_run_summary_evaluates_the_specs_claims",
         "test_test_names_are_never_terminal_markup",
+        "test_the_quick_form_says_it_cannot_judge_drift_rather_than_finding_it",
     },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by
