@@ -226,6 +226,7 @@ SLOW = {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
         "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
+        "test_the_printed_runs_reach_the_target_power_on_average",
     },
     "test_store_frame.py": {"test_rows_this_version_did_not_write_are_kept_as_they_are"},
     "test_store_integrity.py": {
