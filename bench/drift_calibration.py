@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _common import header  # noqa: E402
-from test_calibration import false_positive_bound  # noqa: E402
+from test_calibration import false_positive_bound, rate_cells  # noqa: E402
 from test_stats_drift import (  # noqa: E402
     ALPHA,
     DRIFT_SCENARIOS,
@@ -69,14 +69,8 @@ def main() -> None:
             for runs in args.runs:
                 started = time.perf_counter()
                 rates = finding_rates(scenario, tests, runs, args.experiments, seed=10_000)
-                cells = []
-                for name, rate in rates.items():
-                    if name in scenario.breaks:
-                        cells.append(f"power {rate:.3f}")
-                    else:
-                        within = rate <= bound
-                        ok &= within or scenario is SLOWER_WANDER
-                        cells.append(f"FP {rate:.3f} {'ok' if within else 'OVER'}")
+                cells, within = rate_cells(rates, scenario.breaks, bound)
+                ok &= within or scenario is SLOWER_WANDER
                 took = (time.perf_counter() - started) / args.experiments
                 print(
                     f"| {scenario.name} | {tests} | {runs} | {' | '.join(cells)} | {took:.2f} |",
