@@ -135,6 +135,40 @@ def test_two_tests_have_only_the_pooled_first_trial_under_run_levels() -> None:
     assert pooled.tests == 2 and pooled.significant and pooled.ci[0] < 10 < pooled.ci[1]
 
 
+def test_tests_that_never_share_a_run_are_modelled_apart() -> None:
+    """Two machine types in one study (a metric's tests in disjoint runs) share no parameter:
+    each set is its own model, so its comparisons are those of the set alone; the pooled first
+    trial after the reset is their mean over all the tests."""
+    one = simulate(carryover={("c", "b"): 1.08}, first_after_reset=1.1, runs=30, seed=1)
+    other = simulate(workers=("m2",), first_after_reset=1.1, runs=30, seed=2)
+    other = other.assign(test="x-" + other["test"])
+    both = carryover(pd.concat([one, other], ignore_index=True))
+    alone = {(p.test, p.predecessor, p.lag): p for p in carryover(one).pairs}
+    for pair in both.pairs:
+        mine = alone.get((pair.test, pair.predecessor, pair.lag))
+        if mine is not None:
+            assert pair.delta_pct == pytest.approx(mine.delta_pct, nan_ok=True)
+            assert pair.p == pytest.approx(mine.p, nan_ok=True)
+    assert len(both.pairs) == 2 * len(alone)
+    (pooled,) = both.first_after_reset
+    assert pooled.tests == 10 and pooled.significant and pooled.ci[0] < 10 < pooled.ci[1]
+
+
+def test_many_tests_per_run_are_fitted_test_by_test() -> None:
+    """20 tests per run would make a joint model of 840 columns: each test is fitted on its
+    own, without run levels, and the first trial after the reset pooled over them."""
+    tests = tuple(f"t{i:02d}" for i in range(20))
+    df = simulate(tests=tests, first_after_reset=1.1, runs=30, orders=("random",), seed=8)
+    result = carryover(df)
+    assert not any(p.run_adjusted for p in result.pairs)
+    assert {p.test for p in result.pairs} == set(tests)
+    (pooled,) = result.first_after_reset
+    first = {p.test for p in result.pairs if p.predecessor == RESET}  # ran first at least once
+    assert pooled.tests == len(first) > 10 and pooled.significant
+    assert pooled.ci[0] < 10 < pooled.ci[1]
+    assert sum(p.predecessor != RESET for p in result.pairs) > 200  # lag-1 pairs, test by test
+
+
 def test_run_to_run_levels_are_taken_out() -> None:
     """5% run-level noise over 1% trial noise: a 3% carryover is found because each run's
     level is taken out; on the raw values the run noise would hide it."""

@@ -121,6 +121,8 @@ RESET = "(reset)"
 RANDOM_ORDER = "random"
 LAG2_TESTS = 4
 """Lag-2 carryover is modelled from this many tests per run on (the module doc)."""
+JOINT_COLUMNS = 800
+"""Largest model fitted jointly (with run levels); a larger one is fitted test by test."""
 LAG2_TRIALS = 5
 """... and when a typical test has this many trials at positions >= 2 per test that can run
 two positions before it (the module doc)."""
@@ -272,33 +274,40 @@ def carryover(
         return CarryoverResult([], [], level, method, 0, None, 0, excluded, (RANDOM_ORDER,))
     split = by_worker and ok["worker"].nunique() > 1
     group_keys = ["worker", "metric"] if split else ["metric"]
-    groups = [
-        _Group.of(frame, str(key[-1]), str(key[0]) if split else None)
-        for key, frame in ok.groupby(group_keys, sort=True, observed=True)
-    ]
+    keys, parts = [], []
+    for key, frame in ok.groupby(group_keys, sort=True, observed=True):
+        keys.append((str(key[-1]), str(key[0]) if split else None))
+        parts += [
+            (len(keys) - 1, _Group.of(part, *keys[-1], joint=joint))
+            for part, joint in _parts(frame)
+        ]
     # A real effect of B on C is part of every other predecessor's comparison group, so the
     # pairs are found step by step: each test's most significant pair (per lag) is set aside
     # and the others are compared again with the predecessors not set aside, until no new
     # pair is significant; a set-aside pair is compared with those not set aside.
-    flagged = [np.zeros(len(g.layout.labels), dtype=bool) for g in groups]
+    flagged = [np.zeros(len(g.layout.labels), dtype=bool) for _, g in parts]
     while True:
-        found = [g.comparisons(f) for g, f in zip(groups, flagged)]
-        family = [c.p for pairs, pooled in found for c in [*pairs, pooled]]
+        found = [g.comparisons(f) for (_, g), f in zip(parts, flagged)]
+        pairs = [c for rows_of_part, _ in found for c in rows_of_part]
+        pooled = [
+            _pooled([p for (k, _), (_, p) in zip(parts, found) if k == i]) for i in range(len(keys))
+        ]
+        family = [c.p for c in [*pairs, *pooled]]
         significant, per_test = adjust(family, level, method)
         start, new = 0, False
-        for g, (pairs, _), f in zip(groups, found, flagged):
-            hit = np.array(significant[start : start + len(pairs)], dtype=bool)
-            start += len(pairs) + 1
-            new |= g.set_aside(np.array([c.p for c in pairs]), hit & ~f, f)
+        for (_, g), (rows_of_part, _), f in zip(parts, found, flagged):
+            hit = np.array(significant[start : start + len(rows_of_part)], dtype=bool)
+            start += len(rows_of_part)
+            new |= g.set_aside(np.array([c.p for c in rows_of_part]), hit & ~f, f)
         if not new:
             break
     m = int(np.isfinite(np.array(family, dtype=float)).sum())
-    rows, first_rows, start = [], [], 0
-    for pairs, pooled in found:
-        rows += [c.pair(level, m, significant[start + i]) for i, c in enumerate(pairs)]
-        start += len(pairs) + 1
-        if pooled.tests > 0:
-            first_rows.append(pooled.first_after_reset(level, m, significant[start - 1]))
+    rows = [c.pair(level, m, s) for c, s in zip(pairs, significant)]
+    first_rows = [
+        c.first_after_reset(level, m, s)
+        for c, s in zip(pooled, significant[len(pairs) :])
+        if c.tests > 0
+    ]
     rows.sort(
         key=lambda q: (
             -abs(q.delta_pct) if np.isfinite(q.delta_pct) else 0.0,
@@ -341,6 +350,9 @@ class _Comparison:
     base: float
     t: float
     p: float
+    rank_estimate: float = float("nan")
+    rank_se: float = float("nan")
+    rank_df: float = float("nan")
     tests: int = 0
 
     def interval(self, level: float, m: int) -> tuple[float, float, float]:
@@ -657,10 +669,15 @@ class _Group:
     """The model on the ranks aligned for the first trials, per set of pairs set aside."""
 
     @staticmethod
-    def of(frame: pd.DataFrame, metric: str, worker: str | None) -> _Group:
+    def of(frame: pd.DataFrame, metric: str, worker: str | None, joint: bool) -> _Group:
+        """The model of ``frame``'s trials (one metric and worker); ``joint``: with run
+        levels when they help (else without, as for a test fitted on its own)."""
         import numpy as np
 
-        names = sorted(frame["test"].astype(str).unique())
+        # the tests of these runs: those fitted here and those that ran before them
+        seen = {*frame["test"].astype(str), *frame["predecessor"].astype(str)}
+        seen |= set(frame["predecessor2"].dropna().astype(str))
+        names = sorted(seen - {RESET})
         code = {name: i for i, name in enumerate(names)}
         test = frame["test"].astype(str).map(code).to_numpy()
         position = frame["position"].to_numpy(dtype=float)
@@ -676,10 +693,10 @@ class _Group:
         runs = int(run.max()) + 1
         log_scale = bool((value > 0).all())
         y = np.log(value) if log_scale else value
-        adjusted = np.full(test.size, _run_adjusted(y, test, position == 0, run))
+        adjusted = np.full(test.size, joint and _run_adjusted(y, test, position == 0, run))
         adjusted &= np.bincount(run, None, runs)[run] >= 2
         tests = len(names)
-        deep = np.bincount(test[position >= 2], None, tests)
+        deep = np.bincount(test[position >= 2], None, tests)[np.unique(test)]
         lag2 = tests >= LAG2_TESTS and bool(np.median(deep) >= LAG2_TRIALS * (tests - 1))
         layout = _Layout.of(test, position, pred1, pred2, tests, lag2)
         design = _Design(layout.matrix, test, run, runs, adjusted)
@@ -793,6 +810,9 @@ class _Group:
             base=_mean(self.value[later]),
             t=float(t[-1]),
             p=float(p[-1]),
+            rank_estimate=float(r_estimate[-1]),
+            rank_se=float(r_se[-1]),
+            rank_df=float(r_df[-1]),
             tests=lay.reset_tests,
         )
         return rows, pooled
@@ -826,6 +846,84 @@ class _Group:
                 flagged[min(mine, key=lambda j: p[j])] = True
                 new = True
         return new
+
+
+def _parts(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, bool]]:
+    """One metric's (and worker's) trials in the parts that are modelled on their own, and
+    whether with run levels: tests that never share a run share no parameter (a study of
+    several machine types), so each set of tests linked by runs is its own model; one with
+    more than ``JOINT_COLUMNS`` columns is fitted test by test, without run levels (the joint
+    fit's cost grows with the cube of its columns, some 2 (tests per run)^2)."""
+    import numpy as np
+    import pandas as pd
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    test = frame["test"].astype(str).factorize()[0]
+    run = frame.groupby(["worker", "run"], sort=False, observed=True).ngroup().to_numpy()
+    tests = int(test.max()) + 1
+    links = coo_matrix(
+        (np.ones(test.size), (test, tests + run)), shape=(tests + run.max() + 1,) * 2
+    )
+    _, label = connected_components(links, directed=False)
+    out = []
+    for component in pd.unique(label[test]):
+        part = frame[label[test] == component]
+        k = part["test"].nunique()
+        if 2 * k * (k + 1) <= JOINT_COLUMNS:
+            out.append((part, True))
+        else:
+            out += [(one, False) for _, one in part.groupby("test", sort=True, observed=True)]
+    return out
+
+
+def _pooled(parts: list[_Comparison]) -> _Comparison:
+    """The pooled first trial after the reset over parts fitted on their own (independent):
+    their mean weighted by their tests (over the log-scale parts when the scales differ),
+    its variance the sum of theirs, Satterthwaite's degrees of freedom, for the model and for
+    the ranks alike."""
+    import math
+    from dataclasses import replace
+
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    logs = [c for c in parts if c.log_scale and c.tests > 0]
+    use = logs if logs and len(logs) < len(parts) else [c for c in parts if c.tests > 0]
+    total = sum(c.tests for c in use)
+
+    def combine(pairs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+        parts_var = [(c.tests / total) ** 2 * se**2 for c, (_, se, _) in zip(use, pairs)]
+        var = sum(parts_var)
+        estimate = sum(c.tests / total * e for c, (e, _, _) in zip(use, pairs))
+        df = (
+            var**2 / sum(v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0)
+            if var
+            else 1e12
+        )
+        return estimate, math.sqrt(var), df
+
+    if not use:
+        return parts[0]
+    estimate, se, df = combine([(c.estimate, c.se, c.df) for c in use])
+    r_estimate, r_se, r_df = combine([(c.rank_estimate, c.rank_se, c.rank_df) for c in use])
+    t = float(_t(np.array(r_estimate), np.array(r_se)))
+    return replace(
+        use[0],
+        n_after=sum(c.n_after for c in use),
+        n_other=sum(c.n_other for c in use),
+        estimate=estimate,
+        se=se,
+        df=df,
+        base=sum(c.tests / total * c.base for c in use),
+        t=t,
+        p=float(_student_p(np.array(t), np.array(r_df))),
+        rank_estimate=r_estimate,
+        rank_se=r_se,
+        rank_df=r_df,
+        tests=total,
+    )
 
 
 def _mean(x: np.ndarray) -> float:
@@ -893,7 +991,7 @@ class _Layout:
             kinds.append(kind)
             return len(columns) - 1
 
-        for t in range(tests):
+        for t in np.unique(test).tolist():
             mine = test == t
             later = mine & (position >= 1)
             add(mine, _MEAN)
