@@ -218,6 +218,7 @@ def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     ``(reset)`` where the run starts there (position 0 for the first, 1 for the second; the
     second is None at position 0), NaN when that position was not recorded (or the trial's
     own position is unknown)."""
+    import numpy as np
     import pandas as pd
 
     if pd.to_numeric(df["position"], errors="coerce").isna().all():
@@ -229,15 +230,16 @@ def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     if "worker" not in everything.columns:
         everything["worker"] = "local"
     everything["position"] = pd.to_numeric(everything["position"], errors="coerce")
-    slots = everything.loc[
-        everything["position"].notna(), ["worker", "run", "position", "test"]
-    ].drop_duplicates(["worker", "run", "position"])
+    keys = ["worker", "run", "position"]
+    slots = everything.loc[everything["position"].notna(), [*keys, "test"]].drop_duplicates(keys)
+    where = pd.MultiIndex.from_frame(slots[keys].astype({"position": float}))
+    names = slots["test"].astype(str).to_numpy(dtype=object)
     out = ok.copy()
-    out["position"] = pd.to_numeric(out["position"], errors="coerce")
+    out["position"] = pd.to_numeric(out["position"], errors="coerce").astype(float)
     for lag, name in ((1, "predecessor"), (2, "predecessor2")):
-        earlier = slots.assign(position=slots["position"] + lag).rename(columns={"test": name})
-        out = out.merge(earlier, on=["worker", "run", "position"], how="left")
-        out[name] = out[name].astype(object)
+        earlier = out[keys].assign(position=out["position"] - lag)
+        found = where.get_indexer(pd.MultiIndex.from_frame(earlier))
+        out[name] = np.where(found >= 0, names[found], None)
         out.loc[(out["position"] == lag - 1).to_numpy(dtype=bool), name] = RESET
     out.loc[(out["position"] == 0).to_numpy(dtype=bool), "predecessor2"] = None
     return out
@@ -440,18 +442,8 @@ class _Fit:
     scale: float
     """The largest |y| after taking out the run means: below 1e-9 of it is rounding error."""
 
-    def centred_times(self, v: np.ndarray) -> np.ndarray:
-        """(x_i - xbar_r) v per trial (xbar_r only for the adjusted trials), for a vector or
-        the columns of a matrix."""
-        import numpy as np
-
-        d = self.design
-        shift = (self.run_mean @ v)[d.run]
-        on = d.adjusted if v.ndim == 1 else d.adjusted[:, None]
-        return np.asarray(d.matrix @ v) - np.where(on, shift, 0.0)
-
-    def variances(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(variance, dof, test)`` per variance group (numbered by ``group``, each within
+    def variances(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(variance, dof)`` per variance group (numbered by ``group``, each within
         one test): the group's squared residuals over its sum of (1 - h_ii); a group without
         degrees of freedom of its own (below one half) takes its test's (NaN for a test
         without any)."""
@@ -472,7 +464,7 @@ class _Fit:
         variance = np.where(own, variance, test_variance[test_of])
         dof = np.where(own, dof, test_dof[test_of])
         bad = ~(dof >= 0.5)
-        return np.where(bad, np.nan, variance), np.where(bad, 0.0, dof), test_of
+        return np.where(bad, np.nan, variance), np.where(bad, 0.0, dof)
 
     def contrasts(
         self, c: np.ndarray, group: np.ndarray
@@ -492,8 +484,8 @@ class _Fit:
             <= 1e-7 * np.maximum(np.linalg.norm(c, axis=0), 1e-300)
         )
         estimate = self.beta @ c
-        g = self.centred_times(self.inverse @ c) * self.weights[:, None]
-        variance, dof, _ = self.variances(group)
+        g = _centred_times(self.design, self.run_mean, self.inverse @ c) * self.weights[:, None]
+        variance, dof = self.variances(group)
         share = np.zeros((variance.size, c.shape[1]))
         np.add.at(share, group, g * g)
         material = share > 1e-9 * np.maximum(share.sum(axis=0), 1e-300)
@@ -536,8 +528,7 @@ def _fit(design: _Design, y: np.ndarray, weights: np.ndarray) -> _Fit:
     inverse = (row_space / values[keep]) @ row_space.T
     y_c = y - np.where(on, y_bar[run], 0.0)
     beta = inverse @ (x.T @ (w * y_c) - x_bar.T @ np.bincount(run, wa * y_c, runs))
-    fit = _Fit(design, beta, x_bar, w, inverse, row_space, y_bar - x_bar @ beta, y_c, y_c, 0.0)
-    residual = y_c - fit.centred_times(beta)
+    residual = y_c - _centred_times(design, x_bar, beta)
     scale = float(np.abs(y_c).max(initial=0.0))  # a residual below rounding error is none
     m = np.asarray(x @ inverse)
     mean = x_bar @ inverse
@@ -560,12 +551,22 @@ def _fit(design: _Design, y: np.ndarray, weights: np.ndarray) -> _Fit:
     )
 
 
+def _centred_times(design: _Design, run_mean: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(x_i - xbar_r) v per trial (xbar_r, the run's row of ``run_mean``, only for the
+    adjusted trials), for a vector or the columns of a matrix."""
+    import numpy as np
+
+    shift = (run_mean @ v)[design.run]
+    on = design.adjusted if v.ndim == 1 else design.adjusted[:, None]
+    return np.asarray(design.matrix @ v) - np.where(on, shift, 0.0)
+
+
 def _weights(fit: _Fit, group: np.ndarray) -> np.ndarray:
     """1 / sigma^2 per trial from a fit's variances by ``group`` (a group without an
     estimate, or with none above 0, gets the typical weight)."""
     import numpy as np
 
-    var, _, _ = fit.variances(group)
+    var, _ = fit.variances(group)
     good = np.isfinite(var) & (var > 0)
     typical = float(np.median(var[good])) if good.any() else 1.0
     var = np.where(good, np.maximum(var, 1e-12 * typical), typical)
