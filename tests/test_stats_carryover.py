@@ -169,6 +169,21 @@ def test_many_tests_per_run_are_fitted_test_by_test() -> None:
     assert sum(p.predecessor != RESET for p in result.pairs) > 200  # lag-1 pairs, test by test
 
 
+def test_one_outlier_cannot_make_a_finding() -> None:
+    """A daemon wakes up once: one of c's trials after b is ten times slower. The mean of
+    "c right after b" moves by some 40%; on aligned ranks the trial is one of the highest,
+    and nothing is found."""
+    df = simulate(runs=40, seed=13)
+    rnd = _with_predecessors(df)
+    hit = rnd[(rnd["test"] == "c") & (rnd["pred1"] == "b")].iloc[0]
+    at = (df["run"] == hit["run"]) & (df["position"] == hit["position"])
+    df.loc[at, "value"] *= 10
+    result = carryover(df)
+    assert result.significant() == []
+    pair = _pair(result, "c", "b")
+    assert pair.delta_pct > 15 and pair.p > 0.1
+
+
 def test_run_to_run_levels_are_taken_out() -> None:
     """5% run-level noise over 1% trial noise: a 3% carryover is found because each run's
     level is taken out; on the raw values the run noise would hide it."""
