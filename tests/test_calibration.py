@@ -516,7 +516,18 @@ quick form's 10 runs for the small ones), CI_EXPERIMENTS each, against alpha + C
 Monte-Carlo standard errors: an analysis exactly at alpha (a claim on its boundary) exceeds
 3 by chance in about one of 18 cells (8 of 50 experiments: 1.2% each), so a seed change
 would fail it; a broken cell (the issue's 16-67%) is still far above 4. The full table
-(bench/calibration.py) holds every cell to 2. Some 2.5 min of one core."""
+(bench/calibration.py) holds every cell to 2. Some 2.5 min of one core.
+
+Measured on these seeds (2026-11-27, 50 experiments a cell, bound 0.173): the pair leaked
+beside a real c-after-b under run-level noise ("carryover, wrong pair") 0.04 at 200 runs
+(five tests) and 0.00 at 50 (eight tests), the first trial after the reset 0.00 in both;
+under lag 2 at 200 runs a wrong pair (lag 1, or lag 2 of another predecessor) 0.04 and the
+first trial after the reset 0.00; every other carryover and first-after-reset rate 0.00-0.04,
+but 0.08 for the first trial after the reset with two tests at 10 runs. Above alpha + 2 se
+(0.112) but under the bound: claims 0.12 (no effect, 10 runs), 0.16 (heavy tails) and drift
+0.12-0.16; above the bound only drift (0.32, the wandering machine: PENDING). The full
+table (bench/RESULTS.md) found one cell above its bound that this variant cannot see: lag 2
+at 50 runs, a lag-2 pair of another predecessor blamed in 0.097 of experiments."""
 CI_EXPERIMENTS, CI_SIGMAS = 50, 4.0
 
 

@@ -100,7 +100,8 @@ other kinds.
 This is the carryover question of Duplyakin et al. (USENIX ATC 2023, "Avoiding the Ordering
 Trap"): an order effect is usually one test leaving state (caches, page cache, allocator,
 thermal) that the next one or two inherit, or a reset that leaves the first test to pay for
-it.
+it. State that outlives two tests in between (lag 3) is not modelled, and is then blamed on
+lag-1 and lag-2 pairs (docs/why.md gives how often).
 """
 
 from __future__ import annotations
