@@ -245,6 +245,14 @@ def sweep(
         ),
     ),
     seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
+    method: str = typer.Option(
+        None,
+        "--method",
+        help=(
+            "Override \\[sweep].method: ours or paper, as for washout explore (the options "
+            "the \\[sweep] table sets still override single parts)."
+        ),
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
@@ -287,6 +295,6 @@ def sweep(
         console.print(message)
 
     with bar, threadpool_limits(1):
-        result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
+        result = run_sweep(spec, directory, seed, notify=notify, progress=progress, method=method)
     console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
     _print_summary(result, fmt)
