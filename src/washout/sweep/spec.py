@@ -20,7 +20,7 @@ threshold = 0.9
 splits = 10
 sampler = "coverage"        # the method's choices, written out: start, step, growth,
 model = "smooth"            # sampler, model, rule, conclude, coding, validation
-rule = "holdout"
+rule = "settled"           # holdout (R^2 alone), stable, paper
 validation = "folds"        # value-stratified 5-fold splits (paper: random 80/20 splits)
 conclude = "predicted"      # ANOVA on measured values + predictions for the rest
 [sweep.params]              # ordered levels
