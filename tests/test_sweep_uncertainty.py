@@ -193,9 +193,9 @@ def _scored_runs(file: str, seeds: int) -> list[tuple[float, ShareSpread | None]
 
 def test_intervals_cover_the_full_spaces_shares() -> None:
     """The short seeded variant of bench/sweep_quality.py's coverage (bench/RESULTS.md,
-    "Sweeps", part F, 10 seeds on twelve spaces): on silo, the 95% intervals of the shares
-    of at least 1% cover the full space's share in at least 85% (the bench: 57 of 60). On
-    other spaces they cover less (part F): see the importance test below."""
+    "Sweeps", part F): on silo, the 95% intervals of the shares of at least 1% cover the
+    full space's share in at least 85% (the bench, 10 seeds on silo per thread: 57 of 60).
+    On other spaces they cover less (part F): see the importance test below."""
     scored = _scored_runs("silo_ycsb.csv", 4)
     covered = sum(s is not None and s.low <= share <= s.high for share, s in scored)
     assert covered / len(scored) >= 0.85, (covered, len(scored))
@@ -204,8 +204,8 @@ def test_intervals_cover_the_full_spaces_shares() -> None:
 @pytest.mark.parametrize("file", ["silo_ycsb.csv", "herd_ycsb.csv"])
 def test_importance_is_never_wrong_only_open(file: str) -> None:
     """Where an interval misses, it misses by little: no term is called important whose
-    full share is under 10%, nor not important with it at or above (bench: none wrong in
-    any run on any space, part F)."""
+    full share is under 10%, nor not important with it at or above (bench, part F: none
+    wrong in any run that terminated with R^2 >= 0.8 on the unmeasured settings)."""
     for share, spread in _scored_runs(file, 4):
         if spread is None:
             assert share < 0.10

@@ -235,8 +235,6 @@ class AnovaFit:
         sigma^2 (X'X)^-1), a new measurement x'beta + N(0, sigma^2) (Gelman et al., Bayesian
         Data Analysis, 3rd ed., §14.2). Conditional on the terms elimination kept; least
         squares has no penalty, so ``undersmooth`` changes nothing."""
-        from washout.sweep.models import noise_variances
-
         if self.xtx_inv is None or self.df_resid <= 0:
             raise ValueError("no residual degrees of freedom: no posterior")
         kept = np.flatnonzero(~self.aliased)
@@ -267,6 +265,13 @@ class AnovaFit:
             return {term: r2 * ss / explained if explained > 0 else 0.0 for term, ss in terms}
         total = sum(t.ss for t in self.table) + self.rss
         return {term: ss / total for term, ss in terms}
+
+
+def noise_variances(rss: float, df: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of the noise variance from its posterior under the reference prior
+    p(sigma^2) ~ 1/sigma^2: the scaled inverse chi-square with ``df`` degrees of freedom
+    and scale RSS / df (Gelman et al., Bayesian Data Analysis, 3rd ed., §14.2, eq. 14.7)."""
+    return rss / rng.chisquare(df, n) if rss > 0 else np.zeros(n)
 
 
 def coefficient_curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:

@@ -48,15 +48,6 @@ class Posterior(Predictor, Protocol):
         ...
 
 
-def noise_variances(rss: float, df: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` draws of the noise variance from its posterior under the reference prior
-    p(sigma^2) ~ 1/sigma^2: the scaled inverse chi-square with ``df`` degrees of freedom
-    and scale RSS / df (Gelman et al., Bayesian Data Analysis, 3rd ed., §14.2, eq. 14.7).
-    ``df`` may be fractional (a penalized fit's n - tr(H): Wood, Generalized Additive
-    Models, 2nd ed., 2017, §6.2)."""
-    return rss / rng.chisquare(df, n) if rss > 0 else np.zeros(n)
-
-
 Model = Callable[[Space, np.ndarray, np.ndarray, int], Predictor]
 """(space, training level codes, training metric values, seed) -> a fitted predictor."""
 
