@@ -33,8 +33,10 @@ Termination rules:
 - ``settled`` (ours, the default): ``holdout``, and the shares of variance have settled: no
   share's estimate (uncertainty.py) moved by more than ``settle`` (or 5% of itself, if
   more) since the previous batch. R^2 says the model predicts; it does not say that the
-  decomposition it implies has stopped changing, and after R^2 was met shares were still up
-  to 9 points from the full space's (bench/RESULTS.md, "Sweeps", part F).
+  decomposition it implies has stopped changing: after R^2 was met, shares were still up to
+  9 points from the full space's on spaces the project had not seen (issue 27). It does
+  not catch a sample that misleads model and shares alike (bench/RESULTS.md, "Sweeps",
+  part F: SS-O).
 """
 
 from __future__ import annotations

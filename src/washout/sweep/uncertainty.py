@@ -43,8 +43,9 @@ undersmoothing, the usual remedy for the bias a smoother's intervals ignore (Hal
 of Statistics 1992; Wasserman, All of Nonparametric Statistics, 2006, §5.7). A penalty
 chosen for prediction shrinks real but weakly sampled interactions, and intervals around
 the shrunk fit missed the full space's shares of the main effects they inflate (silo's
-keys: 71-79% against 67% in full). The factor was chosen on the tuned spaces and checked on
-the held-out ones (bench/sweep_quality.py; bench/RESULTS.md, "Sweeps", part F)."""
+keys: 71-79% against 67% in full). The factor was chosen on the tuned spaces; how far the
+intervals cover on the held-out ones, and where they fall short, is in bench/RESULTS.md,
+"Sweeps", part F."""
 IMPORTANT_SHARE = 0.10
 """The paper's importance cut on a term's share of variance (docs/sweep-method.md §6)."""
 
