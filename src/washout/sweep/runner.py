@@ -40,6 +40,7 @@ from washout.sweep.space import Space
 from washout.sweep.spec import (
     SweepSection,
     batch_spec,
+    batch_spec_data,
     first_batch,
     load_sweep,
     loop_options,
@@ -67,7 +68,8 @@ def _measure_batch(
     from washout.harness.engine import Experiment, execute
 
     where = f"{text_source} (batch {batch})"
-    spec, data = batch_spec(section, rest, space, [int(r) for r in rows], batch, seed, where)
+    data = batch_spec_data(section, rest, space, [int(r) for r in rows], batch, seed)
+    spec = batch_spec(data, where)
     experiment = Experiment.prepare(spec, toml_text(data), text_source, seed=seed + batch)
     path = batch_path(directory, batch, json.dumps(data, sort_keys=True))
     store = Store.open(path) if path.exists() else experiment.create_store(path)

@@ -344,21 +344,12 @@ def batch_spec_data(
     return {**rest, "experiment": experiment, "test": tests}
 
 
-def batch_spec(
-    section: SweepSection,
-    rest: dict[str, Any],
-    space: Space,
-    rows: list[int],
-    batch: int,
-    seed: int,
-    source: str,
-) -> tuple[Spec, dict[str, Any]]:
-    """The validated experiment spec of a batch and its data (:func:`batch_spec_data`). A
+def batch_spec(data: dict[str, Any], source: str) -> Spec:
+    """The validated experiment spec of a batch's data (:func:`batch_spec_data`). A
     problem in what a batch's tests take from the ``[sweep]`` table (command, metrics,
     timeout ...) is named as that field of ``sweep``, where the user wrote it."""
-    data = batch_spec_data(section, rest, space, rows, batch, seed)
     try:
-        return spec_from_data(data, source), data
+        return spec_from_data(data, source)
     except SpecError as err:
         raise SpecError(re.sub(r"\btest\[\d+\]\.", "sweep.", str(err))) from None
 
@@ -376,7 +367,8 @@ def first_batch(
         sample_sizes(len(space), options.start, options.step, options.growth, least)[0],
         options.budget or len(space),
     )
-    spec, data = batch_spec(section, rest, space, list(range(size)), 0, seed, source)
+    data = batch_spec_data(section, rest, space, list(range(size)), 0, seed)
+    spec = batch_spec(data, source)
     return Experiment.prepare(spec, toml_text(data), source, seed=seed)
 
 
