@@ -181,7 +181,10 @@ SLOW = {
         "test_markdown_report_of_npbench",
         "test_progress_hears_every_figure",
     },
-    "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_report_sweep.py": {
+        "test_sweep_section_html",
+        "test_sweep_report_gives_each_share_its_interval",
+    },
     "test_resource_metrics.py": {"test_every_trial_stores_its_resource_metrics"},
     "test_robustness.py": {
         "test_abort_policy_stops_and_resume_reruns_the_failed_slot",
@@ -270,12 +273,16 @@ SLOW = {
         "test_a_five_percent_layout_effect_in_one_class_is_found",
         "test_no_context_effect_keeps_false_positives_at_alpha_with_other_effects",
     },
-    "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
+    "test_stats_drift.py": {
+        "test_no_drift_is_reported_where_there_is_none",
+        "test_real_drift_is_found",
+    },
     "test_stats_order.py": {"test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise"},
     "test_stats_power.py": {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
         "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
+        "test_the_printed_runs_reach_the_target_power_on_average",
     },
     "test_store_frame.py": {"test_rows_this_version_did_not_write_are_kept_as_they_are"},
     "test_store_integrity.py": {
@@ -313,6 +320,11 @@ SLOW = {
         "test_explore_writes_a_sweep_report",
         "test_report_reads_a_sweep_directory",
     },
+    "test_sweep_uncertainty.py": {
+        "test_intervals_cover_the_full_spaces_shares",
+        "test_importance_is_never_wrong_only_open",
+        "test_no_posterior_no_intervals",
+    },
     "test_trials_die_with_controller.py": {
         "test_resume_kills_what_a_dead_session_left_on_an_ssh_worker",
         "test_resume_kills_what_a_dead_session_left_running_locally",
@@ -325,6 +337,7 @@ SLOW = {
         "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
         "test_run_summary_evaluates_the_specs_claims",
         "test_test_names_are_never_terminal_markup",
+        "test_the_quick_form_says_it_cannot_judge_drift_rather_than_finding_it",
     },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by
