@@ -126,7 +126,7 @@ def test_progress_hears_every_figure(tmp_path: Path) -> None:
 def test_trials_figures_only_for_flagged_tests(tmp_path: Path) -> None:
     """One overview per metric; a trials figure of its own for a test whose order matters
     and for one that drifts, none for the tests the analysis does not flag."""
-    from washout.stats.why import explain
+    from washout.report.words import explain
 
     trials = simulate(
         tests=("a", "b", "c", "d", "e"),

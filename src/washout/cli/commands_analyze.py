@@ -174,7 +174,7 @@ def analyze_command(
         _refuse_why(why)
     found = None
     if why:
-        from washout.stats.why import explain
+        from washout.report.words import explain
 
         found = explain(
             analysed,
@@ -195,7 +195,7 @@ def analyze_command(
     else:
         _print_table(render_analysis(analysis))
         if found is not None:
-            from washout.stats.why import render_words
+            from washout.report.words import render_words
 
             _print_table("\n".join(render_words(found)))
         if comparison is not None and comparison.summaries:

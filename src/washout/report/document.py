@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from washout.report.words import Why
     from washout.stats.order import OrderAnalysis
-    from washout.stats.why import Why
     from washout.sweep.result import Curve, Fixed, ImportantPoint, SweepResult
 
 
@@ -142,7 +142,7 @@ class Report:
     sections: list[Section]
     sweep: SweepPart | None = None
     findings: list[str] = field(default_factory=list)
-    """Carryover, drift and claims in words (washout.stats.why.render_words)."""
+    """Carryover, drift and claims in words (washout.report.words.render_words)."""
     order_matters: bool = False
     """The verdict is that order matters (the report says so first)."""
     comparison: Table | None = None
@@ -479,8 +479,8 @@ def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
     disjoint; Duplyakin et al. 2023, Algorithm 2); a significant carryover pair or first
     trial after the reset for the test; significant drift of the test. A per-worker row
     flags its test."""
+    from washout.report.words import CLOCK_WORDS
     from washout.stats.carryover import RESET
-    from washout.stats.why import CLOCK_WORDS
 
     found: dict[tuple[str, str], tuple[list[str], float]] = {}
 
@@ -798,7 +798,7 @@ def build_report(
     ``meta`` is what the source says beside its trials; ``sweep`` adds the sweep section
     and needs ``settings``; ``why`` adds carryover, drift and claims in words."""
     from washout.errors import WashoutError
-    from washout.stats.why import render_words
+    from washout.report.words import render_words
 
     if sweep is not None and settings is None:
         raise WashoutError(

@@ -267,9 +267,9 @@ def order_findings(experiment: Experiment, frame: pd.DataFrame) -> list[Renderab
     words (the first trial after the reset, carryover, drift, the spec's claims), at the
     spec's alpha and correction. Nothing for one test, or one order kind: every order is
     then the same order, and there is no verdict to give."""
+    from washout.report.words import explain, render_words
     from washout.stats.compare import without_resource_metrics
     from washout.stats.order import analyze_order
-    from washout.stats.why import explain, render_words
 
     analysed = without_resource_metrics(frame)
     if len(experiment.tests) < 2 or analysed["order"].nunique() < 2:

@@ -1,4 +1,4 @@
-"""The report's "why" section: carryover, drift and claims (washout.stats.why), and notes on
+"""The report's "why" section: carryover, drift and claims (washout.report.words), and notes on
 what the source could not support. Apart from document.py, so that it imports no
 matplotlib: `washout report` runs it in a forked child while the parent imports what the
 figures need (washout.report.parallel.beside)."""
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from washout.stats.why import Why
+    from washout.report.words import Why
 
 
 def why_for_report(
@@ -23,7 +23,7 @@ def why_for_report(
     """Carryover, drift and claims for the report's "why" section, and notes on what the
     source could not support: carryover and drift need each trial's position and time."""
     from washout.errors import WashoutError
-    from washout.stats.why import explain
+    from washout.report.words import explain
 
     options: dict[str, Any] = dict(alpha=alpha, correction=correction, by_worker=by_worker)
     try:

@@ -6,8 +6,8 @@ import json
 
 from simulate_longformat import simulate
 
+from washout.report.words import explain, render_words
 from washout.stats.carryover import carryover
-from washout.stats.why import explain, render_words
 
 
 def test_only_what_was_asked_and_plain_json() -> None:

@@ -1,8 +1,9 @@
 """Why order matters, in one call: carryover, drift and the user's claims, as data and words.
 
 :func:`explain` is the entry point ``washout analyze --carryover --drift --claim`` uses;
-:func:`render_words` turns its result into sentences for the terminal and the reports. The
-statistics themselves, with their sources, live in ``carryover``, ``drift`` and ``claims``.
+:func:`render_words` turns its result into sentences for the terminal and the reports (the
+report layer: words are rendering). The statistics themselves, with their sources, live in
+``washout.stats.carryover``, ``drift`` and ``claims``.
 """
 
 from __future__ import annotations
