@@ -7,7 +7,7 @@ metric, and a trials figure per flagged test (13 in all). Each run is a fresh pr
 fork to exit, CPU and peak RSS from wait4, its forked children included); a process that
 only imports what a report needs (pandas, matplotlib, jinja2) is timed beside it, as the
 floor no report can go under. The figures are drawn on every core the report may use
-(washout.report.parallel), so the wall depends on the cores free: the script says how many
+(washout.analysis.parallel), so the wall depends on the cores free: the script says how many
 it had, and the load.
 
 Run: .venv/bin/python bench/report_time.py [--runs 5] [--source FILE]

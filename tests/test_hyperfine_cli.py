@@ -41,10 +41,12 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
     assert "mean ± σ" in text and "min … max" in text and "max RSS" in text
     assert " ms ± " in text  # hyperfine's automatic unit
     assert "'sleep 0.01' ran" in text
+    assert "Summary (from the 6 random-order runs alone, per-run ratios paired by run" in text
     line = next(x for x in text.splitlines() if "times faster than 'sleep 0.05'" in x)
-    ratio, error = float(line.split()[0]), float(line.split()[2])
-    assert 1.5 < ratio < 8 and error > 0
-    assert "random-order runs, paired by run" in line
+    ratio = float(line.split()[0])
+    low, high = map(float, re.search(r"% CI ([0-9.]+)…([0-9.]+), 6 runs\)", line).groups())
+    assert 1 < low <= ratio <= high and 1.5 < ratio < 8  # faster: the CI lies above 1
+    assert "±" not in line  # hyperfine's ± is a standard deviation, not a CI
     assert proc.stderr.count("\n") <= 2  # -q: no progress bar, the results still printed
 
     results = json.loads((out / "r.json").read_text())["results"]
@@ -137,7 +139,8 @@ def test_warmup_and_prepare(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "r.json").read_text())["results"]
     assert [len(r["times"]) for r in results] == [4, 4]  # the warmups are not counted
     assert max(t for r in results for t in r["times"]) < 0.25  # prepare is not timed
-    assert "n F/R" in proc.stdout and "2/2" in proc.stdout
+    assert "n fixed / random" in proc.stdout and "2 / 2" in proc.stdout
+    assert "Not analysed: 4 values of warmup trials (warmups are never analysed)" in proc.stdout
 
 
 def test_a_failing_prepare_stops_with_its_reason(tmp_path: Path) -> None:
@@ -243,12 +246,12 @@ def test_analyze_shows_resource_metrics_without_analysing_them(tmp_path: Path) -
     table = washout("analyze", path).stdout
     assert "3 MiB" in table and " ms" in table and "'a' ran" in table
     document = json.loads(washout("analyze", path, "--format", "json").stdout)
-    assert document["family_size"] == 2  # wall of a and b: not user, system, max_rss
+    assert document["order"]["family_size"] == 2  # wall of a and b: not user, system, max_rss
     a = document["comparison"]["summaries"][0]
     assert a["test"] == "a" and a["max_rss"] == 3 * 2**20
     assert a["user"] * 2 == a["mean"]
     named = json.loads(washout("analyze", path, "--format", "json", "--metric", "user").stdout)
-    assert named["family_size"] == 8 and named["comparison"]["metric"] == "user"
+    assert named["order"]["family_size"] == 8 and named["comparison"]["metric"] == "user"
 
 
 def test_live_medians_on_a_terminal_only(tmp_path: Path) -> None:

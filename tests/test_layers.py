@@ -9,7 +9,17 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-LAYERS = ["errors version", "data", "stats", "harness", "sweep", "report", "cli", "__main__"]
+LAYERS = [
+    "errors version",
+    "data",
+    "stats",
+    "harness",
+    "sweep",
+    "analysis",
+    "report",
+    "cli",
+    "__main__",
+]
 """Bottom first: a module may import its own layer and those before it. The package itself
 (``washout``, the public API) sits on top of them all."""
 

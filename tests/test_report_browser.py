@@ -6,6 +6,7 @@ Set WASHOUT_UPDATE_DOCS=1 to also refresh docs/report-memcached.png from the scr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -17,10 +18,12 @@ from conftest import MEMCACHED
 from simulate_longformat import simulate
 from test_report_sweep import silo_sweep
 
-from washout.data.sources import load_trials
-from washout.report.document import ReportMeta, WorkerProvenance, build_report
-from washout.report.html import render_html
-from washout.stats.order import analyze_order
+from washout.analysis.compute import analyze, sweep_analysis
+from washout.analysis.result import Options, Recorded, Worker
+from washout.report.render import Settings, renderer
+
+REPORT = Options(carryover=None, drift=None, describe=True)
+"""What ``washout report`` asks of the analysis."""
 
 pytestmark = pytest.mark.chromium
 
@@ -41,12 +44,11 @@ def _report(tmp_path: Path, name: str, html: str) -> Path:
 @pytest.fixture(scope="module")
 def memcached_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memcached case study's report (the paper's Table 3), rendered once."""
-    trials, _ = load_trials(MEMCACHED)
-    meta = ReportMeta(source="all_exp_results.csv (OrderSage results CSV)")
+    analysis = analyze(MEMCACHED, REPORT)
     return _report(
         tmp_path_factory.mktemp("memcached"),
         "report.html",
-        render_html(build_report(analyze_order(trials), trials, meta)),
+        renderer("html")(analysis, Settings()).text,
     )
 
 
@@ -114,14 +116,14 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
         random_factor={HOSTILE: 1.2},
         seed=3,
     )
-    analysis = analyze_order(trials)
+    analysis = analyze(trials, REPORT)
     assert analysis.verdict == "order-matters"
-    meta = ReportMeta(
+    recorded = Recorded(
         name=HOSTILE,
         spec_text=f'[[test]]\nname = "{HOSTILE}"\n',
-        workers=(WorkerProvenance(HOSTILE, "h", "f", False),),
+        workers=(Worker(HOSTILE, "h", "f", False),),
     )
-    html = render_html(build_report(analysis, trials, meta))
+    html = renderer("html")(dataclasses.replace(analysis, recorded=recorded), Settings()).text
 
     # In the source: no script element anywhere, the name only in escaped form.
     assert "<script" not in html.lower()
@@ -160,10 +162,8 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
 def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
     settings, sweep = silo_sweep()
     path = tmp_path / "sweep.html"
-    path.write_text(
-        render_html(build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings)),
-        encoding="utf-8",
-    )
+    analysis = sweep_analysis(sweep, settings, "silo-ycsb")
+    path.write_text(renderer("html")(analysis, Settings()).text, encoding="utf-8")
     with chromium.open(path) as seen:
         assert seen.errors == []
         sizes = seen.page.evaluate("""() => Array.from(document.querySelectorAll('figure svg'))

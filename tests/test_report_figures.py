@@ -13,14 +13,14 @@ from simulate_longformat import simulate
 
 from washout.data.sources import load_trials
 from washout.report import figures
-from washout.stats.order import analyze_order
+from washout.stats.order import OrderAnalysis, analyze_order
 from washout.stats.trials import usable_trials
 
 
 @pytest.fixture(scope="module")
-def npbench() -> tuple[dict, object]:
+def npbench() -> tuple[OrderAnalysis, object]:
     trials, _ = load_trials(NPBENCH)
-    return analyze_order(trials).to_dict(), trials
+    return analyze_order(trials), trials
 
 
 def _has_legend(fig) -> bool:
@@ -33,7 +33,7 @@ def _title(fig) -> str:
 
 def test_order_figures_have_titles_labels_units_and_legends(npbench) -> None:
     analysis, _ = npbench
-    tests = analysis["tests"]
+    tests = analysis.tests
     for fig in (
         figures.ci_medians(tests),
         figures.kw_significance(analysis),
@@ -54,18 +54,18 @@ def test_order_figures_have_titles_labels_units_and_legends(npbench) -> None:
 
 def test_ci_medians_plot_the_medians_and_cis_coloured_by_case(npbench) -> None:
     analysis, _ = npbench
-    tests = analysis["tests"]
+    tests = analysis.tests
     fig = figures.ci_medians(tests)
     for ax, t in zip(fig.axes, tests):
         points = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() in "so"]
-        assert points[:2] == pytest.approx([t["median_fixed"], t["median_random"]])
+        assert points[:2] == pytest.approx([t.median_fixed, t.median_random])
         # The CI whiskers span exactly the CI.
         segs = [c.get_segments()[0] for c in ax.collections]
         assert [v for s in segs for v in (s[0][1], s[1][1])] == pytest.approx(
-            [*t["ci_fixed"], *t["ci_random"]]
+            [*t.ci_fixed, *t.ci_random]
         )
         spine = ax.spines["left"].get_edgecolor()
-        assert np.allclose(spine[:3], _rgb(figures.CASE_COLOURS[t["ci_case"]]))
+        assert np.allclose(spine[:3], _rgb(figures.CASE_COLOURS[t.ci_case]))
 
 
 def _rgb(hex_colour: str) -> tuple[float, float, float]:
@@ -78,7 +78,7 @@ def test_kw_figure_sorts_by_effect_size_and_draws_the_corrected_threshold(npbenc
     ax_p, ax_e = fig.axes
     heights = [bar.get_height() for bar in ax_e.patches]
     assert heights == sorted(heights, reverse=True)
-    assert sorted(heights) == pytest.approx(sorted(t["eta_squared"] for t in analysis["tests"]))
+    assert sorted(heights) == pytest.approx(sorted(t.eta_squared for t in analysis.tests))
     lines = [line.get_ydata()[0] for line in ax_p.get_lines() if line.get_linestyle() == "--"]
     assert lines == pytest.approx([0.05 / 3])
     assert ax_p.get_yscale() == "log"
@@ -87,7 +87,7 @@ def test_kw_figure_sorts_by_effect_size_and_draws_the_corrected_threshold(npbenc
 def test_delta_pct_bars_are_sorted_and_equal_the_analysis(npbench) -> None:
     analysis, _ = npbench
     widths = [bar.get_width() for bar in figures.delta_pct(analysis).axes[0].patches]
-    assert widths == sorted(t["delta_pct"] for t in analysis["tests"])
+    assert widths == sorted(t.delta_median_pct for t in analysis.tests)
 
 
 def test_ci_case_counts(npbench) -> None:
@@ -181,13 +181,8 @@ def test_svg_inlines_safely_and_reproducibly(npbench) -> None:
 
 def test_user_text_is_literal_in_svg() -> None:
     name = '<b>x</b> & $\\alpha$ \\$ "q"'
-    analysis = {
-        "alpha": 0.05,
-        "correction": "holm",
-        "family_size": 1,
-        "alpha_per_test": None,
-        "tests": [{"test": name, "metric": "m", "delta_pct": 1.0, "significant": False}],
-    }
+    trials = simulate(tests=(name, "b"), runs=4, seed=1)
+    analysis = analyze_order(trials)
     svg = figures.svg(figures.delta_pct(analysis), "k")
     texts = [
         "".join(el.itertext()) for el in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")
@@ -200,10 +195,10 @@ def test_kw_figure_draws_holm_thresholds_by_rank() -> None:
     trials = simulate(
         tests=("a", "b", "c", "d"), runs=10, random_factor={"a": 1.05, "b": 1.02}, seed=6
     )
-    analysis = analyze_order(trials, correction="holm").to_dict()
+    analysis = analyze_order(trials, correction="holm")
     ax_p, ax_e = figures.kw_significance(analysis).axes
     holm = next(line for line in ax_p.get_lines() if line.get_marker() == "_")
-    p = {t["test"]: t["kw_p"] for t in analysis["tests"]}
+    p = {t.test: t.kw_p for t in analysis.tests}
     names = [t.get_text() for t in ax_e.get_xticklabels()]  # the figure's x order
     thresholds = dict(zip(holm.get_xdata(), holm.get_ydata()))
     ranked = sorted(range(4), key=lambda i: p[names[i]])
@@ -213,13 +208,13 @@ def test_kw_figure_draws_holm_thresholds_by_rank() -> None:
 def test_many_tests_share_one_axis_relative_to_the_fixed_median() -> None:
     names = tuple(f"t{i:02d}" for i in range(figures.PANELS_MAX + 4))
     trials = simulate(tests=names, runs=6, seed=8)
-    tests = analyze_order(trials).to_dict()["tests"]
+    tests = analyze_order(trials).tests
     fig = figures.ci_medians(tests)
     (ax,) = fig.axes
     assert ax.get_xlabel().endswith("(%)")
     assert len(ax.get_yticklabels()) == len(names)
     # Every test's random median sits at its relative difference from the fixed median.
-    expected = sorted((t["median_random"] / t["median_fixed"] - 1) * 100 for t in tests)
+    expected = sorted((t.median_random / t.median_fixed - 1) * 100 for t in tests)
     random = sorted(
         x for line in ax.get_lines() if line.get_marker() == "o" for x in line.get_xdata()
     )

@@ -14,9 +14,12 @@ import statsmodels.formula.api as smf
 from conftest import FIXTURES
 
 from washout import explore
+from washout.analysis.compute import sweep_analysis
+from washout.analysis.result import Analysis, Options, Source
 from washout.report import document, figures
-from washout.report.document import ReportMeta, build_report
+from washout.report.document import build_report
 from washout.report.html import render_sweep_section
+from washout.report.render import Settings, renderer, write
 from washout.sweep.anova import fit_anova
 from washout.sweep.incremental import method_options
 from washout.sweep.result import StepResult, SweepResult
@@ -132,15 +135,13 @@ def test_sweep_needs_its_settings(silo) -> None:
 
     _, sweep = silo
     with pytest.raises(WashoutError, match="settings"):
-        build_report(None, None, None, sweep)
+        build_report(Analysis(Source("sweep"), Options(), sweep=sweep))
 
 
 def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
-    from washout.report.markdown import write_markdown
-
     settings, sweep = silo
-    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings)
-    out = write_markdown(tmp_path / "sweep.md", report)
+    analysis = sweep_analysis(sweep, settings, "silo")
+    out = write(renderer("md")(analysis, Settings(stem="sweep")), tmp_path / "sweep.md")
     text = out.read_text()
     assert "## Parameter space" in text and "### Knee and turning points" in text
     assert "| threads:keys |" in text

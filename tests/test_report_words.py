@@ -1,27 +1,49 @@
-"""explain() and render_words(): the entry point analyze uses, and its sentences."""
+"""The sentences of why (render_words) over the analyses the one analysis makes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
+import pandas as pd
 from simulate_longformat import simulate
 
-from washout.report.words import explain, render_words
+from washout.analysis.compute import analyze
+from washout.analysis.result import Analysis, Options
+from washout.report.words import render_words, why_parts
 from washout.stats.carryover import carryover
+
+
+def explain(
+    df: pd.DataFrame,
+    carryover: bool = False,
+    drift: bool = False,
+    claims: Sequence[str] = (),
+    correction: str = "bonferroni",
+) -> Analysis:
+    """The analysis of ``df`` with only what is asked of why."""
+    options = Options(
+        carryover=carryover,
+        drift=drift,
+        claims=tuple(claims),
+        correction=correction,
+        compare=False,
+    )
+    return analyze(df, options)
 
 
 def test_only_what_was_asked_and_plain_json() -> None:
     df = simulate(runs=6, seed=1)
-    assert explain(df).to_dict() == {}
-    assert set(explain(df, drift=True).to_dict()) == {"drift"}
-    d = explain(df, carryover=True, drift=True, claims=["a < b"]).to_dict()
+    assert why_parts(explain(df)) == {}
+    assert set(why_parts(explain(df, drift=True))) == {"drift"}
+    d = why_parts(explain(df, carryover=True, drift=True, claims=["a < b"]))
     assert set(d) == {"carryover", "first_after_reset", "drift", "claims"}
     assert json.loads(json.dumps(d, allow_nan=False)) == d
     result = carryover(df)
     assert d["carryover"] == [p.to_dict() for p in result.pairs]
     assert d["first_after_reset"] == [r.to_dict() for r in result.first_after_reset]
     # a metric that never varies has no correlation: None, not NaN
-    flat = explain(simulate(runs=4, seed=5).assign(value=1.0), drift=True).to_dict()
+    flat = why_parts(explain(simulate(runs=4, seed=5).assign(value=1.0), drift=True))
     json.dumps(flat, allow_nan=False)
     assert flat["drift"] and all(r["spearman"] is None for r in flat["drift"])
 

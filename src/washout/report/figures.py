@@ -29,9 +29,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
+from washout.report.text import where
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from washout.stats.order import OrderAnalysis, OrderComparison
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and in print.
 CASE_COLOURS: dict[int | None, str] = {1: "#D55E00", 2: "#0072B2", 3: "#E69F00", None: "#999999"}
@@ -64,20 +68,15 @@ def short(text: object, limit: int = MAX_TICK_LABEL) -> str:
     return label(s if len(s) <= limit else s[: limit - 1] + "…")
 
 
-def test_label(test: dict[str, Any], with_metric: bool = False) -> str:
-    """How a per-test row is named in figures: test, metric (where there are several),
+def test_label(test: OrderComparison, with_metric: bool = False) -> str:
+    """How a comparison is named in figures: test, metric (where there are several),
     worker (in a per-worker analysis)."""
-    name = str(test["test"])
-    if with_metric:
-        name += f" · {test.get('metric')}"
-    if test.get("worker") not in (None, ""):
-        name += f" @ {test['worker']}"
-    return name
+    return where(test, with_metric)
 
 
-def several_metrics(tests: Sequence[dict[str, Any]]) -> bool:
+def several_metrics(tests: Sequence[OrderComparison]) -> bool:
     """Whether the comparisons span more than one metric (then labels name it)."""
-    return len({t.get("metric") for t in tests}) > 1
+    return len({t.metric for t in tests}) > 1
 
 
 def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
@@ -178,18 +177,18 @@ def finite(x: object) -> TypeGuard[float]:
 
 
 # ---------------------------------------------------------------------------------------
-# Order analysis (the analysis dict of washout.stats.order.OrderAnalysis.to_dict())
+# Order analysis (washout.stats.order.OrderAnalysis)
 # ---------------------------------------------------------------------------------------
 
 
 PANELS_MAX = 16  # beyond this many tests, one compact axis reads better than panels
 
 
-def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
+def _case_legend(fig: Figure, tests: Sequence[OrderComparison]) -> None:
     handles = [
         Line2D([], [], color=CASE_COLOURS[c], lw=2.5, label=CASE_NAMES[c])
         for c in (1, 2, 3, None)
-        if any(t.get("ci_case") == c for t in tests)
+        if any(t.ci_case == c for t in tests)
     ]
     handles += [
         Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
@@ -201,7 +200,7 @@ def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
 LEGEND_ROOM = 0.5  # inches under the axes for the two rows of the CI-case legend
 
 
-def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
+def ci_medians(tests: Sequence[OrderComparison], ncols: int = 4) -> Figure:
     """Per test, the fixed and random medians with their distribution-free CIs, coloured by
     CI case (Duplyakin et al. 2023, Fig. 5 and Algorithm 2). Up to :data:`PANELS_MAX` tests,
     one panel per test with its own y axis in the metric's unit; more tests share one axis,
@@ -223,10 +222,10 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             ax.set_visible(False)
             continue
         t = tests[i]
-        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        colour = CASE_COLOURS.get(t.ci_case, CASE_COLOURS[None])
         for x, side, marker in ((0, "fixed", "s"), (1, "random", "o")):
-            med = t.get(f"median_{side}")
-            ci = t.get(f"ci_{side}")
+            med = getattr(t, f"median_{side}")
+            ci = getattr(t, f"ci_{side}")
             if not finite(med):
                 continue
             if ci:
@@ -252,7 +251,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
                     markersize=7,
                     markerfacecolor="white",
                 )
-        if not (finite(t.get("median_fixed")) or finite(t.get("median_random"))):
+        if not (finite(t.median_fixed) or finite(t.median_random)):
             ax.text(
                 0.5,
                 0.5,
@@ -267,7 +266,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
         ax.set_xlim(-0.6, 1.6)
         ax.set_xticks([0, 1], ["fixed", "random"])
         ax.set_title(short(test_label(t, several_metrics(tests)), 30), fontsize=9, color="black")
-        ax.set_ylabel(label(t.get("metric") or "value"), fontsize=9)
+        ax.set_ylabel(label(t.metric), fontsize=9)
         ax.tick_params(labelsize=8)
         ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         for spine in ax.spines.values():
@@ -279,7 +278,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
     return fig
 
 
-def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
+def ci_medians_relative(tests: Sequence[OrderComparison]) -> Figure:
     """Many tests on one axis: each test's fixed and random medians and CIs as a percentage
     difference from its own fixed-order median (so tests of any scale and unit compare),
     sorted by the random median's difference, coloured by CI case. Tests without a
@@ -287,7 +286,7 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     several = several_metrics(tests)
     rows = []
     for t in tests:
-        ref = t.get("median_fixed")
+        ref = t.median_fixed
         if not finite(ref) or float(ref) == 0:
             continue
         ref = float(ref)
@@ -295,7 +294,7 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
         def rel(v: float, ref: float = ref) -> float:
             return (float(v) / ref - 1.0) * 100.0
 
-        random = rel(t["median_random"]) if finite(t.get("median_random")) else math.nan
+        random = rel(t.median_random) if finite(t.median_random) else math.nan
         rows.append((random, test_label(t, several), t, rel))
     rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
     n = len(rows)
@@ -308,9 +307,9 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     cis: dict[str, tuple[list[float], list[float]]] = {}
     medians: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for y, (random, _, t, rel) in enumerate(rows):
-        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        colour = CASE_COLOURS.get(t.ci_case, CASE_COLOURS[None])
         for dy, side, marker, centre in ((0.18, "fixed", "s", 0.0), (-0.18, "random", "o", random)):
-            ci = t.get(f"ci_{side}")
+            ci = getattr(t, f"ci_{side}")
             if ci:
                 xs, ys = cis.setdefault(colour, ([], []))
                 xs += [rel(ci[0]), rel(ci[1]), math.nan]
@@ -336,11 +335,12 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     return fig
 
 
-def _sorted_by(tests: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    return sorted(
-        tests,
-        key=lambda t: (-float(t[key]) if finite(t.get(key)) else math.inf, test_label(t, True)),
-    )
+def _sorted_by(tests: Sequence[OrderComparison], key: str) -> list[OrderComparison]:
+    def rank(t: OrderComparison) -> tuple[float, str]:
+        value = getattr(t, key)
+        return (-float(value) if finite(value) else math.inf, test_label(t, True))
+
+    return sorted(tests, key=rank)
 
 
 def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
@@ -360,10 +360,10 @@ def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
             )
 
 
-def kw_significance(analysis: dict[str, Any]) -> Figure:
+def kw_significance(analysis: OrderAnalysis) -> Figure:
     """Kruskal-Wallis p-values against the family-wise corrected threshold (log scale), and
     the effect size eta^2_H, tests sorted by effect size (Duplyakin et al. 2023, Fig. 2)."""
-    tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if finite(t.get("kw_p"))]
+    tests = [t for t in _sorted_by(analysis.tests, "eta_squared") if finite(t.kw_p)]
     names = [test_label(t, several_metrics(tests)) for t in tests]
     n = len(tests)
     margins = (0.95, 0.5 + _names_room(names), 0.15, 0.5)
@@ -371,8 +371,8 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     ax_p, ax_e = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     xs = list(range(n))
     tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
-    ps = [max(float(t["kw_p"]), tiny) for t in tests]
-    sig = [bool(t.get("significant")) for t in tests]
+    ps = [max(float(t.kw_p or 0.0), tiny) for t in tests]
+    sig = [t.significant for t in tests]
     for flag, colour, name in (
         (True, SIGNIFICANT, "significant"),
         (False, NOT_SIGNIFICANT, "not significant"),
@@ -382,9 +382,9 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
     if n > 1:
         ax_p.plot(xs, ps, "-", color="#777777", lw=0.8, zorder=0)
-    alpha = analysis.get("alpha")
-    per_test = analysis.get("alpha_per_test")
-    correction = str(analysis.get("correction") or "")
+    alpha = analysis.alpha
+    per_test = analysis.alpha_per_test
+    correction = analysis.correction
     if finite(per_test):
         ax_p.axhline(
             float(per_test),
@@ -392,11 +392,11 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             ls="--",
             lw=1.2,
             label=f"corrected threshold ({label(correction)}, m = "
-            f"{analysis.get('family_size')}): {float(per_test):.3g}",
+            f"{analysis.family_size}): {float(per_test):.3g}",
         )
     elif correction == "holm" and finite(alpha) and n:
         # Holm's step-down compares the r-th smallest p with alpha / (m - r + 1) (Holm 1979).
-        m = int(analysis.get("family_size") or n)
+        m = analysis.family_size or n
         by_p = sorted(xs, key=lambda i: ps[i])
         levels = {i: float(alpha) / (m - r) for r, i in enumerate(by_p) if m - r > 0}
         ax_p.plot(
@@ -422,7 +422,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
-    etas = [float(t["eta_squared"]) if finite(t.get("eta_squared")) else 0.0 for t in tests]
+    etas = [float(t.eta_squared) if finite(t.eta_squared) else 0.0 for t in tests]
     ax_e.bar(
         xs,
         etas,
@@ -438,22 +438,23 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     return fig
 
 
-def delta_pct(analysis: dict[str, Any]) -> Figure:
-    """Delta% = (mean fixed - mean random) / mean fixed x 100 per test, sorted
-    (Duplyakin et al. 2023, Fig. 4); bars coloured by significance."""
-    tests = [t for t in analysis["tests"] if finite(t.get("delta_pct"))]
-    tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
+def delta_pct(analysis: OrderAnalysis) -> Figure:
+    """Delta% per test, sorted (Duplyakin et al. 2023, Fig. 4), of the medians the tables
+    show: (median fixed - median random) / median fixed x 100; bars coloured by
+    significance."""
+    tests = [t for t in analysis.tests if finite(t.delta_median_pct)]
+    tests.sort(key=lambda t: (float(t.delta_median_pct or 0.0), test_label(t, True)))
     n = len(tests)
     names = [test_label(t, several_metrics(tests)) for t in tests]
     margins = (0.35 + _names_room(names, slanted=False), 0.55, 0.15, 0.4)
     fig = _fixed_figure(max(1.6 + 0.28 * n if n <= 40 else 5.0, 2.5), margins)
     ax = fig.subplots()
     ys = list(range(n))
-    vals = [float(t["delta_pct"]) for t in tests]
-    sig = [bool(t.get("significant")) for t in tests]
+    vals = [float(t.delta_median_pct or 0.0) for t in tests]
+    sig = [t.significant for t in tests]
     ax.barh(ys, vals, color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig], height=0.7)
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_xlabel("Δ% = (mean fixed − mean random) / mean fixed (%)")
+    ax.set_xlabel("Δ median % = (median fixed − median random) / median fixed (%)")
     ax.set_ylabel("test" if n <= 40 else "test rank by Δ%")
     _test_axis(ax, names, horizontal=True)
     ax.grid(axis="x", alpha=0.3)
@@ -469,12 +470,12 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
     return fig
 
 
-def ci_case_counts(analysis: dict[str, Any]) -> Figure:
+def ci_case_counts(analysis: OrderAnalysis) -> Figure:
     """How many tests fall in each CI case (Duplyakin et al. 2023, Fig. 6)."""
     fig = _fixed_figure(3.4, (0.6, 0.55, 0.15, 0.4), width_in=6.5)
     ax = fig.subplots()
     cases: list[int | None] = [1, 2, 3, None]
-    counts = [sum(1 for t in analysis["tests"] if t.get("ci_case") == c) for c in cases]
+    counts = [sum(1 for t in analysis.tests if t.ci_case == c) for c in cases]
     for i, (c, k) in enumerate(zip(cases, counts)):
         bar = ax.bar([i], [k], color=CASE_COLOURS[c], label=CASE_NAMES[c])
         ax.bar_label(bar, fontsize=9)

@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
+from washout.analysis.parallel import Progress, run_jobs
 from washout.report import document, figures
-from washout.report.parallel import Progress, run_jobs
+from washout.report.render import Rendered, Settings
 from washout.version import __version__
 
 if TYPE_CHECKING:
     import jinja2
     import pandas as pd
 
+    from washout.analysis.result import Analysis
     from washout.sweep.result import SweepResult
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -46,7 +48,7 @@ def _svgs(
     workers: int | None = None,
 ) -> dict[str, Markup]:
     """Every figure drawn and written as SVG, keyed by its key, on ``workers`` processes
-    (:func:`washout.report.parallel.run_jobs`: by default every usable core), while this
+    (:func:`washout.analysis.parallel.run_jobs`: by default every usable core), while this
     one compiles the ``templates`` that will take them (they need no figure)."""
     jobs = [partial(_svg, item) for item in items]
     texts = run_jobs(jobs, progress, workers, partial(_compile, templates))
@@ -100,8 +102,7 @@ def render_html(
     )
 
 
-def write_html(path: str | Path, report: document.Report, progress: Progress | None = None) -> Path:
-    """:func:`render_html` written to ``path`` (UTF-8); returns the path."""
-    out = Path(path)
-    out.write_text(render_html(report, progress), encoding="utf-8")
-    return out
+def render(analysis: Analysis, settings: Settings) -> Rendered:
+    """The ``html`` format: the report of ``analysis`` as one self-contained file."""
+    report = document.build_report(analysis)
+    return Rendered(render_html(report, settings.progress, settings.workers))

@@ -1,24 +1,22 @@
-"""Why order matters, in one call: carryover, drift and the user's claims, as data and words.
+"""Why order matters, in words: carryover (with the first trial after the reset), drift and
+the user's claims, as sentences for the terminal and the reports.
 
-:func:`explain` is the entry point ``washout analyze --carryover --drift --claim`` uses;
-:func:`render_words` turns its result into sentences for the terminal and the reports (the
-report layer: words are rendering). The statistics themselves, with their sources, live in
-``washout.stats.carryover``, ``drift`` and ``claims``.
+:func:`render_words` reads an :class:`~washout.analysis.result.Analysis`'s parts in their
+plain (JSON) form, so a field a result gains reaches a sentence without a change here. The
+statistics themselves, with their sources, live in ``washout.stats.carryover``, ``drift``
+and ``claims``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.analysis.plain import finite_or_none
 from washout.stats import carryover as carryover_stats
-from washout.stats import claims as claims_stats
-from washout.stats import drift as drift_stats
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from washout.analysis.result import Analysis
 
 WALL = "wall"  # the metric washout measures itself: seconds, so higher is slower
 
@@ -27,79 +25,6 @@ CLOCK_WORDS: dict[str, str] = {
     "time_since_reset": "the time since the reset",
     "run": "the run index (across runs)",
 }
-
-
-@dataclass(frozen=True)
-class Why:
-    """What :func:`explain` found: each analysis that was asked for (None otherwise), with
-    its own family-wise correction."""
-
-    carryover: carryover_stats.CarryoverResult | None = None
-    drift: drift_stats.DriftResult | None = None
-    claims: tuple[claims_stats.ClaimResult, ...] | None = None
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        """``{"carryover": [...], "first_after_reset": [...], "drift": [...],
-        "claims": [...]}``, keys only for what was asked: carryover pairs (largest |Delta%|
-        first; predecessor ``(reset)``: the test's first trial after the reset), the first
-        trial after the reset pooled over the tests of each metric, drift correlations
-        (strongest first) and claim evaluations. Undefined and infinite numbers are None,
-        so the result is strict JSON."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        if self.carryover is not None:
-            out["carryover"] = [p.to_dict() for p in self.carryover.pairs]
-            out["first_after_reset"] = [r.to_dict() for r in self.carryover.first_after_reset]
-        if self.drift is not None:
-            out["drift"] = [r.to_dict() for r in self.drift.rows]
-        if self.claims is not None:
-            out["claims"] = [c.to_dict() for c in self.claims]
-        return _finite_or_none(out)
-
-
-def explain(
-    df: pd.DataFrame,
-    *,
-    carryover: bool = False,
-    drift: bool = False,
-    claims: Sequence[str] = (),
-    alpha: float = 0.05,
-    correction: str = "bonferroni",
-    by_worker: bool = False,
-    metric: str | None = None,
-) -> Why:
-    """Carryover (with the first trial after the reset), drift and the claims, each only
-    when asked for, over the same trials and options."""
-    return Why(
-        carryover=carryover_stats.carryover(
-            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
-        )
-        if carryover
-        else None,
-        drift=drift_stats.drift(
-            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
-        )
-        if drift
-        else None,
-        claims=tuple(
-            claims_stats.evaluate_claims(
-                df, list(claims), metric=metric, alpha=alpha, correction=correction
-            )
-        )
-        if claims
-        else None,
-    )
-
-
-def _finite_or_none(value: Any) -> Any:
-    """``value`` with every float NaN or infinity replaced by None, recursively (a t of a
-    sample without spread is infinite)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    return value
 
 
 def _p(p: float | None) -> str:
@@ -262,11 +187,29 @@ def _claim_words(c: dict[str, Any]) -> str:
     )
 
 
-def render_words(why: Why) -> list[str]:
-    """Human sentences for :func:`explain`'s result: the first trial after the reset and
+def why_parts(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
+    """``{"carryover": [...], "first_after_reset": [...], "drift": [...], "claims": [...]}``,
+    keys only for what the analysis has: carryover pairs (largest |Delta%| first;
+    predecessor ``(reset)``: the test's first trial after the reset), the first trial after
+    the reset pooled over the tests of each metric, drift correlations (strongest first) and
+    claim evaluations, as plain data (undefined numbers None)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if analysis.carryover is not None:
+        out["carryover"] = [p.to_dict() for p in analysis.carryover.pairs]
+        out["first_after_reset"] = [r.to_dict() for r in analysis.carryover.first_after_reset]
+    if analysis.drift is not None:
+        out["drift"] = [r.to_dict() for r in analysis.drift.rows]
+    if analysis.claims is not None:
+        out["claims"] = [c.to_dict() for c in analysis.claims]
+    result: dict[str, list[dict[str, Any]]] = finite_or_none(out)
+    return result
+
+
+def render_words(analysis: Analysis) -> list[str]:
+    """Human sentences for an analysis' why: the first trial after the reset and
     significant carryover and drift (or that there is none), and for each claim whether it
     holds under each order."""
-    d = why.to_dict()
+    d = why_parts(analysis)
     lines: list[str] = []
     if "carryover" in d:
         lines += _carryover_words(d["carryover"], d.get("first_after_reset", []))

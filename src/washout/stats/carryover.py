@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ class FirstAfterReset:
 
 
 @dataclass(frozen=True)
-class CarryoverResult:
+class CarryoverResult(FrameView):
     """All pairs, largest |Delta%| first, the pooled first-after-reset rows, and the family
     they were corrected over."""
 
@@ -176,6 +177,10 @@ class CarryoverResult:
 
     def significant(self) -> list[CarryoverPair]:
         return [p for p in self.pairs if p.significant]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per pair (:func:`carryover_frame`)."""
+        return carryover_frame(self)
 
 
 def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class DriftRow:
 
 
 @dataclass(frozen=True)
-class DriftResult:
+class DriftResult(FrameView):
     """Every correlation, strongest |rho| first, with the family it was corrected over."""
 
     rows: list[DriftRow]
@@ -81,6 +82,10 @@ class DriftResult:
 
     def significant(self) -> list[DriftRow]:
         return [r for r in self.rows if r.significant]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per correlation (:func:`drift_frame`)."""
+        return drift_frame(self)
 
 
 def with_clocks(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
