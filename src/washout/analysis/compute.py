@@ -240,42 +240,40 @@ def _beside(job: Callable[[], T], work: Callable[[], U]) -> tuple[T, U]:
 
 
 def _order(analysed: pd.DataFrame, options: Options) -> tuple[OrderAnalysis | None, str | None]:
-    """The fixed-vs-random analysis, or None and why there is none: fewer than two tests
-    (every order is then the same order) or not both order kinds."""
-    from washout.data.longformat import is_in
+    """The fixed-vs-random analysis, or None and why there is none: not both order kinds,
+    or fewer than two tests (every order is then the same order). Told from the analysis'
+    own counts: a pass over the rows to tell it first cost as much as the analysis."""
     from washout.stats.order import analyze_order
 
-    if "order" in analysed.columns and "test" in analysed.columns:
-        compared = analysed.loc[is_in(analysed["order"], ANALYSED_ORDERS)]
-        kinds = sorted(set(compared["order"].astype(str).unique()))
-        tests = compared["test"].nunique()
-        if len(kinds) < 2:
-            runs = f"only {kinds[0]}-order runs" if kinds else "no fixed- or random-order runs"
-            return None, f"No order analysis: {runs}, so nothing to compare their order with"
-        if tests == 1:
-            return None, (
-                "No order analysis: one test, so every order is the same order (compare "
-                "two or more tests)"
-            )
-    return (
-        analyze_order(
-            analysed,
-            alpha=options.alpha,
-            correction=options.correction,
-            by_worker=options.by_worker,
-            ci_confidence=options.ci_confidence,
-        ),
-        None,
+    order = analyze_order(
+        analysed,
+        alpha=options.alpha,
+        correction=options.correction,
+        by_worker=options.by_worker,
+        ci_confidence=options.ci_confidence,
     )
+    kinds = [
+        kind
+        for kind in ANALYSED_ORDERS
+        if any(getattr(t, f"n_{kind}") + getattr(t, f"excluded_{kind}") for t in order.tests)
+    ]
+    if len(kinds) < 2:
+        runs = f"only {kinds[0]}-order runs" if kinds else "no fixed- or random-order runs"
+        return None, f"No order analysis: {runs}, so nothing to compare their order with"
+    if len({t.test for t in order.tests}) == 1:
+        return None, (
+            "No order analysis: one test, so every order is the same order (compare two or "
+            "more tests)"
+        )
+    return order, None
 
 
 def _why(analysed: pd.DataFrame, options: Options, context: Context) -> _Why:
     """Carryover, drift and the claims (the options' and the spec's), as the options ask:
     one that is asked for and that the source cannot support is the error; one taken where
-    the source supports it leaves a note instead."""
-    from washout.stats.carryover import carryover as carryover_of
-    from washout.stats.claims import evaluate_claims
-    from washout.stats.drift import drift as drift_of
+    the source supports it leaves a note instead. Each module is imported only when used
+    (scipy's import alone is a sizable part of a large analysis)."""
+    from importlib import import_module
 
     shared: dict[str, Any] = dict(
         alpha=options.alpha,
@@ -285,16 +283,14 @@ def _why(analysed: pd.DataFrame, options: Options, context: Context) -> _Why:
     )
     found: dict[str, Any] = {}
     failed: dict[str, str] = {}
-    unsupported = _unsupported(analysed)
-    for name, compute, wanted in (
-        ("carryover", carryover_of, options.carryover),
-        ("drift", drift_of, options.drift),
-    ):
+    unsupported = _unsupported(analysed) if None in (options.carryover, options.drift) else {}
+    for name, wanted in (("carryover", options.carryover), ("drift", options.drift)):
         if wanted is False:
             continue
         if wanted is None and unsupported.get(name):
             failed[name] = unsupported[name]
             continue
+        compute = getattr(import_module(f"washout.stats.{name}"), name)
         try:
             found[name] = compute(analysed, **shared)
         except WashoutError as err:
@@ -309,6 +305,8 @@ def _why(analysed: pd.DataFrame, options: Options, context: Context) -> _Why:
     claims = list(dict.fromkeys([*options.claims, *context.claims]))
     results = None
     if claims:
+        from washout.stats.claims import evaluate_claims
+
         results = tuple(
             evaluate_claims(
                 analysed,

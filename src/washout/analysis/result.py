@@ -18,18 +18,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
 from washout.analysis.plain import finite_or_none, typed
 from washout.errors import WashoutError
-from washout.stats.carryover import CarryoverResult
-from washout.stats.claims import ClaimResult
-from washout.stats.compare import Comparison
-from washout.stats.drift import DriftResult
 from washout.stats.family import check_alpha, check_method
 from washout.stats.median_ci import check_confidence
-from washout.stats.order import OrderAnalysis
-from washout.sweep.result import SweepResult
 from washout.version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from washout.stats.carryover import CarryoverResult
+    from washout.stats.claims import ClaimResult
+    from washout.stats.compare import Comparison
+    from washout.stats.drift import DriftResult
+    from washout.stats.order import OrderAnalysis
+    from washout.sweep.result import SweepResult
 
 SCHEMA = "washout-analysis"
 SCHEMA_VERSION = 1
@@ -233,7 +234,16 @@ class Analysis:
             )
         import pandas as pd
 
-        hints = get_type_hints(cls, localns={"pd": pd})
+        from washout.stats.carryover import CarryoverResult
+        from washout.stats.claims import ClaimResult
+        from washout.stats.compare import Comparison
+        from washout.stats.drift import DriftResult
+        from washout.stats.order import OrderAnalysis
+        from washout.sweep.result import SweepResult
+
+        parts_types = (CarryoverResult, ClaimResult, Comparison, DriftResult, OrderAnalysis)
+        types = {t.__name__: t for t in (*parts_types, SweepResult)}
+        hints = get_type_hints(cls, localns={"pd": pd, **types})
         parts: dict[str, Any] = {}
         try:
             for name in (
