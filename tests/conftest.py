@@ -137,7 +137,7 @@ SLOW = {
     "test_hyperfine_cli.py": {
         "test_analyze_shows_resource_metrics_without_analysing_them",
         "test_every_trial_failing_stops_scripts_unless_ignored",
-        "test_live_medians_on_a_terminal_only",
+        "test_live_medians_refresh_end_at_the_final_counts_and_give_way",
         "test_parameter_scans_and_names",
         "test_run_count_from_hyperfines_time_budget",
         "test_spec_keys_warmup_and_prepare",
