@@ -7,9 +7,9 @@
   (:func:`washout.analysis.parallel.beside`), on the second core: a long CSV's row checks
   (a failed one is the error, before any result), a store's record and spec (its claims,
   which metric is better which way, the tests' order; the spec's pydantic models take
-  0.05 s to import), and the analyses of why (carryover, drift, claims). Meanwhile this
-  process runs the order analysis, then the caller's ``meanwhile`` (a report imports its
-  figure libraries there).
+  0.05 s to import), drift and the claims. Meanwhile this process runs the order analysis,
+  the caller's ``meanwhile`` (a report imports its figure libraries there), then carryover
+  (the longest, whose many pairs would cost more to send back than to keep) and what ran.
 - hyperfine's comparison needs each trial's run, CPU time and peak RSS, which the order
   analysis does not: for at most :data:`~washout.stats.compare.COMPARED_TESTS` tests (or
   when asked), it reads them afterwards.
@@ -35,11 +35,11 @@ from washout.analysis.result import (
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from washout.data.sources import SourceInfo
     from washout.harness.engine import Experiment
-    from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
     from washout.stats.drift import DriftResult
@@ -77,13 +77,14 @@ class Context:
 
 @dataclass(frozen=True)
 class _Why:
-    """What the child computes beside the order analysis."""
+    """What the child computes beside the order analysis: the source's context, drift and
+    the claims, and why drift could not be computed. (Carryover stays in the parent: its
+    result, 88,000 pairs at paper scale, took 1.7 s to pickle back.)"""
 
     context: Context
-    carryover: CarryoverResult | None
     drift: DriftResult | None
     claims: tuple[ClaimResult, ...] | None
-    notes: tuple[str, ...]
+    failed: dict[str, str]
 
 
 def analyze(
@@ -128,6 +129,8 @@ def _analyze(
     analysed = without_resource_metrics(trials, options.metric)
     kind = "frame" if info is None else info.kind
 
+    unsupported = _unsupported(analysed) if None in (options.carryover, options.drift) else {}
+
     def aside() -> _Why:
         if info is not None and info.check is not None:
             info.check()
@@ -136,16 +139,21 @@ def _analyze(
             found = Context()
             if info is not None and info.kind == "store":
                 found = _store_context(info.path, options.describe)
-        return _why(analysed, options, found)
+        drift, failed = _why_of("drift", options.drift, analysed, options, unsupported)
+        return _Why(found, drift, _claims(analysed, options, found), failed)
 
-    def here() -> tuple[OrderAnalysis | None, str | None]:
-        order = _order(analysed, options)
+    def here() -> tuple[OrderAnalysis | None, str | None, Any, dict[str, str], WhatRan | None]:
+        order, note = _order(analysed, options)
         if meanwhile is not None:
             meanwhile()
-        return order
+        carryover, failed = _why_of("carryover", options.carryover, analysed, options, unsupported)
+        ran = _what_ran(analysed) if options.describe else None
+        return order, note, carryover, failed, ran
 
     forked = (info is not None and info.check is not None) or kind == "store" or options.why
-    why, (order, order_note) = _beside(aside, here) if forked else (aside(), here())
+    why, (order, order_note, carryover, carryover_failed, ran) = (
+        _beside(aside, here) if forked else (aside(), here())
+    )
     ctx = why.context
     comparison, compare_notes = _comparison(trials, info, options, ctx)
     detectable = _detectable(order)
@@ -155,14 +163,21 @@ def _analyze(
         order=order,
         detectable_shift=detectable,
         comparison=comparison,
-        carryover=why.carryover,
+        carryover=carryover,
         drift=why.drift,
         claims=why.claims,
         recorded=ctx.recorded if options.describe else None,
-        what_ran=_what_ran(analysed) if options.describe else None,
+        what_ran=ran,
         excluded=_excluded(trials, analysed),
         notes=tuple(
-            n for n in (*ctx.notes, order_note, *why.notes, *compare_notes) if n is not None
+            n
+            for n in (
+                *ctx.notes,
+                order_note,
+                *_why_notes({**carryover_failed, **why.failed}),
+                *compare_notes,
+            )
+            if n is not None
         ),
         trials=analysed,
     )
@@ -268,55 +283,64 @@ def _order(analysed: pd.DataFrame, options: Options) -> tuple[OrderAnalysis | No
     return order, None
 
 
-def _why(analysed: pd.DataFrame, options: Options, context: Context) -> _Why:
-    """Carryover, drift and the claims (the options' and the spec's), as the options ask:
-    one that is asked for and that the source cannot support is the error; one taken where
-    the source supports it leaves a note instead. Each module is imported only when used
+def _why_of(
+    name: str,
+    wanted: bool | None,
+    analysed: pd.DataFrame,
+    options: Options,
+    unsupported: dict[str, str],
+) -> tuple[Any, dict[str, str]]:
+    """Carryover or drift (``name``) as the options ask, and why not where it was not
+    computed: one asked for that the source cannot support is the error; one taken where
+    the source supports it leaves a reason instead. The module is imported only when used
     (scipy's import alone is a sizable part of a large analysis)."""
     from importlib import import_module
 
-    shared: dict[str, Any] = dict(
-        alpha=options.alpha,
-        correction=options.correction,
-        by_worker=options.by_worker,
-        metric=options.metric,
-    )
-    found: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    unsupported = _unsupported(analysed) if None in (options.carryover, options.drift) else {}
-    for name, wanted in (("carryover", options.carryover), ("drift", options.drift)):
-        if wanted is False:
-            continue
-        if wanted is None and unsupported.get(name):
-            failed[name] = unsupported[name]
-            continue
-        compute = getattr(import_module(f"washout.stats.{name}"), name)
-        try:
-            found[name] = compute(analysed, **shared)
-        except WashoutError as err:
-            if wanted:
-                raise
-            failed[name] = str(err)
-    notes = []
-    if len(set(failed.values())) == 1 and len(failed) == 2:
-        notes.append(f"No carryover or drift analysis: {next(iter(failed.values()))}")
-    else:
-        notes += [f"No {name} analysis: {reason}" for name, reason in failed.items()]
-    claims = list(dict.fromkeys([*options.claims, *context.claims]))
-    results = None
-    if claims:
-        from washout.stats.claims import evaluate_claims
+    if wanted is False:
+        return None, {}
+    if wanted is None and unsupported.get(name):
+        return None, {name: unsupported[name]}
+    compute = getattr(import_module(f"washout.stats.{name}"), name)
+    try:
+        return compute(
+            analysed,
+            alpha=options.alpha,
+            correction=options.correction,
+            by_worker=options.by_worker,
+            metric=options.metric,
+        ), {}
+    except WashoutError as err:
+        if wanted:
+            raise
+        return None, {name: str(err)}
 
-        results = tuple(
-            evaluate_claims(
-                analysed,
-                claims,
-                metric=options.metric,
-                alpha=options.alpha,
-                correction=options.correction,
-            )
+
+def _why_notes(failed: dict[str, str]) -> list[str]:
+    """A note per analysis of why that was not computed, one for both when the reason is
+    the same."""
+    if len(failed) == 2 and len(set(failed.values())) == 1:
+        return [f"No carryover or drift analysis: {next(iter(failed.values()))}"]
+    return [f"No {name} analysis: {reason}" for name, reason in sorted(failed.items())]
+
+
+def _claims(
+    analysed: pd.DataFrame, options: Options, context: Context
+) -> tuple[ClaimResult, ...] | None:
+    """The claims of the options and of the source's spec, evaluated; None without any."""
+    claims = list(dict.fromkeys([*options.claims, *context.claims]))
+    if not claims:
+        return None
+    from washout.stats.claims import evaluate_claims
+
+    return tuple(
+        evaluate_claims(
+            analysed,
+            claims,
+            metric=options.metric,
+            alpha=options.alpha,
+            correction=options.correction,
         )
-    return _Why(context, found.get("carryover"), found.get("drift"), results, tuple(notes))
+    )
 
 
 def _unsupported(analysed: pd.DataFrame) -> dict[str, str]:
@@ -330,9 +354,9 @@ def _unsupported(analysed: pd.DataFrame) -> dict[str, str]:
     if analysed["test"].nunique() < 2:
         reason = "one test, so no trial of a run comes after another test"
         return {"carryover": reason, "drift": reason}
-    random = analysed.loc[is_in(analysed["order"], ("random",))]
-    keys = [c for c in ("worker", "run") if c in random.columns]
-    if len(random[keys].drop_duplicates()) < 2:
+    keys = [c for c in ("worker", "run") if c in analysed.columns]
+    random = analysed.loc[is_in(analysed["order"], ("random",)), keys]
+    if len(random.drop_duplicates()) < 2:
         return {
             "carryover": "fewer than two random-order runs, so no test follows different "
             "tests in different runs"
@@ -365,11 +389,13 @@ def _comparison(
     if metric is None:
         return None, []
     said = context.better.get(metric)
+    if said is None and metric in (*SECOND_METRICS, *RESOURCE_METRICS):
+        said = "lower"  # a time or a size: less is better
     notes = []
-    if said is None and metric not in (*SECOND_METRICS, *RESOURCE_METRICS):
+    if said is None:
         notes.append(
-            f"The comparison takes the lower {metric} as the better (the source does not "
-            "say which is better)"
+            f"The source does not say whether a lower or a higher {metric} is better: the "
+            "comparison gives each test's ratio to the lowest, not which is better"
         )
     present = set(every["test"].astype(str).unique())
     order = [t for t in context.tests if t in present]
@@ -380,6 +406,7 @@ def _comparison(
         correction=options.correction,
         tests=order or None,
         lower_is_better=said != "higher",
+        better_known=said is not None,
         describe=lambda v: metric_value(metric, v),
     )
     return (comparison if comparison.summaries else None), notes
@@ -438,35 +465,62 @@ def _agreed(pairs: Any) -> dict[str, str]:
 
 def _what_ran(trials: pd.DataFrame) -> WhatRan | None:
     """Runs per order kind, tests, metrics, trials, workers, unsuccessful trials and the
-    time span, from the trials."""
+    time span, from the trials. A trial is a (worker, run, position), told apart by one
+    integer key per row rather than by hashing rows: a paper-scale study's 2.3M rows."""
+    import numpy as np
     import pandas as pd
 
     if not len(trials):
         return None
-    keys = [c for c in ("worker", "run", "position") if c in trials.columns]
-    one = trials.drop_duplicates(keys) if keys else trials
-    runs = trials.drop_duplicates([c for c in ("worker", "run") if c in trials.columns])
-    status = one["status"].astype(str).value_counts()
-    started = ended = None
-    if "started" in trials.columns:
-        start = pd.to_datetime(trials["started"], errors="coerce", utc=True, format="ISO8601")
-        if start.notna().any():
-            started = start.min().isoformat()
-            end = start.max()
-            if "ended" in trials.columns:
-                stop = pd.to_datetime(trials["ended"], errors="coerce", utc=True, format="ISO8601")
-                end = max(end, stop.max()) if stop.notna().any() else end
-            ended = end.isoformat()
+    trial = _key(trials, ("worker", "run", "position"))
+    run = _key(trials, ("worker", "run"))
+    _, first_row = np.unique(trial, return_index=True)
+    _, run_row = np.unique(run, return_index=True)
+    status = trials["status"].iloc[first_row].astype(str).value_counts()
+    kinds = trials["order"].iloc[run_row].astype(str).value_counts()
     return WhatRan(
-        runs={str(k): int(n) for k, n in runs["order"].astype(str).value_counts().items()},
+        runs={str(k): int(n) for k, n in kinds.items()},
         tests=int(trials["test"].nunique()),
-        metrics=tuple(map(str, dict.fromkeys(trials["metric"].astype(str)))),
-        trials=len(one),
+        metrics=tuple(str(m) for m in pd.unique(trials["metric"]) if not pd.isna(m)),
+        trials=len(first_row),
         workers=int(trials["worker"].nunique()) if "worker" in trials.columns else 1,
         unsuccessful={str(k): int(v) for k, v in status.items() if k != "ok"},
-        started=started,
-        ended=ended,
+        started=_moment(trials, "started", min),
+        ended=_moment(trials, "ended", max) or _moment(trials, "started", max),
     )
+
+
+def _key(trials: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """One integer per row for its values of ``columns`` (those the frame has): the
+    columns' codes in mixed radix."""
+    import numpy as np
+    import pandas as pd
+
+    key = np.zeros(len(trials), dtype=np.int64)
+    for column in columns:
+        if column in trials.columns:
+            codes, levels = pd.factorize(trials[column], use_na_sentinel=False)
+            key = key * max(len(levels), 1) + codes
+    return key
+
+
+def _moment(trials: pd.DataFrame, column: str, pick: Callable[..., Any]) -> str | None:
+    """The earliest (``min``) or latest (``max``) time stamp of ``column`` as ISO 8601 UTC,
+    or None. Time stamps as washout writes them (ISO 8601, UTC) order as text, so only the
+    end is parsed; a column of other forms is parsed whole."""
+    import pandas as pd
+
+    if column not in trials.columns:
+        return None
+    stamps = trials[column].dropna()
+    if stamps.empty:
+        return None
+    if stamps.dtype.kind in "OU" or isinstance(stamps.dtype, pd.StringDtype):
+        text = stamps if isinstance(stamps.dtype, pd.StringDtype) else stamps.astype(str)
+        if text.str.endswith("+00:00").all():
+            return pd.Timestamp(pick(text)).isoformat()
+    parsed = pd.to_datetime(stamps, errors="coerce", utc=True, format="ISO8601").dropna()
+    return pick(parsed).isoformat() if len(parsed) else None
 
 
 def _excluded(trials: pd.DataFrame, analysed: pd.DataFrame) -> tuple[Excluded, ...]:

@@ -4,7 +4,7 @@ metrics with SI prefixes; one function per kind, so every output writes a value 
 hyperfine shows a time in the largest of s, ms and µs it reaches, with three decimals for
 seconds and one otherwise (``1.020 s``, ``9.3 ms``); sizes are written as a spec writes them
 (``12.3 MiB``). A metric washout knows nothing of (``rps``, ``iops``) has no unit: its values
-get SI prefixes (``45.0 M``) and four significant digits.
+get SI prefixes (``45.0 M``, from a thousand up) and four significant digits.
 """
 
 from __future__ import annotations
@@ -66,11 +66,14 @@ def si_prefix(value: float) -> tuple[str, float]:
 
 
 def number(value: float | None) -> str:
-    """A value of a metric without a unit: four significant digits and an SI prefix,
-    ``45.00 M``, ``3.142``, ``12.50 µ``; ``-`` if none."""
+    """A value of a metric without a unit: four significant digits, with an SI prefix from
+    a thousand up (``45.00 M``, ``3.142``, ``0.1130``); scientific below 0.001 (a milli
+    without a unit reads as a unit); ``-`` if none."""
     if value is None or not math.isfinite(value):
         return "-"
-    name, size = si_prefix(value)
+    if value and abs(value) < 1e-3:
+        return f"{value:.3e}"
+    name, size = si_prefix(value) if abs(value) >= 1e3 else ("", 1.0)
     scaled = value / size
     digits = max(0, 3 - int(math.floor(math.log10(abs(scaled))))) if scaled else 0
     return f"{scaled:.{digits}f}" + (f" {name}" if name else "")

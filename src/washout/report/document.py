@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from washout.analysis.result import Analysis
+    from washout.stats.order import OrderAnalysis, OrderComparison
     from washout.sweep.result import Curve, ImportantPoint, SweepResult
 
 
@@ -78,9 +79,15 @@ class Report:
     """The verdict is that order matters (the report says so first)."""
     comparison: Table | None = None
     """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
+    ranking_heading: str = ""
+    """What the summary's ratios are computed from."""
     ranking: list[str] = field(default_factory=list)
     """hyperfine's summary: "A ran r times faster than B" (or "no significant difference")
     lines, with their notes."""
+    tests_note: str = ""
+    """Which comparisons the per-test table shows, when not all."""
+    tests_csv: tuple[str, str] | None = None
+    """Every comparison as CSV: its file name and text (the table's whole form)."""
 
     def all_figures(self) -> list[FigureItem]:
         """Every figure, in the order the report shows them: the sections', the sweep's."""
@@ -105,8 +112,7 @@ def comparison_lines(analysis: Analysis) -> list[str]:
     if comparison is None:
         return []
     lines = [f"{head} {line}" for head, body in text.ranking_lines(comparison) for line in body]
-    lines += [f"{test!r}: {w}" for test, w in text.comparison_warnings(comparison)]
-    return ([text.summary_heading(comparison) + ":"] if comparison.rankings else []) + lines
+    return lines + [f"{test!r}: {w}" for test, w in text.comparison_warnings(comparison)]
 
 
 def _usable(trials: pd.DataFrame) -> pd.DataFrame:
@@ -115,57 +121,165 @@ def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     return usable_trials(trials, "report")[0]
 
 
+MANY = 40
+"""Comparisons above which a report summarises across them, as the ordering-trap paper
+summarises its 1,880 configurations (the share where order matters, the distribution of
+effects and p-values), and details only the most affected: a figure and a table row per
+test took ~60 ms and 230 KB each, two minutes and 430 MB for the paper's dataset."""
+SHOWN = 30
+"""Comparisons a summarising report details in its table and figures."""
+FINDINGS = 30
+"""Sentences of why a report lists; the JSON has every finding."""
+
+
+def many(order: OrderAnalysis | None) -> bool:
+    """Whether a report summarises ``order`` across tests (:data:`MANY`)."""
+    return order is not None and len(order.tests) > MANY
+
+
+def most_affected(order: OrderAnalysis) -> list[OrderComparison]:
+    """The comparisons, the most affected first: the smallest Kruskal-Wallis p, then the
+    largest |Δ median %|."""
+
+    def rank(t: OrderComparison) -> tuple[float, float, str, str]:
+        p = t.kw_p if t.kw_p is not None else 2.0
+        return (p, -abs(t.delta_median_pct or 0.0), t.test, t.metric)
+
+    return sorted(order.tests, key=rank)
+
+
+def shown_tests(order: OrderAnalysis) -> list[OrderComparison]:
+    """The comparisons a report details: all of them, or the :data:`SHOWN` most affected."""
+    return most_affected(order)[:SHOWN] if many(order) else list(order.tests)
+
+
 def order_sections(analysis: Analysis) -> list[Section]:
-    """Figures 1-4 from the order analysis; from the trials, one overview of every trial
-    per metric, a trials figure by position and time for each test :func:`flagged_tests`
-    names (at most :data:`DETAIL_FIGURES`), and per worker where there are several."""
-    order, trials = analysis.order, analysis.trials
+    """The order figures: per test (figures 1-4) or, with many tests, across tests and for
+    the most affected; then from the trials, an overview of every trial per metric (of the
+    tests shown), a trials figure by position and time for each test :func:`flagged_tests`
+    names (at most :data:`DETAIL_FIGURES`), and those tests per worker where there are
+    several."""
+    order = analysis.order
     sections = []
-    if order is not None and order.tests:
-        sections.append(
+    if order is not None and order.tests and not many(order):
+        sections.append(Section("Order effects", "", _per_test_figures(order)))
+    elif order is not None and order.tests:
+        top = shown_tests(order)
+        sections += [
             Section(
-                "Order effects",
-                "",
+                "Across tests",
+                f"Order matters in {len(order.significant):,} of {len(order.tests):,} "
+                f"comparisons ({text.share(len(order.significant) / len(order.tests))}); how "
+                "much and how surely, across all of them.",
+                _across_figures(order),
+            ),
+            Section(
+                "Most affected tests",
+                f"The {len(top)} comparisons with the smallest p-values, of "
+                f"{len(order.tests):,}; every one is in the CSV of the per-test results.",
                 [
                     FigureItem(
                         "ci-medians",
-                        "Fixed vs random medians with their CIs",
-                        "Each panel is one test on its own scale: squares are the fixed-order "
-                        "median, circles the random-order median, whiskers their distribution-"
-                        "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
-                        "order moved the median.",
-                        partial(figures.ci_medians, order.tests),
-                    ),
-                    FigureItem(
-                        "kw-significance",
-                        "p-values and effect sizes",
-                        "Tests sorted by effect size eta²_H. A p-value below the dashed "
-                        "corrected threshold is significant after the family-wise correction.",
-                        partial(figures.kw_significance, order),
+                        "Fixed vs random medians with their CIs, the most affected tests",
+                        "Each test's fixed and random medians and CIs as the difference from "
+                        "its fixed-order median, coloured by CI case.",
+                        partial(figures.ci_medians, top),
                     ),
                     FigureItem(
                         "delta-pct",
-                        "Δ median % per test",
+                        "Δ median % of the most affected tests",
                         "Positive: the fixed order had the larger median. Bars in the warm "
                         "colour are significant after correction.",
-                        partial(figures.delta_pct, order),
-                    ),
-                    FigureItem(
-                        "ci-cases",
-                        "CI cases",
-                        "How many tests fall in each case of the CI comparison.",
-                        partial(figures.ci_case_counts, order),
+                        partial(figures.delta_pct, top),
                     ),
                 ],
-            )
-        )
+            ),
+        ]
+    return sections + _trials_sections(analysis)
+
+
+def _per_test_figures(order: OrderAnalysis) -> list[FigureItem]:
+    """The paper's figures 5, 2, 4 and 6, a mark per test."""
+    return [
+        FigureItem(
+            "ci-medians",
+            "Fixed vs random medians with their CIs",
+            "Each panel is one test on its own scale: squares are the fixed-order median, "
+            "circles the random-order median, whiskers their distribution-free CIs. The "
+            "colour is the CI case: disjoint CIs (case 1) mean the order moved the median.",
+            partial(figures.ci_medians, order.tests),
+        ),
+        FigureItem(
+            "kw-significance",
+            "p-values and effect sizes",
+            "Tests sorted by effect size eta²_H. A p-value below the dashed corrected "
+            "threshold is significant after the family-wise correction.",
+            partial(figures.kw_significance, order),
+        ),
+        FigureItem(
+            "delta-pct",
+            "Δ median % per test",
+            "Positive: the fixed order had the larger median. Bars in the warm colour are "
+            "significant after correction.",
+            partial(figures.delta_pct, order.tests),
+        ),
+        _ci_cases(order),
+    ]
+
+
+def _across_figures(order: OrderAnalysis) -> list[FigureItem]:
+    """Many tests summarised: the distributions of their effects and p-values, and their
+    CI cases."""
+    return [
+        FigureItem(
+            "effects",
+            "Effects across tests",
+            "How many comparisons shifted by how much (Δ median %, symmetric log) and how "
+            "strongly (eta²_H); significant ones in the warm colour.",
+            partial(figures.effect_distribution, order),
+        ),
+        FigureItem(
+            "p-values",
+            "p-values across tests",
+            "Without any order effect the p-values would spread evenly; a pile at the left of "
+            "the corrected threshold is the comparisons where order matters.",
+            partial(figures.p_distribution, order),
+        ),
+        _ci_cases(order),
+    ]
+
+
+def _ci_cases(order: OrderAnalysis) -> FigureItem:
+    return FigureItem(
+        "ci-cases",
+        "CI cases",
+        "How many tests fall in each case of the CI comparison.",
+        partial(figures.ci_case_counts, order),
+    )
+
+
+def _trials_sections(analysis: Analysis) -> list[Section]:
+    """Every successful trial of the tests shown: an overview per metric, the flagged
+    tests by position and time, and those per worker where there are several."""
+    from washout.data.longformat import is_in
+
+    order, trials = analysis.order, analysis.trials
     if trials is None or len(trials) == 0:
-        return sections
+        return []
+    summarised = many(order)
+    if summarised and order is not None:
+        keep = {(t.test, t.metric) for t in shown_tests(order)}
+        chosen = is_in(trials["test"], {t for t, _ in keep}) & is_in(
+            trials["metric"], {m for _, m in keep}
+        )
+        trials = trials.loc[chosen]
     ok = _usable(trials)
     if ok.empty:
-        return sections
+        return []
     tests, metrics = ok["test"].astype(str), ok["metric"].astype(str)
     pairs = list(dict.fromkeys(zip(tests, metrics)))
+    if summarised:
+        pairs = [pair for pair in pairs if pair in keep]
     many_metrics = metrics.nunique() > 1
 
     def one(test: str, metric: str) -> pd.DataFrame:
@@ -174,18 +288,23 @@ def order_sections(analysis: Analysis) -> list[Section]:
     def named(test: str, metric: str) -> str:
         return f"{test} · {metric}" if many_metrics else test
 
-    shown = [
-        FigureItem(
-            f"overview-{j}",
-            f"{metric}: every trial of every test",
-            "Each test's trials as points, fixed and random order side by side, as the "
-            "difference from that test's fixed-order median; bars are the medians.",
-            partial(figures.trials_overview, ok[metrics == metric], metric),
+    overviews = []
+    for j, metric in enumerate(dict.fromkeys(m for _, m in pairs)):
+        drawn = {t for t, m in pairs if m == metric}
+        rows = ok[(metrics == metric) & tests.isin(drawn)]
+        overviews.append(
+            FigureItem(
+                f"overview-{j}",
+                f"{metric}: every trial of "
+                + (f"the {len(drawn)} most affected tests" if summarised else "every test"),
+                "Each test's trials as points, fixed and random order side by side, as the "
+                "difference from that test's fixed-order median; bars are the medians.",
+                partial(figures.trials_overview, rows, metric),
+            )
         )
-        for j, metric in enumerate(dict.fromkeys(metrics))
-    ]
     flags = [f for f in flagged_tests(analysis) if (f.test, f.metric) in set(pairs)]
-    shown += [
+    detail = flags[:DETAIL_FIGURES]
+    shown = overviews + [
         FigureItem(
             f"trials-{i}",
             f"{named(f.test, f.metric)}: trials by position and time ({', '.join(f.reasons)})",
@@ -196,10 +315,14 @@ def order_sections(analysis: Analysis) -> list[Section]:
                 figures.trials_over_run, one(f.test, f.metric), named(f.test, f.metric), f.metric
             ),
         )
-        for i, f in enumerate(flags[:DETAIL_FIGURES])
+        for i, f in enumerate(detail)
     ]
-    sections.append(Section("Trials", _trials_intro(flags, len(pairs), named), shown))
-    several_workers = ok["worker"].nunique() > 1
+    sections = [Section("Trials", _trials_intro(flags, len(pairs), named), shown)]
+    workers = (
+        ([(f.test, f.metric) for f in detail] if summarised else pairs)
+        if ok["worker"].nunique() > 1
+        else []
+    )
     per_worker = [
         FigureItem(
             f"workers-{i}",
@@ -207,8 +330,8 @@ def order_sections(analysis: Analysis) -> list[Section]:
             "The same test on every worker; bars are medians.",
             partial(figures.per_worker, frame, named(test, metric), metric),
         )
-        for i, (test, metric) in enumerate(pairs)
-        if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
+        for i, (test, metric) in enumerate(workers)
+        if (frame := one(test, metric))["worker"].nunique() > 1
     ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
@@ -514,8 +637,9 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
 # ---------------------------------------------------------------------------------------
 
 
-def build_report(analysis: Analysis) -> Report:
-    """Everything the report of ``analysis`` shows, for html.py and markdown.py to write."""
+def build_report(analysis: Analysis, stem: str = "report") -> Report:
+    """Everything the report of ``analysis`` shows, for html.py and markdown.py to write;
+    ``stem`` names the files that go with it (the per-test CSV)."""
     from washout.report.words import render_words
 
     if analysis.sweep is not None and analysis.settings is None:
@@ -528,24 +652,42 @@ def build_report(analysis: Analysis) -> Report:
     recorded, order = analysis.recorded, analysis.order
     facts, notes, workers = what_ran(analysis)
     comparison = analysis.comparison
+    name = recorded.name if recorded is not None else None
+    rows = shown_tests(order) if order is not None else None
+    findings = render_words(analysis)
+    if len(findings) > FINDINGS:
+        findings = findings[:FINDINGS] + [
+            f"And {len(findings) - FINDINGS:,} more findings: `washout analyze --carryover "
+            "--drift --format json` has every one."
+        ]
     return Report(
-        title=f"washout report: {recorded.name}"
-        if recorded and recorded.name
-        else "washout report",
+        title=f"washout report: {name}" if name else "washout report",
         verdict=text.verdict(analysis) if analysis.sweep is None else "",
         facts=facts,
         notes=notes,
         spec_text=(recorded.spec_text or None) if recorded else None,
         workers=workers,
-        tests=text.order_table(order) if order is not None else None,
-        warnings=text.order_warnings(order) if order is not None else [],
+        tests=text.order_table(order, rows) if order is not None else None,
+        warnings=text.order_warnings(order, rows) if order is not None else [],
         sections=order_sections(analysis),
         sweep=sweep_part(analysis.sweep, analysis.settings)
         if analysis.sweep is not None and analysis.settings is not None
         else None,
-        findings=render_words(analysis),
+        findings=findings,
         order_matters=analysis.verdict == "order-matters",
         comparison=text.comparison_table(comparison) if comparison is not None else None,
+        ranking_heading=text.summary_heading(comparison)
+        if comparison is not None and comparison.rankings
+        else "",
         ranking=comparison_lines(analysis),
-        legend=text.order_table(order).caption if order is not None else "",
+        legend=text.order_table(order, []).caption if order is not None else "",
+        tests_note=(
+            f"The {len(rows)} most affected of {len(order.tests):,} comparisons (the smallest "
+            "p-values first); the CSV has every one."
+            if order is not None and rows is not None and len(rows) < len(order.tests)
+            else ""
+        ),
+        tests_csv=(f"{stem}-tests.csv", analysis.to_frame().to_csv(index=False))
+        if order is not None and order.tests
+        else None,
     )

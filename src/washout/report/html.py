@@ -99,10 +99,18 @@ def render_html(
         sweep_html=sweep_html,
         matters=report.order_matters,
         version=__version__,
+        csv_uri=_data_uri(report.tests_csv[1]) if report.tests_csv else "",
     )
+
+
+def _data_uri(csv_text: str) -> str:
+    """The CSV as a ``data:`` URI, so the page links its whole table and stays one file."""
+    import base64
+
+    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv_text.encode()).decode()
 
 
 def render(analysis: Analysis, settings: Settings) -> Rendered:
     """The ``html`` format: the report of ``analysis`` as one self-contained file."""
-    report = document.build_report(analysis)
+    report = document.build_report(analysis, settings.stem)
     return Rendered(render_html(report, settings.progress, settings.workers))

@@ -71,11 +71,13 @@ def render(analysis: Analysis, settings: Settings) -> Rendered:
     """The ``md`` format: the report of ``analysis`` as Markdown, its figures as PNGs in
     the folder ``STEM-figures`` beside it (linked relatively, so the pair can be moved
     together), drawn on ``settings.workers`` processes."""
-    report = document.build_report(analysis)
+    report = document.build_report(analysis, settings.stem)
     folder = f"{settings.stem}-figures"
     items = report.all_figures()
     pngs = run_jobs([partial(_png, item) for item in items], settings.progress, settings.workers)
     files = {f"{folder}/{item.key}.png": png for item, png in zip(items, pngs, strict=True)}
+    if report.tests_csv:
+        files[report.tests_csv[0]] = report.tests_csv[1].encode()
     return Rendered(markdown_text(report, folder), files, (folder,))
 
 
@@ -93,14 +95,22 @@ def markdown_text(report: document.Report, folder: str) -> str:
         lines += ["### Spec", ""] + _code_block(report.spec_text) + [""]
     if report.comparison is not None:
         lines += ["## Comparison", ""] + md_table(report.comparison) + [""]
+        lines += [md_text(report.comparison.caption) + ".", ""]
+        if report.ranking_heading:
+            lines += [md_text(report.ranking_heading) + ":", ""]
         lines += [f"- {md_text(line)}" for line in report.ranking] + (
             [""] if report.ranking else []
         )
     if report.tests is not None:
         lines += ["## Per-test results", ""]
+        if report.tests_note:
+            lines += [md_text(report.tests_note), ""]
         lines += (md_table(report.tests) if report.tests.rows else ["No test to show."]) + [""]
         if report.legend:
             lines += [md_text(report.legend), ""]
+        if report.tests_csv:
+            name = report.tests_csv[0]
+            lines += [f"Every comparison, every field: [{md_text(name)}]({name}).", ""]
         if report.warnings:
             lines += ["### Warnings", ""]
             lines += [f"- **{md_text(t)}**: {md_text(w)}" for t, w in report.warnings] + [""]

@@ -12,6 +12,7 @@ prefixes); an effect is computed from the statistic beside it; every column has 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -148,9 +149,10 @@ def _median_cells(t: OrderComparison, side: str) -> tuple[str, str]:
     return metric_value(t.metric, median, unit), NONE if ci is None else f"[{interval}]"
 
 
-def order_table(order: OrderAnalysis) -> Table:
-    """One row per comparison: the trials used, both medians with their CIs, the CI case,
-    Delta% of the medians, Kruskal-Wallis p, eta^2_H, whether it is significant."""
+def order_table(order: OrderAnalysis, rows: Sequence[OrderComparison] | None = None) -> Table:
+    """One row per comparison (of ``rows``, default all): the trials used, both medians
+    with their CIs, the CI case, Delta% of the medians, Kruskal-Wallis p, eta^2_H, whether
+    it is significant."""
     several = len({t.metric for t in order.tests}) > 1
     by_worker = any(t.worker is not None for t in order.tests)
     columns = ["test", *(["metric"] if several else []), *(["worker"] if by_worker else [])]
@@ -166,12 +168,12 @@ def order_table(order: OrderAnalysis) -> Table:
         "eta²_H",
         "significant",
     ]
-    rows, flags = [], []
-    for t in order.tests:
+    cells, flags = [], []
+    for t in order.tests if rows is None else rows:
         excluded = t.excluded_fixed + t.excluded_random
         med_f, ci_f = _median_cells(t, "fixed")
         med_r, ci_r = _median_cells(t, "random")
-        rows.append(
+        cells.append(
             [
                 t.test,
                 *([t.metric] if several else []),
@@ -198,7 +200,7 @@ def order_table(order: OrderAnalysis) -> Table:
     )
     return Table(
         columns + numbers,
-        rows,
+        cells,
         flags,
         numeric=set(numbers[:-1]) - {"CI case"},
         wide={"CI fixed", "CI random"},
@@ -206,10 +208,14 @@ def order_table(order: OrderAnalysis) -> Table:
     )
 
 
-def order_warnings(order: OrderAnalysis) -> list[tuple[str, str]]:
-    """Every warning of the order analysis as (comparison, warning), in table order."""
+def order_warnings(
+    order: OrderAnalysis, rows: Sequence[OrderComparison] | None = None
+) -> list[tuple[str, str]]:
+    """Every warning of the order analysis (of ``rows``, default all) as (comparison,
+    warning), in table order."""
     several = len({t.metric for t in order.tests}) > 1
-    return [(where(t, several), w) for t in order.tests for w in t.warnings]
+    chosen = order.tests if rows is None else rows
+    return [(where(t, several), w) for t in chosen for w in t.warnings]
 
 
 # -- hyperfine's comparison -------------------------------------------------------------
@@ -272,13 +278,20 @@ def summary_heading(comparison: Comparison) -> str:
     )
 
 
-def ratio_phrase(r: Ranking, metric: str, inverse: bool = False) -> str:
+def ratio_phrase(r: Ranking, comparison: Comparison, inverse: bool = False) -> str:
     """ "1.88 times faster than 'b' (95% CI 1.85…1.92, 10 runs)"; ``inverse``: the ratio
-    seen from the other test (its CI below 1)."""
-    how = "faster than" if metric == "wall" else f"better on {metric} than"
+    seen from the other test (its CI below 1). A metric whose better way the source does
+    not say is "lower on" it, not "better"."""
+    metric = comparison.metric
+    if metric == "wall":
+        how = "faster than"
+    elif comparison.better is None:
+        how = f"{'higher' if inverse else 'lower'} on {metric} than"
+    else:
+        how = f"better on {metric} than"
     ratio, ci, other = r.ratio, r.ratio_ci, r.test
-    if inverse:
-        ratio, ci, other = 1 / r.ratio, (1 / r.ratio_ci[1], 1 / r.ratio_ci[0]), r.fastest  # type: ignore[index]
+    if inverse and ci is not None:
+        ratio, ci, other = 1 / r.ratio, (1 / ci[1], 1 / ci[0]), r.fastest
     return f"{ratio:.2f} times {how} {other!r}  ({ratio_ci(ci, r.confidence)}, {r.n_runs} runs)"
 
 
@@ -287,14 +300,13 @@ def ranking_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
     'b'" lines, for the ratios whose CI lies above 1; a test whose CI lies below 1 ran faster
     than the reference; the rest "no significant difference", with the ratio and its CI; a
     note where fixed and random orders disagree."""
-    m = comparison.metric
     out: list[tuple[str, list[str]]] = []
     faster = [r for r in comparison.rankings if r.significant and r.ratio > 1]
     if faster:
-        out.append((f"{faster[0].fastest!r} ran", [ratio_phrase(r, m) for r in faster]))
+        out.append((f"{faster[0].fastest!r} ran", [ratio_phrase(r, comparison) for r in faster]))
     for r in comparison.rankings:
         if r.significant and r.ratio < 1:
-            out.append((f"{r.test!r} ran", [ratio_phrase(r, m, inverse=True)]))
+            out.append((f"{r.test!r} ran", [ratio_phrase(r, comparison, inverse=True)]))
         elif not r.significant:
             ci = ratio_ci(r.ratio_ci, r.confidence)
             head = f"No significant difference between {r.fastest!r} and {r.test!r}:"

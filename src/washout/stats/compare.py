@@ -123,12 +123,16 @@ class Comparison(FrameView):
     rankings: tuple[Ranking, ...]
     alpha: float
     correction: str
+    better: str | None = "lower"
+    """Which values are better, ``lower`` or ``higher``; None when the source does not say
+    (the ranking then starts from the lowest, and says "lower", not "better")."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "alpha": self.alpha,
             "correction": self.correction,
+            "better": self.better,
             "summaries": [s.to_dict() for s in self.summaries],
             "rankings": [r.to_dict() for r in self.rankings],
         }
@@ -254,12 +258,14 @@ def compare_tests(
     correction: str = "bonferroni",
     tests: Sequence[str] | None = None,
     lower_is_better: bool = True,
+    better_known: bool = True,
     describe: Callable[[float], str] = str,
 ) -> Comparison:
     """Summarise every test on ``metric`` and rank them against the fastest (module doc).
 
     ``tests`` gives their order (default: sorted); with ``lower_is_better`` False (a
-    throughput, say) the best test has the highest median and the ratios are best / other.
+    throughput, say) the best test has the highest median and the ratios are best / other;
+    ``better_known`` False: the source does not say which way is better.
     ``describe(value)`` prints a first run's value in the slow-first-run warning. Trials
     are taken in the order they ran: ``started`` where the frame has it, else worker, run
     and position.
@@ -290,8 +296,9 @@ def compare_tests(
     random = here[here["order"] == "random"]
     medians = random.groupby("test", observed=True)["value"].median()
     ranked = [t for t in names if t in medians.index]
+    better = ("lower" if lower_is_better else "higher") if better_known else None
     if len(ranked) < 2 or bool((here["value"] <= 0).any()):  # ratios need positive values
-        return Comparison(metric, tuple(summaries), (), level, method)
+        return Comparison(metric, tuple(summaries), (), level, method, better)
     sign = 1.0 if lower_is_better else -1.0
     fastest = min(ranked, key=lambda t: sign * float(medians[t]))
     others = [t for t in ranked if t != fastest]
@@ -332,4 +339,4 @@ def compare_tests(
             )
         )
     rankings.sort(key=lambda r: r.ratio)
-    return Comparison(metric, tuple(summaries), tuple(rankings), level, method)
+    return Comparison(metric, tuple(summaries), tuple(rankings), level, method, better)
