@@ -1,13 +1,14 @@
 """The one analysis: :func:`analyze` computes everything a source supports into an
 :class:`~washout.analysis.result.Analysis`, and holds every speed-up of the way there.
 
-- It reads what it needs: the order analysis alone reads only its own columns (a third
-  faster on a large CSV); every column when carryover, drift, claims or what ran are asked.
+- It reads what it needs: the order analysis alone reads only its own columns (much of a
+  large CSV's reading time is in the others); every column when carryover, drift, claims
+  or what ran are asked.
 - What may run beside the order analysis runs in a forked child
   (:func:`washout.analysis.parallel.beside`), on the second core: a long CSV's row checks
   (a failed one is the error, before any result), a store's record and spec (its claims,
   which metric is better which way, the tests' order; the spec's pydantic models take
-  0.05 s to import), drift and the claims. Meanwhile this process runs the order analysis,
+  long to import), drift and the claims. Meanwhile this process runs the order analysis,
   the caller's ``meanwhile`` (a report imports its figure libraries there), then carryover
   (the longest, whose many pairs would cost more to send back than to keep) and what ran.
 - hyperfine's comparison needs each trial's run, CPU time and peak RSS, which the order
@@ -79,7 +80,7 @@ class Context:
 class _Why:
     """What the child computes beside the order analysis: the source's context, drift and
     the claims, and why drift could not be computed. (Carryover stays in the parent: its
-    result, 88,000 pairs at paper scale, took 1.7 s to pickle back.)"""
+    result, 88,000 pairs at paper scale, costs more to send back than to keep.)"""
 
     context: Context
     drift: DriftResult | None

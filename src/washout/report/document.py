@@ -125,7 +125,8 @@ MANY = 40
 """Comparisons above which a report summarises across them, as the ordering-trap paper
 summarises its 1,880 configurations (the share where order matters, the distribution of
 effects and p-values), and details only the most affected: a figure and a table row per
-test took ~60 ms and 230 KB each, two minutes and 430 MB for the paper's dataset."""
+test do not fit the time and size a report may take at that scale (bench/RESULTS.md,
+"Report time")."""
 SHOWN = 30
 """Comparisons a summarising report details in its table and figures."""
 FINDINGS = 30
@@ -368,7 +369,7 @@ def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], 
 
 
 DETAIL_FIGURES = 8
-"""At most this many per-test trials figures in a report (each costs ~0.1 s to draw)."""
+"""At most this many per-test trials figures in a report (each costs time to draw)."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ the sweep commands print it. Every cell and sentence comes from :mod:`washout.re
 as in the Markdown and HTML reports.
 
 Tables are laid out here, in rich's look (``┃`` and ``━╇━`` under the header, ``│``
-between cells), in one pass over the cells: rich's own tables took 13 s for the 2,000 rows
-of a 2,000-test run. A narrow terminal folds the text columns, never a number.
+between cells), in one pass over the cells: rich's own tables, which measure every cell
+several times, were most of the summary of a run of thousands of tests (bench/RESULTS.md,
+"The run's summary of many tests"). A narrow terminal folds the text columns, never a
+number.
 """
 
 from __future__ import annotations

@@ -196,8 +196,8 @@ def _claim_words(c: Mapping[str, Any]) -> str:
 class Row(Mapping[str, Any]):
     """A result row (a frozen dataclass) read as its JSON object: each field's value, None
     where a number is undefined, a list for a tuple, a nested result as a Row. A view, not
-    a copy: converting the 88,000 carryover pairs of a paper-scale study took seconds, to
-    name the few that are significant."""
+    a copy: converting every one of a paper-scale study's 88,000 carryover pairs, to name
+    the few that are significant, was a large part of its report."""
 
     __slots__ = ("_item",)
 
