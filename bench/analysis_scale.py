@@ -22,7 +22,7 @@ log-normal around a per-configuration scale spanning 7 decades, with a heavy rig
 of configurations, rounding to 3-4 significant digits (so ties are common; some
 configurations are small integer counts), and 0.3% failed / 0.05% timed-out trials with an
 empty value. The store is written straight into its schema (executemany), then its columnar
-copy by ``Store.write_columns``, as a run's writer does when its session ends.
+copy by ``StoreWriter.write_columns``, as a run's writer does when its session ends.
 
 Run: .venv/bin/python bench/analysis_scale.py [--repeat 3] [--keep DIR]
 """
@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -174,13 +175,14 @@ def write_csv(frame, path: Path) -> None:
 
 def write_store(frame, tests: list[str], path: Path) -> None:
     """A washout database of the same trials, written straight into the store's schema,
-    then its columnar copy written by ``Store.write_columns``, as the engine's writer does
-    when its session ends (``Store.close``)."""
+    then its columnar copy written by ``StoreWriter.write_columns``, as the engine's writer
+    does when its session ends (``StoreWriter.close``)."""
     from datetime import UTC, datetime, timedelta
 
     import numpy as np
 
-    from washout.data.store import ExperimentRecord, Store
+    from washout.data.store import ExperimentRecord
+    from washout.data.store.writer import StoreWriter
 
     spec_text = "\n".join(
         [
@@ -208,71 +210,72 @@ def write_store(frame, tests: list[str], path: Path) -> None:
         created=datetime.now(UTC).isoformat(),
         tool_version="bench",
     )
-    store = Store.create(path, record, [(t, f"run {t}", list(METRICS)) for t in tests])
-    conn = store.conn
+    StoreWriter.create(path, record, [(t, f"run {t}", list(METRICS)) for t in tests]).close()
+    conn = sqlite3.connect(path, isolation_level=None)
     trials = frame.iloc[:: len(METRICS)]
     workers = list(frame["worker"].cat.categories)
     epoch = datetime(2021, 1, 1, tzinfo=UTC)
-    with store.transaction():
-        conn.executemany(
-            "INSERT INTO worker (id, name, host) VALUES (?, ?, ?)",
-            [(i + 1, w, w) for i, w in enumerate(workers)],
-        )
-        # One run row per (worker, run index); permutation as the run's test names.
-        w_code = trials["worker"].cat.codes.to_numpy() + 1
-        run_idx = trials["run"].to_numpy()
-        key = w_code.astype(np.int64) * 1_000_000 + run_idx
-        run_keys, first, run_of_trial = np.unique(key, return_index=True, return_inverse=True)
-        test_names = trials["test"].astype(str).to_numpy()
-        order = trials["order"].astype(str).to_numpy()
-        per_run = len(benchmarks())
-        conn.executemany(
-            "INSERT INTO run (id, worker_id, idx, order_kind, permutation, reset_started,"
-            " reset_ended, reset_info, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'done')",
-            [
-                (
-                    i + 1,
-                    int(k // 1_000_000),
-                    int(k % 1_000_000),
-                    order[f],
-                    json.dumps(test_names[f : f + per_run].tolist()),
-                    (epoch + timedelta(hours=int(f // per_run))).isoformat(),
-                    (epoch + timedelta(hours=int(f // per_run), seconds=5)).isoformat(),
-                    "bench",
-                )
-                for i, (k, f) in enumerate(zip(run_keys.tolist(), first.tolist()))
-            ],
-        )
-        status = trials["status"].astype(str).to_numpy()
-        pos = trials["position"].to_numpy()
-        started = [(epoch + timedelta(seconds=10 * i)).isoformat() for i in range(len(trials))]
-        conn.executemany(
-            "INSERT INTO trial (id, run_id, position, test, attempt, status, reason, exit_code,"
-            " started, ended, duration, stdout_tail, stderr_tail, cpus)"
-            " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, '', '', NULL)",
-            zip(
-                range(1, len(trials) + 1),
-                (run_of_trial + 1).tolist(),
-                pos.tolist(),
-                test_names.tolist(),
-                status.tolist(),
-                ("" if s == "ok" else "exit code 1" for s in status),
-                (0 if s == "ok" else 1 for s in status),
-                started,
-                started,
-                (5.0 for _ in started),
-            ),
-        )
-        values = frame["value"].to_numpy()
-        metric_names = frame["metric"].astype(str).to_numpy()
-        trial_ids = np.arange(len(frame)) // len(METRICS) + 1
-        ok = ~np.isnan(values)
-        conn.executemany(
-            "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
-            zip(trial_ids[ok].tolist(), metric_names[ok].tolist(), values[ok].tolist()),
-        )
-    store.write_columns()
-    store.close()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "INSERT INTO worker (id, name, host) VALUES (?, ?, ?)",
+        [(i + 1, w, w) for i, w in enumerate(workers)],
+    )
+    # One run row per (worker, run index); permutation as the run's test names.
+    w_code = trials["worker"].cat.codes.to_numpy() + 1
+    run_idx = trials["run"].to_numpy()
+    key = w_code.astype(np.int64) * 1_000_000 + run_idx
+    run_keys, first, run_of_trial = np.unique(key, return_index=True, return_inverse=True)
+    test_names = trials["test"].astype(str).to_numpy()
+    order = trials["order"].astype(str).to_numpy()
+    per_run = len(benchmarks())
+    conn.executemany(
+        "INSERT INTO run (id, worker_id, idx, order_kind, permutation, reset_started,"
+        " reset_ended, reset_info, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'done')",
+        [
+            (
+                i + 1,
+                int(k // 1_000_000),
+                int(k % 1_000_000),
+                order[f],
+                json.dumps(test_names[f : f + per_run].tolist()),
+                (epoch + timedelta(hours=int(f // per_run))).isoformat(),
+                (epoch + timedelta(hours=int(f // per_run), seconds=5)).isoformat(),
+                "bench",
+            )
+            for i, (k, f) in enumerate(zip(run_keys.tolist(), first.tolist()))
+        ],
+    )
+    status = trials["status"].astype(str).to_numpy()
+    pos = trials["position"].to_numpy()
+    started = [(epoch + timedelta(seconds=10 * i)).isoformat() for i in range(len(trials))]
+    conn.executemany(
+        "INSERT INTO trial (id, run_id, position, test, attempt, status, reason, exit_code,"
+        " started, ended, duration, stdout_tail, stderr_tail, cpus)"
+        " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, '', '', NULL)",
+        zip(
+            range(1, len(trials) + 1),
+            (run_of_trial + 1).tolist(),
+            pos.tolist(),
+            test_names.tolist(),
+            status.tolist(),
+            ("" if s == "ok" else "exit code 1" for s in status),
+            (0 if s == "ok" else 1 for s in status),
+            started,
+            started,
+            (5.0 for _ in started),
+        ),
+    )
+    values = frame["value"].to_numpy()
+    metric_names = frame["metric"].astype(str).to_numpy()
+    trial_ids = np.arange(len(frame)) // len(METRICS) + 1
+    ok = ~np.isnan(values)
+    conn.executemany(
+        "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+        zip(trial_ids[ok].tolist(), metric_names[ok].tolist(), values[ok].tolist()),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    StoreWriter.reopen(path).close()  # the columnar copy, as a session's end writes it
 
 
 def generate_into(work: Path, with_db: bool) -> None:

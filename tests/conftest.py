@@ -9,8 +9,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "data"  # published data; data/README.md says whose
@@ -38,6 +42,19 @@ def washout(
             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         )
     return proc
+
+
+def exported(db: Path) -> pd.DataFrame:
+    """``washout export DB`` read back, without the resource metrics every trial has: the
+    rows of the spec's own metrics."""
+    import io
+
+    import pandas as pd
+
+    from washout.data.longformat import RESOURCE_METRICS
+
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
 
 
 def alive(pid: int) -> bool:
@@ -117,6 +134,13 @@ SLOW = {
         "test_run_from_a_spec_file_matches_the_cli",
         "test_the_docs_example_runs_as_written",
     },
+    "test_bisect.py": {
+        "test_a_history_that_is_not_monotone_ends_with_a_range",
+        "test_a_worker_with_a_stale_build_is_refused",
+        "test_bad_requests_are_one_line_errors",
+        "test_finds_the_planted_commit_after_a_sigkill_and_resume",
+        "test_the_steps_run_on_slurm_nodes",
+    },
     "test_calibration.py": {
         "test_claims_analyses_calibrated_at_20_runs_per_order",
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
@@ -128,6 +152,8 @@ SLOW = {
         "test_mutated_csvs_load_or_fail_cleanly",
         "test_mutated_specs_fail_cleanly",
         "test_random_spec_tables_fail_cleanly",
+        "test_stores_with_damaged_values_give_one_line_or_a_result",
+        "test_whatever_export_writes_reads_back_as_the_store_holds_it",
     },
     "test_harness_invisible.py": {
         "test_identical_no_op_tests_show_no_order_effect",
@@ -150,6 +176,9 @@ SLOW = {
     "test_metric_sources.py": {
         "test_output_streams_through_a_bounded_tail",
         "test_the_wall_of_a_command_with_much_output_is_the_command",
+        "test_a_catastrophic_regex_fails_its_trial_within_its_budget",
+        "test_signals_are_honoured_while_a_regex_runs",
+        "test_any_output_is_a_recorded_trial",
     },
     "test_report_markdown.py": {
         "test_cli_report_of_a_store_shows_what_ran",
@@ -196,8 +225,23 @@ SLOW = {
         "test_powercap_joules_and_watts_over_a_wrapping_counter",
         "test_sampled_file_and_command_mean_max_delta",
     },
+    "test_outputs.py": {
+        "test_a_fifo_is_written_as_a_stream",
+        "test_a_runs_exports_never_write_over_its_own_store",
+        "test_an_export_onto_a_live_stores_shared_memory_is_refused_and_the_writer_goes_on",
+        "test_dev_stdout_and_a_process_substitution_are_streams",
+        "test_no_file_of_a_store_is_an_output_whatever_names_it",
+        "test_outputs_are_whole_or_absent_on_a_full_disk",
+    },
+    "test_round_trip.py": {
+        "test_a_warmup_stopped_by_sigterm_is_superseded_on_resume",
+        "test_every_export_is_read_back_as_the_store_holds_it",
+    },
     "test_secrets.py": {
+        "test_a_literal_secret_in_the_spec_is_masked_in_the_store_and_report_and_resume_restores_it",
         "test_secrets_straddling_the_stored_tail_inherited_or_in_urls_never_reach_the_store",
+        "test_short_inherited_secrets_and_url_passwords_with_slashes_and_ats",
+        "test_terminal_escapes_a_trial_writes_are_shown_escaped",
     },
     "test_slurm.py": {
         "test_a_bad_cluster_table_is_one_line_naming_the_field",
@@ -227,6 +271,10 @@ SLOW = {
     "test_stats_carryover.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_claims.py": {"test_a_false_claim_holds_at_most_at_rate_alpha"},
     "test_stats_compare.py": {"test_disagreement_note_is_calibrated"},
+    "test_stats_context.py": {
+        "test_a_five_percent_layout_effect_in_one_class_is_found",
+        "test_no_context_effect_keeps_false_positives_at_alpha_with_other_effects",
+    },
     "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
     "test_stats_order.py": {"test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise"},
     "test_stats_power.py": {
@@ -241,8 +289,13 @@ SLOW = {
         "test_damage_a_read_command_meets_in_a_large_store_is_one_line",
         "test_damage_readers_never_meet_is_found_before_any_write",
     },
+    "test_stats_equivalence.py": {"test_a_wrong_decision_stays_within_alpha_at_the_margin"},
     "test_store_lifecycle.py": {
         "test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable",
+        "test_a_store_appears_only_whole",
+        "test_damaged_values_are_one_line_never_a_traceback",
+        "test_odd_store_targets_each_have_their_own_message",
+        "test_one_writer_whatever_name_reaches_the_store",
         "test_a_second_writer_is_refused_naming_the_holder_and_status_tells_alive_from_dead",
         "test_a_store_on_a_read_only_file_system_is_read",
         "test_a_truncated_store_is_damaged_not_another_kind_of_file",

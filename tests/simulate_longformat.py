@@ -7,7 +7,7 @@ statistics can be checked for finding it (power) and for not finding what is not
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -87,3 +87,31 @@ def simulate(
         rows,
         columns=list(COLUMNS),
     )
+
+
+def with_context(
+    frame: pd.DataFrame,
+    *,
+    levels: Sequence[int],
+    context_effect: Callable[[str, int], float] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """``frame`` (from :func:`simulate`) with a ``context_env_bytes`` column: each test's
+    trials, run by run, take the environment paddings ``levels`` in turn, in a fresh seeded
+    random order every ``len(levels)`` trials (each level equally often, its order
+    random); every metric of a trial is multiplied by ``context_effect(test, env_bytes)``.
+    The context is drawn apart from everything else, as the experiment would draw it."""
+    rng = np.random.default_rng(seed)
+    out = frame.copy()
+    trials = out.drop_duplicates(["worker", "run", "test"]).sort_values(["worker", "run"])
+    padding = {}
+    for (worker, test), runs in trials.groupby(["worker", "test"], sort=True)["run"]:
+        cycles = -(-len(runs) // len(levels))
+        drawn = np.concatenate([rng.permutation(levels) for _ in range(cycles)])
+        padding.update({(worker, test, run): int(p) for run, p in zip(runs, drawn)})
+    keys = zip(out["worker"], out["test"], out["run"])
+    out["context_env_bytes"] = [padding[key] for key in keys]
+    if context_effect is not None:
+        factor = [context_effect(t, p) for t, p in zip(out["test"], out["context_env_bytes"])]
+        out["value"] = out["value"] * np.asarray(factor, dtype=float)
+    return out

@@ -137,8 +137,9 @@ def test_run_from_a_spec_file_matches_the_cli(tmp_path: Path) -> None:
     assert py[key].sort_values(key).values.tolist() == cli[key].sort_values(key).values.tolist()
     with pytest.raises(StoreExistsError):  # never over an existing store
         api.run(spec, db=result.db)
-    with api.Store.open(result.db) as again:
-        again.lock()  # run() closed the store: its writer lock is free
+    from washout.data.store import writer_of
+
+    assert writer_of(result.db) is None  # run() closed the store: its writer lock is free
 
 
 def test_run_defaults_to_the_clis_store_path(tmp_path: Path, monkeypatch) -> None:
@@ -149,30 +150,33 @@ def test_run_defaults_to_the_clis_store_path(tmp_path: Path, monkeypatch) -> Non
     assert second.db == Path("washout-results/api-test-2.db")
 
 
-def test_store_is_a_context_manager_that_closes(store: Path) -> None:
-    with api.Store.open(store) as opened:
-        opened.lock()
+def test_store_is_a_read_only_context_manager_that_closes(store: Path) -> None:
+    from washout.harness.engine import reopen_store
+
+    with api.Store.open(store, readonly=True) as opened, reopen_store(store) as writer:
+        assert opened.counts() == {"ok": 24}  # a reader takes no writer lock
         with pytest.raises(StoreBusyError):
-            api.Store.open(store).lock()
-        assert opened.counts() == {"ok": 24}
+            reopen_store(store)
+        writer.event("note", "written while a reader reads")
     with pytest.raises(Exception, match="closed"):
-        opened.conn.execute("SELECT 1")
+        opened.counts()
     with api.Store.open(store) as again:
-        again.lock()  # the first one's lock went with it
+        assert again.events()[-1][2:] == ("note", "written while a reader reads")
 
 
 def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
-    frame = api.load(store)
-    assert len(frame) == 24 and set(frame["test"]) == {"a", "b"}
+    frame = api.load(store)  # every metric: wall, and the CPU times and peak memory
+    assert frame["metric"].value_counts().to_dict() == dict.fromkeys(
+        ["wall", "user", "system", "max_rss"], 24
+    )
+    assert set(frame["test"]) == {"a", "b"} and frame["started"].notna().all()
+    assert str(frame["started"].dt.tz) == "UTC"  # datetimes, not text
+    assert (frame["ended"] > frame["started"]).all()
     by_path, by_frame = api.analyze(store), api.analyze(frame, alpha=0.05)
-    # The same but for where they came from, and the CPU time and RSS a store adds
-    # (washout.load leaves them out).
-    mask = {"source": None, "comparison": None}
-    assert {**by_path.to_dict(), **mask} == {**by_frame.to_dict(), **mask}
-    assert by_path.comparison is not None and by_frame.comparison is not None
-    assert [s.mean for s in by_path.comparison.summaries] == [
-        s.mean for s in by_frame.comparison.summaries
-    ]
+    # The same but for where they came from (the frame holds the resource metrics, which
+    # hyperfine's comparison reads as the store's does, and the analyses leave out).
+    assert {**by_path.to_dict(), "source": None} == {**by_frame.to_dict(), "source": None}
+    assert by_path.source.kind == "store" and by_frame.source.kind == "frame"
     assert isinstance(by_path, api.Analysis) and by_path.order is not None
     assert len(by_path.order.tests) == 2 and by_path.comparison is not None
     holm = api.analyze(store, correction="holm")

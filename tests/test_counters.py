@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from conftest import washout
 
-from washout.harness.counters import perf_values
 from washout.harness.measure import MetricError
+from washout.harness.metrics.perf import perf_values
 
 pytestmark = pytest.mark.skipif(
     shutil.which("perf") is None, reason="perf missing: run scripts/services/perf.sh"

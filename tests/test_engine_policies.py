@@ -60,9 +60,9 @@ def run(x: Experiment, db: Path, fake: FakeExecutor):
 
 
 def _open(db: Path):
-    from washout.data.store import Store
+    from washout.harness.engine import reopen_store
 
-    return Store.open(db)
+    return reopen_store(db)
 
 
 def seen(fake: FakeExecutor) -> list[str]:
@@ -181,7 +181,10 @@ def test_ctrl_c_stops_at_a_trial_boundary_and_resume_ends_in_exactly_the_plan(
     assert len(seen(first)) < len(planned_commands(x))
 
     second = FakeExecutor()
-    resumed = Experiment.from_store(_open(db))
+    from washout.data.store import Store
+
+    with Store.open(db) as stored:
+        resumed = Experiment.from_store(stored)
     outcome = run(resumed, db, second)
     assert outcome.complete
     kept = rows(db, "t.superseded = 0")

@@ -4,14 +4,18 @@ other exception and never a hang (hypothesis, with a deadline per example)."""
 
 from __future__ import annotations
 
+import io
+import json
 import subprocess
 import tempfile
+from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, washout
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from washout.data.sources import load_trials
@@ -478,3 +482,195 @@ def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
             assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
             assert str(path) in proc.stderr and expected in proc.stderr, (name, proc.stderr)
         assert not (tmp_path / f"{name}.db").exists()
+
+
+# -- stores with damaged values, and export-then-analyze round trips ----------------------
+
+
+def _one_line_or_done(step: Callable[[], object]) -> None:
+    """``step`` works, or fails with a one-line WashoutError: never another exception."""
+    try:
+        step()
+    except WashoutError as err:
+        assert "\n" not in str(err), str(err)
+
+
+@pytest.fixture(scope="module")
+def run_store(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a real store (warmups, two tests, fixed and random runs, a failed
+    trial), its log folded in: the file every damaged store starts from."""
+    tmp = tmp_path_factory.mktemp("fuzz-store")
+    spec = tmp / "s.toml"
+    spec.write_text(
+        '[experiment]\nruns = 2\nwarmup = 1\nseed = 5\n[[test]]\nname = "a"\ncommand = "echo 1"\n'
+        '[test.metrics.n]\nstdout = "last-number"\n[[test]]\nname = "b"\ncommand = "exit 1"\n'
+    )
+    washout("run", spec, "--db", tmp / "s.db", "--quiet", check=False)
+    assert not (tmp / "s.db-wal").exists()
+    return (tmp / "s.db").read_bytes()
+
+
+EDITED_VALUES = st.one_of(
+    st.text(max_size=6),
+    st.binary(max_size=6),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(),
+    st.none(),
+    st.sampled_from(["[", "{}", "[1]", '["a"]', "null", "-1", "1e999", "fixed", "running"]),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_stores_with_damaged_values_give_one_line_or_a_result(
+    run_store: bytes, data: st.DataObject
+) -> None:
+    """One value of a real store edited to anything SQLite holds (text, a BLOB, a huge
+    integer, NaN, NULL), or one row deleted, as the sqlite3 shell would: status, export,
+    analyze and resume each work or fail in one line, never a traceback or a hang."""
+    import sqlite3
+
+    from washout.data.export import write_long
+    from washout.data.store import Store, read_long
+    from washout.harness.engine import Experiment, execute, reopen_store
+    from washout.harness.status import describe
+    from washout.stats.order import analyze_order
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "s.db"
+        db.write_bytes(run_store)
+        with closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA foreign_keys = OFF")
+            tables = [
+                n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            table = data.draw(st.sampled_from(sorted(tables)), label="table")
+            keys = (
+                [k for (k,) in conn.execute(f"SELECT rowid FROM {table}")]
+                if (table != "metric")
+                else [k for (k,) in conn.execute("SELECT trial_id FROM metric")]
+            )
+            assume(keys)
+            key = data.draw(st.sampled_from(keys), label="row")
+            where = "trial_id" if table == "metric" else "rowid"
+            columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
+            column = data.draw(st.sampled_from([None, *columns]), label="column (None: delete)")
+            try:
+                if column is None:
+                    conn.execute(f"DELETE FROM {table} WHERE {where} = ?", (key,))
+                else:
+                    value = data.draw(EDITED_VALUES, label="value")
+                    conn.execute(f"UPDATE {table} SET {column} = ? WHERE {where} = ?", (value, key))
+                conn.commit()
+            except sqlite3.IntegrityError:
+                assume(False)  # a constraint SQLite itself keeps (NOT NULL, UNIQUE)
+
+        def status() -> None:
+            with Store.open(db) as store:
+                describe(store)
+
+        def export() -> None:
+            write_long(read_long(db, resources=True), "csv", None, io.StringIO())
+
+        def analyze() -> None:
+            trials, _ = load_trials(db)
+            analyze_order(trials)
+
+        def resume() -> None:
+            with reopen_store(db) as store:
+                experiment = Experiment.from_store(store, to_run=True)
+                execute(experiment, store)
+
+        for step in (status, export, analyze, resume):
+            _one_line_or_done(step)
+
+
+ROUND_TRIP_NAMES = st.one_of(
+    st.sampled_from(["a", "NA", "007", "x,y", 'q"uote', "line\nbreak", " pad ", "nan", "é"]),
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=5),
+)
+STATUSES_OF_A_RUN = st.sampled_from(["ok", "ok", "failed", "timeout", "interrupted"])
+VALUES = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([5e-324, 1.7976931348623157e308, -0.0, 0.1 + 0.2]),
+    st.none(),
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), fmt=st.sampled_from(["csv", "json", "parquet"]), every=st.booleans())
+def test_whatever_export_writes_reads_back_as_the_store_holds_it(
+    data: st.DataObject, fmt: str, every: bool
+) -> None:
+    """A store written through the engine's writer with any statuses, order kinds,
+    warmups, superseded runs, hostile test names and extreme values: its export (CSV,
+    JSON, Parquet; with or without the superseded trials) loads back to the same frame,
+    value for value, and the order analysis of both is the same result or the same
+    one-line error."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+    from test_store_trials import finished
+
+    from washout.data.export import write_long
+    from washout.data.store import ExperimentRecord, read_long
+    from washout.data.store.writer import StoreWriter
+    from washout.stats.order import analyze_order
+
+    names = data.draw(st.lists(ROUND_TRIP_NAMES, min_size=1, max_size=3, unique=True))
+    metrics = {n: data.draw(st.lists(st.sampled_from(["wall", "n"]), unique=True)) for n in names}
+    runs = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["fixed", "random", "reverse", "williams", "warmup"]),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    )
+    now = datetime.now(UTC)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "s.db"
+        record = ExperimentRecord("p", "", "p.toml", 1, "alternate", 1, 1, "now", "test")
+        with StoreWriter.create(db, record, [(n, "true", metrics[n]) for n in names]) as store:
+            worker = store.worker_id("local", "localhost")
+            for index, (order, superseded) in enumerate(runs):
+                run_id = store.run_id(worker, -1 if order == "warmup" else index, order, names)
+                for position, name in enumerate(names):
+                    status = "warmup" if order == "warmup" else data.draw(STATUSES_OF_A_RUN)
+                    trial = store.begin_trial(run_id, position, name, 0, now)
+                    values = {m: data.draw(VALUES) for m in metrics[name]}
+                    kept = {m: v for m, v in values.items() if v is not None}
+                    store.finish_trial(trial, **finished(kept, status))
+                if superseded:
+                    store.supersede_run(run_id)
+        held = read_long(db, include_superseded=every, resources=True)
+        out = Path(tmp) / f"export.{fmt}"
+        write_long(held, fmt, out, io.StringIO())
+        read, _ = load_trials(out)
+        assert len(read) == len(held)
+        for column in ("run", "position"):
+            assert read[column].tolist() == held[column].tolist()
+        for column in ("order", "test", "metric", "status", "worker", "started", "ended"):
+            assert [None if v != v else v for v in read[column].astype(object)] == [
+                None if v != v else v for v in held[column].astype(object)
+            ], column
+        mine, theirs = held["value"].to_numpy(), read["value"].to_numpy()
+        assert np.array_equal(np.signbit(mine), np.signbit(theirs))
+        assert np.array_equal(mine, theirs, equal_nan=True)
+        results = []
+        for frame in (held, read):
+            try:
+                results.append(analyze_order(frame).to_dict())
+            except WashoutError as err:
+                results.append(str(err))
+        assert json.dumps(results[0], sort_keys=True) == json.dumps(results[1], sort_keys=True)

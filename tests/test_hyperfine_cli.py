@@ -3,19 +3,14 @@ ranking line, hyperfine's exports, exit codes, --warmup, --prepare, -P/-L scans,
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
 
 import pandas as pd
-from conftest import washout
+from conftest import exported, washout
 
 from washout.data.longformat import COLUMNS
-
-
-def export(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
 
 
 def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
@@ -72,7 +67,7 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
     ]
     assert csv["mean"].tolist() == [r["mean"] for r in results]
     # --runs 12 is hyperfine's total: 6 per order kind
-    assert export(tmp_path / "q.db")["order"].value_counts().to_dict() == {
+    assert exported(tmp_path / "q.db")["order"].value_counts().to_dict() == {
         "fixed": 12,
         "random": 12,
     }
@@ -131,7 +126,7 @@ def test_warmup_and_prepare(tmp_path: Path) -> None:
     assert words[:8] == ["P", "a", "P", "a", "P", "b", "P", "b"]  # the warmups, in test order
     assert words.count("P") == 2 * 2 + 2 * 4 and words.count("a") == 2 + 4
     assert all(words[i] == "P" for i in range(0, len(words), 2))  # before every trial
-    frame = export(db)
+    frame = exported(db)
     warm = frame[frame["status"] == "warmup"]
     assert len(warm) == 4 and set(warm["order"]) == {"warmup"} and set(warm["run"]) == {-1}
     status = washout("status", db).stdout.split("\n", 1)[1]  # after the line naming the path
@@ -169,7 +164,7 @@ def test_parameter_scans_and_names(tmp_path: Path) -> None:
     proc = washout(
         "run", "echo {n}", "-P", "n", "1", "5", "-D", "2", "--runs", "2", "--db", tmp_path / "p.db"
     )
-    assert set(export(tmp_path / "p.db")["test"]) == {"echo 1", "echo 3", "echo 5"}
+    assert set(exported(tmp_path / "p.db")["test"]) == {"echo 1", "echo 3", "echo 5"}
     assert "'echo 1' ran" in proc.stdout or "ran" in proc.stdout
     washout(
         "run",
@@ -189,7 +184,7 @@ def test_parameter_scans_and_names(tmp_path: Path) -> None:
         "--export-json",
         tmp_path / "l.json",
     )
-    assert set(export(tmp_path / "l.db")["test"]) == {"e-a", "e-b", "p-a", "p-b"}
+    assert set(exported(tmp_path / "l.db")["test"]) == {"e-a", "e-b", "p-a", "p-b"}
     results = json.loads((tmp_path / "l.json").read_text())["results"]
     assert {(r["command"], r["parameters"]["x"]) for r in results} == {
         ("echo a", "a"),
@@ -208,7 +203,7 @@ def test_parameter_lists_repeat_into_every_combination(tmp_path: Path) -> None:
         "run", "echo {x}{y}{n}", "-L", "x", "a,b", "-L", "y", "-1,-2", "-P", "n", "1", "2",
         "--runs", "2", "--db", db,
     )  # fmt: skip
-    assert set(export(db)["test"]) == {
+    assert set(exported(db)["test"]) == {
         f"echo {x}{y}{n}" for x in "ab" for y in ("-1", "-2") for n in (1, 2)
     }
     twice = washout("run", "echo {x}", "-L", "x", "a", "-L", "x", "b", check=False)
@@ -370,6 +365,6 @@ def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
     assert runs_for_budget([0.001], 10, 50) == 50
     assert runs_for_budget([0.0], 7, None) == 7  # a failing pilot: the minimum
     washout("run", "sleep 0.5", "--min-runs", "2", "--db", tmp_path / "b.db", "-q")
-    assert len(export(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
+    assert len(exported(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
     bad = washout("run", "true", "--runs", "4", "--max-runs", "5", check=False)
     assert bad.returncode == 2 and "one or the other" in bad.stderr

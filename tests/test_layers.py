@@ -16,6 +16,7 @@ LAYERS = [
     "harness",
     "sweep",
     "analysis",
+    "bisection",
     "report",
     "cli",
     "__main__",
@@ -105,6 +106,13 @@ def test_each_layer_imports_only_the_layers_below() -> None:
         f"{m} -> {t}" for m, ts in import_graph().items() for t in ts if layer(t) > layer(m)
     )
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_only_the_engine_writes_a_store() -> None:
+    """The store's writer is the engine's; everything else reads (``Store``, read-only).
+    The CLI that hands a store the engine made back to it names the writer's type."""
+    writers = sorted(m for m, ts in import_graph().items() if "washout.data.store.writer" in ts)
+    assert writers == ["washout.cli.commands_run", "washout.harness.engine"]
 
 
 def test_the_checks_find_a_cycle_and_an_upward_import(tmp_path: Path) -> None:

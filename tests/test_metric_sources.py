@@ -8,10 +8,13 @@ import asyncio
 import json
 import math
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,13 +24,20 @@ from hypothesis import strategies as st
 
 from washout.harness.executors.base import OUTPUT_TAIL, CommandOptions
 from washout.harness.executors.local import LocalExecutor
-from washout.harness.measure import MetricError, extract, json_value, last_number
+from washout.harness.measure import MetricError, extract
+from washout.harness.metrics.json import json_value
+from washout.harness.metrics.stdout import last_number
 from washout.harness.spec import MetricSpec
 
 
 def trials(db: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT test, status, reason FROM trial ORDER BY id").fetchall()
+
+
+def outcomes(db: Path) -> dict[str, tuple[str, str]]:
+    """Each test's (status, reason), of its last trial."""
+    return {test: (status, reason) for test, status, reason in trials(db)}
 
 
 def metric_values(db: Path) -> dict[str, list[float]]:
@@ -75,7 +85,7 @@ def test_last_number_is_the_last_whole_numeric_token(text: str, expected: float)
 
 
 @pytest.mark.parametrize(
-    "text", ["1,234,567", "2024-01-02", "v1.2.3", "12ms", "nan inf", "", "t=12ms", "x="]
+    "text", ["1,234,567", "2024-01-02", "v1.2.3", "12ms", "", "t=12ms", "x=", "12\u00a034"]
 )
 def test_digits_inside_other_tokens_are_not_numbers(text: str) -> None:
     with pytest.raises(MetricError, match="no number in stdout"):
@@ -109,7 +119,7 @@ json = "0"
 """,
     )
     assert "Traceback" not in proc.stdout + proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["digits"] == ("failed", "metric v: json path v is inf, not a finite number")
     assert reasons["deep"][0] == "failed" and "nested deeper" in reasons["deep"][1]
     assert "Traceback" not in washout("resume", db, "--quiet", check=False).stderr
@@ -135,7 +145,7 @@ file = "written.txt"
 """,
     )
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["stale"] == (
         "failed",
         "metric v: file out.txt could not be read: No such file or directory",
@@ -178,7 +188,7 @@ file = "old.dir"
     )
     assert time.monotonic() - t0 < 20, "a FIFO metric must not wait for a writer"
     assert "Traceback" not in proc.stderr
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["fifo"] == (
         "failed",
         "metric v: file made.fifo could not be read: a FIFO, not a regular file",
@@ -241,7 +251,7 @@ json = "v"
     )
     assert "Traceback" not in proc.stderr
     assert metric_values(db)["count"] == [300000.0]
-    reasons = {test: (status, reason) for test, status, reason in trials(db)}
+    reasons = outcomes(db)
     assert reasons["json"][0] == "failed"
     kept = "only the last 65536 bytes of stdout are kept: [experiment] output_tail"
     assert kept in reasons["json"][1]
@@ -294,25 +304,274 @@ SOURCES = [
     MetricSpec(stdout="last-number"),
     MetricSpec(**{"json": "a.0"}),
     MetricSpec(regex=r"v=(?P<value>\S+)"),
+    MetricSpec(regex=r"(?P<value>(1|11)+)2"),  # backtracks catastrophically on many ones
 ]
+TEXT = "0123456789.,-+eE v=:[]{}\"'\n\u00a0\u2009\u202f\u2003" + "nanifty"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=timedelta(seconds=10))
 @given(
     st.one_of(
         st.binary(max_size=3000),
-        st.text(alphabet="0123456789.,-+eE v=:[]{}\"'\n", max_size=300).map(str.encode),
+        st.text(alphabet=TEXT, max_size=300).map(str.encode),
+        st.integers(min_value=1, max_value=26).map(lambda n: b"1" * n),  # budget: its own test
         JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
         st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * (n % 3)),
-    )
+    ),
+    st.booleans(),
 )
-def test_any_output_gives_a_finite_value_or_a_reason(output: bytes) -> None:
-    """Whatever a command prints, every source gives a finite number or a MetricError
-    (the engine's reason for a failed trial), never another exception."""
+def test_any_output_gives_a_finite_value_or_a_reason(output: bytes, cut: bool) -> None:
+    """Whatever a command prints, whole or cut to its tail, every source gives a finite
+    number or a MetricError (the engine's one-line reason for a failed trial) within its
+    budget, never another exception or a hang (the deadline)."""
     for source in SOURCES:
         try:
-            value = extract(source, stdout=output, wall=1.0, file_content=None)
+            value = extract(source, stdout=output, wall=1.0, file_content=None, stdout_cut=cut)
         except MetricError as err:
             assert str(err) and "\n" not in str(err)
         else:
             assert math.isfinite(value)
+
+
+def test_a_number_cut_by_the_output_tail_is_not_read_in_part(tmp_path: Path) -> None:
+    """Output just longer than ``output_tail``: the kept tail starts inside ``1234567``,
+    whose end (``567``) no parser reads; the trial fails saying the output was cut."""
+    pad = 65536 - 4  # the kept 64 KiB start 4 bytes before the padding: "567 " or "567\n"
+    proc, db = run_spec(
+        tmp_path,
+        f"""
+[[test]]
+name = "last-number"
+command = "printf 'result 1234567 '; head -c {pad} /dev/zero | tr '\\\\0' ' '"
+[test.metrics.v]
+stdout = "last-number"
+[[test]]
+name = "json"
+command = "printf '1234567 '; head -c {pad} /dev/zero | tr '\\\\0' ' '"
+[test.metrics.v]
+json = ""
+[[test]]
+name = "regex"
+command = "printf 'v=1234567\\\\n'; head -c {pad} /dev/zero | tr '\\\\0' '-'"
+[test.metrics.v]
+regex = '^(?P<value>[0-9]+)$'
+[[test]]
+name = "whole"
+command = "printf 'result 1234567 '; head -c {pad - 20} /dev/zero | tr '\\\\0' ' '"
+[test.metrics.v]
+stdout = "last-number"
+""",
+        experiment='output_tail = "64KiB"\n',
+    )
+    assert "Traceback" not in proc.stderr
+    reasons = outcomes(db)
+    kept = " (only the last 65536 bytes of stdout are kept: [experiment] output_tail)"
+    assert reasons["last-number"] == ("failed", "metric v: no number in stdout" + kept)
+    assert reasons["json"] == (
+        "failed",
+        "metric v: stdout is not a whole JSON document (its start was cut)" + kept,
+    )
+    assert reasons["regex"] == (
+        "failed",
+        "metric v: regex '^(?P<value>[0-9]+)$' does not match stdout" + kept,
+    )
+    assert reasons["whole"] == ("ok", "")
+    assert metric_values(db)["whole"] == [1234567.0]
+
+
+@pytest.mark.parametrize("separator", ["\u202f", "\u00a0", "\u2009"])
+def test_digits_grouped_by_a_unicode_space_are_one_number(tmp_path: Path, separator: str) -> None:
+    """``1 234 567`` with a narrow no-break, no-break or thin space between the groups (as
+    ``printf "%'d"`` writes it in many locales) is 1234567, never 567; a token whose groups
+    are not threes is not a number, so it is not read at all."""
+    grouped = f"1{separator}234{separator}567"
+    proc, db = run_spec(
+        tmp_path,
+        f"""
+[[test]]
+name = "grouped"
+command = "echo 'ops: {grouped} per s'"
+[test.metrics.v]
+stdout = "last-number"
+[[test]]
+name = "unit"
+command = "echo 'took 12{separator}ms'"
+[test.metrics.v]
+stdout = "last-number"
+[[test]]
+name = "ragged"
+command = "echo '12{separator}34'"
+[test.metrics.v]
+stdout = "last-number"
+""",
+    )
+    assert "Traceback" not in proc.stderr
+    reasons = outcomes(db)
+    assert reasons["ragged"] == ("failed", "metric v: no number in stdout")
+    values = metric_values(db)
+    assert values["grouped"] == [1234567.0]
+    assert values["unit"] == [12.0]  # a space between a number and its unit still parts them
+
+
+def test_nan_and_inf_fail_the_metric_rather_than_being_skipped(tmp_path: Path) -> None:
+    """``ops=5000 p99=nan``: the last number is nan, so the metric has no value and the
+    trial says why; 5000 (another quantity) is never taken in its place."""
+    proc, db = run_spec(
+        tmp_path,
+        """
+[[test]]
+name = "nan"
+command = "echo 'ops=5000 p99=nan'"
+[test.metrics.v]
+stdout = "last-number"
+[[test]]
+name = "inf"
+command = "echo 'rate: -Infinity'"
+[test.metrics.v]
+stdout = "last-number"
+[[test]]
+name = "regex"
+command = "echo 'p99=inf'"
+[test.metrics.v]
+regex = 'p99=(?P<value>\\S+)'
+""",
+    )
+    assert "Traceback" not in proc.stderr
+    assert trials(db) == [
+        ("nan", "failed", "metric v: last number in stdout is nan, not a finite number"),
+        ("inf", "failed", "metric v: last number in stdout is -inf, not a finite number"),
+        ("regex", "failed", "metric v: regex group 'value' in stdout is inf, not a finite number"),
+    ]
+
+
+def test_a_catastrophic_regex_fails_its_trial_within_its_budget(tmp_path: Path) -> None:
+    """``(1|11)+2`` on 40 ones backtracks for longer than anyone waits: the trial fails
+    with the reason once the regex budget is spent, and the run goes on; the issue's
+    ``(\\d+)+x`` on 34 digits is refused at once."""
+    t0 = time.monotonic()
+    proc, db = run_spec(
+        tmp_path,
+        """
+[[test]]
+name = "alternation"
+command = "printf '%040d' 0 | tr 0 1"
+[test.metrics.v]
+regex = '(?P<value>(1|11)+)2'
+[[test]]
+name = "nested"
+command = "printf '%034d' 0 | tr 0 1"
+[test.metrics.v]
+regex = '(?P<value>(\\d+)+)x'
+[[test]]
+name = "after"
+command = "echo 3"
+[test.metrics.v]
+stdout = "last-number"
+""",
+        timeout=60,
+    )
+    assert time.monotonic() - t0 < 30
+    assert "Traceback" not in proc.stderr
+    assert trials(db) == [
+        (
+            "alternation",
+            "failed",
+            "metric v: regex '(?P<value>(1|11)+)2' ran past its 2 s budget on stdout",
+        ),
+        ("nested", "failed", "metric v: regex '(?P<value>(\\\\d+)+)x' does not match stdout"),
+        ("after", "ok", ""),
+    ]
+
+
+def test_signals_are_honoured_while_a_regex_runs(tmp_path: Path) -> None:
+    """SIGTERM while a trial's regex backtracks: washout stops (within the regex budget),
+    the store keeps the trial, and nothing is left running."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[experiment]\nruns = 5\norders = ["fixed"]\n[[test]]\nname = "t"\n'
+        "command = \"touch started; printf '%040d' 0 | tr 0 1\"\n"
+        "[test.metrics.v]\nregex = '(?P<value>(1|11)+)2'\n"
+    )
+    db = tmp_path / "spec.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # the command took a millisecond: the regex is running now
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert "Traceback" not in stderr
+    assert proc.returncode != 0
+    statuses = [status for _, status, _ in trials(db)]
+    assert statuses and "running" not in statuses and len(statuses) < 5
+
+
+def test_validate_warns_of_a_file_metric_outside_the_working_directory(tmp_path: Path) -> None:
+    """A ``file`` metric is removed before every trial: ``validate`` (and ``run``) say so
+    in one line when it names an existing file outside the test's working directory, and
+    say nothing of a file inside it or of one that does not exist."""
+    work = tmp_path / "work"
+    work.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (work / "out.txt").write_text("1\n")
+    spec = work / "spec.toml"
+    spec.write_text(
+        '[[test]]\nname = "a"\ncommand = "echo 1 > out.txt"\n'
+        f'[test.metrics.outside]\nfile = "{precious}"\n'
+        '[test.metrics.relative]\nfile = "../precious.txt"\n'
+        '[test.metrics.inside]\nfile = "out.txt"\n'
+        '[test.metrics.absent]\nfile = "/nonexistent/washout-metric"\n'
+    )
+    proc = washout("validate", spec, cwd=work)
+    assert proc.stderr.splitlines() == [
+        f"{spec}: warning: test 'a' metric 'outside': file {precious} exists outside the "
+        f"working directory ({work}); it is removed before every trial"
+    ]
+    assert precious.read_text() == "keep me\n"
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=2000),
+        st.text(alphabet=TEXT, max_size=200).map(str.encode),
+        JSON_VALUES.map(lambda v: json.dumps(v, allow_nan=True).encode()),
+    ),
+    st.sampled_from(["0", "64"]),
+)
+def test_any_output_is_a_recorded_trial(output: bytes, tail: str) -> None:
+    """A real run whose command prints anything (kept whole, cut to 64 bytes, or sent to
+    /dev/null): washout exits without a traceback and every trial is recorded, ok with a
+    finite value or failed with a one-line reason."""
+    with tempfile.TemporaryDirectory() as work:
+        Path(work, "out.bin").write_bytes(output)
+        metrics = "".join(
+            f"[test.metrics.{name}]\n{key} = {value}\n"
+            for name, key, value in [
+                ("n", "stdout", "'last-number'"),
+                ("j", "json", "'a.0'"),
+                ("r", "regex", "'v=(?P<value>\\S+)'"),
+            ]
+        )
+        proc, db = run_spec(
+            Path(work),
+            f'[[test]]\nname = "t"\ncommand = "cat out.bin"\n{metrics}',
+            experiment=f"output_tail = {tail}\n",
+        )
+        assert "Traceback" not in proc.stdout + proc.stderr
+        rows = trials(db)
+        assert [test for test, _, _ in rows] == ["t"]
+        status, reason = rows[0][1:]
+        assert status in ("ok", "failed") and "\n" not in reason
+        assert (status == "failed") == bool(reason)
+        assert all(math.isfinite(v) for v in metric_values(db).get("t", []))

@@ -110,11 +110,12 @@ stdout = "last-number"
     assert stored[("heavy", "user")] + stored[("heavy", "system")] >= 0.25
     assert stored[("heavy", "max_rss")] >= 200 * MIB
     assert stored[("own", "user")] == 7.0
-    # Resource metrics stay out of the long format (and so the order analysis) unless named.
+    # The export gives them: every metric of every trial.
     frame = washout("export", db, "-o", tmp_path / "long.csv")
     assert frame.returncode == 0
-    assert "max_rss" not in (tmp_path / "long.csv").read_text()
-    # ... and reach the hyperfine-style summary of analyze: CPU time and peak RSS per test.
+    text = (tmp_path / "long.csv").read_text()
+    assert all(f",{m}," in text for m in RESOURCE_METRICS)
+    # ... and they reach the hyperfine-style summary of analyze: CPU time and peak RSS per test.
     shown = washout("analyze", db, "--format", "json").stdout
     summaries = {s["test"]: s for s in json.loads(shown)["comparison"]["summaries"]}
     assert summaries["heavy"]["max_rss"] >= 200 * MIB

@@ -3,7 +3,6 @@ a log that the tests, the reset and the setup themselves write."""
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
 import subprocess
@@ -12,7 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import exported, washout
+
+from washout.data.longformat import RESOURCE_METRICS
 
 TESTS = ("alpha", "beta", "gamma", "delta")
 
@@ -37,10 +38,6 @@ def logging_spec(
     path = tmp / "spec.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
 
 
 def run_orders(frame: pd.DataFrame) -> dict[int, tuple[str, list[str]]]:
@@ -181,7 +178,8 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     washout("run", spec, "--db", db, "--quiet")
     rows = json.loads(washout("export", db, "--format", "json").stdout)
-    assert len(rows) == 8 and set(rows[0]) == {
+    per_trial = 1 + len(RESOURCE_METRICS)  # its metric, then CPU times and peak memory
+    assert len(rows) == 8 * per_trial and set(rows[0]) == {
         "run",
         "order",
         "position",
@@ -195,7 +193,7 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     }
     pq = tmp_path / "x.parquet"
     washout("export", db, "--format", "parquet", "-o", pq)
-    assert pd.read_parquet(pq).shape == (8, 10)
+    assert pd.read_parquet(pq).shape == (8 * per_trial, 10)
 
 
 METRICS_SPEC = r"""

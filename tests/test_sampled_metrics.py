@@ -16,15 +16,14 @@ from conftest import washout
 from hypothesis import given
 from hypothesis import strategies as st
 
-from washout.harness.measure import MetricError
-from washout.harness.sampling import (
-    MetricUnavailable,
-    aggregate,
+from washout.harness.measure import MetricError, MetricUnavailable
+from washout.harness.metrics.powercap import (
     choose_zones,
     energy_delta_uj,
     energy_uj,
     parse_powercap,
 )
+from washout.harness.metrics.sample import aggregate
 
 MAX_RANGE = 262_143_328_850  # a package's max_energy_range_uj on a Xeon
 

@@ -4,14 +4,12 @@ where a ``{param}`` may stand."""
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from conftest import washout
+from conftest import exported, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
 from washout.harness.executors.local import argv_for
@@ -69,10 +67,6 @@ def test_bare_placeholders_are_accepted(command: str) -> None:
 def test_placeholders_where_a_quoted_value_could_run_are_found(command: str, why: str) -> None:
     found = unsafe_placeholder(command)
     assert found is not None and found[0] == "{v}" and found[1].startswith(why), found
-
-
-def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
 
 
 def test_hostile_values_reach_the_command_as_one_literal_word(tmp_path: Path) -> None:

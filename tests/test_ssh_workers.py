@@ -4,15 +4,13 @@ several workers at once, sync, pinning, one worker that cannot connect, host key
 
 from __future__ import annotations
 
-import io
 import os
 import sqlite3
 import subprocess
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from conftest import washout
+from conftest import exported, washout
 from sshd import Sshd, SshdFarm, free_port, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.errors import WashoutError
@@ -22,10 +20,6 @@ from washout.harness.executors.ssh_copy import sftp
 from washout.harness.spec import WorkerSpec
 
 pytestmark = pytest.mark.ssh
-
-
-def exported(db: Path) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(washout("export", db).stdout))
 
 
 def query(db: Path, sql: str) -> list[tuple]:

@@ -17,6 +17,7 @@ from test_store_lifecycle import built_store, one_line_error
 from test_store_trials import finished
 
 from washout.data.store import ExperimentRecord, Store
+from washout.data.store.writer import StoreWriter
 
 # Floats whose bits a text round trip or a narrowing would change.
 AWKWARD = [
@@ -31,7 +32,7 @@ AWKWARD = [
 ]
 
 
-def add_trials(store: Store, run: int, values: list[float], status: str = "ok") -> list[int]:
+def add_trials(store: StoreWriter, run: int, values: list[float], status: str = "ok") -> list[int]:
     """One run of trials of tests a and b, each with metrics x (from ``values``) and y."""
     run_id = store.run_id(store.worker_id("local", "localhost"), run, "fixed", ["a", "b"])
     now = datetime.now(UTC)
@@ -43,16 +44,14 @@ def add_trials(store: Store, run: int, values: list[float], status: str = "ok") 
     return ids
 
 
-def new_store(path: Path) -> Store:
+def new_store(path: Path) -> StoreWriter:
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 2, 8, "now", "test")
-    return Store.create(path, record, [("a", "true", ["x", "y"]), ("b", "true", ["x", "y"])])
+    return StoreWriter.create(path, record, [("a", "true", ["x", "y"]), ("b", "true", ["x", "y"])])
 
 
 def writer_session(path: Path) -> None:
     """What a ``resume`` with nothing to run does to the store."""
-    store = Store.open(path)
-    store.lock()
-    store.close()
+    StoreWriter.reopen(path).close()
 
 
 def sql_rows(path: Path, include_superseded: bool = False) -> pd.DataFrame:
@@ -137,8 +136,7 @@ def test_trials_after_the_copy_are_read_from_sql_and_appended_later(tmp_path: Pa
     add_trials(store, 0, AWKWARD[:4])
     store.close()
     assert state(path) == (4, 9)
-    store = Store.open(path)
-    store.lock()
+    store = StoreWriter.reopen(path)
     add_trials(store, 1, AWKWARD[4:])
     running = store.begin_trial(store.run_id(1, 2, "fixed", ["a"]), 0, "a", 0, datetime.now(UTC))
     assert state(path) == (4, 9)  # appending does not touch what the copy covers

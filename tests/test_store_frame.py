@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from test_store_lifecycle import built_store
 
-from washout.data.store import Store, _lexsort, _positions
+from washout.data.store import Store
+from washout.data.store.frame import _lexsort, _positions
 from washout.stats.order import COLUMNS as ORDER_COLUMNS
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import ok_trials, wait_for, washout
 from test_robustness import check_store_against_plan, start, wait_for_trials, write_spec
 
 WAITING = """
@@ -38,6 +38,18 @@ name = "c"
 command = "sleep 0.2"
 """
 """Test b waits for the file ``go``: the experiment lasts as long as the checks need."""
+
+
+def waiting_run(tmp_path: Path, name: str) -> tuple[Path, subprocess.Popen[str], Path]:
+    """``run`` of :data:`WAITING` into ``NAME.db``, once it has finished a trial: the store,
+    the process, and the file that lets it finish. Polled read-only: a connection that
+    closed last would fold the log into the file."""
+    go = tmp_path / "go"
+    spec = write_spec(tmp_path / f"{name}.toml", WAITING.format(go=go))
+    db = tmp_path / f"{name}.db"
+    proc = start("run", spec, "--db", db, "--quiet")
+    wait_for(lambda: ok_trials(db), 60, "no trial finished")
+    return db, proc, go
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -163,9 +175,10 @@ command = "echo c >> {log}"
     kept = len(stopped_at) - 1
     assert rows == [(t, "ok", 1) for t in "abc"[:kept]] + [(t, "ok", 0) for t in "abc"]
     frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    frame = frame[frame["metric"] == "wall"]
     assert list(frame["test"]) == ["a", "b", "c"] and set(frame["status"]) == {"ok"}
     everything = pd.read_csv(io.StringIO(washout("export", db, "--include-superseded").stdout))
-    assert list(everything["status"]).count("superseded") == kept
+    assert list(everything["status"]).count("superseded") == 4 * kept  # 4 metrics each
     assert f"superseded {kept}" in washout("status", db).stdout
 
 
@@ -273,7 +286,7 @@ def test_a_store_on_a_read_only_file_system_is_read(tmp_path: Path) -> None:
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
         copy = mnt / db.name
         assert "complete: 12 of 12 trials" in washout("status", copy).stdout
-        assert len(pd.read_csv(io.StringIO(washout("export", copy).stdout))) == 12
+        assert len(pd.read_csv(io.StringIO(washout("export", copy).stdout))) == 12 * 4
         washout("analyze", copy)
         one_line_error(washout("resume", copy, check=False), 7, "cannot open for writing")
 
@@ -357,3 +370,104 @@ def test_the_log_is_folded_into_the_store_between_runs_never_between_two_trials(
         run: seen for run, seen in sizes.items() if len(seen) > 1
     }
     assert len({seen.pop() for seen in sizes.values()}) > 1  # checkpoints did happen
+
+
+def test_one_writer_whatever_name_reaches_the_store(tmp_path: Path) -> None:
+    """The lock was the path string plus ``-lock``: ``resume link.db`` (a symlink to the
+    live store) ran beside ``run c.db``, doubling slots, and ``status link.db`` said
+    "stopped". A second name made by a hard link is refused a writer: SQLite, too, keeps
+    one write-ahead log per name."""
+    link, hard = tmp_path / "link.db", tmp_path / "hard.db"
+    link.symlink_to("c.db")
+    db, proc, go = waiting_run(tmp_path, "c")
+    try:
+        one_line_error(washout("resume", link, "--quiet", check=False), 6, f"pid {proc.pid}")
+        assert f"running (pid {proc.pid} on host" in washout("status", link).stdout
+        os.link(db, hard)
+        one_line_error(washout("resume", hard, "--quiet", check=False), 2, "hard links")
+        hard.unlink()
+    finally:
+        go.touch()
+    assert proc.wait(timeout=120) == 0
+    check_store_against_plan(db, 3, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["KILL", "TERM", "INT"]
+)
+def test_a_store_appears_only_whole(tmp_path: Path, signum: int) -> None:
+    """Killed within milliseconds of the store's creation, ``run`` left a 0- or 4096-byte
+    file that both ``run`` ("already exists") and ``resume`` ("not an SQLite database")
+    refused. Now there is no store, or one that ``resume`` completes."""
+    spec = write_spec(
+        tmp_path / "n.toml",
+        '[experiment]\nruns = 1\nseed = 5\n[[test]]\nname = "a"\ncommand = "true"\n',
+    )
+    for attempt in range(3):
+        db = tmp_path / f"n{attempt}.db"
+        proc = start("run", spec, "--db", db, "--quiet")
+        while not os.path.lexists(db) and proc.poll() is None:
+            pass  # the instant it appears
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        if db.exists():
+            washout("resume", db, "--quiet")
+        else:
+            washout("run", spec, "--db", db, "--quiet")
+        check_store_against_plan(db, 1, 1, 5)
+
+
+def test_odd_store_targets_each_have_their_own_message(tmp_path: Path) -> None:
+    """``--db`` naming a directory, ``""`` or ``/dev/null`` said "already exists; ...
+    resume"; each odd target now says what it is, for every command that takes a store."""
+    spec = write_spec(
+        tmp_path / "o.toml", '[experiment]\nruns = 1\n[[test]]\nname = "a"\ncommand = "true"\n'
+    )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    odd = {tmp_path: "a directory", Path("/dev/null"): "a character device", fifo: "a FIFO"}
+    one_line_error(washout("run", spec, "--db", "", check=False), 2, "--db = '': empty")
+    for target, kind in odd.items():
+        err = one_line_error(washout("run", spec, "--db", target, check=False), 2, kind)
+        assert "already exists" not in err
+        for command in ("status", "resume", "export", "analyze", "report"):
+            if command == "report" and kind == "a directory":
+                continue  # a sweep's directory is what report takes: "not a sweep directory"
+            one_line_error(washout(command, target, check=False, timeout=30), 2, kind)
+
+
+DAMAGE = {
+    "metric value as text": "UPDATE metric SET value = 'fast' WHERE trial_id = 3",
+    "metric value as a BLOB": "UPDATE metric SET value = x'00ff' WHERE trial_id = 3",
+    "trial position as text": "UPDATE trial SET position = 'first' WHERE id = 2",
+    "trial duration as a BLOB": "UPDATE trial SET duration = x'01' WHERE id = 2",
+    "run index as text": "UPDATE run SET idx = 'one' WHERE id = 1",
+    "no experiment row": "DELETE FROM experiment",
+    "test metrics not JSON": "UPDATE test SET metrics = '[wall' WHERE spec_index = 0",
+    "a trial of no run": "PRAGMA foreign_keys = OFF; DELETE FROM run WHERE id = 1",
+}
+"""Values edited by hand (the sqlite3 shell), each a valid SQLite file."""
+
+
+@pytest.mark.parametrize("edit", DAMAGE.values(), ids=DAMAGE.keys())
+def test_damaged_values_are_one_line_never_a_traceback(tmp_path: Path, edit: str) -> None:
+    """A value edited to text or a BLOB, or a row taken away, gave ValueError and TypeError
+    tracebacks from export, analyze, status and resume: now each command either works
+    (it does not read that value) or says ``damaged:`` naming it, and resume writes
+    nothing."""
+    db = built_store(tmp_path)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.executescript(edit)
+    before = db.read_bytes()
+    said = set()
+    for command in ("status", "export", "analyze", "report", "resume"):
+        proc = (
+            washout(command, db, "-o", tmp_path / "r.html", check=False)
+            if (command == "report")
+            else washout(command, db, check=False)
+        )
+        if proc.returncode != 0:
+            said.add(command)
+            one_line_error(proc, 2, f"{db}: damaged: ")
+    assert "resume" in said and db.read_bytes() == before
+    assert said >= {"export", "analyze"} or "experiment" in edit or "duration" in edit

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from washout.data.store import ExperimentRecord, Store
+from washout.data.store.writer import StoreWriter
 
 
 def finished(metrics: dict[str, float], status: str = "ok") -> dict[str, Any]:
-    """``Store.finish_trial``'s fields for a trial that just ended with these metrics."""
+    """``StoreWriter.finish_trial``'s fields for a trial that just ended with these metrics."""
     now = datetime.now(UTC)
     return dict(
         status=status,
@@ -29,7 +30,7 @@ def finished(metrics: dict[str, float], status: str = "ok") -> dict[str, Any]:
 
 def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
-    store = Store.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
+    store = StoreWriter.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
     now = datetime.now(UTC)
     first = store.begin_trial(run_id, 0, "a", 0, now)
@@ -55,7 +56,7 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     gets, asking again gives it, and closing the store commits what waits."""
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "e.db"
-    store = Store.create(path, record, [("a", "true", [])])
+    store = StoreWriter.create(path, record, [("a", "true", [])])
     worker = store.worker_id("local", "localhost")
     earlier = store.run_id(worker, -1, "warmup", ["a"])
     run_id = store.run_id(worker, 0, "fixed", ["a"], defer=True)
@@ -87,7 +88,7 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     """Stores written before trials could be superseded stay readable, also read-only."""
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "v1.db"
-    store = Store.create(path, record, [("a", "true", [])])
+    store = StoreWriter.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
     store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **finished({}))
@@ -100,7 +101,7 @@ def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: 
     reader = Store.open(path, readonly=True)
     assert reader.counts() == {"ok": 1} and len(reader.long_frame()) == 1
     reader.close()
-    writer = Store.open(path)
+    writer = StoreWriter.reopen(path)
     assert writer.counts() == {"ok": 1}
     writer.close()
     conn = sqlite3.connect(path)
@@ -119,16 +120,15 @@ def test_one_writer_at_a_time_and_the_lock_goes_with_its_holder(tmp_path: Path) 
 
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "w.db"
-    first = Store.create(path, record, [("a", "true", [])])  # created locked
+    first = StoreWriter.create(path, record, [("a", "true", [])])  # created locked
     holder = writer_of(path)
     assert holder is not None and holder["pid"] == os.getpid()
     assert holder["host"] == socket.gethostname()
-    second = Store.open(path)
     with pytest.raises(StoreBusyError, match=f"in use by pid {os.getpid()} on host "):
-        second.lock()
+        StoreWriter.reopen(path)
     first.close()
     assert writer_of(path) is None
-    second.lock()
+    second = StoreWriter.reopen(path)
     assert writer_of(path) is not None
     second.close()
 
@@ -149,7 +149,7 @@ def test_creating_the_same_store_at_the_same_instant_one_wins_the_other_is_told(
         def create(barrier: threading.Barrier = barrier, path: Path = path) -> Store | str:
             barrier.wait()
             try:
-                return Store.create(path, record, [("a", "true", [])])
+                return StoreWriter.create(path, record, [("a", "true", [])])
             except WashoutError as err:
                 return str(err)
 
@@ -173,10 +173,8 @@ def test_a_status_probing_the_lock_does_not_turn_a_writer_away(tmp_path: Path) -
 
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "p.db"
-    Store.create(path, record, [("a", "true", [])]).close()
+    StoreWriter.create(path, record, [("a", "true", [])]).close()
     probe = os.open(lock_path(path), os.O_RDONLY)
     fcntl.flock(probe, fcntl.LOCK_SH)
     threading.Timer(0.2, os.close, (probe,)).start()  # a slow probe, released soon
-    store = Store.open(path)
-    store.lock()
-    store.close()
+    StoreWriter.reopen(path).close()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real software the case studies under examples/ measure, from Debian: redis-server and
-# redis-benchmark, fio, sysbench; and fincore (util-linux-extra), with which
+# redis-benchmark, fio, sysbench; gcc, which builds the commits of examples/bisect (and
+# tests/test_bisect.py); and fincore (util-linux-extra), with which
 # tests/test_examples.py checks what the page cache holds. That test runs each example shortly.
 #   bash scripts/services/examples.sh                    # all of them (what scripts/test runs)
 #   bash scripts/services/examples.sh fio:fio ...        # PACKAGE:PROGRAM pairs (install.sh)
@@ -10,7 +11,7 @@ set -euo pipefail
 check=""
 [ "${1:-}" = --check ] && { check=1; shift; }
 [ "$#" -gt 0 ] || set -- redis-server:redis-server redis-tools:redis-benchmark fio:fio sysbench:sysbench \
-  util-linux-extra:fincore
+  gcc:cc util-linux-extra:fincore
 missing=()
 for pair in "$@"; do
   command -v "${pair#*:}" >/dev/null 2>&1 || missing+=("${pair%%:*}")

@@ -7,8 +7,9 @@ its parameter space with incremental sampling (Hui et al., SIGMOD 2024).
 The public API (docs/api.md): :func:`run` and :func:`compare` (hyperfine's quick form),
 :func:`load`, :func:`analyze` (the one analysis, as ``washout analyze`` and the run's
 summary compute it), :func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`,
-:class:`Spec`, :class:`Store`, :class:`RunResult`, and every result type (``__all__``).
-Each function imports its heavy modules when called, so ``import washout`` (and ``washout
+:func:`bisect`, :func:`check`, :class:`Spec`, :class:`Store`, :class:`RunResult`, and every
+result type (``__all__``). Each function imports its heavy modules when called, so
+``import washout`` (and ``washout
 --help``) stays fast.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from washout.harness.machine_check import check
 from washout.version import __version__
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
     from washout.analysis.result import Analysis as Analysis
     from washout.analysis.result import Options as Options
+    from washout.bisection.result import BisectResult as BisectResult
     from washout.data.store import Store as Store
     from washout.harness.engine import Experiment
     from washout.stats.carryover import CarryoverPair as CarryoverPair
@@ -69,6 +72,7 @@ RESULT_TYPES: dict[str, str] = {
     "ClaimResult": "washout.stats.claims",
     "ClaimSide": "washout.stats.claims",
     "SweepResult": "washout.sweep.result",
+    "BisectResult": "washout.bisection.result",
     "Store": "washout.data.store",
 }
 """The public classes, imported when first used: name -> module."""
@@ -79,7 +83,9 @@ __all__ = [
     "Spec",
     "__version__",
     "analyze",
+    "bisect",
     "carryover",
+    "check",
     "claims",
     "compare",
     "drift",
@@ -270,18 +276,21 @@ def compare(
 
 
 def load(source: str | Path) -> pd.DataFrame:
-    """The long format (one row per trial and metric) of a washout store, a long-format CSV
-    or an OrderSage results file, told apart by content."""
-    from washout.data.sources import load_trials
+    """The long format (one row per trial and metric) of a washout store, what ``washout
+    export`` writes (CSV, JSON or Parquet) or an OrderSage results file, told apart by
+    content: every metric of every trial (``user``, ``system`` and ``max_rss`` too),
+    ``started`` and ``ended`` as UTC datetimes."""
+    from washout.data.sources import load_everything
 
-    return load_trials(source)[0]
+    return load_everything(source)
 
 
 def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A long-format frame as given, or loaded from a path."""
-    if isinstance(source, str | Path):
-        return load(source)
-    return source
+    """A long-format frame as given, or loaded from a path, without the resource metrics
+    (as ``washout analyze`` analyses it: the spec's own metrics)."""
+    from washout.stats.compare import without_resource_metrics
+
+    return without_resource_metrics(load(source) if isinstance(source, str | Path) else source)
 
 
 def analyze(
@@ -399,6 +408,57 @@ def explore(
         space = load_space_csv(space, metric)
     with threadpool_limits(1):  # as the CLI: one BLAS thread, so the same numbers
         return explore_space(space, options or LoopOptions(), full=full)
+
+
+def bisect(
+    spec: str | Path,
+    *,
+    good: str | None = None,
+    bad: str | None = None,
+    repo: str | Path = ".",
+    build: str | None = None,
+    directory: str | Path | None = None,
+    test: str | None = None,
+    metric: str | None = None,
+    threshold: float | None = None,
+    alpha: float = 0.05,
+    runs: int = 10,
+    max_runs: int = 60,
+    seed: int | None = None,
+    build_timeout: float | None = None,
+) -> BisectResult:
+    """Find the commit between ``good`` and ``bad`` that changed the spec's metric, as
+    ``washout bisect SPEC --good --bad`` does; ``spec`` a bisect's directory continues
+    that bisect (as ``washout resume DIR``). ``threshold`` is a fraction (0.02); the other
+    options are ``washout bisect``'s. Returns the frozen
+    :class:`~washout.bisection.result.BisectResult` (``to_dict()`` for JSON); a step that
+    stops raises
+    :class:`~washout.bisection.driver.BisectStopped` (its state kept for resuming)."""
+    from washout.bisection.driver import Request, advance, start
+    from washout.bisection.state import is_bisect_dir
+    from washout.errors import WashoutError
+
+    if is_bisect_dir(Path(spec)):
+        return advance(Path(spec))
+    if good is None or bad is None:
+        raise WashoutError(f"{spec}: a new bisect needs good= and bad= (revisions)")
+    request = Request(
+        spec=Path(spec),
+        good=good,
+        bad=bad,
+        repo=Path(repo),
+        build=build,
+        directory=None if directory is None else Path(directory),
+        test=test,
+        metric=metric,
+        threshold=threshold,
+        alpha=alpha,
+        runs=runs,
+        max_runs=max_runs,
+        seed=seed,
+        build_timeout=build_timeout,
+    )
+    return advance(start(request))
 
 
 def __getattr__(name: str) -> Any:

@@ -2,8 +2,9 @@
 
 Every one is a :class:`WashoutError`; its kinds let a caller tell apart what went wrong:
 :class:`SpecError` (a spec or the options that stand for one), :class:`SourceError` (a file
-of trials that cannot be read), :class:`WorkerError` (a worker that cannot be used) and
-:class:`StoreError` (a store that cannot be written).
+of trials that cannot be read; :class:`DamagedStoreError`: a damaged store),
+:class:`WorkerError` (a worker that cannot be used) and :class:`StoreError` (a store that
+cannot be written).
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ class SpecError(WashoutError):
 
 class SourceError(WashoutError):
     """A file of trials (store, long CSV, OrderSage results) that cannot be read."""
+
+
+class DamagedStoreError(SourceError):
+    """A store whose content washout cannot trust: SQLite finds it malformed, it is cut
+    short, or a value washout reads is of the wrong type or missing (``X.db: damaged:
+    ...``)."""
 
 
 class WorkerError(WashoutError):

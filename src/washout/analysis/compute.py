@@ -169,7 +169,7 @@ def _analyze(
         claims=why.claims,
         recorded=ctx.recorded if options.describe else None,
         what_ran=ran,
-        excluded=_excluded(trials, analysed),
+        excluded=_excluded(analysed),
         notes=tuple(
             n
             for n in (
@@ -524,25 +524,17 @@ def _moment(trials: pd.DataFrame, column: str, pick: Callable[..., Any]) -> str 
     return pick(parsed).isoformat() if len(parsed) else None
 
 
-def _excluded(trials: pd.DataFrame, analysed: pd.DataFrame) -> tuple[Excluded, ...]:
-    """The values the analyses left out, counted by why: resource metrics not named,
-    unsuccessful trials (by status), successful trials without a number, and runs of order
-    kinds the order analysis does not compare."""
+def _excluded(analysed: pd.DataFrame) -> tuple[Excluded, ...]:
+    """The values the analyses left out, counted by why: unsuccessful trials (by status),
+    successful trials without a number, and runs of order kinds the order analysis does
+    not compare. The resource metrics (``user``, ``system``, ``max_rss``) are not counted:
+    they are analysed only when named, whatever the source holds (a store's analysis does
+    not read them; an export holds them), so every source of the same trials says the
+    same."""
     import numpy as np
     import pandas as pd
 
-    from washout.data.longformat import RESOURCE_METRICS
-
-    found = []
-    resources = len(trials) - len(analysed)
-    if resources:
-        found.append(
-            Excluded(
-                f"values of {', '.join(RESOURCE_METRICS)}",
-                resources,
-                "CPU time and peak RSS are analysed only when named: analyze --metric",
-            )
-        )
+    found: list[Excluded] = []
     if not {"status", "value", "order"} <= set(analysed.columns):
         return tuple(found)
     status = analysed["status"].astype("category")

@@ -81,8 +81,10 @@ class Options:
 
 @dataclass(frozen=True)
 class Source:
-    """Where the trials came from: ``kind`` is store, long-csv, ordersage, frame (a
-    DataFrame given from Python) or sweep (a sweep's directory or result)."""
+    """Where the trials came from: ``kind`` is one of
+    :data:`~washout.data.sources.SOURCE_KINDS` (store, long-csv, long-json, long-parquet,
+    ordersage), frame (a DataFrame given from Python) or sweep (a sweep's directory or
+    result)."""
 
     kind: str
     path: str | None = None

@@ -16,6 +16,8 @@ from typing import NoReturn
 # Registration by import: one module per command family.
 from washout.cli import (
     commands_analyze,  # noqa: F401,E402
+    commands_bisect,  # noqa: F401,E402
+    commands_check,  # noqa: F401,E402
     commands_plan,  # noqa: F401,E402
     commands_report,  # noqa: F401,E402
     commands_run,  # noqa: F401,E402
@@ -29,8 +31,10 @@ def main() -> None:
     """Console-script entry: run the app, turning user errors into one line."""
     try:
         app(args=join_parameter_lists(sys.argv[1:]), standalone_mode=True)
-    except WashoutError as err:
-        print(f"washout: error: {err}", file=sys.stderr)
+    except WashoutError as err:  # it may quote a trial's output: escapes shown, not obeyed
+        from washout.harness.printable import printable
+
+        print(f"washout: error: {printable(str(err))}", file=sys.stderr)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:  # Ctrl-C before an experiment's own handler is installed
         print("washout: interrupted", file=sys.stderr)

@@ -77,7 +77,7 @@ def report(
     )
     # The figures' libraries (matplotlib) are imported while a child analyses why.
     analysis = analyze(source, options, meanwhile=partial(import_module, FORMATS[fmt.value]))
-    _write(out, fmt.value, analysis)
+    _write(out, fmt.value, analysis, source)
     if analysis.sweep is not None:
         typer.echo(f"{out}: sweep of {analysis.sweep.settings_measured} settings")
     else:
@@ -94,14 +94,14 @@ def write_sweep_report(
     _write(out, fmt, sweep_analysis(sweep, settings, name))
 
 
-def _write(out: Path, fmt: str, analysis: Analysis) -> None:
-    """Render ``analysis`` as HTML or Markdown and write it, with a progress bar while
-    figures are drawn."""
+def _write(out: Path, fmt: str, analysis: Analysis, *sources: Path) -> None:
+    """Render ``analysis`` as HTML or Markdown and write it (never over ``sources``), with
+    a progress bar while figures are drawn."""
     from washout.report.render import Settings, renderer, write
 
     with _figure_progress() as progress:
         rendered = renderer(fmt)(analysis, Settings(stem=out.stem, progress=progress))
-    write(rendered, out)
+    write(rendered, out, *sources)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from washout.data.store import Store
+    from washout.data.store.writer import StoreWriter
     from washout.harness.engine import Experiment, Outcome
 
 
@@ -36,7 +37,7 @@ def _console(quiet: bool = False, stderr: bool = True) -> Console:
 
 def _execute(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     quiet: bool,
     allow_mismatch: bool,
     *,
@@ -181,28 +182,33 @@ _LIVE_COLUMNS = ("test", "metric", "value", "status")
 
 def _show_output(store: Store) -> None:
     """hyperfine's ``--show-output``, after the fact: the stored output tails of each test's
-    last trial (washout keeps a trial's output to read its metrics)."""
+    last trial (washout keeps a trial's output to read its metrics), escapes shown."""
+    from washout.harness.printable import printable
+
     console = _console()
     for test, status, stdout, stderr in store.last_outputs():
         console.print(f"Output of {test!r} (its last trial, {status}):", style="bold")
         for stream, text in (("stdout", stdout), ("stderr", stderr)):
-            shown = (text or "").rstrip("\n")
+            shown = printable((text or "").rstrip("\n"))
             console.print(f"  {stream}: " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
 
 
 def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -> None:
     """For each test whose every trial failed: its first failure's reason (its exit code,
     signal or timeout) and stderr tail, and where to look next (hyperfine, too, says how a
-    failing command failed and how to see its output)."""
+    failing command failed and how to see its output); the trial's text with its control
+    characters escaped (:func:`~washout.harness.printable.printable`)."""
     from washout.harness.executors.base import tail
+    from washout.harness.printable import printable
 
     commands = {t.name: t.command for t in experiment.tests}
     console = _console()
     for test, trials, status, reason, stderr in store.tests_without_success():
         console.print(
-            f"Test {test!r}: all {trials} trial(s) {status}; the first: {reason}", style="red"
+            f"Test {test!r}: all {trials} trial(s) {status}; the first: {printable(reason)}",
+            style="red",
         )
-        shown = tail(stderr.encode(), 600).strip() if stderr else ""
+        shown = printable(tail(stderr.encode(), 600).strip()) if stderr else ""
         console.print("  stderr (tail): " + (shown.replace("\n", "\n  ") if shown else "(empty)"))
         console.print(f"  Run it by hand to see its whole output: {commands.get(test, test)}")
     console.print(f"Every stored failure, with its reason: washout status {store.path}")
@@ -228,8 +234,10 @@ def _summary(
         f"({outcome.executed} this session); failed {state.failed}, "
         f"timed out {state.timeout}, interrupted {state.interrupted}"
     )
+    from washout.harness.printable import printable
+
     for worker, error in outcome.worker_errors.items():
-        out.print(f"Worker {worker} stopped: {error}", style="red")
+        out.print(f"Worker {worker} stopped: {printable(error)}", style="red")
     if outcome.stopped:
         out.print(f"Stopped: {outcome.stopped}", style="yellow")
     if not state.complete:
@@ -267,7 +275,7 @@ def run_command(
         metavar="SPEC.toml | COMMAND...",
         help="A spec file, or commands to compare (quick form).",
     ),
-    db: Path | None = typer.Option(
+    db_name: str | None = typer.Option(
         None, "--db", help="Database path (default: ./washout-results/NAME.db)."
     ),
     runs: int | None = typer.Option(
@@ -370,8 +378,11 @@ def run_command(
     from washout.harness.spec import load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
+    if db_name == "":  # a Path option would take it for "." (a directory)
+        raise WashoutError("--db = '': empty; give the store's file name (default: NAME.db)")
+    db = None if db_name is None else Path(db_name)
     exports = _exports(
-        export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
+        db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
     if is_spec and Path(args[0]).is_file():
         spec, text = load_spec(args[0])
@@ -411,6 +422,7 @@ def run_command(
         source = "command line"
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
     experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
+    _warn_of_removed_files(experiment, source)
     store = new_store(experiment, db)
     path = store.path
     console = _console(quiet)
@@ -448,24 +460,28 @@ def split_lists(values: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _exports(**paths: Path | None) -> dict[str, Path]:
-    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs: not a
-    directory, its directory there (an export never costs the run its summary)."""
+def _exports(store: Path | None, **paths: Path | None) -> dict[str, Path]:
+    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs
+    (:func:`~washout.data.outputs.check_output`: an export never costs the run its summary,
+    nor writes over any file of the ``store`` the run writes)."""
+    from washout.data.outputs import check_output
+
     chosen = {}
     for option, path in paths.items():
         if path is None:
             continue
         fmt = option.removeprefix("export_")
-        if path.is_dir() or not path.parent.is_dir():
-            problem = "a directory" if path.is_dir() else "its directory does not exist"
-            raise WashoutError(f"--export-{fmt} = {str(path)!r}: {problem}")
-        chosen[fmt] = path
+        chosen[fmt] = check_output(
+            path, *([] if store is None else [store]), option=f"--export-{fmt}"
+        )
     return chosen
 
 
 @app.command("resume")
 def resume_command(
-    db: Path = typer.Argument(..., help="The database of an interrupted experiment."),
+    db: Path = typer.Argument(
+        ..., help="The database of an interrupted experiment, or a bisect's directory."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     allow_mismatch: bool = typer.Option(
         False, "--allow-mismatch", help="Record provenance mismatches and proceed."
@@ -473,14 +489,18 @@ def resume_command(
 ) -> None:
     """Continue an interrupted experiment (same spec and seed): complete runs are kept, a run
     cut short is re-run whole after a fresh reset."""
-    from washout.data.store import Store
-    from washout.harness.engine import Experiment
+    from washout.bisection.state import is_bisect_dir
+    from washout.harness.engine import Experiment, reopen_store
     from washout.harness.status import progress_of
 
-    store = Store.open(db)
+    if is_bisect_dir(db):  # a bisect's directory: its steps resume one after another
+        from washout.cli.commands_bisect import continue_bisect
+
+        continue_bisect(db, quiet, allow_mismatch)
+        return
+    store = reopen_store(db)
     try:
-        store.lock()
-        experiment = Experiment.from_store(store)
+        experiment = Experiment.from_store(store, to_run=True)
         if progress_of(store).complete:
             typer.echo(f"{db}: complete; nothing to resume")
             return
@@ -506,6 +526,16 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
         typer.echo(f"  {test.name}: {test.command}   [{metrics}]")
+    _warn_of_removed_files(experiment, str(spec_path))
+
+
+def _warn_of_removed_files(experiment: Experiment, source: str) -> None:
+    """One line on stderr per ``file`` metric that would remove an existing file outside
+    its test's working directory before every trial."""
+    from washout.harness.measure import files_removed_outside
+
+    for warning in files_removed_outside(experiment.spec, experiment.tests):
+        typer.echo(f"{source}: warning: {warning}", err=True)
 
 
 @app.command("status")
@@ -534,11 +564,13 @@ def export_command(
         help="Also the trials of interrupted runs' earlier attempts (status superseded).",
     ),
 ) -> None:
-    """Write the long format: one row per trial and metric."""
+    """Write the long format: one row per trial and metric (every metric recorded, the
+    trial's CPU time and peak memory included)."""
     from washout.data.export import write_long
     from washout.data.outputs import check_output
     from washout.data.store import read_long
 
     if output is not None:
         check_output(output, db)
-    write_long(read_long(db, include_superseded), fmt, output, sys.stdout)
+    frame = read_long(db, include_superseded, resources=True)
+    write_long(frame, fmt, output, sys.stdout, db)

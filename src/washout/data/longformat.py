@@ -5,10 +5,12 @@ store, a CSV, or an OrderSage file converted to it). Columns, exactly (docs/desi
 
     run, order, position, test, metric, value, status, worker, started, ended
 
-``run`` and ``position`` count from 0; ``order`` is fixed/random/reverse/williams; ``status``
-is ok/failed/timeout/interrupted; ``worker`` is ``local`` for the local machine; ``started``
-and ``ended`` are UTC ISO-8601 strings (or NaN where unknown). A trial that produced no
-value for a metric (failed, timed out) has ``value`` NaN.
+``run`` and ``position`` count from 0; ``order`` is fixed/random/reverse/williams (or
+``warmup``, run -1, for the warmup trials); ``status`` is ok/failed/timeout/interrupted (or
+``warmup``, or ``superseded`` for the trials of a run's interrupted attempt); ``worker`` is
+``local`` for the local machine; ``started`` and ``ended`` are UTC ISO-8601 strings (or NaN
+where unknown). A trial that produced no value for a metric (failed, timed out) has
+``value`` NaN. Only ``ok`` trials of the analysed order kinds are ever analysed.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ COLUMNS: tuple[str, ...] = (
     "started",
     "ended",
 )
-ORDER_KINDS: tuple[str, ...] = ("fixed", "random", "reverse", "williams")
-STATUSES: tuple[str, ...] = ("ok", "failed", "timeout", "interrupted")
+ORDER_KINDS: tuple[str, ...] = ("fixed", "random", "reverse", "williams", "warmup")
+"""Every order a long-format file may name: the plan's kinds and ``warmup``."""
+STATUSES: tuple[str, ...] = ("ok", "failed", "timeout", "interrupted", "warmup", "superseded")
+"""Every status a long-format file may hold: whatever ``washout export`` writes."""
 # The columns with few distinct values: categoricals with sorted categories, from a store
 # as from a CSV, so grouping works on small integer codes.
 LABELS: tuple[str, ...] = ("order", "test", "metric", "status", "worker")

@@ -1,8 +1,11 @@
-"""Where trials come from: a washout store, a long-format CSV, or an OrderSage results file.
+"""Where trials come from: a washout store, what ``washout export`` writes (a long-format
+CSV, JSON records or Parquet), or an OrderSage results file.
 
 :func:`load_trials` tells them apart by content, not by name: a SQLite database starts with
-the 16-byte magic ``SQLite format 3\\0``; a CSV is a long-format file if its header has the
-long-format columns and an OrderSage file if it has OrderSage's.
+the 16-byte magic ``SQLite format 3\\0``, a Parquet file with ``PAR1``, a JSON export with
+``[``; a CSV is a long-format file if its header has the long-format columns and an
+OrderSage file if it has OrderSage's. :func:`load_everything` is ``washout.load``: every
+metric, time stamps as datetimes.
 """
 
 from __future__ import annotations
@@ -13,19 +16,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from washout.data.store.schema import SQLITE_MAGIC
 from washout.errors import SourceError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+
+SOURCE_KINDS = {
+    "store": "washout store",
+    "long-csv": "long-format CSV",
+    "long-json": "long-format JSON",
+    "long-parquet": "long-format Parquet",
+    "ordersage": "OrderSage results CSV",
+}
+"""Each kind of source a path can be, in words."""
 
 
 @dataclass(frozen=True)
 class SourceInfo:
-    """What :func:`load_trials` read: ``kind`` is store, long-csv or ordersage; for OrderSage
-    files also the original test-column name (exp_command/test_command) and the layout
-    generation (``exp`` older, ``test`` newer)."""
+    """What :func:`load_trials` read: ``kind`` is store, long-csv, long-json, long-parquet
+    or ordersage; for OrderSage files also the original test-column name
+    (exp_command/test_command) and the layout generation (``exp`` older, ``test`` newer)."""
 
     path: Path
     kind: str
@@ -33,6 +45,11 @@ class SourceInfo:
     generation: str | None = None
     # With ``defer_checks``: a long CSV's row checks, not yet run (raises the one-line error).
     check: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def what(self) -> str:
+        """The kind of source in words (``long-format CSV``...)."""
+        return SOURCE_KINDS[self.kind]
 
 
 def _header(path: Path) -> list[str]:
@@ -61,20 +78,34 @@ def load_trials(
     (:func:`~washout.data.importers.longcsv.read_long_csv`).
     """
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
+    from washout.data.importers.longexport import exported_format
     from washout.data.importers.ordersage import is_ordersage
+    from washout.data.store.reader import file_kind
 
     path = Path(path)
+    kind = file_kind(path)
+    if kind is not None:
+        raise SourceError(f"{path}: {kind}, not a file of trials (a store or a CSV)")
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
     try:
         with path.open("rb") as handle:
-            magic = handle.read(len(SQLITE_MAGIC))
+            head = handle.read(64)
     except OSError as err:
         raise SourceError(f"{path}: cannot read: {err.strerror}") from None
-    if magic == SQLITE_MAGIC:
+    if head.startswith(SQLITE_MAGIC):
         from washout.data.store import read_long
 
         return read_long(path, columns=columns, resources=resources), SourceInfo(path, "store")
+    exported = exported_format(head)
+    if exported is not None:
+        from washout.data.importers.longexport import read_long_export
+
+        frame, check = read_long_export(path, exported)
+        if not defer_checks:
+            check()
+        info = SourceInfo(path, f"long-{exported}", check=check if defer_checks else None)
+        return frame, info
     header = _header(path)
     if all(c in header for c in LONG_REQUIRED):
         from washout.data.importers.longcsv import read_long_csv
@@ -94,3 +125,16 @@ def load_trials(
         f"({', '.join(LONG_REQUIRED)}, ...) nor an OrderSage results file "
         "(exp_command or test_command, order_type, result, completion_status, ...)"
     )
+
+
+def load_everything(path: Path | str) -> pd.DataFrame:
+    """What ``washout.load`` gives: the long format of ``path`` with every metric of every
+    trial (a store's resource metrics too: :data:`~washout.data.longformat.RESOURCE_METRICS`)
+    and ``started``/``ended`` as UTC datetimes (NaT where unknown, as in an OrderSage
+    file)."""
+    import pandas as pd
+
+    frame, _ = load_trials(path, resources=True)
+    for column in ("started", "ended"):
+        frame[column] = pd.to_datetime(frame[column], utc=True, format="ISO8601", errors="coerce")
+    return frame

@@ -12,15 +12,16 @@ attempt stay in the store marked superseded, out of the analysis. A failed or ti
 trial of a finished run stays as recorded (it ran, in its place).
 
 Workers run concurrently (asyncio), each its own full schedule; a failing worker stops
-only itself. One process writes a store at a time (:meth:`Store.lock`). Ctrl-C stops
-every worker at the next trial boundary; a second Ctrl-C, or SIGTERM, stops at once (the
-trial in flight is killed with its process group and kept as ``interrupted``); teardown
-runs in every case.
+only itself. One process writes a store at a time (its :class:`StoreWriter` holds the
+lock). Ctrl-C stops every worker at the next trial boundary; a second Ctrl-C, or SIGTERM,
+stops at once (the trial in flight is killed with its process group and kept as
+``interrupted``); teardown runs in every case.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -34,7 +35,8 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any
 
-from washout.data.store import FINISHED, ExperimentRecord, NextTrial, Store
+from washout.data.store import FINISHED, ExperimentRecord, Store
+from washout.data.store.writer import NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
     StoreExistsError,
@@ -46,7 +48,10 @@ from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
-from washout.harness.measure import MetricError, extract
+from washout.harness.machine_read import require_met
+from washout.harness.measure import MetricError, TrialMetrics
+from washout.harness.metrics.base import Trial
+from washout.harness.metrics.resources import resource_values
 from washout.harness.plan import Plan, draw_seed, schedule
 from washout.harness.roles import (
     GroupWatch,
@@ -55,7 +60,13 @@ from washout.harness.roles import (
     role_commands,
     watch_for,
 )
-from washout.harness.secrets import redact, redact_tail, secret_values
+from washout.harness.secrets import (
+    literal_secrets,
+    redact,
+    redact_spec,
+    redact_tail,
+    secret_values,
+)
 from washout.harness.spec import (
     CommandSpec,
     MetricSpec,
@@ -160,24 +171,33 @@ class Experiment:
         return cls(spec, text, source, tests, plan)
 
     @classmethod
-    def from_store(cls, store: Store) -> Experiment:
-        """Re-plan exactly what a store was created with (for resume)."""
+    def from_store(cls, store: Store, *, to_run: bool = False) -> Experiment:
+        """Re-plan exactly what a store was created with. ``to_run`` (resume): a spec
+        stored with its secrets masked (:func:`~washout.harness.secrets.redact_spec`) takes
+        them back from its spec file, which must be as it was."""
         rec = store.experiment()
-        spec = parse_spec_text(rec.spec_text, f"{store.path} (stored spec)")
-        return cls.prepare(
-            spec, rec.spec_text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind
-        )
+        text = rec.spec_text
+        masked = store.spec_redacted()
+        if to_run and masked:
+            text = _spec_with_secrets(store.path, rec, masked)
+        spec = parse_spec_text(text, f"{store.path} (stored spec)")
+        return cls.prepare(spec, text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind)
 
     @property
     def planned_trials(self) -> int:
         """Trials the plan asks for, over every schedule (worker or worker group)."""
         return self.plan.total_trials * self.spec.schedules
 
+    def stored_spec(self) -> tuple[str, list[str]]:
+        """The spec's text as the store keeps it, its secrets masked, and what was masked
+        (:func:`~washout.harness.secrets.redact_spec`)."""
+        return redact_spec(self.spec_text, [t.env for t in self.tests])
+
     def record(self) -> ExperimentRecord:
         exp = self.spec.experiment
         return ExperimentRecord(
             name=exp.name,
-            spec_text=self.spec_text,
+            spec_text=self.stored_spec()[0],
             spec_source=self.source,
             seed=self.plan.seed,
             design=exp.design,
@@ -187,10 +207,33 @@ class Experiment:
             tool_version=__version__,
         )
 
-    def create_store(self, path: str | Path) -> Store:
-        return Store.create(
-            path, self.record(), [(t.name, t.command, list(t.metrics)) for t in self.tests]
+    def create_store(self, path: str | Path) -> StoreWriter:
+        """The experiment's new store (refused if ``path`` exists), its spec and commands
+        stored with their secrets masked."""
+        written = literal_secrets([t.env for t in self.tests])
+        tests = [(t.name, redact(t.command, written), list(t.metrics)) for t in self.tests]
+        masked = self.stored_spec()[1]
+        meta = {"spec_redacted": json.dumps(masked)} if masked else None
+        return StoreWriter.create(path, self.record(), tests, meta)
+
+
+def _spec_with_secrets(db: Path, record: ExperimentRecord, masked: list[str]) -> str:
+    """The text of the spec file a store was run from, once it is known to be the spec the
+    store holds with its secrets masked (:meth:`Experiment.from_store`)."""
+    what = ", ".join(masked)
+    source = Path(record.spec_source)
+    try:
+        text = source.read_text(encoding="utf-8-sig")
+        tests = expand_tests(parse_spec_text(text, str(source)), str(source))
+    except (OSError, UnicodeDecodeError, WashoutError):
+        text, tests = "", []
+    if not tests or redact_spec(text, [t.env for t in tests])[0] != record.spec_text:
+        raise SpecError(
+            f"{db}: the stored spec has its secrets masked ({what}); resume takes them from "
+            f"{str(source)!r}, which is {'changed' if tests else 'not readable'}: restore it, "
+            'or give secrets through the environment (env = { TOKEN = "${TOKEN}" })'
         )
+    return text
 
 
 def default_db_path(name: str, directory: str | Path = "washout-results") -> Path:
@@ -205,7 +248,7 @@ def default_db_path(name: str, directory: str | Path = "washout-results") -> Pat
     return candidate
 
 
-def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
+def new_store(experiment: Experiment, db: str | Path | None = None) -> StoreWriter:
     """Create the store an experiment runs into: ``db``, or else the next free
     :func:`default_db_path` (taking the next one if another washout creates that default
     name at the same instant). An explicit ``db`` that exists is refused
@@ -217,6 +260,13 @@ def new_store(experiment: Experiment, db: str | Path | None = None) -> Store:
         except StoreExistsError:
             if db is not None:
                 raise
+
+
+def reopen_store(db: str | Path) -> StoreWriter:
+    """An existing store opened to be written (``washout resume``, a sweep's next batch),
+    holding its writer lock (:class:`~washout.errors.StoreBusyError` if another process
+    holds it)."""
+    return StoreWriter.reopen(db)
 
 
 def resolve_env(env: dict[str, str], source: str) -> dict[str, str]:
@@ -262,7 +312,7 @@ class _Worker:
     def __init__(
         self,
         experiment: Experiment,
-        store: Store,
+        store: StoreWriter,
         executor: Executor,
         stop: asyncio.Event,
         progress: ProgressHook,
@@ -288,6 +338,7 @@ class _Worker:
         # Every process of a trial carries the session's token, so that a later session
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
+        self._plain: dict[str, dict[str, MetricSpec]] = {}
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -399,20 +450,22 @@ class _Worker:
         """
         cwd = self._cwd(test.cwd)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
+        plain = TrialMetrics(  # the rest, taken here on the test's worker
+            self._plain_metrics(test),
+            Trial(self.ex, cwd, self.spec.experiment.output_tail),
+            self._own_side,
+        )
         try:
-            for name, mspec in test.metrics.items():
-                if mspec.file is not None and not mspec.around_trial:
-                    try:
-                        await self.ex.remove_file(mspec.file, cwd)
-                    except OSError as err:
-                        now = datetime.now(UTC)
-                        return "failed", self._finished(
-                            "failed",
-                            f"metric {name}: file {mspec.file} cannot be removed "
-                            f"before the trial (a value must come from this trial): {err}",
-                            CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
-                            {},
-                        )
+            try:
+                await plain.before()
+            except MetricError as err:
+                now = datetime.now(UTC)
+                return "failed", self._finished(
+                    "failed",
+                    str(err),
+                    CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
+                    {},
+                )
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
@@ -446,41 +499,30 @@ class _Worker:
         reason = result.reason
         metrics: dict[str, float] = {}
         if status == "ok":
-            metrics.update(result.extra_metrics)
-            for name, mspec in test.metrics.items():
-                if mspec.around_trial:  # runner's, in extra_metrics (absent: not available)
-                    continue
-                try:
-                    metrics[name] = await self._metric(mspec, result, cwd)
-                except MetricError as err:
-                    status, reason = "failed", f"metric {name}: {err}"
-                    metrics = {}
-                    break
+            metrics.update(result.extra_metrics)  # the runner's (absent: not available)
+            try:
+                metrics.update(await plain.values(result))
+            except MetricError as err:
+                status, reason, metrics = "failed", str(err), {}
+            else:
+                reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
         # What the trial's processes used, whatever its status (a metric of the test's
         # own with the same name wins).
-        used = {k: v for k, v in result.resources.items() if k not in test.metrics}
+        used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics})
 
-    async def _metric(self, mspec: MetricSpec, result: CommandResult, cwd: str | None) -> float:
-        """One metric of a finished trial (MetricError with the reason if it has none)."""
-        content = None
-        if mspec.file is not None:
-            try:
-                content = await self.ex.read_file(mspec.file, cwd)
-            except OSError as err:
-                raise MetricError(
-                    f"file {mspec.file} could not be read: {err.strerror or err}"
-                ) from None
-        try:
-            return extract(mspec, stdout=result.stdout, wall=result.duration, file_content=content)
-        except MetricError as err:
-            kept = self.spec.experiment.output_tail
-            if mspec.file is None and not mspec.wall and (result.stdout_cut or not kept):
-                raise MetricError(
-                    f"{err} (only the last {kept} bytes of stdout are kept: "
-                    "[experiment] output_tail)"
-                ) from None
-            raise
+    def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
+        """The metrics of ``test`` not taken around the trial (worked out once per test)."""
+        plain = self._plain.get(test.name)
+        if plain is None:
+            plain = self._plain[test.name] = {
+                name: m for name, m in test.metrics.items() if not m.around_trial
+            }
+        return plain
+
+    def _own_side(self, role: str | None) -> Executor:
+        """Where a plain metric is taken: this worker."""
+        return self.ex
 
     def _finished(
         self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]
@@ -650,10 +692,11 @@ def run_complete(
     return all(slot_done(slots.get((run_index, pos), []), policy, retries) for pos in range(length))
 
 
-def recover(experiment: Experiment, store: Store) -> None:
+def recover(experiment: Experiment, store: StoreWriter) -> None:
     """Prepare a store for its next session: trials left ``running`` by a killed process
     become ``interrupted``, and every run left part-way is superseded (its trials kept,
-    out of the analysis) so that it is re-run whole; each step is logged as an event."""
+    out of the analysis) so that it is re-run whole; so are warmups cut short (the next
+    session runs its warmups again); each step is logged as an event."""
     exp = experiment.spec.experiment
     notes = []
     interrupted = store.mark_interrupted()
@@ -663,6 +706,13 @@ def recover(experiment: Experiment, store: Store) -> None:
         )
     for worker_id, name, *_ in store.workers():
         slots = store.slot_attempts(worker_id)
+        if any(i == WARMUP_RUN and "interrupted" in s for (i, _), s in slots.items()):
+            warmups = [t.name for t in experiment.tests]
+            kept = store.supersede_run(store.run_id(worker_id, WARMUP_RUN, "warmup", warmups))
+            notes.append(
+                f"{name}: its warmups were interrupted; their {kept} trial(s) are kept as "
+                "superseded"
+            )
         started = {idx for idx, _ in slots}
         for run in experiment.plan.runs:
             if run.index in started and not run_complete(
@@ -698,7 +748,7 @@ def count_done(experiment: Experiment, store: Store) -> int:
 async def _each_worker(
     executors: list[Executor],
     step: Callable[[Executor], Awaitable[object]],
-    store: Store,
+    store: StoreWriter,
     outcome: Outcome,
 ) -> list[Executor]:
     """Run ``step`` on every worker at once. A worker whose step fails with a one-line
@@ -718,7 +768,7 @@ async def _each_worker(
     return kept
 
 
-async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store) -> None:
+async def _kill_leftovers(executor: Executor, sessions: list[str], store: StoreWriter) -> None:
     """Before anything runs on a worker: kill what trials of earlier sessions (all dead:
     this one holds the writer lock) left running there, so no old trial runs beside the
     new ones."""
@@ -739,7 +789,7 @@ async def _kill_leftovers(executor: Executor, sessions: list[str], store: Store)
 
 async def _run_all(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     executors: list[Executor],
     stop: asyncio.Event,
     progress: ProgressHook,
@@ -749,6 +799,11 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    try:
+        await require_met(executors, experiment.spec.experiment.require)
+    except WashoutError as err:
+        store.event("refused", str(err))
+        raise
     earlier = [s for s in store.sessions() if s != outcome.session]
     if earlier:
         executors = await _each_worker(
@@ -829,7 +884,7 @@ async def _run_all(
 
 
 def _note(
-    store: Store, outcome: Outcome, kind: str, message: str, worker: str | None = None
+    store: StoreWriter, outcome: Outcome, kind: str, message: str, worker: str | None = None
 ) -> None:
     """Record an event about how the session went, unless the store cannot be written
     any more (then that is what the outcome says)."""
@@ -841,7 +896,7 @@ def _note(
 
 def execute(
     experiment: Experiment,
-    store: Store,
+    store: StoreWriter,
     *,
     executors: list[Executor] | None = None,
     progress: ProgressHook | None = None,
@@ -852,15 +907,13 @@ def execute(
 ) -> Outcome:
     """Run (or resume) an experiment into ``store``; returns what was done.
 
-    Takes the store's writer lock first (:class:`~washout.errors.StoreBusyError` if
-    another process holds it; held until the store is closed), then tidies what an
-    earlier session left (:func:`recover`).
+    ``store`` holds its writer lock (:func:`new_store`, :func:`reopen_store`) until it is
+    closed; first this tidies what an earlier session left (:func:`recover`).
     ``on_start(done)`` is told how many planned slots are done before anything runs.
     ``on_stop_request(n)`` is told of the n-th Ctrl-C (1: stopping at the next trial
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.lock()
     store.hold_checkpoints()  # the log is folded in before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(

@@ -34,23 +34,27 @@ from washout.errors import WorkerError
 from washout.harness.executors.base import CommandOptions, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
+from washout.harness.machine import FILES, SYS_CPU, THERMAL, cpu_file
 from washout.harness.secrets import redact, secret_values
 from washout.harness.spec import ProvenanceSpec
 
 MOMENT_FILES = {
-    "governor": ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", 1),
-    "frequency_khz": ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", 1),
-    "boot_id": ("/proc/sys/kernel/random/boot_id", 1),
-    "uptime_s": ("/proc/uptime", 1),
-    "load": ("/proc/loadavg", 3),
-    "temperature_mc": ("/sys/class/thermal/thermal_zone0/temp", 1),
+    "governor": (cpu_file(0, "governor"), 1),
+    "frequency_khz": (f"{SYS_CPU}/cpu0/cpufreq/scaling_cur_freq", 1),
+    "boot_id": (FILES["boot_id"], 1),
+    "uptime_s": (FILES["uptime"], 1),
+    "load": (FILES["load"], 3),
+    "temperature_mc": (f"{THERMAL}/thermal_zone0/temp", 1),
 }
 """Facts of the moment, read again before every run: the file each is the first line of,
-and how many of that line's words it keeps (the 1, 5 and 15 minute load averages)."""
+and how many of that line's words it keeps (the 1, 5 and 15 minute load averages). The
+paths are the machine check's (washout.harness.machine), read the same way."""
 
-_FACT = r"""fact() { printf '%s\t%s\n' "$1" "$2"; }
+FACT_FUNCTIONS = r"""fact() { printf '%s\t%s\n' "$1" "$2"; }
 first() { v=""; read -r v < "$2" 2>/dev/null; fact "$1" "$v"; }
 """
+"""Shell functions printing ``key<TAB>value`` lines: ``fact KEY VALUE`` and ``first KEY
+FILE`` (the file's first line; empty when it cannot be read)."""
 _SYSTEM = r"""fact hostname "$(uname -n)"
 fact kernel "$(uname -sr)"
 (. /etc/os-release 2>/dev/null; fact os "${PRETTY_NAME:-}")
@@ -77,7 +81,7 @@ def _moment_script() -> str:
 def capture_script(provenance: ProvenanceSpec) -> str:
     """The shell script printing ``key<TAB>value`` lines for every system fact and file hash
     (the moment's facts come from :func:`moment_script` or :func:`read_moment`)."""
-    lines = [_FACT + _SYSTEM]
+    lines = [FACT_FUNCTIONS + _SYSTEM]
     for path in provenance.files:
         q = shlex.quote(path)
         lines.append(
@@ -90,7 +94,7 @@ def capture_script(provenance: ProvenanceSpec) -> str:
 def moment_script(provenance: ProvenanceSpec) -> str:
     """What an SSH worker runs before each run: the moment's facts and each provenance
     file's signature from ``stat`` (empty when the file is missing), nothing else."""
-    lines = [_FACT + _moment_script()]
+    lines = [FACT_FUNCTIONS + _moment_script()]
     for path in provenance.files:
         lines.append(
             f"printf '%s\\t%s\\n' {shlex.quote('stat:' + path)} "

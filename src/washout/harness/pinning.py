@@ -21,3 +21,17 @@ def parse_cpus(text: str) -> set[int]:
             raise ValueError(f"range {piece!r} runs backwards")
         cpus.update(range(first, last + 1))
     return cpus
+
+
+def format_cpus(cpus: set[int]) -> str:
+    """A set of CPU numbers as the kernel writes a list (``"0-3,6"``): the inverse of
+    :func:`parse_cpus`; ``""`` for no CPU."""
+    pieces: list[str] = []
+    ordered = sorted(cpus)
+    start = 0
+    for i, cpu in enumerate(ordered):
+        if i + 1 == len(ordered) or ordered[i + 1] != cpu + 1:
+            first = ordered[start]
+            pieces.append(str(cpu) if first == cpu else f"{first}-{cpu}")
+            start = i + 1
+    return ",".join(pieces)

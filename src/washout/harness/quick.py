@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from washout.errors import SpecError, WashoutError
 from washout.harness.executors.base import CommandOptions
-from washout.harness.spec import Scalar, Spec, Test, expand_tests
+from washout.harness.spec import MAX_TESTS, Scalar, Spec, Test, expand_tests
 
 BUDGET = 3.0
 """hyperfine's measurement time per command when the run count is not given (seconds)."""
@@ -80,6 +80,23 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
     return asyncio.run(pilot())
 
 
+def scan_count(name: str, low: float, high: float, step: float) -> int:
+    """How many values ``-P NAME LOW HIGH -D STEP`` makes (LOW, LOW + STEP, ... up to HIGH,
+    hyperfine's ``--parameter-scan``/``--parameter-step-size``), counted from the range
+    before any is made; non-finite bounds, a step that is not positive and HIGH below LOW
+    are one-line errors."""
+    shown = f"--parameter-scan {name} {low:g} {high:g} -D {step:g}"
+    if not all(math.isfinite(v) for v in (low, high, step)):
+        raise SpecError(f"{shown}: MIN, MAX and the step must be finite numbers")
+    if not step > 0 or high < low:
+        raise SpecError(f"{shown}: needs MIN <= MAX and a positive step")
+    steps = (high - low) / step  # finite unless it overflows (1e308 / 1e-308)
+    if not steps < MAX_TESTS:
+        many = f"{steps + 1:,.0f}" if math.isfinite(steps) else "uncountably many"
+        raise SpecError(f"{shown}: {many} values; at most {MAX_TESTS:,} tests")
+    return math.floor(steps + 1e-9) + 1
+
+
 def parameter_grid(
     scan: tuple[str, float, float] | None,
     step: float | None,
@@ -87,26 +104,30 @@ def parameter_grid(
 ) -> dict[str, list[Scalar]] | None:
     """hyperfine's ``-P NAME MIN MAX [-D STEP]`` and ``-L NAME a,b,c`` (repeatable) as a
     grid, every combination of the values: scan values MIN, MIN + STEP, ... up to MAX
-    (integers when MIN, MAX and STEP are)."""
-    grid: dict[str, list[Scalar]] = {}
+    (integers when MIN, MAX and STEP are). A grid of more than :data:`MAX_TESTS`
+    combinations is refused before its values are made."""
     if step is not None and scan is None:
         raise SpecError("--parameter-step-size goes with --parameter-scan")
+    lists: dict[str, list[Scalar]] = {}
+    for name, values_text in listed:
+        if name in lists or (scan is not None and name == scan[0]):
+            raise SpecError(f"--parameter-list {name}: parameter {name!r} is given twice")
+        lists[name] = list(values_text.split(","))
+    grid: dict[str, list[Scalar]] = {}
     if scan is not None:
         name, low, high = scan
         step = 1.0 if step is None else step
-        if not step > 0 or high < low:
+        count = scan_count(name, low, high, step)
+        combinations = count * math.prod(len(values) for values in lists.values())
+        if combinations > MAX_TESTS:
             raise SpecError(
-                f"--parameter-scan {name} {low:g} {high:g} -D {step:g}: needs MIN <= MAX "
-                "and a positive step"
+                f"--parameter-scan {name} {low:g} {high:g} -D {step:g}: {count:,} values "
+                f"make {combinations:,} tests; at most {MAX_TESTS:,}"
             )
-        count = int(math.floor((high - low) / step + 1e-9)) + 1
         whole = all(float(v).is_integer() for v in (low, high, step))
         values = [low + i * step for i in range(count)]
         grid[name] = [int(v) for v in values] if whole else [round(v, 12) for v in values]
-    for name, values_text in listed:
-        if name in grid:
-            raise SpecError(f"--parameter-list {name}: parameter {name!r} is given twice")
-        grid[name] = list(values_text.split(","))
+    grid.update(lists)
     for name in grid:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SpecError(f"parameter name {name!r}: expected letters, digits and _")

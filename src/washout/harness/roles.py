@@ -25,15 +25,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from washout.harness.counters import perf_command, perf_values
 from washout.harness.environment import EnvironmentWatch
 from washout.harness.executors.base import CommandOptions, CommandResult, Executor, tail
-from washout.harness.measure import MetricError, extract
-from washout.harness.sampling import MetricUnavailable, Sampler, start_sampler
+from washout.harness.measure import MetricError, TrialMetrics
+from washout.harness.metrics.base import Trial
 from washout.harness.spec import (
     DEFAULT_GROUP,
     BackgroundSpec,
@@ -339,12 +337,13 @@ class TrialSide(ExecutorProxy):
     """A trial with what runs around it, as an executor whose ``run`` runs the trial's
     measured command (see :func:`around_trial`).
 
-    Order: files of role metrics removed; background commands started and ready; each
-    sampler's first reading; the measured command (under ``perf stat`` for perf
-    metrics); the samplers' last readings; background commands checked (one that ended
-    during the trial fails it) and stopped; then files, counters and samples become
-    metrics. A metric the machine cannot give (no powercap, a counter perf does not
-    support) is left out and said in the trial's reason; the trial stays ok.
+    Order (``measure.TrialMetrics`` takes the metrics): each metric's work before the
+    trial (a role's file removed); background commands started and ready; each metric's
+    start (a sampler's first reading, perf set up); the measured command (under ``perf
+    stat`` for perf metrics); the samplers' last readings; background commands checked
+    (one that ended during the trial fails it) and stopped; then files and counters
+    become metrics. A metric the machine cannot give (no powercap, a counter perf does
+    not support) is left out and said in the trial's reason; the trial stays ok.
     """
 
     def __init__(self, ex: Executor, test: Test) -> None:
@@ -359,49 +358,26 @@ class TrialSide(ExecutorProxy):
         return self.group.sides[role or self.group.current]
 
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
-        cwd, env = options.cwd, options.env or {}
-        metrics = _taken_around(self.test)
-        for name, m in metrics.items():
-            if m.file is not None:
-                try:
-                    await self.side(m.role).remove_file(m.file, cwd)
-                except OSError as err:
-                    return CommandResult.unstarted(
-                        f"metric {name}: file {m.file} cannot be removed: {err}"
-                    )
+        env = options.env or {}
+        trial = Trial(self.own, options.cwd, options.output_tail)
+        taken = TrialMetrics(_taken_around(self.test), trial, self.side)
         backgrounds: list[_Background] = []
-        samplers: dict[str, Sampler] = {}
-        output = None
         try:
-            for bg in self.test.background:
-                # a group's sides join their own workdir; a plain worker's is joined here
-                where = bg.cwd if self.group else _join(self.workdir, bg.cwd)
-                side = self.side(bg.role or self.test.role)
-                backgrounds.append(_Background(bg, side, where, env))
-                why = await backgrounds[-1].ready(env)
-                if why:
-                    return CommandResult.unstarted(why)
-            notes: list[str] = []
-            for name, m in metrics.items():
-                if m.sample or m.powercap:
-                    try:
-                        samplers[name] = await start_sampler(m, self.side(m.role), cwd)
-                    except MetricUnavailable as err:
-                        notes.append(f"metric {name}: not available: {err}")
-                    except MetricError as err:
-                        return CommandResult.unstarted(f"metric {name}: {err}")
-            perf = {name: str(m.perf) for name, m in metrics.items() if m.perf}
-            output = f"/tmp/washout-perf-{uuid.uuid4().hex}.csv" if perf else None
-            run = perf_command(command, list(perf.values()), output) if output else command
-            result = await self.own.run(run, options)
-            values: dict[str, float] = {}
-            failure = None
-            for name, sampler in samplers.items():
-                try:
-                    values[name] = await sampler.stop()
-                except MetricError as err:
-                    failure = failure or f"metric {name}: {err}"
-            samplers = {}
+            try:
+                await taken.before()
+                for bg in self.test.background:
+                    # a group's sides join their own workdir; a plain worker's is joined here
+                    where = bg.cwd if self.group else _join(self.workdir, bg.cwd)
+                    side = self.side(bg.role or self.test.role)
+                    backgrounds.append(_Background(bg, side, where, env))
+                    why = await backgrounds[-1].ready(env)
+                    if why:
+                        return CommandResult.unstarted(why)
+                await taken.start()
+            except MetricError as err:
+                return CommandResult.unstarted(str(err))
+            result = await self.own.run(trial.command(command), options)
+            values, failure = await taken.stop()
             for running in backgrounds:
                 failure = failure or running.ended("during the trial")
             if result.status != "ok":
@@ -411,77 +387,19 @@ class TrialSide(ExecutorProxy):
                 return dataclasses.replace(result, status="lost", reason=str(failure))
             if failure:
                 return dataclasses.replace(result, status="failed", reason=failure)
-            if output:
-                counted = await self._counters(perf, output)
-                if isinstance(counted, str):
-                    return dataclasses.replace(result, status="failed", reason=counted)
-                values.update(counted[0])
-                notes += counted[1]
             try:
-                values.update(await self._after(metrics, result, cwd))
+                values.update(await taken.values(result))
             except MetricError as err:
                 return dataclasses.replace(result, status="failed", reason=str(err))
+            notes = taken.notes
             return dataclasses.replace(
                 result,
                 extra_metrics={**result.extra_metrics, **values},
                 reason="; ".join([result.reason, *notes] if result.reason else notes),
             )
         finally:
-            for sampler in samplers.values():
-                await sampler.cancel()
+            await taken.close()
             await asyncio.gather(*(bg.stop() for bg in backgrounds))
-            if output:
-                try:
-                    await self.own.remove_file(output)
-                except OSError:
-                    pass
-
-    async def _counters(
-        self, events: dict[str, str], output: str
-    ) -> tuple[dict[str, float], list[str]] | str:
-        """perf's values by metric name, and what it could not count; or why it failed."""
-        try:
-            text = (await self.own.read_file(output)).decode("utf-8", errors="replace")
-        except OSError as err:
-            return f"perf stat wrote no counts ({err}): is perf installed on {self.own.name}?"
-        try:
-            counted = perf_values(text, list(events.values()))
-        except MetricError as err:
-            return f"perf: {err}"
-        values, notes = {}, []
-        for name, event in events.items():
-            value = counted[event]
-            if isinstance(value, str):
-                notes.append(f"metric {name}: not available: perf event {event} {value}")
-            else:
-                values[name] = value
-        return values, notes
-
-    async def _after(
-        self, metrics: dict[str, MetricSpec], result: CommandResult, cwd: str | None
-    ) -> dict[str, float]:
-        """Metrics read after the trial on a role: its file there, or (the test's own
-        role) the measured command's output."""
-        values = {}
-        for name, m in metrics.items():
-            if m.sample or m.powercap or m.perf:
-                continue
-            content = None
-            if m.file is not None:
-                try:
-                    content = await self.side(m.role).read_file(m.file, cwd)
-                except OSError as err:
-                    raise MetricError(
-                        f"metric {name}: file {m.file} on {self.side(m.role).name} could "
-                        f"not be read: {err.strerror or err}"
-                    ) from None
-            try:
-                values[name] = extract(
-                    m, stdout=result.stdout, wall=result.duration, file_content=content
-                )
-            except MetricError as err:
-                raise MetricError(f"metric {name}: {err}") from None
-        return values
 
     async def close(self) -> None:
         """Nothing: the worker stays connected for the next trial."""

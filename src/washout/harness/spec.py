@@ -18,6 +18,7 @@ claims parse and name tests of the spec, and an experiment is at most
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import json
 import math
@@ -40,17 +41,22 @@ from pydantic import (
 )
 
 from washout.errors import SpecError, WashoutError
-from washout.harness.durations import parse_duration
 from washout.harness.executors.base import OUTPUT_TAIL
+from washout.harness.fields import Duration, NonBlank
+from washout.harness.fields import StrictModel as _Model
+from washout.harness.machine import parse_requirement
+from washout.harness.metrics import MetricKeys, source_of
+from washout.harness.metrics.base import MetricSource
 from washout.harness.pinning import parse_cpus
 from washout.harness.sizes import parse_size
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
 ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
 OrderKind = Literal["fixed", "random", "reverse", "williams"]
-_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""The pieces of a grid's name or command, read left to right as ``str.format`` reads
+them: ``{{`` and ``}}`` (literal braces) or a ``{param}`` placeholder (group 1)."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_RUNS = 1_000_000
 """Most runs per order kind: a schedule is planned whole, in memory, before it starts."""
@@ -60,20 +66,9 @@ MAX_TESTS = 100_000
 """Most tests after grid expansion (each run orders every one of them)."""
 
 
-class _Model(BaseModel):
-    # strict: TOML has real booleans and numbers, so ``runs = true`` is an error, not 1
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
 def _check_cpus(value: str | None) -> str | None:
     if value is not None:
         parse_cpus(value)
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or blank")
     return value
 
 
@@ -87,7 +82,6 @@ def _env_names(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-NonBlank = Annotated[str, AfterValidator(_not_blank)]
 Env = Annotated[dict[str, str], AfterValidator(_env_names)]
 
 
@@ -101,23 +95,10 @@ def _role_name(value: str) -> str:
 RoleName = Annotated[str, AfterValidator(_role_name)]
 
 
-class SampleSpec(_Model):
-    """A metric read while the trial runs: ``command`` or ``file`` on the metric's role,
-    at the start, every ``interval`` (absent: no reading in between) and at the end, each
-    reading parsed by the metric's ``json``, ``regex`` or as its last number, then
-    ``aggregate``d: ``mean``, ``max``, or ``delta`` (last minus first, for counters)."""
-
-    command: NonBlank | None = None
-    file: NonBlank | None = None
-    interval: Duration | None = None
-    aggregate: Literal["mean", "max", "delta"] = "mean"
-    timeout: Duration = 10.0
-
-    @model_validator(mode="after")
-    def _one_reading(self) -> SampleSpec:
-        if (self.command is None) == (self.file is None):
-            raise ValueError("give one of command or file to sample")
-        return self
+def _requirement(value: str) -> str:
+    """A ``require`` item as the machine check reads it (ValueError saying what is wrong)."""
+    parse_requirement(value)
+    return value
 
 
 class BackgroundSpec(_Model):
@@ -132,78 +113,32 @@ class BackgroundSpec(_Model):
     cwd: str | None = None
 
 
-class MetricSpec(_Model):
-    """Where a trial's metric comes from. Exactly one source; ``file`` changes the text read.
+class MetricSpec(MetricKeys):
+    """Where a trial's metric comes from: one ``[test.metrics.NAME]`` table, whose keys
+    choose one source (``washout.harness.metrics``: ``wall``, ``stdout``, ``json``,
+    ``regex``, ``file``, ``sample``, ``powercap``, ``perf``), taken on ``role``, with
+    ``better`` the direction the analysis calls better."""
 
-    - ``wall = true``: seconds measured by washout around the process (the default metric);
-    - ``stdout = "last-number"``: the last number printed;
-    - ``json = "dotted.path"``: stdout (or ``file``) is a JSON document;
-    - ``regex = '...(?P<value>...)...'``: the named group ``value`` of the last match;
-    - ``file = "path"``: read after the trial, parsed by ``json``/``regex`` or last number.
-    """
-
-    wall: bool = False
-    stdout: Literal["last-number"] | None = None
-    json_path: str | None = Field(default=None, alias="json")
-    regex: str | None = None
-    file: str | None = None
     better: Literal["lower", "higher"] = "lower"
     role: RoleName | None = None
     """Where the metric is taken (default: the test's own role); see washout.harness.roles."""
-    sample: SampleSpec | None = None
-    powercap: Literal["joules", "watts"] | None = None
-    powercap_zones: list[NonBlank] = Field(default_factory=list)
-    """Powercap zone names to sum (``package-0``, ``dram``...); default: every package."""
-    powercap_root: NonBlank = "/sys/class/powercap"
-    perf: NonBlank | None = None
-    """A ``perf stat -e`` event counted over the measured command (``instructions``...)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+    @functools.cached_property
+    def source(self) -> MetricSource:
+        """The source its keys choose (made once: the engine asks for it every trial)."""
+        return source_of(self)
 
     @property
     def around_trial(self) -> bool:
         """Taken by washout around the trial (:mod:`washout.harness.roles`: on a role, sampled,
         powercap or perf), not read from the measured command's output afterwards."""
-        return bool(self.role or self.sample or self.powercap or self.perf)
-
-    @field_validator("regex")
-    @classmethod
-    def _regex_compiles(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            pattern = re.compile(value)
-        except re.error as err:
-            raise ValueError(f"not a valid regular expression: {err}") from None
-        if "value" not in pattern.groupindex:
-            raise ValueError("the regex needs a named group (?P<value>...)")
-        return value
+        return self.role is not None or self.source.around
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricSpec:
-        parsers = [p for p in (self.stdout, self.json_path, self.regex) if p is not None]
-        counted = [k for k in ("powercap", "perf") if getattr(self, k) is not None]
-        if counted and (self.wall or parsers or self.file or self.sample or len(counted) > 1):
-            raise ValueError(f"{counted[0]} is read by washout; it takes no other source")
-        if counted:
-            return self
-        if self.sample is not None:
-            if self.wall or self.file or self.stdout:
-                raise ValueError(
-                    "sample reads its own command or file every interval, parsed by json, "
-                    "regex or as its last number; give no wall, file or stdout with it"
-                )
-            return self
-        if self.wall and (parsers or self.file):
-            raise ValueError("wall is measured by washout; it takes no other source")
-        if len(parsers) > 1:
-            raise ValueError("give one of stdout, json, regex (with file to read a file)")
-        if self.stdout and self.file:
-            raise ValueError("stdout = 'last-number' reads stdout; for a file give file alone")
-        if not self.wall and not parsers and not self.file:
-            raise ValueError(
-                "give a source: wall, stdout, json, regex, file, sample, powercap or perf"
-            )
+        self.source  # noqa: B018 (its keys are checked as it is made)
         return self
 
 
@@ -406,6 +341,9 @@ class ExperimentSpec(_Model):
     claims: list[str] = Field(default_factory=list)
     output_tail: ByteSize = OUTPUT_TAIL
     """Bytes of the end of each trial's stdout and stderr kept (what stdout metrics read)."""
+    require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
+    """Machine check items every worker must meet before a run starts (``governor=performance``;
+    washout.harness.machine)."""
 
     @field_validator("orders")
     @classmethod
@@ -496,7 +434,7 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
     literally. A small POSIX shell lexer (quotes, escapes, substitutions, comments) finds
     the context of each placeholder; where it is not bare the spec is refused.
     """
-    starts = {m.start(): m.group(0) for m in _PLACEHOLDER.finditer(command)}
+    starts = {m.start(): m.group(0) for m in _placeholders(command)}
     stack: list[str] = []  # open contexts, innermost last: ' " ` $( ( ${
     heredoc = False
     i, n = 0, len(command) if starts else 0
@@ -557,14 +495,23 @@ def check_placeholders(command: str, source: str, field: str) -> None:
         )
 
 
+def _placeholders(template: str) -> list[re.Match[str]]:
+    """The ``{param}`` placeholders of a template (not the ``{{``/``}}`` escapes)."""
+    return [m for m in _TEMPLATE.finditer(template) if m.group(1)]
+
+
 def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
-    """Substitute ``{param}`` placeholders (``{{``/``}}`` stay literal braces)."""
+    """Substitute ``{param}`` placeholders and turn ``{{``/``}}`` into literal braces, in
+    one pass over the template: a substituted value is never read again (``{"a":{"b":1}}``
+    stays as it is)."""
 
     def sub(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return match.group(0)[0]
         text = str(values[match.group(1)])
         return shlex.quote(text) if quote else text
 
-    return _PLACEHOLDER.sub(sub, template).replace("{{", "{").replace("}}", "}")
+    return _TEMPLATE.sub(sub, template)
 
 
 def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
@@ -582,7 +529,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
         combos: list[dict[str, Scalar]] = [{}]
         if t.params:
             for where, template in (("name", t.name), ("command", t.command)):
-                unknown = set(_PLACEHOLDER.findall(template)) - set(t.params)
+                unknown = {m.group(1) for m in _placeholders(template)} - set(t.params)
                 if unknown:
                     raise SpecError.at(
                         source,
@@ -1004,19 +951,6 @@ def _check_metric(
 ) -> None:
     if m.role is not None and m.role not in roles:
         raise _unknown_role(source, f"{field}.role", m.role, known)
-    elsewhere = m.role is not None and m.role != own
-    if elsewhere and m.perf is not None:
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "perf counts the measured command, which runs on the test's own role",
-        )
-    if elsewhere and (m.wall or not (m.file or m.sample or m.powercap)):
-        raise SpecError.at(
-            source,
-            f"{field}.role",
-            m.role,
-            "a metric of another role reads a file, a sample or powercap there "
-            "(the measured command's output is the test's own role's)",
-        )
+    why = m.source.elsewhere
+    if m.role is not None and m.role != own and why:
+        raise SpecError.at(source, f"{field}.role", m.role, why)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from washout.data.store import Store, describe_writer, writer_of
 from washout.errors import ExitCode
+from washout.harness.printable import printable
 
 if TYPE_CHECKING:
     from washout.harness.engine import Outcome
@@ -57,7 +58,7 @@ def progress_of(store: Store) -> Progress:
     counts = store.counts()
     durations = store.finished_durations()
     mean = statistics.fmean(durations) if durations else None
-    runs_done = store.conn.execute("SELECT count(*) FROM run WHERE status = 'done'").fetchone()[0]
+    runs_done = store.runs_done()
     schedules = experiment.spec.schedules
     return Progress(
         name=experiment.spec.experiment.name,
@@ -109,7 +110,7 @@ def describe(store: Store) -> str:
         + (f", superseded {p.superseded}" if p.superseded else "")
     )
     for worker, run, pos, test, status, reason in store.failures(5):
-        lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {reason}")
+        lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {printable(reason)}")
     return "\n".join(lines)
 
 

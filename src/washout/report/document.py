@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from washout.data.sources import SOURCE_KINDS
 from washout.report import figures, text
 from washout.report.text import Table
 
@@ -432,12 +433,12 @@ def what_ran(analysis: Analysis) -> tuple[list[tuple[str, str]], list[str], Tabl
     recorded, ran = analysis.recorded, analysis.what_ran
     facts: list[tuple[str, str]] = []
     notes: list[str] = []
-    kind = {"long-csv": "long-format CSV", "ordersage": "OrderSage results CSV"}
     if recorded is not None and recorded.name:
         facts.append(("experiment", recorded.name))
-    if analysis.source.path is not None and analysis.source.kind in kind:
-        name = analysis.source.path.rsplit("/", 1)[-1]
-        facts.append(("source", f"{name} ({kind[analysis.source.kind]})"))
+    source = analysis.source
+    if source.path is not None and source.kind != "store" and source.kind in SOURCE_KINDS:
+        name = source.path.rsplit("/", 1)[-1]
+        facts.append(("source", f"{name} ({SOURCE_KINDS[source.kind]})"))
     if recorded is not None:
         for name, value in (
             ("design", recorded.design),

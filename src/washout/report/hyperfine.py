@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from washout.errors import WashoutError
+from washout.data.outputs import write_output
 
 if TYPE_CHECKING:
     from washout.stats.compare import Comparison
@@ -120,7 +120,4 @@ def write_exports(
         "markdown": lambda: markdown_results(comparison, commands),
     }
     for fmt, path in exports.items():
-        try:
-            path.write_text(texts[fmt](), encoding="utf-8")
-        except OSError as err:
-            raise WashoutError(f"--export-{fmt} = {str(path)!r}: {err.strerror or err}") from None
+        write_output(path, texts[fmt](), option=f"--export-{fmt}")

@@ -70,24 +70,22 @@ def renderer(fmt: str) -> Renderer:
     return render
 
 
-def write(rendered: Rendered, out: Path) -> Path:
-    """Write ``rendered`` to ``out`` and its files beside it (``out`` was checked by
-    :func:`washout.data.outputs.check_output`): every output washout writes goes through
-    here. A file that cannot be written is a one-line error naming it."""
+def write(rendered: Rendered, out: Path, *sources: Path) -> Path:
+    """Write ``rendered`` to ``out`` and its files beside it, each through
+    :func:`washout.data.outputs.write_output` (never over a store's files or the
+    ``sources``, whole or not at all, streams as streams): every rendered output washout
+    writes goes through here. A file that cannot be written is a one-line error naming it."""
+    from washout.data.outputs import write_output
     from washout.errors import WashoutError
 
-    target = out
-    try:
-        for folder in rendered.replaces:
-            for stale in (out.parent / folder).glob("*"):
-                if stale.is_file():
+    for folder in rendered.replaces:
+        for stale in (out.parent / folder).glob("*"):
+            if stale.is_file():
+                try:
                     stale.unlink()
-        for name, data in rendered.files.items():
-            target = out.parent / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        target = out
-        out.write_text(rendered.text, encoding="utf-8")
-    except OSError as err:
-        raise WashoutError(f"{target}: cannot write: {err.strerror or err}") from None
+                except OSError as err:
+                    raise WashoutError(f"{stale}: cannot remove: {err.strerror}") from None
+    for name, data in rendered.files.items():
+        write_output(out.parent / name, data, *sources)
+    write_output(out, rendered.text, *sources)
     return out

@@ -305,38 +305,44 @@ def hodges_lehmann(
     return estimate, (float(walsh[k - 1]), float(walsh[walsh.size - k])), achieved
 
 
-def per_run_log_ratios(ok: pd.DataFrame, claim: Claim, metric: str) -> dict[str, np.ndarray]:
-    """Per order kind (fixed, random): log(A / B) of every run (worker x run) with successful
-    trials of both tests on ``metric``, a test's trials in one run averaged. A value that is
-    not positive has no log ratio: a one-line error naming the claim, test, run and value."""
+def per_run_logs(
+    ok: pd.DataFrame, tests: Sequence[str], metric: str, what: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per run (worker x run) of fixed or random order with successful trials of every one
+    of ``tests`` on ``metric``: the log of each test's mean in that run (one row per run,
+    one column per test, in the order given) and the run's order kind. A value that is not
+    positive has no log: a one-line error naming ``what``, the test, run and value."""
     import numpy as np
 
-    sel = ok[
-        (ok["metric"] == metric)
-        & ok["test"].isin([claim.a, claim.b])
-        & ok["order"].isin(EVALUATED_ORDERS)
-    ]
+    sel = ok[(ok["metric"] == metric) & ok["test"].isin(tests) & ok["order"].isin(EVALUATED_ORDERS)]
     per_run = (
         sel.groupby(["order", "worker", "run", "test"], observed=True)["value"]
         .mean()
         .unstack("test")
     )
-    if per_run.empty or claim.a not in per_run or claim.b not in per_run:
-        return {o: np.empty(0) for o in EVALUATED_ORDERS}
-    paired = per_run[list(dict.fromkeys([claim.a, claim.b]))].dropna()  # "A < 2 * A" too
+    names = list(dict.fromkeys(tests))  # "A < 2 * A" names one test twice
+    if per_run.empty or any(t not in per_run for t in names):
+        return np.empty((0, len(tests))), np.empty(0, dtype=object)
+    paired = per_run[names].dropna()
     for test in paired.columns:
         bad = paired[test] <= 0
         if bad.any():
             order, worker, run = paired.index[bad.to_numpy()][0]
-            raise _bad(
-                claim.text,
-                f"test {test!r} has {metric} = {float(paired[test][bad].iloc[0])!r} "
-                f"in run {run} (worker {worker}): a claim compares per-run "
-                "ratios, which need positive values",
+            raise WashoutError(
+                f"{what}: test {test!r} has {metric} = {float(paired[test][bad].iloc[0])!r} "
+                f"in run {run} (worker {worker}): per-run ratios need positive values"
             )
-    logs = np.log(paired[claim.a].to_numpy(float)) - np.log(paired[claim.b].to_numpy(float))
-    orders = paired.index.get_level_values("order").astype(str)
-    return {o: logs[orders == o] for o in EVALUATED_ORDERS}
+    logs = np.log(paired.to_numpy(float))[:, [names.index(t) for t in tests]]
+    return logs, paired.index.get_level_values("order").astype(str).to_numpy()
+
+
+def per_run_log_ratios(ok: pd.DataFrame, claim: Claim, metric: str) -> dict[str, np.ndarray]:
+    """Per order kind (fixed, random): log(A / B) of every run (worker x run) with successful
+    trials of both tests on ``metric``, a test's trials in one run averaged
+    (:func:`per_run_logs`)."""
+    logs, orders = per_run_logs(ok, [claim.a, claim.b], metric, f"claim {claim.text!r}")
+    ratios = logs[:, 0] - logs[:, 1]
+    return {o: ratios[orders == o] for o in EVALUATED_ORDERS}
 
 
 def evaluate_claims(

@@ -115,7 +115,7 @@ class SweepResult(FrameView):
             value = getattr(self, f.name)
             if f.name in optional and value is None:
                 continue
-            out[f.name] = _plain(value)
+            out[f.name] = to_plain(value)
         return out
 
     def to_frame(self) -> pd.DataFrame:
@@ -123,7 +123,7 @@ class SweepResult(FrameView):
         ratio), the sweep's conclusions."""
         import pandas as pd
 
-        return pd.DataFrame([_plain(p) for p in self.important_points])
+        return pd.DataFrame([to_plain(p) for p in self.important_points])
 
     def with_fields(self, **changes: Any) -> SweepResult:
         """A copy with some fields replaced (a runner adds its directory, a comparison its
@@ -134,7 +134,7 @@ class SweepResult(FrameView):
     def from_dict(cls, data: object, source: str = "sweep") -> SweepResult:
         """The result ``to_dict()`` gave (read back from JSON), each field checked against
         its type: a one-line error names ``source``, the field and the value otherwise."""
-        return _typed(cls, data, source, "")
+        return from_plain(cls, data, source)
 
 
 def load_sweep_dir(directory: Path) -> tuple[SweepResult, pd.DataFrame]:
@@ -155,20 +155,21 @@ def load_sweep_dir(directory: Path) -> tuple[SweepResult, pd.DataFrame]:
     return SweepResult.from_dict(data, str(summary)), frame
 
 
-def _plain(value: Any) -> Any:
-    """Dataclasses, tuples and dicts as JSON-ready dicts and lists."""
+def to_plain(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as JSON-ready dicts and lists (the sweep's and the
+    bisect's typed results and state)."""
     if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: to_plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [to_plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: to_plain(v) for k, v in value.items()}
     return value
 
 
-def _typed(hint: Any, value: Any, source: str, where: str) -> Any:
+def from_plain(hint: Any, value: Any, source: str, where: str = "") -> Any:
     """``value`` (plain JSON data) as the type ``hint``: dataclasses from dicts, tuples
-    from lists, checked at every level; the inverse of :func:`_plain`."""
+    from lists, checked at every level; the inverse of :func:`to_plain`."""
     origin = get_origin(hint)
     if origin in (Union, types.UnionType):
         if value is None and type(None) in get_args(hint):
@@ -183,7 +184,7 @@ def _typed(hint: Any, value: Any, source: str, where: str) -> Any:
         for f in fields(hint):
             name = f"{where}.{f.name}" if where else f.name
             if f.name in value:
-                given[f.name] = _typed(hints[f.name], value[f.name], source, name)
+                given[f.name] = from_plain(hints[f.name], value[f.name], source, name)
             elif f.default is MISSING:
                 raise WashoutError(f"{source}: {name}: missing")
         return hint(**given)
@@ -193,11 +194,13 @@ def _typed(hint: Any, value: Any, source: str, where: str) -> Any:
             raise _wrong(source, where, value, "a list" if expected is list else "an object")
         if origin is dict:
             return {
-                k: _typed(get_args(hint)[1], v, source, f"{where}.{k}") for k, v in value.items()
+                k: from_plain(get_args(hint)[1], v, source, f"{where}.{k}")
+                for k, v in value.items()
             }
         if origin in (tuple, list):
             items = [
-                _typed(get_args(hint)[0], v, source, f"{where}[{i}]") for i, v in enumerate(value)
+                from_plain(get_args(hint)[0], v, source, f"{where}[{i}]")
+                for i, v in enumerate(value)
             ]
             return tuple(items) if origin is tuple else items
         return value

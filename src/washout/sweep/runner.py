@@ -47,8 +47,7 @@ def _measure_batch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run (or resume) one batch: the mean metric of each setting over its successful trials,
     and the variance of that mean (sample variance / count; NaN with a single trial)."""
-    from washout.data.store import Store
-    from washout.harness.engine import Experiment, execute
+    from washout.harness.engine import Experiment, execute, reopen_store
     from washout.harness.spec import spec_from_data
 
     data = batch_spec_data(section, rest, space, [int(r) for r in rows], batch, seed)
@@ -56,7 +55,7 @@ def _measure_batch(
     text = json.dumps(data, sort_keys=True)
     experiment = Experiment.prepare(spec, text, text_source, seed=seed + batch)
     path = batch_path(directory, batch, text)
-    store = Store.open(path) if path.exists() else experiment.create_store(path)
+    store = reopen_store(path) if path.exists() else experiment.create_store(path)
     try:
         total = experiment.plan.total_trials
         done = [0]

@@ -167,7 +167,7 @@ def read_long_csv(
     pandas 3.1 then parses it in parts on every core, where ``usecols``,
     ``low_memory=False`` or categorical columns (categories differ between parts) make it
     parse on one (bench/RESULTS.md, "Analysis at paper scale"). Label columns become
-    categoricals afterwards (:func:`_labels`).
+    categoricals afterwards (:func:`categorize_labels`).
     """
     import numpy as np
 
@@ -234,7 +234,7 @@ def _pandas_read(path: Path, wanted: tuple[str, ...]) -> pd.DataFrame:
         raise SourceError(f"{path}: column(s) {', '.join(missing)} missing from the long format")
     # A column read only for the check (worker, when the caller does not want it) stays
     # text: the check hashes it anyway, and may run beside the caller's analysis.
-    _labels(frame, [c for c in LABELS if c in frame.columns and c in wanted])
+    categorize_labels(frame, [c for c in LABELS if c in frame.columns and c in wanted])
     return frame
 
 
@@ -278,8 +278,8 @@ def _arrow_reading(path: Path, wanted: tuple[str, ...]) -> Callable[[], pd.DataF
 
 def _arrow_table(path: Path, read: list[str]) -> object:
     """``path``'s columns ``read``, as the long format types them: label columns
-    dictionary-encoded while parsing (what :func:`_labels` does after a pandas read), only an
-    empty value or time stamp missing."""
+    dictionary-encoded while parsing (what :func:`categorize_labels` does after a pandas
+    read), only an empty value or time stamp missing."""
     import pyarrow as pa
     import pyarrow.csv as arrow_csv
 
@@ -340,7 +340,7 @@ def _arrow_frame(table: object) -> pd.DataFrame | None:
 
 def _arrow_labels(column: object) -> pd.Categorical | None:
     """A dictionary-encoded Arrow column as a categorical with sorted categories, as
-    :func:`_labels` makes a pandas one: each block's few names numbered through a table,
+    :func:`categorize_labels` makes a pandas one: each block's few names numbered through a table,
     its codes renumbered in one pass (``to_pandas`` unifies the blocks' dictionaries and
     the sorting renumbers again: four times the time). None for a name with a quote or a
     line break."""
@@ -366,7 +366,7 @@ def _arrow_labels(column: object) -> pd.Categorical | None:
     return pd.Categorical.from_codes(codes, pd.Index(names))
 
 
-def _labels(frame: pd.DataFrame, present: list[str]) -> None:
+def categorize_labels(frame: pd.DataFrame, present: list[str]) -> None:
     """Make the label columns ``present`` of ``frame`` categoricals with sorted categories,
     in place.
 

@@ -1,0 +1,510 @@
+"""Writing a store: :class:`StoreWriter`, the engine's, one process at a time.
+
+A process killed at any moment loses at most the trial in flight: a trial row is
+committed as ``running`` when it starts and committed again, with its metrics, when it
+ends; ``resume`` marks rows left ``running`` as ``interrupted`` and re-runs their runs
+whole, keeping the earlier partial attempts marked ``superseded``.
+``synchronous=NORMAL`` in WAL mode survives a killed process (the OS keeps the log) without
+an fsync per trial; a power cut can lose the last trials, never corrupt the file (SQLite
+documentation, "Write-Ahead Logging" and PRAGMA synchronous).
+
+A new store appears under its name whole: its first image (schema, experiment, tests) is
+written into an unnamed file and linked in once complete (:func:`_place`), so a process
+killed while creating it leaves nothing, or a store ``resume`` takes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import secrets
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from washout.data.store.columnar import COLUMNAR_SCHEMA, write_columns
+from washout.data.store.integrity import UNWRITABLE_CODES, damaged, primary_code, value_problem
+from washout.data.store.lock import WriterLock, describe_writer, only_name, writer_of
+from washout.data.store.reader import (
+    Store,
+    checked_version,
+    connect,
+    existing_store,
+    file_kind,
+)
+from washout.data.store.schema import SCHEMA_VERSION, ExperimentRecord, new_store_image
+from washout.errors import (
+    StoreBusyError,
+    StoreError,
+    StoreExistsError,
+    StoreWriteError,
+    WashoutError,
+)
+
+log = logging.getLogger(__name__)
+
+NextTrial = tuple[int, int, str, int, datetime]
+"""A trial to begin: (run id, position, test name, attempt, start time)."""
+
+CHECKPOINT_COMMITS = 1000
+"""Commits between two checkpoints while an experiment runs (:meth:`StoreWriter.hold_checkpoints`):
+about 4,300 log pages (17 MB) at the 4-4.3 pages per commit of a run of `true` (measured),
+where SQLite's automatic checkpoint comes every 1,000 pages. Larger gains nothing: a
+checkpoint's cost grew with the pages it copied (45 ms per 1,000 commits here)."""
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat(timespec="microseconds")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _exists(path: Path) -> StoreExistsError:
+    """A new store's path is taken: say by whom, and how to continue that experiment."""
+    holder = writer_of(path)
+    return StoreExistsError(
+        f"{path}: already exists"
+        + ("" if holder is None else f", in use by {describe_writer(holder)}")
+        + f"; choose another --db, or 'washout resume {path}' to continue that experiment"
+    )
+
+
+def _place(image: bytes, path: Path) -> None:
+    """A new file ``path`` holding ``image``, appearing under its name only whole: written
+    into an unnamed file of its directory (``O_TMPFILE``, open(2)) and linked in (linkat(2),
+    which never replaces a file: FileExistsError if ``path`` is taken). Where the file
+    system has no unnamed files, a hidden temporary file beside it is linked, then removed."""
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    temporary = None
+    try:
+        try:
+            fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644, dir_fd=directory)
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            temporary = f".{path.name}.{secrets.token_hex(4)}.new"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=directory)
+        try:
+            view = memoryview(image)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+            # linkat(2) with AT_SYMLINK_FOLLOW (a dir_fd makes Python use it): the unnamed
+            # file's /proc link names the file itself
+            source = f"/proc/self/fd/{fd}" if temporary is None else temporary
+            os.link(source, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+        finally:
+            os.close(fd)
+            if temporary is not None:
+                os.unlink(temporary, dir_fd=directory)
+    finally:
+        os.close(directory)
+
+
+class StoreWriter(Store):
+    """The store's one writer: the engine's only. It holds the store's writer lock from
+    :meth:`create` or :meth:`reopen` to :meth:`close`, and every write is a committed
+    transaction (or goes with the next one, ``defer``)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, lock: WriterLock) -> None:
+        super().__init__(conn, path)
+        self._lock = lock
+        self._deferred: list[tuple[str, tuple[object, ...]]] = []
+        """Writes that go with the next transaction (``defer`` of :meth:`_write`)."""
+        self._runs: dict[tuple[int, int], int] | None = None
+        """Every run's id by (worker id, run index), read once by the writer and kept up to
+        date by it (a deferred row is not in the table yet): :meth:`run_id`."""
+        self._next_run = 0
+        self._commits = 0
+        """Commits since the log was last folded into the file (:meth:`checkpoint_if_due`)."""
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | Path,
+        record: ExperimentRecord,
+        tests: Iterable[tuple[str, str, list[str]]],
+        meta: dict[str, str] | None = None,
+    ) -> StoreWriter:
+        """Create a new store, holding its writer lock; refuses to touch an existing file
+        (never overwrite), also when another process creates the same path at the same
+        instant (the lock, then the link, let one of them win). ``meta``: more rows of the
+        ``meta`` table."""
+        path = Path(path)
+        kind = file_kind(path)
+        if kind is not None:
+            raise StoreError(f"{path}: {kind}; a store is a file of its own: give a new file name")
+        if os.path.lexists(path):
+            raise _exists(path)
+        image = new_store_image(record, tests, COLUMNAR_SCHEMA, meta)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
+        try:
+            lock = WriterLock.take(path, attempts=1)  # taken: another creates it now
+        except StoreBusyError:
+            raise _exists(path) from None
+        try:
+            _place(image, path)
+        except FileExistsError:
+            lock.release()
+            raise _exists(path) from None
+        except OSError as err:
+            lock.release()
+            raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
+        store = cls(connect(path, readonly=False), path, lock)
+        try:
+            store._log_ahead()
+        except BaseException:
+            store.close()
+            for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                made.unlink(missing_ok=True)  # a store that never held a trial
+            raise
+        return store
+
+    @classmethod
+    def reopen(cls, path: str | Path) -> StoreWriter:
+        """Open an existing store to write it (``washout resume``): its integrity is
+        checked (the whole file), then its writer lock taken (failing at once, naming the
+        live holder), then every value checked, before anything is written. A version-1
+        store gains the ``superseded`` column (version 2), a store older than the columnar
+        copy its tables."""
+        path = Path(path)
+        existing_store(path)
+        try:
+            conn = connect(path, readonly=False)
+        except sqlite3.Error as err:
+            raise WashoutError(f"{path}: cannot open: {err}") from None
+        try:
+            found, tables = checked_version(conn, path, readonly=False)
+            only_name(path)
+            lock = WriterLock.take(path)
+        except BaseException:
+            conn.close()
+            raise
+        store = cls(conn, path, lock)
+        try:
+            problem = value_problem(conn)
+            if problem is not None:
+                raise damaged(path, problem)
+            store._log_ahead()
+            if found == "1" or "columnar_state" not in tables:
+                with store._transaction() as c:
+                    if found == "1":
+                        c.execute(
+                            "ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"
+                        )
+                        c.execute(
+                            "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                            (str(SCHEMA_VERSION),),
+                        )
+                    if "columnar_state" not in tables:  # a store older than the columnar copy
+                        for statement in COLUMNAR_SCHEMA:
+                            c.execute(statement)
+        except BaseException:
+            store._lock.release()
+            conn.close()
+            raise
+        return store
+
+    def _log_ahead(self) -> None:
+        """WAL journal, ``synchronous = NORMAL`` (a new store's image is in rollback mode)."""
+        try:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.OperationalError as err:
+            raise self._write_error(err) from None
+
+    def close(self) -> None:
+        """Commit any deferred writes, bring the columnar copy up to date (the writer's
+        session ends), give up the writer lock and close the connection; safe to call twice.
+
+        A copy that cannot be written (disk full, read-only file) is left as it was: it is a
+        cache, readers fall back to the SQL tables, and the session's trials are intact."""
+        try:
+            try:
+                if self._deferred:
+                    with self._transaction():
+                        pass
+            except (StoreWriteError, sqlite3.Error):
+                pass  # what was committed holds; no trial ran after these records
+            if self._lock.held:
+                try:
+                    self.write_columns()
+                except (WashoutError, sqlite3.Error) as err:
+                    log.warning("%s: columnar copy not written: %s", self.path, err)
+        finally:
+            self._deferred.clear()
+            self._lock.release()
+            super().close()
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    # -- transactions --------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT), which also
+        commits the writes deferred until then (``defer`` of :meth:`_write`), before its own.
+
+        A write the disk or file system refuses (full, read-only, I/O error) rolls back
+        and becomes a one-line :class:`StoreWriteError`: every earlier commit is intact.
+        """
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            deferred, self._deferred = self._deferred, []  # tried once, with this transaction
+            try:
+                for sql, params in deferred:
+                    self._conn.execute(sql, params)
+                yield self._conn
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            self._commits += 1
+        except sqlite3.OperationalError as err:
+            if self._conn.in_transaction:
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite rolled back on its own (it may, on SQLITE_FULL)
+            raise self._write_error(err) from None
+
+    def _write(self, statements: list[tuple[str, tuple[object, ...]]], defer: bool) -> None:
+        """Statements in one transaction now, or with ``defer`` in the next transaction
+        rather than one of their own: a run's row and records before its first trial go
+        with that trial's start, and the run's end with its last trial's result, so a run
+        of one trial costs two commits, not six. Either way they are committed before the next
+        trial starts (or when the store is closed)."""
+        self._deferred += statements
+        if not defer:
+            with self._transaction():
+                pass
+
+    def _write_error(self, err: sqlite3.OperationalError) -> Exception:
+        """A refused write as a one-line error (or ``err`` itself if it is not one)."""
+        if primary_code(err) not in UNWRITABLE_CODES:
+            return err
+        return StoreWriteError(
+            f"{self.path}: cannot write: {err}; every trial committed before is intact: "
+            f"make room or fix the file, then 'washout resume {self.path}'"
+        )
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def hold_checkpoints(self) -> None:
+        """Fold the log into the store only when :meth:`checkpoint_if_due` says so, not when
+        a commit happens to fill it (SQLite's automatic checkpoint, every 1,000 pages).
+
+        A checkpoint copies the log into the file and syncs both: 15-555 ms stalls
+        between two trials of a run were measured (bench/RESULTS.md, "Engine overhead per
+        trial"); the engine calls :meth:`checkpoint_if_due` before a run's environment check
+        and reset, where a pause changes nothing that is measured. Fewer, larger
+        checkpoints also copy a page changed by many commits once. A crash loses nothing:
+        the log is the committed data (SQLite documentation, "Write-Ahead Logging")."""
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def checkpoint_if_due(self) -> None:
+        """Fold the log into the store if :data:`CHECKPOINT_COMMITS` commits went into it
+        since the last time; PASSIVE, so a reader of the live store (``washout status``)
+        is never waited for (what it still reads is folded next time)."""
+        if self._commits >= CHECKPOINT_COMMITS:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.OperationalError as err:
+                raise self._write_error(err) from None
+            self._commits = 0
+
+    def write_columns(self) -> None:
+        """Bring the columnar copy (:mod:`~washout.data.store.columnar`) up to every trial
+        before the first one still running, in one transaction: a writer killed meanwhile
+        leaves the copy as it was. Called when the writer's session ends (:meth:`close`:
+        end of run, resume or sweep batch); a session that added no trial costs a query."""
+        with self._transaction() as c:
+            write_columns(c)
+
+    # -- the experiment's records ----------------------------------------------------------
+    def event(self, kind: str, message: str, worker: str | None = None) -> None:
+        """A line of the store's log (setup, resume, rerun, mismatch, ...)."""
+        with self._transaction() as c:
+            c.execute(
+                "INSERT INTO event (time, worker, kind, message) VALUES (?, ?, ?, ?)",
+                (_now(), worker, kind, message),
+            )
+
+    def add_session(self, token: str) -> None:
+        """Record the token that marks the processes of this session's trials (before any
+        runs), so a later session can kill what they left running if this one dies."""
+        with self._transaction() as c:
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES ('sessions', json_array(?))"
+                " ON CONFLICT (key) DO UPDATE SET value = json_insert(value, '$[#]', ?)",
+                (token, token),
+            )
+
+    def worker_id(self, name: str, host: str) -> int:
+        """The worker's row id, created the first time."""
+        with self._transaction() as c:
+            c.execute("INSERT OR IGNORE INTO worker (name, host) VALUES (?, ?)", (name, host))
+            return int(c.execute("SELECT id FROM worker WHERE name = ?", (name,)).fetchone()[0])
+
+    def record_environment(
+        self,
+        worker_id: int,
+        run_index: int | None,
+        data: dict[str, Any],
+        fingerprint: str,
+        *,
+        defer: bool = False,
+    ) -> None:
+        """A worker's captured environment (before run ``run_index``; None: at the start)."""
+        self._write(
+            [
+                (
+                    "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
+                ),
+                ("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id)),
+            ],
+            defer,
+        )
+
+    # -- runs and trials -----------------------------------------------------------------
+    def run_id(
+        self,
+        worker_id: int,
+        index: int,
+        order: str,
+        permutation: list[str],
+        *,
+        defer: bool = False,
+    ) -> int:
+        """The run's row, created as ``pending`` the first time (with ``defer``, created with
+        the next transaction: the run's first trial's start). Its id is chosen here, which
+        this process may do as the store's one writer."""
+        if self._runs is None:  # read once, not two queries per run
+            rows = self._conn.execute("SELECT worker_id, idx, id FROM run")
+            self._runs = {(w, i): run for w, i, run in rows}
+            self._next_run = max(self._runs.values(), default=0) + 1
+        key = (worker_id, index)
+        if key in self._runs:
+            return self._runs[key]
+        new = self._runs[key] = self._next_run
+        self._next_run += 1
+        sql = (
+            "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
+            " VALUES (?, ?, ?, ?, ?, 'pending')"
+        )
+        self._write([(sql, (new, worker_id, index, order, json.dumps(permutation)))], defer)
+        return new
+
+    def record_reset(
+        self, run_id: int, started: datetime, ended: datetime, info: str, *, defer: bool = False
+    ) -> None:
+        """The run's reset: when it ran and what it said; the run is then ``running``."""
+        sql = (
+            "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
+            " status = 'running' WHERE id = ?"
+        )
+        self._write([(sql, (_iso(started), _iso(ended), info, run_id))], defer)
+
+    def set_run_status(self, run_id: int, status: str, *, defer: bool = False) -> None:
+        """``done``, ``aborted`` or ``warmup``."""
+        self._write([("UPDATE run SET status = ? WHERE id = ?", (status, run_id))], defer)
+
+    def begin_trial(
+        self, run_id: int, position: int, test: str, attempt: int, started: datetime
+    ) -> int:
+        """Commit a trial as ``running`` (before it runs: a crash leaves it to be seen)."""
+        with self._transaction() as c:
+            return self._insert_running(c, (run_id, position, test, attempt, started))
+
+    @staticmethod
+    def _insert_running(c: sqlite3.Connection, trial: NextTrial) -> int:
+        run_id, position, test, attempt, started = trial
+        cur = c.execute(
+            "INSERT INTO trial (run_id, position, test, attempt, status, started)"
+            " VALUES (?, ?, ?, ?, 'running', ?)",
+            (run_id, position, test, attempt, _iso(started)),
+        )
+        return int(cur.lastrowid)  # type: ignore[arg-type]
+
+    def finish_trial(
+        self,
+        trial_id: int,
+        *,
+        status: str,
+        reason: str,
+        exit_code: int | None,
+        started: datetime,
+        ended: datetime,
+        duration: float,
+        stdout_tail: str,
+        stderr_tail: str,
+        cpus: str | None,
+        metrics: dict[str, float],
+        then: NextTrial | None = None,
+    ) -> int | None:
+        """Record a finished trial and its metrics in one transaction; with ``then``, that
+        transaction also begins the next trial (as :meth:`begin_trial`) and returns its id.
+
+        One commit per trial instead of two when trials follow each other: the next trial
+        is still committed as ``running`` before it starts.
+        """
+        with self._transaction() as c:
+            c.execute(
+                "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
+                " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
+                " WHERE id = ?",
+                (
+                    status,
+                    reason,
+                    exit_code,
+                    _iso(started),
+                    _iso(ended),
+                    duration,
+                    stdout_tail,
+                    stderr_tail,
+                    cpus,
+                    trial_id,
+                ),
+            )
+            c.executemany(
+                "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+                [(trial_id, k, v) for k, v in metrics.items()],
+            )
+            return None if then is None else self._insert_running(c, then)
+
+    def forget_trial(self, trial_id: int) -> None:
+        """Remove a trial committed as ``running`` that never started (its worker was
+        given up before it could run it): only trials that ran are recorded."""
+        with self._transaction() as c:
+            c.execute("DELETE FROM trial WHERE id = ? AND status = 'running'", (trial_id,))
+
+    def mark_interrupted(self) -> int:
+        """Rows left ``running`` by a killed process become ``interrupted``; returns how many."""
+        with self._transaction() as c:
+            cur = c.execute(
+                "UPDATE trial SET status = 'interrupted',"
+                " reason = 'washout stopped while this trial ran' "
+                " WHERE status = 'running'"
+            )
+            return cur.rowcount
+
+    def supersede_run(self, run_id: int) -> int:
+        """Keep the trials of a run's interrupted attempt as ``superseded`` (out of the
+        analysis: they lost their planned successors or predecessors); returns how many."""
+        with self._transaction() as c:
+            return c.execute(
+                "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
+            ).rowcount
