@@ -398,3 +398,14 @@ def test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise() -> None
         red_default += any(t.ci_case == 1 for t in default.tests)
         red_95 += any(t.ci_case == 1 for t in per_test.tests)
     assert red_default <= 5 < red_95
+
+
+def test_a_subnormal_median_is_numpys() -> None:
+    """The median of an odd sample is its middle value, a subnormal one too: halving the two
+    middle values before adding them (to keep values near the float limit from overflowing)
+    gave -0.0 for -5e-324 (found by the property test above)."""
+    sample = [0.0, 0.0, 0.0, 0.0, -3.25, -3.25, -3.25, -3.25, -5e-324]
+    t = analyze_order(long_frame({"a": (sample, sample)})).tests[0]
+    assert t.median_fixed == t.median_random == -5e-324 == float(np.median(sample))
+    huge = analyze_order(long_frame({"a": ([1e308, 1.5e308], [1e308, 1.7e308])})).tests[0]
+    assert (huge.median_fixed, huge.median_random) == (1.25e308, 1.35e308)

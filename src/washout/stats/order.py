@@ -427,8 +427,12 @@ def summarize(samples: Samples) -> SampleSummary:
     median = np.full(counts.size, np.nan)
     constant = np.zeros(counts.size, dtype=bool)
     if samples.values.size:
-        # halves first: the same number as (a + b) / 2, and no overflow near the float limit
-        median[has] = samples.values[lo_mid[has]] * 0.5 + samples.values[hi_mid[has]] * 0.5
+        # (a + b) / 2 as numpy's median has it; where a + b overflows (values near the
+        # float limit), the halves' sum, which does not (and loses only subnormal digits)
+        lo, hi = samples.values[lo_mid[has]], samples.values[hi_mid[has]]
+        with np.errstate(over="ignore"):
+            total = lo + hi
+        median[has] = np.where(np.isfinite(total), total / 2.0, lo * 0.5 + hi * 0.5)
         constant[has] = samples.values[safe[has]] == samples.values[(safe + last)[has]]
     shape = samples.counts.shape
     return SampleSummary(
