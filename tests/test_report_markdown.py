@@ -61,6 +61,22 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
         assert image.read_bytes().startswith(PNG_MAGIC) and image.stat().st_size > 5000
 
 
+def test_a_new_report_replaces_its_old_figures_only(tmp_path: Path) -> None:
+    """The figures of an earlier report of the same name go (one it no longer draws would
+    stay, linked to nothing), and nothing else in their folder: every file there was
+    removed, a user's notes and a database among them."""
+    trials = simulate(tests=("a", "b"), runs=6, seed=4)
+    folder = tmp_path / "r-figures"
+    folder.mkdir()
+    (folder / "old.png").write_bytes(PNG_MAGIC)
+    (folder / "notes.txt").write_text("mine")
+    (folder / "kept.db").write_bytes(b"SQLite format 3\x00")
+    out = report(analyze(trials, REPORT), tmp_path / "r.md")
+    assert not (folder / "old.png").exists()
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "kept.db").exists()
+    assert {p.name for p in _linked_images(out)} == {p.name for p in folder.glob("*.png")}
+
+
 def test_markdown_escapes_names(tmp_path: Path) -> None:
     hostile = "<img src=x onerror=alert(1)> | *bold* [link](http://x)"
     trials = simulate(tests=(hostile, "b"), runs=6, seed=4)

@@ -78,7 +78,7 @@ def render(analysis: Analysis, settings: Settings) -> Rendered:
     files = {f"{folder}/{item.key}.png": png for item, png in zip(items, pngs, strict=True)}
     if report.tests_csv:
         files[report.tests_csv[0]] = report.tests_csv[1].encode()
-    return Rendered(markdown_text(report, folder), files, (folder,))
+    return Rendered(markdown_text(report, folder), files, (f"{folder}/*.png",))
 
 
 def markdown_text(report: document.Report, folder: str) -> str:

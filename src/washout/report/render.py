@@ -50,7 +50,8 @@ class Settings:
 @dataclass(frozen=True)
 class Rendered:
     """A rendered output: its text, the files that go beside it (a path relative to the
-    text's directory, and the bytes), and the directories whose old files those replace."""
+    text's directory, and the bytes), and the files those replace (glob patterns relative
+    to the text's directory: a report's old figures, ``STEM-figures/*.png``)."""
 
     text: str
     files: dict[str, bytes] = field(default_factory=dict)
@@ -78,8 +79,8 @@ def write(rendered: Rendered, out: Path, *sources: Path) -> Path:
     from washout.data.outputs import write_output
     from washout.errors import WashoutError
 
-    for folder in rendered.replaces:
-        for stale in (out.parent / folder).glob("*"):
+    for pattern in rendered.replaces:
+        for stale in out.parent.glob(pattern):
             if stale.is_file():
                 try:
                     stale.unlink()
