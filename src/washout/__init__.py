@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from washout.bisection.result import BisectResult as BisectResult
     from washout.data.store import Store as Store
     from washout.harness.engine import Experiment
+    from washout.harness.machine import MachineCheck as MachineCheck
     from washout.stats.carryover import CarryoverPair as CarryoverPair
     from washout.stats.carryover import CarryoverResult as CarryoverResult
     from washout.stats.carryover import FirstAfterReset as FirstAfterReset
@@ -73,6 +74,7 @@ RESULT_TYPES: dict[str, str] = {
     "ClaimSide": "washout.stats.claims",
     "SweepResult": "washout.sweep.result",
     "BisectResult": "washout.bisection.result",
+    "MachineCheck": "washout.harness.machine",
     "Store": "washout.data.store",
 }
 """The public classes, imported when first used: name -> module."""
