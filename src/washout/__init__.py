@@ -357,13 +357,19 @@ def drift(
     correction: Correction = "bonferroni",
     by_worker: bool = False,
     metric: str | None = None,
+    seed: int = 0,
 ) -> DriftResult:
-    """Drift of each test with position, time since the reset and run
-    (:func:`washout.stats.drift.drift`)."""
+    """Drift of each test with position, time since the reset and run, and a level that
+    wanders across runs (:func:`washout.stats.drift.drift`; ``seed``: of its resampling)."""
     from washout.stats.drift import drift as drift_of
 
     return drift_of(
-        _frame(source), alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
+        _frame(source),
+        alpha=alpha,
+        correction=correction,
+        by_worker=by_worker,
+        metric=metric,
+        seed=seed,
     )
 
 

@@ -393,6 +393,7 @@ def flagged_tests(analysis: Analysis) -> list[Flag]:
     flags its test."""
     from washout.report.words import CLOCK_WORDS
     from washout.stats.carryover import RESET
+    from washout.stats.drift import WANDER
 
     found: dict[tuple[str, str], tuple[list[str], float]] = {}
 
@@ -417,7 +418,10 @@ def flagged_tests(analysis: Analysis) -> list[Flag]:
             add(pair.test, pair.metric, reason, pair.p)
     if analysis.drift is not None:
         for row in analysis.drift.significant():
-            add(row.test, row.metric, f"drift with {CLOCK_WORDS[row.against]}", row.p)
+            what = CLOCK_WORDS[row.against]
+            add(
+                row.test, row.metric, what if row.against == WANDER else f"drift with {what}", row.p
+            )
     flags = [Flag(test, metric, tuple(r), p) for (test, metric), (r, p) in found.items()]
     return sorted(flags, key=lambda f: (f.p, f.test, f.metric))
 
