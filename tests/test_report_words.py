@@ -33,7 +33,7 @@ def explain(
 
 
 def test_only_what_was_asked_and_plain_json() -> None:
-    df = simulate(runs=6, seed=1)
+    df = simulate(runs=30, seed=1)
     assert why_parts(explain(df)) == {}
     assert set(why_parts(explain(df, drift=True))) == {"drift"}
     d = json.loads(
@@ -104,3 +104,19 @@ def test_words_say_the_first_trial_after_the_reset_is_slower_and_by_how_much() -
     rps = simulate(first_after_reset=0.7, runs=30, cv=0.01, metrics=("rps",), seed=6)
     words = render_words(explain(rps, carryover=True))
     assert "% lower (rps) than the trend of the later trials" in words[0]
+
+
+def test_lag_two_is_said_as_two_positions_after_in_the_words_and_the_flags() -> None:
+    """A lag-2 pair is named as such in the sentences and in the report's flags, so no
+    output says "right after b" of what b did two positions earlier."""
+    from washout.report.document import flagged_tests
+
+    df = simulate(carryover2={(t, "b"): 1.08 for t in "acde"}, cv=0.01, runs=100, seed=4)
+    analysis = explain(df, carryover=True)
+    assert analysis.carryover is not None and analysis.carryover.significant()
+    words = " ".join(render_words(analysis))
+    assert " two positions after b is " in words and " right after b " not in words
+    assert " than two positions after other tests " in words
+    reasons = {r for f in flagged_tests(analysis) for r in f.reasons}
+    assert "carryover two positions after b" in reasons
+    assert not any(r.startswith("carryover after") for r in reasons)

@@ -410,10 +410,11 @@ def flagged_tests(analysis: Analysis) -> list[Flag]:
             add(t.test, t.metric, f"inconclusive, CI case {t.ci_case}", t.kw_p)
     if analysis.carryover is not None:
         for pair in analysis.carryover.significant():
+            lag = "two positions " if pair.lag == 2 else ""
             reason = (
                 "first after the reset"
                 if pair.predecessor == RESET
-                else f"carryover after {pair.predecessor}"
+                else f"carryover {lag}after {pair.predecessor}"
             )
             add(pair.test, pair.metric, reason, pair.p)
     if analysis.drift is not None:
