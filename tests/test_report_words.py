@@ -120,3 +120,25 @@ def test_lag_two_is_said_as_two_positions_after_in_the_words_and_the_flags() -> 
     reasons = {r for f in flagged_tests(analysis) for r in f.reasons}
     assert "carryover two positions after b" in reasons
     assert not any(r.startswith("carryover after") for r in reasons)
+
+
+def test_two_tests_say_no_pair_can_be_compared() -> None:
+    """With two tests each always follows the other: the joint model compares no pair, so
+    the words say so rather than "none of the 0 predecessor pairs" or "none of the 2
+    comparisons (each test right after the reset and after each other test)", which
+    counted two untested first-trial rows (hyperfine's two commands, the quick form)."""
+    unpaired = (
+        "no test follows more than one other test, so a shift one test leaves on the next "
+        "cannot be told apart from its position."
+    )
+    cold = simulate(tests=("a", "b"), first_after_reset=1.10, run_cv=0.05, cv=0.01, runs=10, seed=6)
+    words = render_words(explain(cold, carryover=True))
+    assert words[0].startswith("The first trial after each reset is ")
+    assert words[1] == f"No pair of tests can be compared: {unpaired}"
+    quiet = simulate(tests=("a", "b"), runs=10, seed=3)
+    [words] = render_words(explain(quiet, carryover=True))
+    assert words.startswith(
+        "No evidence of carryover: the first trial after the reset, on average over the "
+        "tests, is not significant after correction (p="
+    )
+    assert words.endswith(unpaired)

@@ -111,6 +111,21 @@ def _carryover_words(
     reset = _reset_words(pairs, pooled)
     predecessors = [p for p in pairs if p["predecessor"] != carryover_stats.RESET]
     found = [p for p in predecessors if p["significant"]]
+    unpaired = (
+        "no test follows more than one other test, so a shift one test leaves on the next "
+        "cannot be told apart from its position"
+    )
+    if not predecessors:  # two tests: each always follows the other
+        if reset:
+            return [*reset, f"No pair of tests can be compared: {unpaired}."]
+        tested = [r for r in pooled if r["p"] is not None and not math.isnan(r["p"])]
+        judged = (
+            f"the first trial after the reset, on average over the tests, is not "
+            f"significant after correction ({', '.join(_p(r['p']) for r in tested)})"
+            if tested
+            else "nothing could be judged"
+        )
+        return [f"No evidence of carryover: {judged}; {unpaired}."]
     if not found:
         if not reset:
             return [
