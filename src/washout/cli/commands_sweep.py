@@ -52,7 +52,7 @@ def explore(
         "ours",
         "--method",
         help=(
-            "ours (coverage sampler, smooth model, holdout rule, predicted-space conclusions, "
+            "ours (coverage sampler, smooth model, settled rule, predicted-space conclusions, "
             "sum coding, adaptive batches from 2%) or paper (Hui et al.: random, anova, paper "
             "rule, measured conclusions, treatment coding, 5% steps). The options below "
             "override single parts."
@@ -67,8 +67,10 @@ def explore(
         "--rule",
         help=(
             "Termination: paper (all splits >= threshold); holdout (ours: also the latest "
-            "batches, predicted before they were measured); stable (ours: holdout, and "
-            "conclusions unchanged since the previous batch)."
+            "batches, predicted before they were measured); settled (ours, the default: "
+            "holdout, and no share of variance moved by more than 2 points or 5% since the "
+            "previous batch); stable (ours: holdout, and conclusions unchanged since the "
+            "previous batch)."
         ),
     ),
     conclude: str = typer.Option(
@@ -205,6 +207,14 @@ def sweep(
         ),
     ),
     seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
+    method: str = typer.Option(
+        None,
+        "--method",
+        help=(
+            "Override \\[sweep].method: ours or paper, as for washout explore (the options "
+            "the \\[sweep] table sets still override single parts)."
+        ),
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
@@ -247,6 +257,6 @@ def sweep(
         console.print(message)
 
     with bar, threadpool_limits(1):
-        result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
+        result = run_sweep(spec, directory, seed, notify=notify, progress=progress, method=method)
     console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
     _print_summary(result, fmt)

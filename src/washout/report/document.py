@@ -600,6 +600,9 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
             f" Method: {sweep.method} ({sweep.sampler} sampler, model "
             f"{sweep.model}, rule {sweep.rule}, {sweep.coding} coding)."
         )
+    intervals = text.sweep_intervals(sweep)
+    if intervals:
+        summary += f" {intervals}"
     tables = text.sweep_tables(sweep)
     history = [(s.sampling_rate, s.r2_validation) for s in sweep.steps] or (
         [(rate, tuple(r2))] if r2 and figures.finite(rate) else []

@@ -198,6 +198,9 @@ def write_sweep(out: Lines, result: SweepResult, width: int | None = None) -> No
             "The model reproduces the metric exactly (no noise left): a term is "
             "significant if it explains any variance at all; p-values are limits."
         )
+    intervals = text.sweep_intervals(result)
+    if intervals:
+        out.add(intervals)
     for title, table in text.sweep_tables(result):
         out.add(title, "bold")
         write_table(out, table, width)

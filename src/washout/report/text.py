@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from washout.analysis.result import Analysis
     from washout.stats.compare import Comparison, Ranking
     from washout.stats.order import OrderAnalysis, OrderComparison
-    from washout.sweep.result import Fixed, SweepResult
+    from washout.sweep.result import Fixed, ImportantPoint, SweepResult
 
 NAMED = 5
 """Significant comparisons named in the verdict; the table marks them all."""
@@ -343,22 +343,56 @@ def fixed_text(fixed: Fixed) -> str:
     return ", ".join(f"{k} = {v}" for k, v in fixed.items())
 
 
+def interval_text(low: float | None, high: float | None) -> str:
+    """A share's interval in percent (``41.2-52.3%``), or a dash without one."""
+    if low is None or high is None:
+        return NONE
+    return f"{100 * float(low):.1f}-{100 * float(high):.1f}%"
+
+
+def point_interval_text(point: ImportantPoint) -> str:
+    """Where the draws put a point (``8-16``) and how often they found one (``(93%)``)."""
+    where = "" if point.low is None else f"{fmt(point.low)}-{fmt(point.high)} "
+    return where + ("" if point.found is None else f"({float(point.found):.0%})")
+
+
+def sweep_intervals(sweep: SweepResult) -> str | None:
+    """What a sweep's intervals are and how a term's importance is read from them (None
+    for a sweep without intervals: a full measurement, or the paper's method)."""
+    level = sweep.interval_level
+    if not level:
+        return None
+    return (
+        f"Shares and points carry {level:.0%} intervals for the fully measured space's "
+        "values; a term is important when its whole interval is at or above 10%, and may be "
+        "important when the interval crosses it."
+    )
+
+
 def sweep_tables(sweep: SweepResult) -> list[tuple[str, Table]]:
     """A sweep's conclusions as tables: its significant terms with their share of the
-    variance, its knee and turning points, and the ranges a fair comparison must cover."""
+    variance (and, with intervals, each share's interval and the importance it gives), its
+    knee and turning points (and where the draws put each), and the ranges a fair
+    comparison must cover."""
+    level = bool(sweep.interval_level)
     tables = [
         (
             "Significant terms",
             Table(
-                ["term", "share of variance"],
-                [[t.term, f"{100 * float(t.share):.1f}%"] for t in sweep.significant_terms],
-                numeric={"share of variance"},
+                ["term", "share of variance"] + (["interval", "importance"] if level else []),
+                [
+                    [t.term, f"{100 * float(t.share):.1f}%"]
+                    + ([interval_text(t.low, t.high), t.importance or NONE] if level else [])
+                    for t in sweep.significant_terms
+                ],
+                numeric={"share of variance", "interval"},
             ),
         ),
         (
             "Knee and turning points",
             Table(
-                ["term", "parameter", "fixed", "type", "at", "turn ratio"],
+                ["term", "parameter", "fixed", "type", "at", "turn ratio"]
+                + (["interval (draws with a point)"] if level else []),
                 [
                     [
                         p.term,
@@ -368,6 +402,7 @@ def sweep_tables(sweep: SweepResult) -> list[tuple[str, Table]]:
                         fmt(p.value),
                         fmt(p.turn_ratio),
                     ]
+                    + ([point_interval_text(p)] if level else [])
                     for p in sweep.important_points
                 ],
                 numeric={"at", "turn ratio"},
