@@ -904,11 +904,11 @@ def _pooled(parts: list[_Comparison]) -> _Comparison:
         parts_var = [(c.tests / total) ** 2 * se**2 for c, (_, se, _) in zip(use, pairs)]
         var = sum(parts_var)
         estimate = sum(c.tests / total * e for c, (e, _, _) in zip(use, pairs))
-        df = (
-            var**2 / sum(v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0)
-            if var
-            else 1e12
-        )
+        shares = [v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0]
+        if var == 0:  # no spread at all: as good as a normal quantile
+            df = 1e12
+        else:  # NaN where no part has a finite variance (tests fitted on too few trials)
+            df = var**2 / sum(shares) if shares else math.nan
         return estimate, math.sqrt(var), df
 
     if not use:
