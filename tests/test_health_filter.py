@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import MEMCACHED, washout
 from machine_tree import CPU
 from test_trial_health import health_tree
 
+import washout as washout_api
 from washout.data.health import (
     APERF_MPERF,
     INVOLUNTARY_SWITCHES,
@@ -28,10 +29,21 @@ from washout.data.store import read_long
 from washout.stats.health import TICK_FLOOR, HealthLimits, split_by_health
 
 
-def test_a_real_run_sets_aside_the_trials_that_throttled(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real experiment whose test ``hot`` throttles the laid-out CPU 0 on every other
+    trial (and then takes 0.2 s instead of 0.05 s), warmup included: its store. Of the 12
+    ok trials (3 runs x 2 orders x 2 tests), 3 of ``hot``'s throttled."""
+    tmp_path = tmp_path_factory.mktemp("throttled")
     root = health_tree(tmp_path / "tree", msr=False)
-    count = root / CPU / "cpu0" / "thermal_throttle" / "core_throttle_count"
-    bump = f"read n < {shlex.quote(str(count))}; echo $((n + 1)) > {shlex.quote(str(count))}"
+    count = shlex.quote(str(root / CPU / "cpu0" / "thermal_throttle" / "core_throttle_count"))
+    state = tmp_path / "state"
+    state.write_text("0\n")
+    k = shlex.quote(str(state))
+    hot = (
+        f"read n < {count}; read k < {k}; k=$((k + 1)); echo $k > {k}; "
+        f"if [ $((k % 2)) = 0 ]; then echo $((n + 1)) > {count}; sleep 0.2; else sleep 0.05; fi"
+    )
     spec = tmp_path / "spec.toml"
     spec.write_text(
         f"""
@@ -41,15 +53,19 @@ warmup = 1
 health_root = {json.dumps(str(root))}
 [[test]]
 name = "hot"
-command = {json.dumps(bump)}
+command = {json.dumps(hot)}
 [[test]]
 name = "cool"
-command = "true"
+command = "sleep 0.05"
 """
     )
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")
-    trials = read_long(db, resources=True)  # as export writes it and washout.load gives it
+    return db
+
+
+def test_a_real_run_sets_aside_the_trials_that_throttled(throttled: Path) -> None:
+    trials = read_long(throttled, resources=True)  # as export writes it, washout.load gives it
     rows = trials[trials["metric"].astype(str).str.startswith("health.")]
     assert set(rows["test"]) == {"hot", "cool"}
     # 3 runs x 2 orders x 2 tests, and the warmups with their status
@@ -57,57 +73,87 @@ command = "true"
     assert set(rows[rows["run"] == -1]["status"]) == {"warmup"}
     assert rows["value"].notna().all()  # a measure not taken has no row
     split = split_by_health(trials)
-    assert {t.test for t in split.judgement.unhealthy} == {"hot"} and len(
-        split.judgement.unhealthy
-    ) == 6
-    assert all(t.causes == ("throttled",) for t in split.judgement.unhealthy)
-    assert all(
-        "throttled 1 thermal throttle event(s)" in t.reasons[0] for t in split.judgement.unhealthy
-    )
-    healthy = split.healthy[(split.healthy["status"] == "ok") & (split.healthy["metric"] == "wall")]
-    assert set(healthy["test"]) == {"cool"} and len(healthy) == 6
+    unhealthy = split.judgement.unhealthy
+    assert [t.test for t in unhealthy] == ["hot"] * 3
+    assert all(t.causes == ("throttled",) for t in unhealthy)
+    assert all(t.reasons == ("throttled 1 thermal throttle event(s) (limit 0)",) for t in unhealthy)
+    ok = split.healthy[(split.healthy["status"] == "ok") & (split.healthy["metric"] == "wall")]
+    assert sorted(ok["test"]) == ["cool"] * 6 + ["hot"] * 3
     assert set(split.healthy[split.healthy["run"] == -1]["status"]) == {"warmup"}  # untouched
-    assert len(split.flagged) == 24 and set(split.flagged["metric"]) == {
-        "wall",
-        "user",
-        "system",
-        "max_rss",
-    }
+    assert len(split.flagged) == 3 * 4  # wall and the resource metrics; no health row
+    assert set(split.flagged["metric"]) == {"wall", "user", "system", "max_rss"}
     assert (split.judgement.judged, split.judgement.unmeasured) == (12, 0)
-    assert (
-        split.summary()
-        == "set aside 6 of 12 trial(s) with health measures as unhealthy (6 throttled)"
-    )
-    (stratum,) = split.judgement.strata  # hot's wall: every trial of it throttled
+    assert split.judgement.causes() == {"throttled": 3}
+    (stratum,) = split.judgement.strata
     assert (stratum.test, stratum.metric, stratum.healthy, stratum.unhealthy) == (
         "hot",
         "wall",
-        0,
-        6,
+        3,
+        3,
     )
-    assert stratum.median_healthy is None and stratum.shift_pct is None
+    assert stratum.median_unhealthy > stratum.median_healthy + 0.1  # slept 0.2 s, not 0.05
 
 
-def test_strata_set_healthy_against_unhealthy_trials() -> None:
-    trials = [
-        {"position": i, "seconds": s, "health": {SWAP_IN: float(i >= 3)}}
-        for i, s in enumerate([1, 2, 3, 6, 6])
-    ]
-    trials.append({"position": 9, "test": "other", "health": {SWAP_IN: 0.0}})
-    judgement = split_by_health(frame(trials)).judgement
-    (stratum,) = judgement.strata  # only the test with an unhealthy trial
-    assert (stratum.test, stratum.metric) == ("t", "wall")
-    assert (stratum.healthy, stratum.unhealthy) == (3, 2)
-    assert (stratum.median_healthy, stratum.median_unhealthy) == (2.0, 6.0)
-    assert stratum.shift_pct == pytest.approx(200.0)
-    assert judgement.causes() == {"swapped": 2}
-    assert judgement.to_dict()["strata"][0]["shift_pct"] == pytest.approx(200.0)
-
-
-def test_a_frame_without_health_measures_is_kept_whole() -> None:
-    split = split_by_health(frame([{"position": 0}, {"position": 1}]))
-    assert len(split.healthy) == 2 and split.flagged.empty
-    assert (split.judgement.judged, split.judgement.unmeasured) == (0, 2)
+def test_analyze_and_report_show_unhealthy_trials_and_set_them_aside(
+    throttled: Path, tmp_path: Path
+) -> None:
+    db = throttled
+    # Without --healthy-only: said, and analysed with the others.
+    shown = washout("analyze", db).stdout
+    assert (
+        "Health: 3 of 12 trials with health measures were unhealthy (3 throttled), analysed "
+        "with the others: --healthy-only sets them aside." in shown
+    )
+    assert "hot · wall: median " in shown and "over 3 unhealthy trials" in shown
+    whole = json.loads(washout("analyze", db, "--format", "json").stdout)
+    assert len(whole["health"]["unhealthy"]) == 3 and whole["options"]["healthy_only"] is False
+    runs = {s["test"]: s["runs"] for s in whole["comparison"]["summaries"]}
+    assert runs == {"hot": 6, "cool": 6}
+    # With it: set aside, counted, and the analyses (the comparison too) without them.
+    out = washout("analyze", db, "--healthy-only").stdout
+    assert (
+        "Health: set aside 3 of 12 trials with health measures as unhealthy (3 throttled); "
+        "the analyses use the other 9." in out
+    )
+    assert "Not analysed: 3 values of 3 unhealthy trials (--healthy-only: 3 throttled)" in out
+    healthy = json.loads(washout("analyze", db, "--healthy-only", "--format", "json").stdout)
+    assert healthy["options"]["healthy_only"] is True
+    unhealthy = healthy["health"]["unhealthy"]
+    assert [(t["test"], t["causes"]) for t in unhealthy] == [("hot", ["throttled"])] * 3
+    assert {s["test"]: s["runs"] for s in healthy["comparison"]["summaries"]} == {
+        "hot": 3,
+        "cool": 6,
+    }
+    kept = {(t["test"], t["n_fixed"] + t["n_random"]) for t in healthy["order"]["tests"]}
+    assert kept == {("hot", 3), ("cool", 6)}
+    assert [s["test"] for s in healthy["health"]["strata"]] == ["hot"]
+    # An export is judged as its store is; the API says the same.
+    washout("export", db, "-o", tmp_path / "long.csv")
+    again = json.loads(
+        washout("analyze", tmp_path / "long.csv", "--healthy-only", "--format", "json").stdout
+    )
+    assert again["health"] == healthy["health"]
+    api = washout_api.analyze(db, healthy_only=True)
+    assert api.health is not None
+    assert json.loads(json.dumps(api.health.to_dict())) == healthy["health"]
+    assert washout_api.Analysis.from_dict(healthy).health == api.health
+    # The CSV cannot say it: stderr does.
+    csv_out = washout("analyze", db, "--healthy-only", "--format", "csv")
+    assert csv_out.stderr.startswith("Health: set aside 3 of 12 trials")
+    refused = washout("analyze", db, "--healthy-only", "--compat", "ordersage", check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().endswith("OrderSage's numbers are of every trial")
+    # The report shows them beside the trials: which, why, and ringed in a figure.
+    page = tmp_path / "r.html"
+    washout("report", db, "-o", page)
+    html = page.read_text()
+    assert '<section id="trial-health">' in html and "<h3>Unhealthy trials</h3>" in html
+    assert html.count("throttled 1 thermal throttle event(s) (limit 0)") == 3
+    assert "unhealthy ones ringed" in html
+    washout("report", db, "-f", "md", "-o", tmp_path / "r.md", "--healthy-only")
+    md = (tmp_path / "r.md").read_text()
+    assert "Health: set aside 3 of 12 trials" in md and "### Unhealthy trials" in md
+    assert "unhealthy ones ringed" not in md  # set aside: not among the trials drawn
 
 
 def frame(trials: list[dict[str, object]]) -> pd.DataFrame:
@@ -192,7 +238,6 @@ def test_only_ok_trials_are_judged_and_unmeasured_ones_are_kept() -> None:
     kept = split.healthy
     assert sorted(zip(kept["position"], kept["status"])) == [(1, "failed"), (1, "ok"), (2, "ok")]
     assert set(kept["metric"]) == {"wall"}  # the health rows are not the analyses'
-    assert "1 ok trial(s) had none and were kept" in split.summary()
     # A frame without a worker column is one machine's.
     assert len(split_by_health(frame(trials[:1]).drop(columns="worker")).judgement.unhealthy) == 1
 
@@ -200,3 +245,13 @@ def test_only_ok_trials_are_judged_and_unmeasured_ones_are_kept() -> None:
 def test_missing_columns_are_one_line() -> None:
     with pytest.raises(Exception, match="column\\(s\\) status missing"):
         split_by_health(frame([{}]).drop(columns="status"))
+
+
+def test_a_source_without_health_measures_sets_nothing_aside_and_says_so() -> None:
+    source = MEMCACHED  # OrderSage's: no health measure
+    out = washout("analyze", source, "--healthy-only").stdout
+    assert (
+        "Health: none of the 300 trials has a health measure (health off, or a source without "
+        "them): none set aside." in out
+    )
+    assert "Health" not in washout("analyze", source).stdout  # nothing asked, nothing said

@@ -149,6 +149,17 @@ def expected_lengths(db: Path) -> list[tuple[float, float]]:
     return pairs
 
 
+def energy_rows(terminal: str) -> list[str]:
+    """The rows of the energy table ``washout analyze`` prints."""
+    lines = terminal.split("Energy per trial, gross and net of the machine at rest:\n", 1)[1]
+    rows = []
+    for line in lines.splitlines()[2:]:  # under the header and its rule
+        if "│" not in line:
+            break
+        rows.append(line)
+    return rows
+
+
 def check_net(db: Path) -> None:
     frame = read_long(db)
     (result,) = net_energy(frame)
@@ -172,6 +183,15 @@ def test_net_energy_of_a_real_run(rapl: tuple[Path, Path], tmp_path: Path) -> No
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")
     check_net(db)
+    # Every output says it: the JSON is net_energy's, the terminal and the report its table.
+    analysis = json.loads(washout("analyze", db, "--format", "json").stdout)
+    (want,) = net_energy(read_long(db))
+    assert analysis["energy"] == [json.loads(json.dumps(want.to_dict()))]
+    (row,) = energy_rows(washout("analyze", db).stdout)
+    assert row.split("│")[2].strip() == "6" and row.count("[") == 2  # gross, net with CIs
+    washout("report", db, "-o", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert '<section id="energy">' in page and "Welch" in page
     # What a resumed session starts from: the ok trials of the store, none else.
     with Store.open(db, readonly=True) as store:
         experiment = Experiment.from_store(store)
@@ -240,6 +260,10 @@ def test_rapl_not_readable_is_not_available_never_estimated(tmp_path: Path) -> N
         "not available: test 'work' has no measured energy; "
         "its idle arm 'idle:work' has no measured energy"
     )
+    (said,) = json.loads(washout("analyze", db, "--format", "json").stdout)["energy"]
+    assert (said["gross"], said["net"], said["reason"]) == (None, None, result.reason)
+    (row,) = energy_rows(washout("analyze", db).stdout)
+    assert row.count("not available") == 3  # gross, idle and net: never a number
 
 
 def test_welch_interval_is_scipys() -> None:

@@ -361,10 +361,11 @@ def test_a_run_stores_health_metrics_out_of_the_long_format(tmp_path: Path) -> N
     }
     assert all(r["value"] != "" for r in exported)
     assert ("quiet", KERNEL_LOG) not in {(r["test"], r["metric"]) for r in exported}
-    analysed = washout("analyze", tmp_path / "long.csv", "--format", "json").stdout
-    assert "health." not in analysed  # out of the analyses unless named
+    analysed = json.loads(washout("analyze", tmp_path / "long.csv", "--format", "json").stdout)
+    assert analysed["comparison"]["metric"] == "wall"  # out of the analyses unless named
+    assert "health." not in json.dumps(analysed["comparison"])
     named = washout("analyze", tmp_path / "long.csv", "--format", "json", "--metric", SWAP_OUT)
-    assert SWAP_OUT in named.stdout
+    assert json.loads(named.stdout)["comparison"]["metric"] == SWAP_OUT
 
 
 def test_health_false_reads_nothing(tmp_path: Path) -> None:

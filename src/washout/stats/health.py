@@ -147,16 +147,6 @@ class HealthSplit:
     flagged: pd.DataFrame
     judgement: HealthJudgement
 
-    def summary(self) -> str:
-        """One line saying what was set aside, as ``--healthy-only`` reports it."""
-        j = self.judgement
-        causes = ", ".join(f"{n} {cause}" for cause, n in j.causes().items())
-        line = f"set aside {len(j.unhealthy)} of {j.judged} trial(s) with health measures"
-        line += f" as unhealthy ({causes})" if causes else ""
-        if j.unmeasured:
-            line += f"; {j.unmeasured} ok trial(s) had none and were kept"
-        return line
-
 
 def _reasons(
     row: dict[str, float], seconds: float | None, limits: HealthLimits
@@ -210,6 +200,15 @@ def _reasons(
     return reasons
 
 
+def has_health(frame: pd.DataFrame) -> bool:
+    """Whether a long-format frame holds any health measure."""
+    from washout.data.longformat import present
+
+    if "metric" not in frame.columns:
+        return False
+    return any(str(name).startswith(HEALTH_PREFIX) for name in present(frame["metric"]))
+
+
 def _seconds(rows: pd.DataFrame) -> pd.Series:
     """Each row's trial duration from its ``started`` and ``ended`` stamps (NaN where
     either is missing)."""
@@ -234,7 +233,7 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
     measures, rest = frame.loc[is_health], frame.loc[~is_health]
     ok_status = (measures["status"].astype(str) == "ok").to_numpy()
     ok = measures.loc[ok_status & measures["value"].notna().to_numpy()]
-    ok_keys = _trials(ok)
+    ok_keys = trial_keys(ok)
     values: dict[tuple[str, int, int, str], dict[str, float]] = {}
     for key, metric, value in zip(ok_keys, ok["metric"].astype(str), ok["value"]):
         values.setdefault(key, {})[metric] = float(value)
@@ -252,7 +251,7 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
         judgement = HealthJudgement((), 0, unmeasured, limits)
         return HealthSplit(rest.reset_index(drop=True), rest.iloc[:0], judgement)
     flagged = {(t.worker, t.run, t.position, t.test) for t in unhealthy}
-    rest_keys = _trials(rest)
+    rest_keys = trial_keys(rest)
     is_flagged = np.array([k in flagged for k in rest_keys], dtype=bool) & rest_ok
     ok_trials = {k for k, good in zip(rest_keys, rest_ok) if good}
     healthy = rest.loc[~is_flagged].reset_index(drop=True)
@@ -292,7 +291,7 @@ def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ..
     return tuple(strata)
 
 
-def _trials(rows: pd.DataFrame) -> list[tuple[str, int, int, str]]:
+def trial_keys(rows: pd.DataFrame) -> list[tuple[str, int, int, str]]:
     """Each row's trial (:data:`TRIAL`), as plain values."""
     return list(
         zip(
