@@ -170,6 +170,11 @@ SLOW = {
         "test_two_commands_table_ranking_and_exports",
         "test_warmup_and_prepare",
     },
+    "test_idle_arm.py": {
+        "test_net_energy_of_a_real_run",
+        "test_net_energy_of_a_real_run_over_ssh",
+        "test_short_energy_trials_are_said",
+    },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_local_executor.py": {"test_timeout_kills_the_whole_group"},
     "test_logging.py": {"test_the_log_is_silent_by_default_and_grows_with_v"},

@@ -165,10 +165,13 @@ def test_store_is_a_read_only_context_manager_that_closes(store: Path) -> None:
 
 
 def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
-    frame = api.load(store)  # every metric: wall, and the CPU times and peak memory
-    assert frame["metric"].value_counts().to_dict() == dict.fromkeys(
+    frame = api.load(store)  # every metric: wall, the CPU times, peak memory and health
+    counts = frame["metric"].value_counts().to_dict()
+    health = {m: n for m, n in counts.items() if m.startswith("health.")}
+    assert {m: n for m, n in counts.items() if m not in health} == dict.fromkeys(
         ["wall", "user", "system", "max_rss"], 24
     )
+    assert "health.other_cpu" in health and all(n <= 24 for n in health.values())
     assert set(frame["test"]) == {"a", "b"} and frame["started"].notna().all()
     assert str(frame["started"].dt.tz) == "UTC"  # datetimes, not text
     assert (frame["ended"] > frame["started"]).all()

@@ -16,6 +16,7 @@ import pytest
 from browser import Chromium, chromium  # noqa: F401 (the fixture)
 from conftest import MEMCACHED
 from simulate_longformat import simulate
+from test_health_filter import throttled  # noqa: F401 (the fixture)
 from test_report_sweep import silo_sweep
 
 from washout.analysis.compute import analyze, sweep_analysis
@@ -229,6 +230,22 @@ def test_the_examples_reports_fit_and_read(
     with chromium.open(path) as seen:
         assert seen.errors == []
         assert_fits_and_reads(seen.page)
+
+
+def test_a_report_with_unhealthy_trials_fits_and_reads(
+    chromium: Chromium,
+    throttled: Path,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Its Trial health section: the unhealthy trials and the strata as tables, the
+    affected test's trials with the unhealthy ones ringed."""
+    analysis = analyze(throttled, REPORT)
+    path = _report(tmp_path, "health.html", renderer("html")(analysis, Settings()).text)
+    with chromium.open(path) as seen:
+        assert seen.errors == []
+        assert_fits_and_reads(seen.page)
+        assert seen.page.locator("#trial-health table").count() == 2
+        assert seen.page.locator("#trial-health figure svg").count() == 1
 
 
 def test_many_tests_are_summarised_with_the_whole_table_as_csv(

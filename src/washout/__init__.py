@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from washout.stats.compare import TestSummary as TestSummary
     from washout.stats.drift import DriftResult as DriftResult
     from washout.stats.drift import DriftRow as DriftRow
+    from washout.stats.energy import NetEnergy as NetEnergy
+    from washout.stats.health import FlaggedTrial as FlaggedTrial
+    from washout.stats.health import HealthJudgement as HealthJudgement
+    from washout.stats.health import Stratum as Stratum
     from washout.stats.order import OrderAnalysis as OrderAnalysis
     from washout.stats.order import OrderComparison as OrderComparison
     from washout.sweep.incremental import LoopOptions
@@ -72,6 +76,10 @@ RESULT_TYPES: dict[str, str] = {
     "DriftRow": "washout.stats.drift",
     "ClaimResult": "washout.stats.claims",
     "ClaimSide": "washout.stats.claims",
+    "HealthJudgement": "washout.stats.health",
+    "FlaggedTrial": "washout.stats.health",
+    "Stratum": "washout.stats.health",
+    "NetEnergy": "washout.stats.energy",
     "SweepResult": "washout.sweep.result",
     "BisectResult": "washout.bisection.result",
     "MachineCheck": "washout.harness.machine",
@@ -307,6 +315,7 @@ def analyze(
     drift: bool | None = False,
     claims: Sequence[str] = (),
     compare: bool | None = None,
+    healthy_only: bool = False,
 ) -> Analysis:
     """Everything ``washout analyze`` computes, as one frozen
     :class:`~washout.analysis.result.Analysis` (``.order``, ``.comparison``,
@@ -315,7 +324,8 @@ def analyze(
     long-format DataFrame. ``carryover``/``drift``: True asks for them (an error where the
     source cannot support them), None takes them where it can, False leaves them out;
     ``claims`` add to a store's spec's; ``compare``: hyperfine's comparison (None: for at
-    most 20 tests)."""
+    most 20 tests); ``healthy_only``: the trials a health measure flags are set aside
+    first (``.health`` says which and why)."""
     from washout.analysis.compute import analyze as analyze_source
     from washout.analysis.result import Options
 
@@ -329,6 +339,7 @@ def analyze(
         drift=drift,
         claims=tuple(claims),
         compare=compare,
+        healthy_only=healthy_only,
     )
     return analyze_source(source, options)
 

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
     from washout.stats.drift import DriftResult
+    from washout.stats.energy import NetEnergy
+    from washout.stats.health import HealthJudgement
     from washout.stats.order import OrderAnalysis
     from washout.sweep.result import SweepResult
 
@@ -127,6 +129,7 @@ def _analyze(
     trials, info = _load(source, options)
     from washout.stats.compare import without_resource_metrics
 
+    health, trials, unhealthy = _healthy(trials, options)
     analysed = without_resource_metrics(trials, options.metric)
     kind = "frame" if info is None else info.kind
 
@@ -156,7 +159,10 @@ def _analyze(
         _beside(aside, here) if forked else (aside(), here())
     )
     ctx = why.context
-    comparison, compare_notes = _comparison(trials, info, options, ctx)
+    comparison, compare_notes, every = _comparison(trials, info, options, ctx)
+    if health is None:
+        health = _judged(every if every is not None else trials)
+    energy, energy_notes = _energy(analysed, options)
     detectable = _detectable(order)
     return Analysis(
         source=Source(kind, None if info is None else str(info.path)),
@@ -167,9 +173,11 @@ def _analyze(
         carryover=carryover,
         drift=why.drift,
         claims=why.claims,
+        health=health,
+        energy=energy,
         recorded=ctx.recorded if options.describe else None,
         what_ran=ran,
-        excluded=_excluded(analysed),
+        excluded=(*_excluded(analysed), *_unhealthy_excluded(health, unhealthy)),
         notes=tuple(
             n
             for n in (
@@ -177,6 +185,7 @@ def _analyze(
                 order_note,
                 *_why_notes({**carryover_failed, **why.failed}),
                 *compare_notes,
+                *energy_notes,
             )
             if n is not None
         ),
@@ -228,6 +237,8 @@ def _load(
 
     if isinstance(source, pd.DataFrame):
         return source, None
+    if options.healthy_only:  # every column and measure: a trial's health and its times
+        return load_trials(source, resources=True, defer_checks=True)
     alone = not (options.why or options.describe or options.compare)
     columns = (*ORDER_COLUMNS, *(["worker"] if options.by_worker else [])) if alone else None
     return load_trials(source, columns, defer_checks=True)
@@ -367,28 +378,35 @@ def _unsupported(analysed: pd.DataFrame) -> dict[str, str]:
 
 def _comparison(
     trials: pd.DataFrame, info: SourceInfo | None, options: Options, context: Context
-) -> tuple[Comparison | None, list[str]]:
-    """hyperfine's comparison, on the trials with their runs and resource metrics, and the
-    notes on it: why there is none, or that a metric's better direction was assumed."""
+) -> tuple[Comparison | None, list[str], pd.DataFrame | None]:
+    """hyperfine's comparison, on the trials with their runs and resource metrics, the
+    notes on it (why there is none, or that a metric's better direction was assumed), and
+    the trials it read (every metric; None when it read none)."""
     from washout.analysis.units import SECOND_METRICS, metric_value
     from washout.data.longformat import RESOURCE_METRICS
     from washout.data.sources import load_trials
     from washout.stats.compare import COMPARED_TESTS, compare_tests, compared_metric
 
     if options.compare is False or not len(trials):
-        return None, []
+        return None, [], None
     tests = trials["test"].nunique()
     if options.compare is None and tests > COMPARED_TESTS:
-        return None, [
-            f"No comparison table (hyperfine's): it is made for at most {COMPARED_TESTS} "
-            f"tests, and there are {tests}"
-        ]
+        return (
+            None,
+            [
+                f"No comparison table (hyperfine's): it is made for at most {COMPARED_TESTS} "
+                f"tests, and there are {tests}"
+            ],
+            None,
+        )
     every = trials
-    if info is not None and (info.kind == "store" or "run" not in trials.columns):
-        every = load_trials(info.path, resources=True)[0]  # with each trial's run, CPU, RSS
+    # --healthy-only read every column and measure already
+    if info is not None and not options.healthy_only:
+        if info.kind == "store" or "run" not in trials.columns:
+            every = load_trials(info.path, resources=True)[0]  # each trial's run, CPU, RSS
     metric = compared_metric(every, options.metric)
     if metric is None:
-        return None, []
+        return None, [], every
     said = context.better.get(metric)
     if said is None and metric in (*SECOND_METRICS, *RESOURCE_METRICS):
         said = "lower"  # a time or a size: less is better
@@ -410,7 +428,69 @@ def _comparison(
         better_known=said is not None,
         describe=lambda v: metric_value(metric, v),
     )
-    return (comparison if comparison.summaries else None), notes
+    return (comparison if comparison.summaries else None), notes, every
+
+
+def _healthy(
+    trials: pd.DataFrame, options: Options
+) -> tuple[HealthJudgement | None, pd.DataFrame, pd.DataFrame | None]:
+    """With ``--healthy-only``: which trials were unhealthy, the trials without them, and
+    the rows set aside; otherwise none of it, the trials as they are."""
+    if not options.healthy_only:
+        return None, trials, None
+    from washout.stats.health import split_by_health
+
+    split = split_by_health(trials)
+    return split.judgement, split.healthy, split.flagged
+
+
+def _judged(trials: pd.DataFrame) -> HealthJudgement | None:
+    """Which trials were unhealthy, where ``trials`` hold health measures with each
+    trial's worker, run, position and times (shown; nothing is set aside)."""
+    from washout.stats.health import has_health, split_by_health
+
+    needed = {"worker", "run", "position", "started", "ended"}
+    if not needed <= set(trials.columns) or not has_health(trials):
+        return None
+    return split_by_health(trials).judgement
+
+
+def _unhealthy_excluded(
+    health: HealthJudgement | None, unhealthy: pd.DataFrame | None
+) -> tuple[Excluded, ...]:
+    """The values ``--healthy-only`` set aside, counted, and why."""
+    if health is None or unhealthy is None or not health.unhealthy:
+        return ()
+    from washout.stats.compare import without_resource_metrics
+
+    causes = ", ".join(f"{n} {cause}" for cause, n in health.causes().items())
+    return (
+        Excluded(
+            f"values of {len(health.unhealthy)} unhealthy trials",
+            len(without_resource_metrics(unhealthy)),
+            f"--healthy-only: {causes}",
+        ),
+    )
+
+
+def _energy(
+    analysed: pd.DataFrame, options: Options
+) -> tuple[tuple[NetEnergy, ...] | None, list[str]]:
+    """Each energy metric gross and net of its test's idle arm, where one ran, with the
+    warnings of trials too short for RAPL; none without an idle arm."""
+    from washout.data.longformat import present
+    from washout.stats.energy import IDLE_PREFIX, net_energy, short_energy_trials
+
+    if "test" not in analysed.columns:
+        return None, []
+    if not any(str(t).startswith(IDLE_PREFIX) for t in present(analysed["test"])):
+        return None, []
+    energy = net_energy(analysed, confidence=1 - options.alpha)
+    notes: list[str] = []
+    if {"started", "ended"} <= set(analysed.columns):
+        metrics = {e.metric for e in energy}
+        notes = [f"Energy: {w}" for w in short_energy_trials(analysed, metrics)]
+    return energy, notes
 
 
 def _store_context(path: Path, describe: bool) -> Context:
@@ -527,10 +607,10 @@ def _moment(trials: pd.DataFrame, column: str, pick: Callable[..., Any]) -> str 
 def _excluded(analysed: pd.DataFrame) -> tuple[Excluded, ...]:
     """The values the analyses left out, counted by why: unsuccessful trials (by status),
     successful trials without a number, and runs of order kinds the order analysis does
-    not compare. The resource metrics (``user``, ``system``, ``max_rss``) are not counted:
-    they are analysed only when named, whatever the source holds (a store's analysis does
-    not read them; an export holds them), so every source of the same trials says the
-    same."""
+    not compare. The resource metrics (``user``, ``system``, ``max_rss``) and the health
+    measures (``health.*``) are not counted: they are analysed only when named, whatever
+    the source holds (a store's analysis does not read them; an export holds them), so
+    every source of the same trials says the same."""
     import numpy as np
     import pandas as pd
 

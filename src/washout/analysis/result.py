@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
     from washout.stats.drift import DriftResult
+    from washout.stats.energy import NetEnergy
+    from washout.stats.health import HealthJudgement
     from washout.stats.order import OrderAnalysis
     from washout.sweep.result import SweepResult
 
@@ -46,7 +48,8 @@ class Options:
     leaves them out. ``claims`` are checked besides those a store's spec makes.
     ``compare``: hyperfine's comparison; None gives it for at most
     :data:`~washout.stats.compare.COMPARED_TESTS` tests. ``describe``: what the source
-    records and what ran (a report's first section).
+    records and what ran (a report's first section). ``healthy_only``: the trials a
+    health measure flags (:mod:`washout.stats.health`) are set aside before any analysis.
     """
 
     alpha: float = 0.05
@@ -59,6 +62,7 @@ class Options:
     claims: tuple[str, ...] = ()
     compare: bool | None = None
     describe: bool = False
+    healthy_only: bool = False
 
     def checked(self) -> Options:
         """These options with alpha, correction and the CI confidence checked (a one-line
@@ -148,6 +152,9 @@ class Analysis:
 
     ``detectable_shift``: when no comparison is significant, the smallest and largest
     Delta% these trials would detect with 80% power (as ``washout plan`` simulates it).
+    ``health``: which trials were unhealthy and why, where the trials have health
+    measures (set aside when ``options.healthy_only``, else only shown). ``energy``: each
+    energy metric gross and net of the idle arm, where one ran.
     ``trials`` (the long-format trials analysed) and ``settings`` (a sweep's measured
     settings) are what the report's figures draw; they are not part of ``to_dict()``.
     """
@@ -163,6 +170,8 @@ class Analysis:
     carryover: CarryoverResult | None = None
     drift: DriftResult | None = None
     claims: tuple[ClaimResult, ...] | None = None
+    health: HealthJudgement | None = None
+    energy: tuple[NetEnergy, ...] | None = None
     sweep: SweepResult | None = None
     recorded: Recorded | None = None
     what_ran: WhatRan | None = None
@@ -213,6 +222,8 @@ class Analysis:
                 "carryover": part(self.carryover),
                 "drift": part(self.drift),
                 "claims": None if self.claims is None else [c.to_dict() for c in self.claims],
+                "health": part(self.health),
+                "energy": None if self.energy is None else [e.to_dict() for e in self.energy],
                 "sweep": part(self.sweep),
                 "recorded": None if self.recorded is None else asdict(self.recorded),
                 "what_ran": None if self.what_ran is None else asdict(self.what_ran),
@@ -240,10 +251,20 @@ class Analysis:
         from washout.stats.claims import ClaimResult
         from washout.stats.compare import Comparison
         from washout.stats.drift import DriftResult
+        from washout.stats.energy import NetEnergy
+        from washout.stats.health import HealthJudgement
         from washout.stats.order import OrderAnalysis
         from washout.sweep.result import SweepResult
 
-        parts_types = (CarryoverResult, ClaimResult, Comparison, DriftResult, OrderAnalysis)
+        parts_types = (
+            CarryoverResult,
+            ClaimResult,
+            Comparison,
+            DriftResult,
+            HealthJudgement,
+            NetEnergy,
+            OrderAnalysis,
+        )
         types = {t.__name__: t for t in (*parts_types, SweepResult)}
         hints = get_type_hints(cls, localns={"pd": pd, **types})
         parts: dict[str, Any] = {}
@@ -257,6 +278,8 @@ class Analysis:
                 "carryover",
                 "drift",
                 "claims",
+                "health",
+                "energy",
                 "recorded",
                 "what_ran",
                 "excluded",

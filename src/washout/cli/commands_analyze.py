@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import app
+from washout.cli.app import HEALTHY_ONLY_HELP, app
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def analyze_command(
         help="Restrict carryover, drift and claims to one metric, and compare tests on it "
         "(user, system and max_rss are analysed only when named here).",
     ),
+    healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
@@ -89,8 +90,13 @@ def analyze_command(
         drift=drift,
         claims=tuple(claim),
         compare=False if fmt == "csv" else None,
+        healthy_only=healthy_only,
     ).checked()
     if compat == "ordersage":
+        if healthy_only:
+            raise WashoutError(
+                "--healthy-only goes without --compat: OrderSage's numbers are of every trial"
+            )
         _ordersage(source, options, fmt)
         return
     if fmt == "csv":
@@ -98,6 +104,10 @@ def analyze_command(
     analysis = analyze(source, options)
     if fmt == "csv":
         _refuse_why(bool(analysis.claims))  # the spec's
+        from washout.report.text import health_lines
+
+        for line in health_lines(analysis):  # the table cannot say what was set aside
+            sys.stderr.write(line + "\n")
     tty = fmt == "table" and sys.stdout.isatty()
     width = _terminal_width() if tty else None
     sys.stdout.write(renderer(fmt)(analysis, Settings(width=width, color=tty)).text)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from washout.analysis.result import Analysis
     from washout.sweep.result import SweepResult
 
-from washout.cli.app import app
+from washout.cli.app import HEALTHY_ONLY_HELP, app
 
 
 class ReportFormat(StrEnum):
@@ -55,6 +55,7 @@ def report(
         help='A claim to check under both orders, e.g. "A < B" '
         "(repeatable; a store adds its spec's claims).",
     ),
+    healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
     from washout.analysis.compute import analyze
@@ -74,6 +75,7 @@ def report(
         drift=None,
         claims=tuple(claim),
         describe=True,
+        healthy_only=healthy_only,
     )
     # The figures' libraries (matplotlib) are imported while a child analyses why.
     analysis = analyze(source, options, meanwhile=partial(import_module, FORMATS[fmt.value]))

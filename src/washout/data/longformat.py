@@ -74,6 +74,19 @@ def is_in(column: pd.Series, wanted: Collection[object]) -> np.ndarray:
     return hit[codes]
 
 
+def present(column: pd.Series) -> list[object]:
+    """The distinct values of a label column that some row holds: a categorical's from its
+    codes (a column of millions of rows is never turned into text), else one hashing
+    pass."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        return list(column.cat.categories[np.unique(codes[codes >= 0])])
+    return list(pd.unique(column.dropna()))
+
+
 def empty_frame() -> pd.DataFrame:
     """A long-format frame with no rows and the right columns."""
     import pandas as pd

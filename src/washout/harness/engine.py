@@ -48,6 +48,7 @@ from washout.harness.allocation import allocated
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
+from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
@@ -76,6 +77,7 @@ from washout.harness.spec import (
     expand_tests,
     parse_spec_text,
 )
+from washout.stats.energy import RAPL_RELIABLE, short_energy_note
 from washout.version import __version__
 
 log = logging.getLogger(__name__)
@@ -157,7 +159,7 @@ class Experiment:
             spec = spec.model_copy(update={"experiment": exp.model_copy(update={"runs": runs})})
             exp = spec.experiment
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
-        tests = expand_tests(spec, source)
+        tests = with_idle_arm(spec, expand_tests(spec, source), source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
         if (
             spec.reset
@@ -339,6 +341,15 @@ class _Worker:
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
         self._plain: dict[str, dict[str, MetricSpec]] = {}
+        exp = experiment.spec.experiment
+        self.health = exp.health_root if exp.health else None
+        """Where each trial's health counters are read (None: not read)."""
+        self.lengths = (
+            IdleLengths.from_store(experiment.tests, store, self.worker_id) if exp.idle else None
+        )
+        """How long this worker's idle trials sleep (with an idle arm)."""
+        self._said_short: set[str] = set()
+        """Tests whose energy trials were said to be too short for RAPL."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -455,9 +466,13 @@ class _Worker:
             Trial(self.ex, cwd, self.spec.experiment.output_tail),
             self._own_side,
         )
+        command = test.command if self.lengths is None else self.lengths.command(test)
         try:
             try:
                 await plain.before()
+                if command is None:  # an idle trial before its test has a length
+                    assert self.lengths is not None
+                    raise MetricError(self.lengths.missing(test))
             except MetricError as err:
                 now = datetime.now(UTC)
                 return "failed", self._finished(
@@ -470,13 +485,14 @@ class _Worker:
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
             result = await runner.run(
-                test.command,
+                command,
                 CommandOptions(
                     timeout=test.timeout,
                     cwd=cwd,
                     env=env,
                     cpus=test.cpus,
                     output_tail=self.spec.experiment.output_tail,
+                    health=self.health,
                 ),
             )
         except asyncio.CancelledError:
@@ -506,10 +522,24 @@ class _Worker:
                 status, reason, metrics = "failed", str(err), {}
             else:
                 reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
-        # What the trial's processes used, whatever its status (a metric of the test's
-        # own with the same name wins).
+        if status == "ok" and self.lengths is not None:
+            self.lengths.add(test.name, result.duration)
+        if status == "ok" and result.duration < RAPL_RELIABLE:
+            self._short_energy(test, result.duration)
+        # What the trial's processes used and its health, whatever its status (a metric
+        # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics})
+
+    def _short_energy(self, test: Test, seconds: float) -> None:
+        """Say once per test and session, as an event and in the log, that a trial with an
+        energy metric was too short for RAPL to measure well (washout.stats.energy)."""
+        if test.name in self._said_short or not energy_metrics(test.metrics):
+            return
+        self._said_short.add(test.name)
+        message = short_energy_note(test.name, seconds)
+        self.store.event("energy", message, self.ex.name)
+        log.warning("%s: %s", self.ex.name, message)
 
     def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
         """The metrics of ``test`` not taken around the trial (worked out once per test)."""

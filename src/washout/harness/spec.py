@@ -47,6 +47,7 @@ from washout.harness.fields import StrictModel as _Model
 from washout.harness.machine import parse_requirement
 from washout.harness.metrics import MetricKeys, source_of
 from washout.harness.metrics.base import MetricSource
+from washout.harness.metrics.powercap import is_energy
 from washout.harness.pinning import parse_cpus
 from washout.harness.sizes import parse_size
 
@@ -315,6 +316,12 @@ class ReleaseSpec(_Model):
     timeout: Duration = 600.0
 
 
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r}: give an absolute path")
+    return value
+
+
 def _default_orders() -> list[OrderKind]:
     return ["fixed", "random"]
 
@@ -344,6 +351,16 @@ class ExperimentSpec(_Model):
     require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
     """Machine check items every worker must meet before a run starts (``governor=performance``;
     washout.harness.machine)."""
+    health: bool = True
+    """Read the machine's health counters around every trial (washout.harness.metrics.health),
+    stored as its ``health.*`` metrics; ``false`` saves their cost (bench/RESULTS.md)."""
+    health_root: Annotated[str, AfterValidator(_absolute)] = "/"
+    """Where the health counters are read on each worker: ``/``, or a tree laid out as the
+    kernel lays out /proc, /sys and /dev (the tests' stand-in for hardware a VM lacks)."""
+    idle: bool = False
+    """An idle arm: for every test with a powercap metric, a test ``idle:NAME`` of ``sleep``
+    as long as that test's median trial, interleaved like any test, so energy is reported
+    gross and net of the machine at rest (washout.harness.idle)."""
 
     @field_validator("orders")
     @classmethod
@@ -586,7 +603,11 @@ def check_size(spec: Spec, source: str) -> None:
         raise SpecError.at(
             source, "experiment.runs", exp.runs, f"at most {MAX_RUNS:,} runs per order kind"
         )
-    n_tests = sum(math.prod(len(levels) for levels in t.params.values()) for t in spec.test)
+    n_tests = sum(
+        math.prod(len(levels) for levels in t.params.values())
+        * (2 if exp.idle and any(is_energy(m) for m in t.metrics.values()) else 1)
+        for t in spec.test
+    )  # with the idle arm (washout.harness.idle): a second test for each energy one
     if n_tests > MAX_TESTS:
         raise SpecError.at(
             source,

@@ -42,11 +42,13 @@ class FigureItem:
 
 @dataclass
 class Section:
-    """A titled group of figures."""
+    """A titled group of figures, and the tables (a title and a table each) shown before
+    them."""
 
     title: str
     intro: str
     figures: list[FigureItem]
+    tables: list[tuple[str, Table]] = field(default_factory=list)
 
 
 @dataclass
@@ -197,7 +199,7 @@ def order_sections(analysis: Analysis) -> list[Section]:
                 ],
             ),
         ]
-    return sections + _trials_sections(analysis)
+    return sections + _trials_sections(analysis) + _health_sections(analysis)
 
 
 def _per_test_figures(order: OrderAnalysis) -> list[FigureItem]:
@@ -338,6 +340,67 @@ def _trials_sections(analysis: Analysis) -> list[Section]:
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
     return sections
+
+
+def _health_sections(analysis: Analysis) -> list[Section]:
+    """Beside the trials: which were unhealthy and why, each affected test's healthy
+    trials against its unhealthy ones, and those tests' trials by position and time with
+    the unhealthy ones marked (where they are among the trials: not with
+    ``--healthy-only``); then energy net of the idle arm, where one ran."""
+    sections = []
+    health = analysis.health
+    if health is not None and (health.unhealthy or analysis.options.healthy_only):
+        lines = text.health_lines(analysis)
+        tables = []
+        if health.unhealthy:
+            tables = [
+                ("Unhealthy trials", text.unhealthy_table(health)),
+                ("Healthy against unhealthy trials", text.strata_table(health)),
+            ]
+        sections.append(
+            Section("Trial health", " ".join(lines), _unhealthy_figures(analysis), tables)
+        )
+    if analysis.energy:
+        sections.append(
+            Section(
+                "Energy",
+                "Each test's energy per trial, gross and net of its idle arm: trials of "
+                "sleep as long as the test's median trial, interleaved with the others and "
+                "read the same way, so net is what the test's work cost above the machine "
+                "at rest.",
+                [],
+                [("Energy per trial", text.energy_table(analysis.energy))],
+            )
+        )
+    return sections
+
+
+def _unhealthy_figures(analysis: Analysis) -> list[FigureItem]:
+    """Per affected test and metric (at most :data:`DETAIL_FIGURES`), its successful trials
+    by position and time, the unhealthy ones marked."""
+    from washout.stats.health import trial_keys
+
+    health, trials = analysis.health, analysis.trials
+    if health is None or trials is None or not len(trials) or analysis.options.healthy_only:
+        return []
+    ok = _usable(trials)
+    if "worker" not in ok.columns:
+        ok = ok.assign(worker="local")
+    marked = {(t.worker, t.run, t.position, t.test) for t in health.unhealthy}
+    ok = ok.assign(unhealthy=[key in marked for key in trial_keys(ok)])
+    items = []
+    for i, s in enumerate(health.strata[:DETAIL_FIGURES]):
+        rows = ok[(ok["test"].astype(str) == s.test) & (ok["metric"].astype(str) == s.metric)]
+        items.append(
+            FigureItem(
+                f"health-{i}",
+                f"{s.test} · {s.metric}: trials by position and time, unhealthy ones ringed",
+                "As in the trials figures; a ring marks a trial a health measure flagged "
+                "(the table above says why).",
+                partial(figures.trials_over_run, rows.reset_index(drop=True), s.test, s.metric),
+            )
+        )
+    return items
 
 
 def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], str]) -> str:

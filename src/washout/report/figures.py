@@ -731,7 +731,8 @@ def _order_rank(kind: str) -> tuple[int, str]:
 
 def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test's trials: value against position in the run, and against time; fixed and
-    random order marked apart. Position effects show as a trend on the left, drift and
+    random order marked apart, and trials whose ``unhealthy`` column is true (where the
+    frame has one) ringed. Position effects show as a trend on the left, drift and
     warm-up on the right.
 
     A report draws one per test and metric, so it is drawn cheaply: its layout is fixed
@@ -759,6 +760,19 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     else:
         ax_time.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    if "unhealthy" in frame.columns and frame["unhealthy"].any():
+        sick = frame["unhealthy"].to_numpy(dtype=bool)
+        position = pd.to_numeric(frame["position"], errors="coerce").astype(float)
+        for ax, xs in ((ax_pos, position), (ax_time, x)):
+            ax.scatter(
+                xs[sick],
+                frame.loc[sick, "value"],
+                s=70,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.1,
+                label="unhealthy",
+            )
     for ax in (ax_pos, ax_time):
         ax.grid(alpha=0.3)
     ax_pos.legend(fontsize=8, loc="best")

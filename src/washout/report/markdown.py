@@ -121,6 +121,10 @@ def markdown_text(report: document.Report, folder: str) -> str:
         lines += [f"## {md_text(section.title)}", ""]
         if section.intro:
             lines += [md_text(section.intro), ""]
+        for title, table in section.tables:
+            lines += [f"### {md_text(title)}", ""] + md_table(table) + [""]
+            if table.caption:
+                lines += [md_text(table.caption) + ".", ""]
         for item in section.figures:
             lines += _figure_lines(item, folder)
     if report.sweep:

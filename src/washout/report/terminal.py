@@ -90,6 +90,14 @@ def write_analysis(out: Lines, analysis: Analysis, width: int | None) -> None:
         out.add(line)
     for line in text.left_out(analysis):
         out.add(line, "dim")
+    for line in text.health_lines(analysis):
+        out.add(line, "yellow" if analysis.health and analysis.health.unhealthy else None)
+    if analysis.health is not None:
+        for line in text.stratum_lines(analysis.health):
+            out.add(f"  {line}")
+    if analysis.energy:
+        out.add("Energy per trial, gross and net of the machine at rest:", "bold")
+        write_table(out, text.energy_table(analysis.energy), width)
     if analysis.comparison is not None:  # last, as hyperfine ends
         write_comparison(out, analysis.comparison, width)
 

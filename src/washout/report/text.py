@@ -21,6 +21,8 @@ from washout.analysis.units import SECOND_METRICS, metric_value, time_unit
 if TYPE_CHECKING:
     from washout.analysis.result import Analysis
     from washout.stats.compare import Comparison, Ranking
+    from washout.stats.energy import NetEnergy
+    from washout.stats.health import HealthJudgement
     from washout.stats.order import OrderAnalysis, OrderComparison
     from washout.sweep.result import Fixed, ImportantPoint, SweepResult
 
@@ -424,3 +426,145 @@ def left_out(analysis: Analysis) -> list[str]:
     lines = [n for n in analysis.notes if not (analysis.order is None and n == verdict(analysis))]
     lines += [f"Not analysed: {e.count:,} {e.what} ({e.reason})" for e in analysis.excluded]
     return lines
+
+
+# -- each trial's health ---------------------------------------------------------------
+
+SHOWN_STRATA = 5
+"""Strata (a test's healthy against unhealthy trials) a terminal names; the JSON and the
+report have every one."""
+
+
+def health_lines(analysis: Analysis) -> list[str]:
+    """What the health measures say of the trials: how many were unhealthy and why, set
+    aside (``--healthy-only``) or only shown, and the trials without any measure; nothing
+    where the trials have no health measure and none was asked for."""
+    j = analysis.health
+    if j is None:
+        return []
+    causes = ", ".join(f"{n} {cause}" for cause, n in j.causes().items())
+    bad = len(j.unhealthy)
+    if not j.judged:
+        if not analysis.options.healthy_only:
+            return []
+        return [
+            f"Health: none of the {j.unmeasured} trials has a health measure (health off, or "
+            "a source without them): none set aside."
+        ]
+    if analysis.options.healthy_only:
+        line = (
+            f"Health: set aside {bad} of {j.judged} trials with health measures as unhealthy "
+            f"({causes}); the analyses use the other {j.judged - bad + j.unmeasured}"
+            if bad
+            else f"Health: all {j.judged} trials with health measures were healthy; none set aside"
+        )
+    elif bad:
+        line = (
+            f"Health: {bad} of {j.judged} trials with health measures were unhealthy "
+            f"({causes}), analysed with the others: --healthy-only sets them aside"
+        )
+    else:
+        return []  # every trial healthy and nothing asked: nothing to say
+    if j.unmeasured:
+        line += f"; {j.unmeasured} trials had no health measure and were kept"
+    return [line + "."]
+
+
+def stratum_lines(health: HealthJudgement, limit: int | None = SHOWN_STRATA) -> list[str]:
+    """Each affected test's metric, unhealthy trials' median against the healthy ones'."""
+    lines = []
+    for s in health.strata[:limit]:
+        line = (
+            f"{s.test} · {s.metric}: median {metric_value(s.metric, s.median_unhealthy)} over "
+            f"{s.unhealthy} unhealthy trials"
+        )
+        if s.median_healthy is not None:
+            line += (
+                f", {metric_value(s.metric, s.median_healthy)} over {s.healthy} healthy "
+                f"({percent(s.shift_pct)}%)"
+            )
+        else:
+            line += ", and no healthy trial"
+        lines.append(line)
+    if limit is not None and len(health.strata) > limit:
+        lines.append(f"and {len(health.strata) - limit} more (--format json has every one)")
+    return lines
+
+
+def unhealthy_table(health: HealthJudgement) -> Table:
+    """Every unhealthy trial: where it ran (worker, run, position), its test, and why."""
+    rows = [
+        [t.test, t.worker, str(t.run), str(t.position), "; ".join(t.reasons)]
+        for t in health.unhealthy
+    ]
+    return Table(
+        ["test", "worker", "run", "position", "why unhealthy"],
+        rows,
+        numeric={"run", "position"},
+        caption="Each unhealthy trial and the measures that flagged it, with their limits",
+    )
+
+
+def strata_table(health: HealthJudgement) -> Table:
+    """Each affected test's metric: healthy trials against unhealthy ones."""
+    rows = [
+        [
+            s.test,
+            s.metric,
+            str(s.healthy),
+            metric_value(s.metric, s.median_healthy),
+            str(s.unhealthy),
+            metric_value(s.metric, s.median_unhealthy),
+            percent(s.shift_pct),
+        ]
+        for s in health.strata
+    ]
+    columns = ["test", "metric", "healthy", "median healthy", "unhealthy", "median unhealthy"]
+    columns.append("Δ median %")
+    return Table(
+        columns,
+        rows,
+        numeric=set(columns[2:]),
+        caption="Δ median % = (median unhealthy − median healthy) / median healthy, over the "
+        "successful trials of both orders",
+    )
+
+
+# -- energy net of the idle arm ---------------------------------------------------------
+
+
+def energy_table(energy: Sequence[NetEnergy]) -> Table:
+    """Each test's energy per trial, gross and net of its idle arm, with their intervals;
+    a figure that was not measured says so (never estimated)."""
+
+    def mean_ci(metric: str, mean: float | None, low: float | None, high: float | None) -> str:
+        if mean is None:
+            return "not available"
+        if low is None or high is None:
+            return metric_value(metric, mean)
+        low_high = f"{metric_value(metric, low)}, {metric_value(metric, high)}"
+        return f"{metric_value(metric, mean)} [{low_high}]"
+
+    several = len({e.worker for e in energy}) > 1
+    rows = [
+        [
+            e.test + (f" @ {e.worker}" if several else ""),
+            e.metric,
+            str(e.n),
+            mean_ci(e.metric, e.gross, e.gross_low, e.gross_high),
+            str(e.n_idle),
+            mean_ci(e.metric, e.idle, None, None),
+            mean_ci(e.metric, e.net, e.net_low, e.net_high),
+        ]
+        for e in energy
+    ]
+    confidence = f"{energy[0].confidence:.0%}" if energy else ""
+    return Table(
+        ["test", "metric", "trials", "gross", "idle trials", "idle", "net"],
+        rows,
+        highlight=[bool(e.reason) for e in energy],
+        numeric={"trials", "gross", "idle trials", "idle", "net"},
+        caption=f"Means per trial in the metric's unit, {confidence} CIs in brackets "
+        "(Student's t for gross, Welch's for net = gross − idle); idle: the same "
+        "readings over sleep as long as the test's median trial",
+    )

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.data.health import HEALTH_METRICS
 from washout.data.longformat import RESOURCE_METRICS, is_in
 from washout.stats.claims import EVALUATED_ORDERS, hodges_lehmann
 from washout.stats.family import adjust, check_alpha, check_method
@@ -159,6 +160,9 @@ class Comparison(FrameView):
         return pd.DataFrame(rows)
 
 
+AROUND_TRIALS: tuple[str, ...] = (*RESOURCE_METRICS, *HEALTH_METRICS)
+"""The metrics washout measures of every trial, whatever its test: out of the analyses
+unless named."""
 COMPARED_TESTS = 20
 """Most tests ``analyze`` and reports give the comparison: it is for a handful of commands;
 a study of hundreds of configurations gets the order analysis alone."""
@@ -166,11 +170,12 @@ a study of hundreds of configurations gets the order analysis alone."""
 
 def compared_metric(df: pd.DataFrame, metric: str | None = None) -> str | None:
     """The metric to compare tests on: ``metric`` if given, else ``wall``, else the first of
-    the trials' own metrics (not a resource metric); None if the trials have no metric."""
+    the trials' own metrics (not one of :data:`AROUND_TRIALS`); None if the trials have no
+    metric."""
     if metric is not None:
         return metric
     present = sorted(df["metric"].dropna().astype(str).unique())
-    own = [m for m in present if m not in RESOURCE_METRICS] or present
+    own = [m for m in present if m not in AROUND_TRIALS] or present
     if not own:
         return None
     return "wall" if "wall" in own else own[0]
@@ -204,12 +209,14 @@ def trial_warnings(times_in_trial_order: np.ndarray, first: str) -> tuple[str, .
 
 
 def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """``df`` without the rows of :data:`RESOURCE_METRICS`, unless ``metric`` names one:
-    the default analyses cover the spec's own metrics, so measuring CPU time and RSS does not
-    change their family-wise correction."""
-    if metric in RESOURCE_METRICS or "metric" not in df.columns:
+    """``df`` without the rows of the resource and the health metrics (:data:`AROUND_TRIALS`)
+    but the kind ``metric`` names, if it names one: the default analyses cover the spec's own
+    metrics, so measuring CPU time, RSS and each trial's health does not change their
+    family-wise correction."""
+    if "metric" not in df.columns:
         return df
-    keep = ~is_in(df["metric"], RESOURCE_METRICS)
+    dropped = [m for kind in (RESOURCE_METRICS, HEALTH_METRICS) if metric not in kind for m in kind]
+    keep = ~is_in(df["metric"], dropped)
     return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
 
 

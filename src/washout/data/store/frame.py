@@ -155,12 +155,11 @@ def long_frame(
     import numpy as np
     import pandas as pd
 
+    from washout.data.health import HEALTH_METRICS
     from washout.data.longformat import COLUMNS, RESOURCE_METRICS, label_column
 
-    metrics_of = {
-        name: [*ms, *(m for m in RESOURCE_METRICS if resources and m not in ms)]
-        for name, ms in tests
-    }
+    measured = (*RESOURCE_METRICS, *HEALTH_METRICS) if resources else ()
+    metrics_of = {name: [*ms, *(m for m in measured if m not in ms)] for name, ms in tests}
     test_names = [name for name, _ in tests]
     statuses = [*FINISHED, "interrupted", SUPERSEDED]
     wanted = [c for c in COLUMNS if stamps or c not in ("started", "ended")]
@@ -215,6 +214,10 @@ def long_frame(
                 hit = has & (keys[at] == want)
                 value[hit] = m_value[at[hit]]
 
+    if resources:  # a health measure not taken has no row (its absence is not a value)
+        taken = _taken(value, test_code[trial_of_row], metric_of_row, names, test_names, tests)
+        trial_of_row, metric_of_row, value = trial_of_row[taken], metric_of_row[taken], value[taken]
+
     order_code, order_names = pd.factorize(np.array([r[2] for r in runs], dtype=object))
     worker_code, worker_names = pd.factorize(np.array([r[4] for r in runs], dtype=object))
     columns = {
@@ -240,6 +243,30 @@ def long_frame(
     # rows; each column's dtype kept (time stamps stay object, not inferred as str).
     series = {c: pd.Series(columns[c], dtype=columns[c].dtype, copy=False) for c in wanted}
     return pd.DataFrame(series, copy=False)
+
+
+def _taken(
+    value: np.ndarray,
+    test_of_row: np.ndarray,
+    metric_of_row: np.ndarray,
+    names: list[str],
+    test_names: list[str],
+    tests: list[tuple[str, list[str]]],
+) -> np.ndarray:
+    """Which rows to keep: all but a health measure's without a value where the test does
+    not name that metric itself (a test's own metric keeps its row, NaN or not)."""
+    import numpy as np
+
+    from washout.data.health import HEALTH_METRICS
+
+    own = dict(tests)
+    code_of = {m: i for i, m in enumerate(names)}
+    added = np.zeros((len(test_names), len(names) + 1), dtype=bool)  # the last: code -1
+    for t, test in enumerate(test_names):
+        for m in HEALTH_METRICS:
+            if m in code_of and m not in own.get(test, ()):
+                added[t, code_of[m]] = True
+    return ~(added[test_of_row, metric_of_row] & np.isnan(value))
 
 
 def _lookup(into: list[str], names: list[str]) -> np.ndarray:

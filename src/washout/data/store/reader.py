@@ -363,6 +363,18 @@ class Store:
             for test, n, first in _typed(rows, str, int, int)
         ]
 
+    @reports_damage
+    def ok_durations(self, worker_id: int) -> list[tuple[str, float]]:
+        """(test, duration) of a worker's current ok trials, in the order they were
+        written (the idle arm's lengths: :mod:`washout.harness.idle`)."""
+        rows = self._conn.execute(
+            "SELECT t.test, t.duration FROM trial t JOIN run r ON r.id = t.run_id"
+            f" WHERE r.worker_id = ? AND t.status = 'ok' AND {self._live}"
+            " AND t.duration IS NOT NULL ORDER BY t.id",
+            (worker_id,),
+        )
+        return [(test, float(d)) for test, d in _typed(rows, str, _NUMBER)]
+
     # -- the long format -----------------------------------------------------------------
     @reports_damage
     def long_frame(
@@ -380,7 +392,8 @@ class Store:
         the caller needs; the time stamps (a third of the reading time of a large store)
         are read only when asked for, every other column always. ``resources``: every trial
         also has a row per :data:`~washout.data.longformat.RESOURCE_METRICS` (NaN where the
-        executor could not measure it).
+        executor could not measure it) and per health measure taken around it
+        (:data:`~washout.data.health.HEALTH_METRICS`; none for a measure not taken).
 
         Its queries read one snapshot (one read transaction), so trials a writer finishes
         meanwhile cannot pair one query's rows with another's. The cyclic garbage collector
