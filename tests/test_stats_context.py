@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from scipy.stats import kruskal
 from simulate_longformat import simulate, with_context
 
 from washout.errors import WashoutError
+from washout.harness.plan import draw_levels as plan_levels
 from washout.stats.context import (
     BEYOND,
     UNDECIDED,
@@ -43,18 +45,10 @@ AR_PHI, AR_SD = 0.9, 0.03  # the machine's state: stationary sd 0.03 / sqrt(1 - 
 COUNT_SCALE = 10.0  # the integer metric: the timing / 10, rounded (values ~10-20: many ties)
 
 
-def draw_levels(rng: np.random.Generator, count: int = LEVELS, span: int = PAGE) -> list[int]:
-    """``count`` paddings in 0..span-1: 16 u_i + v, one offset v in 0..15 for all, the u_i
-    distinct with u_i = i (mod 4), so every 64-byte alignment class of the stack gets
-    count / 4 levels, each at a random place in the page."""
-    offset = int(rng.integers(STEP))
-    steps = span // STEP
-    chosen = [
-        int(u)
-        for c in range(CLASSES)
-        for u in rng.choice(np.arange(c, steps, CLASSES), count // CLASSES, replace=False)
-    ]
-    return [STEP * u + offset for u in chosen]
+def draw_levels(seed: int, count: int = LEVELS) -> list[int]:
+    """``count`` environment paddings as an experiment draws them
+    (:func:`washout.harness.plan.draw_levels`): alike in every 64-byte alignment class."""
+    return plan_levels(random.Random(seed), count, PAGE)
 
 
 def aligned(padding: int) -> bool:
@@ -105,7 +99,7 @@ def experiment(
     first = names[0]
     frame = with_context(
         frame,
-        levels=draw_levels(rng, levels),
+        levels=draw_levels(seed, levels),
         context_effect=lambda test, padding: (
             1.0 + effect if test == first and aligned(padding) else 1.0
         ),
@@ -194,7 +188,7 @@ def test_the_run_level_and_the_first_trials_cost_are_taken_out_before_the_test()
     frame = simulate(tests=("a", "b", "c"), runs=20, cv=0.01, run_cv=0.3, first_after_reset=1.3)
     frame = with_context(
         frame,
-        levels=draw_levels(np.random.default_rng(2)),
+        levels=draw_levels(2),
         context_effect=lambda test, padding: 1.05 if test == "a" and aligned(padding) else 1.0,
         seed=3,
     )
@@ -382,7 +376,7 @@ def test_a_margin_is_judged_against_the_spreads_bounds() -> None:
 
 
 def test_with_context_gives_every_test_each_level_equally_often() -> None:
-    levels = draw_levels(np.random.default_rng(1), 8)
+    levels = draw_levels(1, 8)
     assert len(set(levels)) == 8 and all(0 <= p < PAGE for p in levels)
     assert sorted((p // STEP) % CLASSES for p in levels) == [0, 0, 1, 1, 2, 2, 3, 3]
     assert len({p % STEP for p in levels}) == 1

@@ -98,23 +98,28 @@ def run(
     db: str | Path | None = None,
     seed: int | None = None,
     runs: int | None = None,
+    context: Sequence[str] | None = None,
+    context_levels: int | None = None,
     quiet: bool = True,
 ) -> RunResult:
     """Run an experiment as ``washout run SPEC.toml`` does, without its summary or exit code.
 
     ``spec``: a path to a TOML spec, or the spec's text. ``db``: the store to create
     (refused if it exists); default ``./washout-results/NAME.db`` (the next free name).
-    ``seed`` and ``runs`` override the spec's. ``quiet=False`` prints what runs and how it
-    ended on stderr. The store is closed before this returns; a store that can no longer
-    be written raises :class:`~washout.errors.StoreWriteError`.
+    ``seed`` and ``runs`` override the spec's, and so do ``context`` (``["env", "cwd",
+    "aslr"]``, any of them) and ``context_levels``, as ``--context``. ``quiet=False``
+    prints what runs and how it ended on stderr. The store is closed before this returns;
+    a store that can no longer be written raises :class:`~washout.errors.StoreWriteError`.
     """
     import sys
 
     from washout.errors import StoreWriteError
     from washout.harness.engine import Experiment, execute, new_store
+    from washout.harness.spec import context_choice
 
     parsed, text, source = _spec(spec)
-    experiment = Experiment.prepare(parsed, text, source, seed=seed, runs=runs)
+    chosen = context_choice(context, context_levels, ("context", "context_levels"))
+    experiment = Experiment.prepare(parsed, text, source, seed=seed, runs=runs, context=chosen)
     with new_store(experiment, db) as store:
         if not quiet:
             print(

@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import ASLR_WORDS, CONTEXT_COLUMNS
 from washout.errors import WashoutError
 from washout.stats.family import adjust as familywise
 from washout.stats.family import check_alpha, check_method
@@ -75,8 +76,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-CONTEXT_COLUMNS: tuple[str, ...] = ("context_env_bytes", "context_cwd_bytes", "context_aslr")
-"""The long format's context columns, each optional (see the module doc)."""
 
 BEYOND, WITHIN, UNDECIDED, UNKNOWN = "beyond", "within", "undecided", "unknown"
 """:func:`against_context`'s verdicts: the margin exceeds the spread's upper bound; it is at
@@ -195,13 +194,6 @@ class ContextResult:
         )
 
 
-ASLR_WORDS: dict[str, float] = {
-    **dict.fromkeys(("true", "1", "1.0", "on", "yes"), 1.0),
-    **dict.fromkeys(("false", "0", "0.0", "off", "no"), 0.0),
-}
-"""How a ``context_aslr`` entry may be written (any case), as 1.0 (on) or 0.0 (off)."""
-
-
 def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """The context columns present with a value somewhere, as floats (``context_aslr`` 1/0,
     NaN where a trial has none), and their names; a one-line error when there are none or an
@@ -216,7 +208,7 @@ def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
         raw = df[column]
         if column == "context_aslr":
             words = raw.astype(str).str.strip().str.lower()
-            values = words.map(ASLR_WORDS).to_numpy(dtype=float)
+            values = words.map(ASLR_WORDS).astype(float).to_numpy()
             whole = ~np.isnan(values)
             expected = "expected true or false"
         else:

@@ -1,0 +1,273 @@
+"""Context randomization in real runs (``[experiment] context``, ``run --context``): each
+trial's program sees the padding, the working directory and the ASLR its level says, locally
+and over SSH, and the store, the export and ``resume``'s plan say the same.
+
+The trials are a shell program printing what it saw: the padding variable's length, ``PWD``'s
+length, its personality (``ADDR_NO_RANDOMIZE`` under ``setarch -R``), the top of its stack
+(the same in every trial with ASLR off, random with it on), ``SSH_CLIENT``'s length, and a
+file of its working directory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import washout
+from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
+
+from washout.data.store import Store
+from washout.harness.context import NO_RANDOMIZE, PADDING_VARIABLE
+from washout.harness.engine import Experiment
+
+SAW = (
+    "printf 'env=%s pwd=%s pers=%s top=%s ssh=%s marker=%s\\n'"
+    f' "${{#{PADDING_VARIABLE}}}" "${{#PWD}}" "$((0x$(cat /proc/self/personality)))"'
+    " \"$((0x$(sed -n 's/^[0-9a-f]*-\\([0-9a-f]*\\) .*\\[stack\\].*/\\1/p' /proc/self/maps)))\""
+    ' "${#SSH_CLIENT}" "$(cat marker.txt)"'
+)
+"""What a trial saw, one line (the stack's top from its ``sed``'s own maps: a child of the
+trial's shell, so of its personality)."""
+FIGURES = ("env", "pwd", "pers", "top", "ssh", "marker")
+
+
+def spec_text(context: str, levels: int, *, workers: str = "", runs: int = 4) -> str:
+    metrics = "".join(
+        f"[test.metrics.{name}]\nregex = '{name}=(?P<value>[0-9]+)'\n" for name in FIGURES
+    )
+    return (
+        f"""
+[experiment]
+name = "ctx"
+runs = {runs}
+seed = 11
+warmup = 1
+{context}
+context_levels = {levels}
+
+[[test]]
+name = "here"
+command = '''{SAW}'''
+{metrics}
+[[test]]
+name = "there"
+cwd = "sub"
+command = '''{SAW}'''
+{metrics}"""
+        + workers
+    )
+
+
+def trials(db: Path) -> pd.DataFrame:
+    """Every analysed trial of ``washout export DB``: one row each, its figures as columns
+    beside its context columns."""
+    frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
+    frame = frame[frame["metric"].isin(FIGURES) & (frame["order"] != "warmup")]
+    keys = ["worker", "run", "position", "test", "order", "status"]
+    context = [c for c in frame.columns if c.startswith("context_")]
+    return frame.set_index([*keys, *context, "metric"])["value"].unstack("metric").reset_index()
+
+
+def check_trials_saw_their_context(db: Path, kinds: set[str], levels: int) -> pd.DataFrame:
+    """The checks every context run passes: what each trial saw is what its row says, every
+    level equally often per test, and resume's plan (re-planned from the store) gives each
+    slot the context it ran in."""
+    seen = trials(db)
+    assert len(seen) == 2 * 2 * 4  # 2 tests x 2 order kinds x 4 runs, warmups left out
+    assert set(seen["status"]) == {"ok"} and (seen["marker"] == 42).all()
+    assert (seen["ssh"] == 0).all()  # SSH_CLIENT set empty
+    columns = {c.removeprefix("context_").split("_")[0] for c in seen if c.startswith("context_")}
+    assert columns == kinds
+    if "env" in kinds:
+        assert (seen["env"] == seen["context_env_bytes"]).all()
+    else:
+        assert (seen["env"] == 0).all()
+    if "cwd" in kinds:
+        assert (seen["pwd"] == seen["context_cwd_bytes"]).all()
+    if "aslr" in kinds:
+        off = ~seen["context_aslr"].astype(bool)
+        assert ((seen["pers"].astype(int) & NO_RANDOMIZE) != 0).eq(off).all()
+        for worker, rows in seen[off].groupby("worker"):
+            assert rows["top"].nunique() == 1, worker  # ASLR off: the same stack every trial
+        assert seen[~off]["top"].nunique() > len(seen[~off]) // 2  # on: random
+    else:
+        assert (seen["pers"].astype(int) & NO_RANDOMIZE == 0).all()
+    context = [c for c in seen if c.startswith("context_")]
+    for _, rows in seen.groupby(["worker", "test"]):
+        counts = rows.groupby(context).size()
+        assert len(counts) == levels and (counts == len(rows) // levels).all()
+    with Store.open(db) as store:
+        plan = Experiment.from_store(store).plan
+    level_of = {
+        (run.index, pos): plan.levels[level]
+        for run in plan.runs
+        for pos, level in enumerate(run.contexts)
+    }
+    for row in seen.itertuples():
+        planned = level_of[(row.run, row.position)]
+        if "env" in kinds:
+            assert row.context_env_bytes == planned.env_bytes
+        if "aslr" in kinds:
+            assert bool(row.context_aslr) == planned.aslr
+    return seen
+
+
+def workdir_with_marker(tmp_path: Path) -> Path:
+    (tmp_path / "sub").mkdir(parents=True)
+    for where in (tmp_path, tmp_path / "sub"):
+        (where / "marker.txt").write_text("42\n")
+    return tmp_path
+
+
+def test_each_trial_sees_its_padding_directory_and_aslr_locally(tmp_path: Path) -> None:
+    work = workdir_with_marker(tmp_path)
+    spec = work / "spec.toml"
+    spec.write_text(spec_text('context = ["env", "cwd", "aslr"]', 4))
+    db = work / "ctx.db"
+    washout("run", spec, "--db", db, "--quiet", cwd=work)
+    seen = check_trials_saw_their_context(db, {"env", "cwd", "aslr"}, 4)
+    # the working directories' links: under .washout/context of where washout ran, to the
+    # tests' own directories, each level's path its padding longer
+    for test in ("here", "there"):
+        rows = seen[seen["test"] == test]
+        assert rows["context_cwd_bytes"].nunique() == 4
+        assert rows["context_cwd_bytes"].min() > len(f"{work}/.washout/context/")
+    links = list((work / ".washout" / "context").rglob("c*"))
+    assert {Path(os.path.realpath(p)) for p in links if p.is_symlink()} == {work, work / "sub"}
+    with sqlite3.connect(db) as conn:
+        (note,) = conn.execute("SELECT message FROM event WHERE kind = 'context'").fetchone()
+        (warmups,) = conn.execute(
+            "SELECT count(DISTINCT context_env_bytes) FROM trial WHERE status = 'warmup'"
+        ).fetchone()
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    assert "bytes of environment before the padding" in note and "washout's own" in note
+    assert warmups == 1  # one warmup per test, at the first level
+    assert json.loads(meta["context"]) == ["env", "cwd", "aslr"] and meta["context_levels"] == "4"
+
+
+def test_the_export_and_load_carry_the_context_columns(tmp_path: Path) -> None:
+    """A run --context of the quick form (ASLR alone: 2 levels), exported as CSV, JSON and
+    Parquet and read back by ``washout.load``: the context columns come back as written."""
+    import washout as api
+
+    db = tmp_path / "q.db"
+    washout(
+        "run",
+        "true",
+        "sleep 0",
+        "--runs",
+        "8",
+        "--context",
+        "env,aslr",
+        "--context-levels",
+        "2",
+        "--seed",
+        "3",
+        "--db",
+        db,
+        "--quiet",
+    )
+    stored = api.load(db)
+    assert stored["context_env_bytes"].dtype == "Int64"
+    assert stored["context_aslr"].dtype == "boolean"
+    wall = stored[stored["metric"] == "wall"]
+    assert wall.groupby("test")["context_aslr"].sum().tolist() == [4, 4]
+    for fmt in ("csv", "json", "parquet"):
+        out = tmp_path / f"q.{fmt}"
+        washout("export", db, "--format", fmt, "-o", out)
+        back = api.load(out)
+        for column in ("context_env_bytes", "context_aslr"):
+            assert back[column].astype(str).tolist() == stored[column].astype(str).tolist(), fmt
+        assert "context_cwd_bytes" not in back
+
+
+def test_a_context_without_setarch_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A worker where ``setarch`` is missing (as where a container forbids personality(2)):
+    ASLR cannot be a level there, said in one line naming the field; env and cwd run."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sh", "uname", "cat", "wc", "pwd", "mkdir", "ln", "sed", "true"):
+        found = shutil.which(tool)
+        assert found is not None
+        (tools / tool).symlink_to(found)
+    env = {**os.environ, "PATH": str(tools)}
+    proc = washout(
+        "run",
+        "true",
+        "--runs",
+        "2",
+        "--context",
+        "aslr",
+        "--db",
+        tmp_path / "a.db",
+        "--quiet",
+        check=False,
+        env=env,
+    )
+    assert proc.returncode != 0
+    lines = [line for line in proc.stdout.splitlines() if "experiment.context" in line]
+    assert len(lines) == 1 and "aslr" in lines[0] and "Traceback" not in proc.stderr, proc
+    washout(
+        "run",
+        "true",
+        "--runs",
+        "2",
+        "--context",
+        "env,cwd",
+        "--db",
+        tmp_path / "b.db",
+        "--quiet",
+        env=env,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--context", "env,ram"), "--context = 'env,ram'"),
+        (("--context", "env", "--context-levels", "1"), "--context-levels = 1"),
+        (("--context-levels", "4"), "--context-levels without --context"),
+    ],
+)
+def test_bad_context_options_are_one_line_errors(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    proc = washout("run", "true", *args, "--db", tmp_path / "x.db", check=False)
+    assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_run_context_overrides_the_spec_and_resume_plans_it_again(tmp_path: Path) -> None:
+    work = workdir_with_marker(tmp_path)
+    spec = work / "spec.toml"
+    spec.write_text(spec_text("", 4).replace("context_levels = 4", ""))
+    db = work / "o.db"
+    washout(
+        "run", spec, "--db", db, "--quiet", "--context", "env", "--context-levels", "2", cwd=work
+    )
+    check_trials_saw_their_context(db, {"env"}, 2)
+
+
+@pytest.mark.ssh
+def test_each_trial_sees_its_context_over_ssh(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    (server,) = sshd_farm.start(1)
+    remote = workdir_with_marker(tmp_path / "remote")
+    spec = tmp_path / "spec.toml"
+    worker = server.worker_toml("w", sshd_farm.known_hosts, remote)
+    spec.write_text(spec_text('context = ["env", "cwd", "aslr"]', 4, workers=worker))
+    db = tmp_path / "ssh.db"
+    washout("run", spec, "--db", db, "--quiet")
+    seen = check_trials_saw_their_context(db, {"env", "cwd", "aslr"}, 4)
+    assert set(seen["worker"]) == {"w"}
+    assert seen["context_cwd_bytes"].min() > len(f"{remote}/.washout/context/")
+    with sqlite3.connect(db) as conn:
+        (note,) = conn.execute("SELECT message FROM event WHERE kind = 'context'").fetchone()
+    assert "the SSH session's environment" in note
