@@ -271,3 +271,12 @@ def test_each_trial_sees_its_context_over_ssh(sshd_farm: SshdFarm, tmp_path: Pat
     with sqlite3.connect(db) as conn:
         (note,) = conn.execute("SELECT message FROM event WHERE kind = 'context'").fetchone()
     assert "the SSH session's environment" in note
+
+
+def test_validate_shows_the_seeded_levels(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text('context = ["env", "aslr"]', 4))
+    shown = [line for line in washout("validate", spec).stdout.splitlines() if "context" in line]
+    assert len(shown) == 1 and "context (env, aslr), 4 levels: env_bytes " in shown[0]
+    assert shown[0].count("aslr False") == 2 and shown[0].count("aslr True") == 2
+    assert washout("validate", spec).stdout.count(shown[0]) == 1  # the same seed, the same

@@ -503,6 +503,14 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
         f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "
         f"{spec.schedules} worker(s): {experiment.planned_trials} trials planned."
     )
+    if exp.context:
+        levels = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in level.to_dict().items() if v is not None)
+            for level in experiment.plan.levels
+        )
+        typer.echo(
+            f"  context ({', '.join(exp.context)}), {len(experiment.plan.levels)} levels: {levels}"
+        )
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
         typer.echo(f"  {test.name}: {test.command}   [{metrics}]")

@@ -37,6 +37,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -355,18 +356,12 @@ class ExperimentSpec(_Model):
     context_levels: int = Field(default=DEFAULT_LEVELS, ge=MIN_LEVELS, le=MAX_LEVELS)
     """How many context levels each test's trials take in turn (ASLR alone: 2)."""
 
-    @field_validator("orders")
+    @field_validator("orders", "context")
     @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
+    def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
         if len(set(value)) != len(value):
-            raise ValueError("each order kind may appear once")
-        return value
-
-    @field_validator("context")
-    @classmethod
-    def _distinct_context(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError("each context kind may appear once")
+            what = "order" if info.field_name == "orders" else "context"
+            raise ValueError(f"each {what} kind may appear once")
         return value
 
     @field_validator("on_failure")
