@@ -138,6 +138,7 @@ SLOW = {
     "test_context_run.py": {
         "test_each_trial_sees_its_context_over_ssh",
         "test_each_trial_sees_its_padding_directory_and_aslr_locally",
+        "test_resume_repeats_each_slots_context_after_a_session_is_killed",
         "test_run_context_overrides_the_spec_and_resume_plans_it_again",
         "test_the_export_and_load_carry_the_context_columns",
     },

@@ -14,12 +14,15 @@ import io
 import json
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import washout
+from conftest import wait_for, washout
 from sshd import SshdFarm, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.store import Store
@@ -280,3 +283,48 @@ def test_validate_shows_the_seeded_levels(tmp_path: Path) -> None:
     assert len(shown) == 1 and "context (env, aslr), 4 levels: env_bytes " in shown[0]
     assert shown[0].count("aslr False") == 2 and shown[0].count("aslr True") == 2
     assert washout("validate", spec).stdout.count(shown[0]) == 1  # the same seed, the same
+
+
+def test_resume_repeats_each_slots_context_after_a_session_is_killed(tmp_path: Path) -> None:
+    """SIGTERM mid-run (the trial in flight kept as interrupted, its run re-run whole), then
+    ``washout resume``: every trial of both sessions, the superseded ones too, ran in the
+    context the plan gives its slot."""
+    work = workdir_with_marker(tmp_path)
+    spec = work / "spec.toml"
+    spec.write_text(
+        spec_text('context = ["env", "aslr"]', 4).replace(
+            "command = '''", "command = '''sleep 0.2; "
+        )
+    )
+    db = work / "k.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "run", spec, "--db", db, "--quiet"],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    query = "SELECT count(*) FROM trial WHERE status = 'ok' AND position = 1"
+
+    def some_done() -> bool:
+        try:  # read-only: a connection would create the file washout is to create
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                return conn.execute(query).fetchone()[0] >= 3
+        except sqlite3.OperationalError:  # not created yet
+            return False
+
+    wait_for(some_done, 60, "no three runs done")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    washout("resume", db, "--quiet", cwd=work)
+    with Store.open(db) as store:
+        plan = Experiment.from_store(store).plan
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT r.idx, t.position, t.status, t.superseded, t.context_env_bytes,"
+            " t.context_aslr FROM trial t JOIN run r ON r.id = t.run_id WHERE r.idx >= 0"
+        ).fetchall()
+    assert any(superseded for *_, superseded, _, _ in rows)  # a run was cut and re-run
+    for run, position, _status, _superseded, env, aslr in rows:
+        level = plan.levels[plan.runs[run].contexts[position]]
+        assert (env, bool(aslr)) == (level.env_bytes, level.aslr)
+    check_trials_saw_their_context(db, {"env", "aslr"}, 4)
