@@ -288,7 +288,8 @@ def test_validate_shows_the_seeded_levels(tmp_path: Path) -> None:
 def test_resume_repeats_each_slots_context_after_a_session_is_killed(tmp_path: Path) -> None:
     """SIGTERM mid-run (the trial in flight kept as interrupted, its run re-run whole), then
     ``washout resume``: every trial of both sessions, the superseded ones too, ran in the
-    context the plan gives its slot."""
+    context the plan gives its slot; the resume, started from a larger environment, says by
+    how much it moved every level (120 bytes: ``WASHOUT_TEST_EXTRA=`` + 100 + its NUL)."""
     work = workdir_with_marker(tmp_path)
     spec = work / "spec.toml"
     spec.write_text(
@@ -300,6 +301,7 @@ def test_resume_repeats_each_slots_context_after_a_session_is_killed(tmp_path: P
     proc = subprocess.Popen(
         [sys.executable, "-m", "washout", "run", spec, "--db", db, "--quiet"],
         cwd=work,
+        env=dict(os.environ),  # os.environ's variables, as the resume below gets them
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -315,9 +317,13 @@ def test_resume_repeats_each_slots_context_after_a_session_is_killed(tmp_path: P
     wait_for(some_done, 60, "no three runs done")
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
-    washout("resume", db, "--quiet", cwd=work)
+    extra = {"WASHOUT_TEST_EXTRA": "x" * 100}  # resumed from a larger environment
+    washout("resume", db, "--quiet", cwd=work, env={**os.environ, **extra})
     with Store.open(db) as store:
         plan = Experiment.from_store(store).plan
+        notes = [m for _, _, kind, m in store.events() if kind == "context"]
+    assert len(notes) == 2 and "previous session" not in notes[0]
+    assert "so each padding now puts the stack +120 bytes from where it did" in notes[1]
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
             "SELECT r.idx, t.position, t.status, t.superseded, t.context_env_bytes,"

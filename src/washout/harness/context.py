@@ -25,13 +25,15 @@ Two things outside the levels also move the stack, and are handled here: ``SSH_C
 ``SSH_CONNECTION`` hold the SSH client's port, whose length may differ from one connection to
 the next, so they are set empty in every trial; and the environment a trial inherits (washout's
 own locally, the SSH session's on a worker) differs with where washout is started from, so
-its size is measured when the worker is prepared and recorded as an event: resume from the
-same shell, or the levels of one session are not the levels of the next.
+its size is measured when the worker is prepared and recorded as an event, which says by how
+much every level moved when it differs from the previous session's: resume from the same
+shell, or the levels of one session are not the levels of the next.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from dataclasses import replace
 
@@ -173,23 +175,40 @@ async def _links(
 
 ENV_SIZE = "wc -c < /proc/self/environ"
 """Prints the size of the environment the shell that runs it was given."""
+INHERITED = re.compile(r"context: trials inherit (\d+) bytes")
+"""How a worker's ``context`` event begins (:func:`prepare_context`), its size in group 1."""
 
 
 async def prepare_context(
-    executor: Executor, levels: tuple[Context, ...], cwds: list[str | None], env: dict[str, str]
-) -> tuple[WorkerContext, str]:
+    executor: Executor,
+    levels: tuple[Context, ...],
+    cwds: list[str | None],
+    env: dict[str, str],
+    earlier: list[str],
+) -> tuple[WorkerContext, str, bool]:
     """Make a worker ready for the context ``levels``: ASLR checked, the working directories'
-    links (``cwds``, as the trials give them) made; and a note saying how large the
-    environment is that its trials inherit (``env`` added: the trial's own variables)."""
+    links (``cwds``, as the trials give them) made. Also: the note (an event) saying how
+    large the environment is that its trials inherit (``env`` added: the trial's own
+    variables), and whether that differs from the last of the ``earlier`` sessions' notes
+    (the note then says so)."""
     arch = await _aslr_arch(executor) if levels[0].aslr is not None else None
     links = await _links(executor, levels, cwds) if levels[0].cwd_bytes is not None else {}
-    size = await _output(
-        executor, "env", ENV_SIZE, CommandOptions(SETUP_TIMEOUT, env={**env, **NORMALIZED})
+    size = int(
+        await _output(
+            executor, "env", ENV_SIZE, CommandOptions(SETUP_TIMEOUT, env={**env, **NORMALIZED})
+        )
     )
     where = "washout's own environment" if executor.local else "the SSH session's environment"
     note = (
         f"context: trials inherit {size} bytes of environment before the padding ({where} "
-        "and the test's variables); resume from the same environment so that the levels stay "
-        "the same"
+        "and the test's variables)"
     )
-    return WorkerContext(levels, arch, links), note
+    before = [int(m.group(1)) for m in map(INHERITED.match, earlier) if m]
+    moved = bool(before) and before[-1] != size
+    if moved:
+        note += (
+            f"; {before[-1]} bytes in the previous session, so each padding now puts the stack "
+            f"{size - before[-1]:+d} bytes from where it did: the levels of the two sessions "
+            "differ (resume from the environment the experiment started in)"
+        )
+    return WorkerContext(levels, arch, links), note, moved

@@ -402,10 +402,15 @@ class _Worker:
         before its setup: a worker that cannot take them stops here, in one line."""
         if self.x.plan.levels:
             cwds = [self._cwd(t.cwd) for t in self.x.tests]
-            self.context, note = await prepare_context(
-                self.ex, self.x.plan.levels, cwds, self.envs[0]
+            earlier = [
+                m for _, w, kind, m in self.store.events() if (kind, w) == ("context", self.ex.name)
+            ]
+            self.context, note, moved = await prepare_context(
+                self.ex, self.x.plan.levels, cwds, self.envs[0], earlier
             )
             self.store.event("context", note, self.ex.name)
+            if moved:
+                log.warning("%s: %s", self.ex.name, note)
 
     async def setup(self) -> None:
         for side, s in role_commands(self.ex, self.spec, "setup"):  # per role in a group
