@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from simulate_longformat import simulate, with_context
 
 from washout.errors import WashoutError
 from washout.harness.plan import draw_levels as plan_levels
+from washout.stats.claims import evaluate_claims
+from washout.stats.compare import compare_tests
 from washout.stats.context import (
     BEYOND,
     UNDECIDED,
@@ -33,6 +36,7 @@ from washout.stats.context import (
     adjusted_values,
     against_context,
     context_effect,
+    context_margins,
 )
 from washout.stats.family import adjust
 from washout.stats.median_ci import median_ci
@@ -373,6 +377,65 @@ def test_a_margin_is_judged_against_the_spreads_bounds() -> None:
     assert "unknown" in unknown.sentence()
     with pytest.raises(WashoutError, match="ratio = -1"):
         against_context(result, -1, ["a", "b"], "wall")
+
+
+def test_per_worker_rows_are_pooled_when_no_worker_is_named() -> None:
+    """A comparison pooled over workers is set against every worker's spread: the largest
+    lower bound decides ``within``, a worker without an interval makes it ``unknown``."""
+    rng = np.random.default_rng(9)
+    moved = {
+        p: list(100 * (1.04 if p < 32 else 1.0) + rng.normal(0, 0.1, 12)) for p in (0, 16, 32, 48)
+    }
+    still = {p: list(100 + rng.normal(0, 0.1, 12)) for p in (0, 16, 32, 48)}
+    frame = pd.concat(
+        [
+            levels_frame(moved, "a").assign(worker="w1"),
+            levels_frame(still, "a").assign(worker="w2"),
+            levels_frame(still, "b").assign(worker="w1"),
+            levels_frame(still, "b").assign(worker="w2"),
+        ]
+    )
+    result = context_effect(frame, by_worker=True)
+    pooled = against_context(result, 1.02, ["a", "b"], "wall")
+    assert pooled.verdict == WITHIN and pooled.moved == "a" and pooled.worker is None
+    assert against_context(result, 1.02, ["a", "b"], "wall", "w2").verdict == BEYOND
+    short = frame[~((frame["worker"] == "w2") & (frame["test"] == "b") & (frame["run"] > 2))]
+    assert (
+        against_context(context_effect(short, by_worker=True), 1.02, ["a", "b"], "wall").verdict
+        == UNKNOWN
+    )
+
+
+def test_claims_and_rankings_are_set_against_the_context() -> None:
+    """context_margins judges each claim's ratio and each ranking's as against_context does,
+    naming what it judges."""
+    frame = simulate(tests=("a", "b", "c"), runs=24, cv=0.01, means={"a": 1.0, "b": 1.03, "c": 1.3})
+    frame = with_context(
+        frame,
+        levels=draw_levels(4),
+        context_effect=lambda test, padding: 1.05 if test == "a" and aligned(padding) else 1.0,
+        seed=5,
+    )
+    result = context_effect(frame)
+    claims = evaluate_claims(frame, ["b > 1.0 * a"])
+    comparison = compare_tests(frame, metric="wall")
+    margins = context_margins(result, claims, comparison)
+    assert [m.about for m in margins] == ["b > 1.0 * a", "a vs b", "a vs c"]
+    assert claims[0].ratio is not None
+    expected = [
+        against_context(result, claims[0].ratio, ("b", "a"), "wall"),
+        *(
+            against_context(result, r.ratio, (r.fastest, r.test), "wall")
+            for r in comparison.rankings
+        ),
+    ]
+    assert [replace(m, about="") for m in margins] == expected
+    verdicts = {m.about: m.verdict for m in margins}
+    assert verdicts["a vs c"] == BEYOND  # 30% apart: more than the 5% the context makes
+    assert verdicts["a vs b"] in (
+        WITHIN,
+        UNDECIDED,
+    )  # about 3% (a is 5% slower a quarter of the time)
 
 
 def test_with_context_gives_every_test_each_level_equally_often() -> None:

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from washout.data.longformat import ASLR_WORDS, CONTEXT_COLUMNS
@@ -75,6 +75,9 @@ from washout.stats.trials import usable_trials
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from washout.stats.claims import ClaimResult
+    from washout.stats.compare import Comparison
 
 
 BEYOND, WITHIN, UNDECIDED, UNKNOWN = "beyond", "within", "undecided", "unknown"
@@ -439,7 +442,8 @@ class ContextMargin:
     ``beyond`` (the margin exceeds every test's upper bound: no context level moved any of
     them that far), ``within`` (some test's lower bound reaches the margin: the context alone
     demonstrably moves it that far), ``undecided`` (in between), ``unknown`` (a test has no
-    interval: too few trials per context level, or no context row).
+    interval: too few trials per context level, or no context row). ``about``: the
+    comparison it judges (a claim, or hyperfine's ranking: ``A vs B``).
     """
 
     tests: tuple[str, ...]
@@ -452,6 +456,7 @@ class ContextMargin:
     spread_ci: tuple[float, float] | None
     confidence: float | None
     verdict: str
+    about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -498,19 +503,28 @@ def against_context(
     context could make: measured without randomizing the context (or with A and B in
     different contexts, as two builds are), it could be the context's doing (Mytkowicz et
     al. 2009). Judged on the bounds, so noise alone neither clears nor condemns a margin.
+    With ``worker`` None, a result per worker (``by_worker``) gives each test the rows of
+    every worker: the comparison pools them, so the largest spread of any worker counts.
     """
     if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
         raise WashoutError(f"ratio = {ratio!r}: expected a positive number")
     margin = max(ratio, 1.0 / ratio) - 1.0
-    rows = [result.row(test, metric, worker) for test in tests]
-    bounded = [r for r in rows if r is not None and r.spread_ci is not None]
-    if len(bounded) < len(rows) or not bounded:
-        missing = [(t, r) for t, r in zip(tests, rows) if r is None or r.spread_ci is None]
-        test, row = missing[0] if missing else (None, None)
+    rows: list[tuple[str, ContextRow | None]] = []
+    for test in tests:
+        own = [
+            r
+            for r in result.rows
+            if (r.test, r.metric) == (test, metric) and worker in (None, r.worker)
+        ]
+        rows += [(test, r) for r in own] or [(test, None)]
+    unbounded = [(t, r) for t, r in rows if r is None or r.spread_ci is None]
+    if unbounded or not rows:
+        moved, row = unbounded[0] if unbounded else (None, None)
         spread = row.spread if row is not None else None
         return ContextMargin(
-            tuple(tests), metric, worker, float(ratio), margin, test, spread, None, None, UNKNOWN
+            tuple(tests), metric, worker, float(ratio), margin, moved, spread, None, None, UNKNOWN
         )
+    bounded = [r for _, r in rows if r is not None]
     upper = max(bounded, key=lambda r: r.spread_ci[1] if r.spread_ci else 0.0)
     lower = max(bounded, key=lambda r: r.spread_ci[0] if r.spread_ci else 0.0)
     if lower.spread_ci and margin <= lower.spread_ci[0]:
@@ -531,3 +545,29 @@ def against_context(
         named.spread_confidence,
         verdict,
     )
+
+
+def context_margins(
+    result: ContextResult,
+    claims: Sequence[ClaimResult] = (),
+    comparison: Comparison | None = None,
+) -> tuple[ContextMargin, ...]:
+    """Every claim's and every ranking's margin set against the spread the context alone
+    makes (:func:`against_context`): a claim's random-order ratio A / B, and each ranking's
+    ratio of a test to the fastest (hyperfine's "F ran r times faster than T"); those
+    without a ratio are left out. ``about`` names the claim, or the ranking as ``F vs T``."""
+    found = [
+        replace(against_context(result, c.ratio, (c.a, c.b), c.metric), about=c.claim)
+        for c in claims
+        if c.ratio is not None and math.isfinite(c.ratio) and c.ratio > 0
+    ]
+    if comparison is not None:
+        found += [
+            replace(
+                against_context(result, r.ratio, (r.fastest, r.test), comparison.metric),
+                about=f"{r.fastest} vs {r.test}",
+            )
+            for r in comparison.rankings
+            if math.isfinite(r.ratio) and r.ratio > 0
+        ]
+    return tuple(found)
