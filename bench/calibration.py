@@ -43,6 +43,7 @@ from test_calibration import (  # noqa: E402
     false_positive_bound,
     finding_rates,
     noether_power,
+    rate_cells,
     simulate,
 )
 
@@ -66,14 +67,8 @@ def suite(experiments: int, runs_per_order: list[int], analyses: tuple[str, ...]
             rates = finding_rates(
                 scenario, runs, experiments, seed=100_000 * (s + 1) + runs, analyses=analyses
             )
-            cells = []
-            for name, rate in rates.items():
-                if name in scenario.breaks:
-                    cells.append(f"power {rate:.3f}")
-                else:
-                    ok = rate <= bound
-                    calibrated &= ok
-                    cells.append(f"FP {rate:.3f} {'ok' if ok else 'ABOVE'}")
+            cells, within = rate_cells(rates, scenario.breaks, bound)
+            calibrated &= within
             print(f"| {scenario.name} | {runs} | " + " | ".join(cells) + " |", flush=True)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     return calibrated

@@ -25,7 +25,7 @@ The full-size version is ``bench/calibration.py``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,6 +227,23 @@ def finding_rates(
 def false_positive_bound(experiments: int, sigmas: float = 2.0) -> float:
     """alpha + ``sigmas`` Monte-Carlo standard errors of a rate alpha over ``experiments``."""
     return ALPHA + sigmas * math.sqrt(ALPHA * (1 - ALPHA) / experiments)
+
+
+def rate_cells(
+    rates: dict[str, float], breaks: Collection[str], bound: float
+) -> tuple[list[str], bool]:
+    """A calibration table's cells for one scenario ("power 0.950" where the finding is true,
+    "FP 0.040 ok" or "FP 0.090 ABOVE" against ``bound`` where its null holds), and whether
+    every false-positive rate is within the bound (bench/calibration.py and
+    bench/drift_calibration.py print them)."""
+    cells, within = [], True
+    for name, rate in rates.items():
+        if name in breaks:
+            cells.append(f"power {rate:.3f}")
+        else:
+            within &= rate <= bound
+            cells.append(f"FP {rate:.3f} {'ok' if rate <= bound else 'ABOVE'}")
+    return cells, within
 
 
 def simulate(experiments: int, shift_sd: float, seed: int, skewed: bool = True) -> pd.DataFrame:

@@ -25,6 +25,7 @@ CLOCK_WORDS: dict[str, str] = {
     "position": "its position in the run",
     "time_since_reset": "the time since the reset",
     "run": "the run index (across runs)",
+    drift_stats.WANDER: "a level that wandered across runs",
 }
 
 
@@ -199,22 +200,46 @@ def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
     tested = [r for r in rows if r["p"] is not None and not math.isnan(r["p"])]
+    few = [r for r in rows if 0 < r["n"] < r["min_n"]]
+    needs = (
+        f"a trend with position or time since the reset needs {drift_stats.MIN_TRIALS} "
+        f"random-order trials of a test after the first position, a trend across runs or a "
+        f"wandering level {drift_stats.MIN_RUNS}"
+    )
     if not tested:
+        if few:
+            return [
+                f"Too few trials to judge drift: {needs}, and no test has more than "
+                f"{max(r['n'] for r in few)}."
+            ]
         return [
             "Drift: nothing to compare (no random-order trials after the first position "
             "whose position, time or run varies)."
         ]
     found = [r for r in rows if r["significant"]]
     if not found:
-        return [
-            f"No evidence of drift: none of the {len(tested)} correlations with position, "
-            "time since reset or run is significant after correction."
-        ]
-    return [
-        f"{r['test']} ({r['metric']}){_where(r)} drifts with {CLOCK_WORDS[r['against']]}: "
+        judged = (
+            f"none of the {len(tested)} comparisons (trends with position, time since "
+            "reset or run, a wandering level) is significant after correction"
+        )
+        rest = f"; {len(few)} more had too few trials to judge ({needs})" if few else ""
+        return [f"No evidence of drift: {judged}{rest}."]
+    return [_drift_sentence(r) for r in found]
+
+
+def _drift_sentence(r: dict[str, Any]) -> str:
+    """One significant drift row in words: a trend with its clock, or a wandering level."""
+    head = f"{r['test']} ({r['metric']}){_where(r)}"
+    if r["against"] == drift_stats.WANDER:
+        return (
+            f"{head}: the level changed across the experiment, not monotonically: it "
+            f"wandered by about {r['wander_pct']:.1f}% (standard deviation of its slow part, "
+            f"over {r['n']} runs, {_p(r['p'])})."
+        )
+    return (
+        f"{head} drifts with {CLOCK_WORDS[r['against']]}: "
         f"Spearman rho = {r['spearman']:+.2f} (n={r['n']}, {_p(r['p'])})."
-        for r in found
-    ]
+    )
 
 
 def _side(side: dict[str, Any], a: str, b: str) -> str:
