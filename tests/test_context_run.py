@@ -152,6 +152,8 @@ def test_each_trial_sees_its_padding_directory_and_aslr_locally(tmp_path: Path) 
     assert "bytes of environment before the padding" in note and "washout's own" in note
     assert warmups == 1  # one warmup per test, at the first level
     assert json.loads(meta["context"]) == ["env", "cwd", "aslr"] and meta["context_levels"] == "4"
+    status = washout("status", db).stdout
+    assert "context randomized per trial: env, cwd, aslr (4 levels)" in status
 
 
 def test_the_export_and_load_carry_the_context_columns(tmp_path: Path) -> None:
