@@ -25,20 +25,26 @@ def simulate(
     means: Mapping[str, float] | None = None,
     cv: float = 0.02,
     carryover: Mapping[tuple[str, str], float] | None = None,
+    carryover2: Mapping[tuple[str, str], float] | None = None,
     drift_per_position: Mapping[str, float] | None = None,
     random_factor: Mapping[str, float] | None = None,
     first_after_reset: float = 1.0,
     run_cv: float = 0.0,
     machine_ar1: tuple[float, float] | None = None,
+    lognormal: float = 0.0,
+    integer: bool = False,
+    failed: float = 0.0,
+    short_runs: float = 0.0,
     workers: Sequence[str] = ("local",),
     metrics: Sequence[str] = ("wall",),
     orders: Sequence[str] = ("fixed", "random"),
     seed: int = 0,
 ) -> pd.DataFrame:
     """A long-format frame: per worker, ``runs`` runs of each order kind, interleaved
-    (F R F R ...), random runs fresh permutations, every trial ok.
+    (F R F R ...), random runs fresh permutations, every trial ok unless ``failed``.
 
     value = mean[test] * (1 + cv * N(0, 1)) * carryover[(test, predecessor)]
+            * carryover2[(test, the test two positions earlier)]
             * (1 + drift[test] * position) * random_factor[test] (random runs only)
             * first_after_reset (position 0 only) * (1 + run_cv * N(0, 1)) (one draw per run,
             shared by every trial of the run: run-to-run level differences)
@@ -50,14 +56,25 @@ def simulate(
     stationary law N(0, sd^2) (so every trial's log-level has sd ``sd`` and neighbours
     correlation phi; every metric of a trial shares it). It is drawn from its own stream, so
     the other draws of a seed are the same with and without it.
+
+    ``lognormal`` > 0: heavy-tailed trial noise, exp(lognormal * N(0, 1)) in place of
+    (1 + cv * N(0, 1)) (the same draw). ``integer``: values rounded to whole numbers, so a
+    metric of a few distinct values has many ties. ``failed``: the share of trials that fail
+    (status ``failed``, no value; they still ran, so they still precede the next trial).
+    ``short_runs``: the share of runs cut short (an interrupted run that was not re-run, as
+    imported data can have): the run stops after a uniformly drawn 1 to len(tests) - 1
+    trials, the rest never ran. Each of these draws from its own stream too.
     Trials start 10 s apart inside a run; runs start 1000 s apart.
     """
     rng = np.random.default_rng(seed)
     means = means or {t: 100.0 + 10 * i for i, t in enumerate(tests)}
     carryover = carryover or {}
+    carryover2 = carryover2 or {}
     drift = drift_per_position or {}
     factor = random_factor or {}
     machine = _machine_state(machine_ar1, len(workers), runs * len(orders) * len(tests), seed)
+    fails = np.random.default_rng([seed, 2])
+    cuts = np.random.default_rng([seed, 3])
     rows = []
     for w, worker in enumerate(workers):
         for run in range(runs * len(orders)):
@@ -69,18 +86,26 @@ def simulate(
             else:
                 perm = [tests[i] for i in rng.permutation(len(tests))]
             run_level = 1 + run_cv * rng.standard_normal() if run_cv else 1.0
+            if short_runs and cuts.random() < short_runs:
+                perm = perm[: cuts.integers(1, len(perm))] if len(perm) > 1 else perm
             for pos, test in enumerate(perm):
                 pred = perm[pos - 1] if pos else "(reset)"
+                pred2 = perm[pos - 2] if pos > 1 else "(reset)"
                 started = EPOCH + timedelta(seconds=1000 * run + 10 * pos)
                 trial = run * len(tests) + pos
                 state = 1.0 if machine is None else float(np.exp(machine[w, trial]))
                 for metric in metrics:
-                    value = means[test] * (1 + cv * rng.standard_normal())
+                    noise = rng.standard_normal()
+                    spread = np.exp(lognormal * noise) if lognormal else 1 + cv * noise
+                    value = means[test] * spread
                     value *= carryover.get((test, pred), 1.0)
+                    value *= carryover2.get((test, pred2), 1.0)
                     value *= 1 + drift.get(test, 0.0) * pos
                     value *= run_level * (first_after_reset if pos == 0 else 1.0) * state
                     if order == "random":
                         value *= factor.get(test, 1.0)
+                    value = float(round(value)) if integer else value
+                    ok = not (failed and fails.random() < failed)
                     rows.append(
                         (
                             run,
@@ -88,8 +113,8 @@ def simulate(
                             pos,
                             test,
                             metric,
-                            value,
-                            "ok",
+                            value if ok else float("nan"),
+                            "ok" if ok else "failed",
                             worker,
                             started.isoformat(),
                             (started + timedelta(seconds=5)).isoformat(),

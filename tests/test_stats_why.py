@@ -11,7 +11,7 @@ from washout.stats.why import explain, render_words
 
 
 def test_only_what_was_asked_and_plain_json() -> None:
-    df = simulate(runs=6, seed=1)
+    df = simulate(runs=30, seed=1)
     assert explain(df).to_dict() == {}
     assert set(explain(df, drift=True).to_dict()) == {"drift"}
     d = explain(df, carryover=True, drift=True, claims=["a < b"]).to_dict()

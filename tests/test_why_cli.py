@@ -122,7 +122,11 @@ def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) 
     assert [(p["test"], p["predecessor"]) for p in significant] == [
         ("./get_hits_test.sh", "(reset)")
     ]
-    assert significant[0]["delta_pct"] < -4 and significant[0]["ci"][1] < 0
+    # against the line through positions 1 and 2 (three tests): a wide interval of the mean
+    assert (
+        significant[0]["delta_pct"] < -4
+        and significant[0]["ci"][0] < -5.3 < significant[0]["ci"][1]
+    )
     assert doc["carryover"][0] == significant[0]  # largest first
     out = tmp_path / "m.html"
     washout("report", MEMCACHED, "-o", out)
@@ -130,7 +134,7 @@ def test_memcached_carryover_points_at_get_hits_after_the_reset(tmp_path: Path) 
     assert '<section id="why">' in html
     assert (
         "The first trial after the reset differs from the trend of the later trials "
-        "(result) for 1 of 3 tests: ./get_hits_test.sh 4.4% lower"
+        "(result) for 1 of 3 tests: ./get_hits_test.sh 8.4% lower"
     ) in html
     assert "No test is shifted by the test before it" in html
     assert " drifts with " not in html  # its level may wander: tests/test_stats_drift.py

@@ -498,10 +498,11 @@ def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
             add(*key, f"inconclusive, CI case {t['ci_case']}", t.get("kw_p"))
     if why is not None and why.carryover is not None:
         for pair in why.carryover.significant():
+            lag = "two positions " if pair.lag == 2 else ""
             reason = (
                 "first after the reset"
                 if pair.predecessor == RESET
-                else f"carryover after {pair.predecessor}"
+                else f"carryover {lag}after {pair.predecessor}"
             )
             add(pair.test, pair.metric, reason, pair.p)
     if why is not None and why.drift is not None:

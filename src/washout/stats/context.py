@@ -17,7 +17,7 @@ A context *level* is one combination of the values of the columns present. Per t
 metric (x worker), over its successful trials of every order kind with a context:
 
 - **Values**: what the machine and the design do to a trial is taken out first, as the
-  carryover analysis does (:func:`washout.stats.carryover.model_values`): on the log scale
+  carryover analysis did before its joint model (:func:`run_level_values`): on the log scale
   where all the test's values are positive, the run's level (the mean deviation of the
   other trials of its run) where that makes the test less variable, then the mean of the
   trial's stratum (order kind x first after the reset or not); the result is put back in
@@ -288,16 +288,14 @@ def adjusted_values(
     """Each trial's value with what the machine and the design did to it taken out, and per
     group (test x metric [x worker]) whether its run level was (the module doc): on the log
     scale where the group's values are all positive, the run level of
-    :func:`washout.stats.carryover.model_values` (the other trials of the run, where that
+    :func:`run_level_values` (the other trials of the run, where that
     makes the group less variable), then the mean of the trial's stratum (order kind x first
     after the reset or not) replaced by the group's own mean, back in the metric's unit."""
     import numpy as np
     import pandas as pd
 
-    from washout.stats.carryover import model_values
-
     trials = ok.assign(position=pd.to_numeric(ok["position"], errors="coerce"))
-    y, log_scale, run_adjusted = model_values(trials, group, ["worker", "run", "metric"])
+    y, log_scale, run_adjusted = run_level_values(trials, group, ["worker", "run", "metric"])
     first = (trials["position"] == 0).to_numpy()
     order = pd.factorize(trials["order"].astype(str))[0]
     stratum = pd.factorize(group * 2 * (order.max(initial=0) + 1) + order * 2 + first)[0]
@@ -305,6 +303,52 @@ def adjusted_values(
     centre = np.bincount(group, y, groups) / np.maximum(np.bincount(group, None, groups), 1)
     y = y - mean[stratum] + centre[group]
     return np.where(log_scale[group], np.exp(y), y), run_adjusted
+
+
+def run_level_values(
+    trials: pd.DataFrame, cell: np.ndarray, run_keys: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(y, log_scale, run_adjusted)``: each trial's value on the model's scale with its run
+    level (the mean deviation of the other trials of its run) taken out where that helps (the
+    module doc's first step), and per cell (test x metric [x worker], numbered by ``cell``)
+    whether the log scale and the run adjustment were used. ``trials`` needs value, position
+    (0 = first after the reset) and ``run_keys``."""
+    import numpy as np
+
+    value = trials["value"].to_numpy(dtype=float)
+    first = trials["position"].to_numpy() == 0
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    log_scale = np.ones(cells, dtype=bool)
+    np.logical_and.at(log_scale, cell, value > 0)
+    on_log = log_scale[cell]
+    z = np.where(on_log, np.log(np.where(value > 0, value, 1.0)), value)
+    # deviation from the test's mean at the same kind of position; only log-scale tests
+    kind = cell * 2 + first
+    typical = np.bincount(kind, z, 2 * cells) / np.maximum(np.bincount(kind, None, 2 * cells), 1)
+    dev = np.where(on_log, z - typical[kind], 0.0)
+    run = trials.groupby(run_keys, sort=False, observed=True).ngroup().to_numpy()
+    total, count = np.bincount(run, dev), np.bincount(run, on_log.astype(float))
+    others = count[run] - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level = np.where(on_log & (others > 0), (total[run] - dev) / others, np.nan)
+    later = ~first & np.isfinite(level)
+    raw_var = _cell_variance(z, cell, later, cells)
+    adj_var = _cell_variance(z - np.nan_to_num(level), cell, later, cells)
+    run_adjusted = log_scale & (adj_var < raw_var)
+    y = np.where(run_adjusted[cell], z - np.nan_to_num(level), z)
+    return y, log_scale, run_adjusted
+
+
+def _cell_variance(x: np.ndarray, cell: np.ndarray, mask: np.ndarray, cells: int) -> np.ndarray:
+    """Per cell, the variance of ``x`` over the masked rows (NaN with fewer than 2)."""
+    import numpy as np
+
+    n = np.bincount(cell[mask], None, cells)
+    s = np.bincount(cell[mask], x[mask], cells)
+    mean = s / np.maximum(n, 1)
+    ss = np.bincount(cell[mask], (x[mask] - mean[cell[mask]]) ** 2, cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 1, ss / (n - 1), np.nan)
 
 
 def _spread(

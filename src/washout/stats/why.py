@@ -191,11 +191,16 @@ def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) 
             "correction."
         ]
     return reset + [
-        f"{p['test']} ({p['metric']}){_where(p)} right after {p['predecessor']} is "
-        f"{_change(p['delta_pct'], p['metric'])} than after other tests ({p['n_after']} vs "
-        f"{p['n_other']} trials, {_ci(p)})."
+        f"{p['test']} ({p['metric']}){_where(p)} {_after(p)} {p['predecessor']} is "
+        f"{_change(p['delta_pct'], p['metric'])} than {_after(p).removeprefix('right ')} other "
+        f"tests ({p['n_after']} vs {p['n_other']} trials, {_ci(p)})."
         for p in found
     ]
+
+
+def _after(pair: dict[str, Any]) -> str:
+    """ "right after" (the test before) or "two positions after" (lag 2)."""
+    return "two positions after" if pair.get("lag") == 2 else "right after"
 
 
 def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
