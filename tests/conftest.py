@@ -183,7 +183,10 @@ SLOW = {
         "test_markdown_report_of_npbench",
         "test_progress_hears_every_figure",
     },
-    "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_report_sweep.py": {
+        "test_sweep_section_html",
+        "test_sweep_report_gives_each_share_its_interval",
+    },
     "test_resource_metrics.py": {"test_every_trial_stores_its_resource_metrics"},
     "test_robustness.py": {
         "test_abort_policy_stops_and_resume_reruns_the_failed_slot",
@@ -318,6 +321,11 @@ SLOW = {
     "test_sweep_report_cli.py": {
         "test_explore_writes_a_sweep_report",
         "test_report_reads_a_sweep_directory",
+    },
+    "test_sweep_uncertainty.py": {
+        "test_intervals_cover_the_full_spaces_shares",
+        "test_importance_is_never_wrong_only_open",
+        "test_no_posterior_no_intervals",
     },
     "test_trials_die_with_controller.py": {
         "test_resume_kills_what_a_dead_session_left_on_an_ssh_worker",

@@ -163,3 +163,24 @@ def test_sum_coded_curves_are_drawn_at_every_level() -> None:
     part = document.sweep_part(sweep, pd.read_csv(SILO))
     caption = next(f for f in part.figures if f.key == "sweep-coefficients")
     assert "sum-coded" in str(caption)
+
+
+def test_sweep_report_gives_each_share_its_interval(tmp_path: Path) -> None:
+    """A sampled sweep (the default method) states every share with its interval and the
+    importance that interval gives, and every point with where the draws put it."""
+    from washout.report.markdown import write_markdown
+
+    settings = pd.read_csv(SILO)
+    sweep = explore(SILO, method_options(seed=0), metric="tput")
+    assert sweep.interval_level == 0.95 and sweep.sampling_rate < 1
+    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings)
+    text = write_markdown(tmp_path / "sweep.md", report).read_text().replace("\\.", ".")
+    assert "carry 95% intervals" in text
+    for term in sweep.significant_terms:
+        low, high = f"{100 * term.low:.1f}", f"{100 * term.high:.1f}"  # type: ignore[operator]
+        assert re.search(
+            rf"\| {re.escape(term.term)} \| [0-9.]+% \| {low}-{high}% \| "
+            rf"{term.importance} \|",
+            text,
+        ), term
+    assert "| interval (draws with a point) |" in text

@@ -491,10 +491,14 @@ def resume_command(
 
 @app.command("validate")
 def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml")) -> None:
-    """Load, expand and check a spec without running it."""
+    """Load, expand and check a spec (a sweep spec too) without running it."""
     from washout.harness.engine import Experiment
     from washout.harness.spec import load_spec
+    from washout.sweep.spec import validate_sweep
 
+    sweep = validate_sweep(spec_path)
+    if sweep is not None:
+        return typer.echo(sweep)
     spec, text = load_spec(spec_path)
     experiment = Experiment.prepare(spec, text, str(spec_path))
     exp = spec.experiment

@@ -61,19 +61,37 @@ def _print_summary(result: SweepResult, fmt: str) -> None:
             "The model reproduces the metric exactly (no noise left): a term is "
             "significant if it explains any variance at all; p-values are limits."
         )
+    level = result.interval_level
     terms = Table(title="Significant terms (share of variance)")
     terms.add_column("term")
     terms.add_column("share", justify="right")
+    if level is not None:
+        terms.add_column(f"{level:.0%} interval", justify="right")
+        terms.add_column("importance")
     for t in result.significant_terms:
-        terms.add_row(t.term, f"{t.share:.1%}")
+        row = [t.term, f"{t.share:.1%}"]
+        if level is not None:
+            known = t.low is not None and t.high is not None
+            row += [f"{t.low:.1%}-{t.high:.1%}" if known else "", t.importance or ""]
+        terms.add_row(*row)
     out.print(terms)
+    if level is not None:
+        out.print(
+            f"Shares are estimates of the fully measured space's, with {level:.0%} intervals "
+            "for them; a term is important when its whole interval is at or above 10%."
+        )
     points = Table(title="Important points, ranked")
-    for col in ("term", "parameter", "fixed", "type", "value", "turn ratio"):
+    columns = ["term", "parameter", "fixed", "type", "value", "turn ratio"]
+    for col in columns + ([f"{level:.0%} interval (draws with a point)"] if level else []):
         points.add_column(col)
     for p in result.important_points:
         fixed = "" if p.fixed is None else ", ".join(f"{k}={v}" for k, v in p.fixed.items())
         ratio = "" if p.turn_ratio is None else f"{p.turn_ratio:.2f}"
-        points.add_row(p.term, p.parameter, fixed, p.type, str(p.value), ratio)
+        row = [p.term, p.parameter, fixed, p.type, str(p.value), ratio]
+        if level is not None:
+            where = "" if p.low is None else f"{p.low}-{p.high} "
+            row.append(where + ("" if p.found is None else f"({p.found:.0%})"))
+        points.add_row(*row)
     out.print(points)
     if result.ranges:
         out.print("A fair comparison must cover, per parameter:")
@@ -92,7 +110,7 @@ def explore(
         "ours",
         "--method",
         help=(
-            "ours (coverage sampler, smooth model, holdout rule, predicted-space conclusions, "
+            "ours (coverage sampler, smooth model, settled rule, predicted-space conclusions, "
             "sum coding, adaptive batches from 2%) or paper (Hui et al.: random, anova, paper "
             "rule, measured conclusions, treatment coding, 5% steps). The options below "
             "override single parts."
@@ -107,8 +125,10 @@ def explore(
         "--rule",
         help=(
             "Termination: paper (all splits >= threshold); holdout (ours: also the latest "
-            "batches, predicted before they were measured); stable (ours: holdout, and "
-            "conclusions unchanged since the previous batch)."
+            "batches, predicted before they were measured); settled (ours, the default: "
+            "holdout, and no share of variance moved by more than 2 points or 5% since the "
+            "previous batch); stable (ours: holdout, and conclusions unchanged since the "
+            "previous batch)."
         ),
     ),
     conclude: str = typer.Option(
@@ -245,6 +265,14 @@ def sweep(
         ),
     ),
     seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
+    method: str = typer.Option(
+        None,
+        "--method",
+        help=(
+            "Override \\[sweep].method: ours or paper, as for washout explore (the options "
+            "the \\[sweep] table sets still override single parts)."
+        ),
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
@@ -287,6 +315,6 @@ def sweep(
         console.print(message)
 
     with bar, threadpool_limits(1):
-        result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
+        result = run_sweep(spec, directory, seed, notify=notify, progress=progress, method=method)
     console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
     _print_summary(result, fmt)

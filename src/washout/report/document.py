@@ -673,6 +673,19 @@ def fixed_text(fixed: Fixed) -> str:
     return ", ".join(f"{k} = {v}" for k, v in fixed.items())
 
 
+def interval_text(low: float | None, high: float | None) -> str:
+    """A share's interval in percent (``41.2-52.3%``), or a dash without one."""
+    if low is None or high is None:
+        return "–"
+    return f"{100 * float(low):.1f}-{100 * float(high):.1f}%"
+
+
+def point_interval_text(point: ImportantPoint) -> str:
+    """Where the draws put a point (``8-16``) and how often they found one (``(93%)``)."""
+    where = "" if point.low is None else f"{fmt(point.low)}-{fmt(point.high)} "
+    return where + ("" if point.found is None else f"({float(point.found):.0%})")
+
+
 def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = None) -> SweepPart:
     """The sweep section from washout.sweep's result and the measured settings (parameter
     columns and the metric; the metric is the last column unless named). Its R^2 figure
@@ -707,18 +720,30 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
             f" Method: {sweep.method} ({sweep.sampler} sampler, model "
             f"{sweep.model}, rule {sweep.rule}, {sweep.coding} coding)."
         )
+    level = sweep.interval_level
+    if level:
+        summary += (
+            f" Shares and points carry {level:.0%} intervals for the fully measured space's "
+            "values; a term is important when its whole interval is at or above 10%, and "
+            "may be important when the interval crosses it."
+        )
     tables = [
         (
             "Significant terms",
             Table(
-                ["term", "share of variance"],
-                [[t.term, f"{100 * float(t.share):.1f}%"] for t in sweep.significant_terms],
+                ["term", "share of variance"] + (["interval", "importance"] if level else []),
+                [
+                    [t.term, f"{100 * float(t.share):.1f}%"]
+                    + ([interval_text(t.low, t.high), t.importance or ""] if level else [])
+                    for t in sweep.significant_terms
+                ],
             ),
         ),
         (
             "Knee and turning points",
             Table(
-                ["term", "parameter", "fixed", "type", "at", "turn ratio"],
+                ["term", "parameter", "fixed", "type", "at", "turn ratio"]
+                + (["interval (draws with a point)"] if level else []),
                 [
                     [
                         p.term,
@@ -728,6 +753,7 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
                         fmt(p.value),
                         fmt(p.turn_ratio),
                     ]
+                    + ([point_interval_text(p)] if level else [])
                     for p in sweep.important_points
                 ],
             ),

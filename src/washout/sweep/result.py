@@ -32,10 +32,15 @@ class StepResult:
 
 @dataclass(frozen=True)
 class TermShare:
-    """A significant term and its share of variance."""
+    """A significant term and its share of variance: with intervals, the estimate of the
+    fully measured space's share (the posterior median), its interval [low, high] and the
+    importance that interval gives (important, may be important, not important)."""
 
     term: str
     share: float
+    low: float | None = None
+    high: float | None = None
+    importance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,11 @@ class ImportantPoint:
     value: object
     turn_ratio: float | None
     share: float
+    low: object = None
+    """With intervals: the lowest and highest level of the interval where the draws put this
+    curve's point, and the fraction of draws that have one (``found``)."""
+    high: object = None
+    found: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,8 @@ class SweepResult:
     r2_noise_ceiling: float | None = None
     stopped: str | None = None
     versus: Versus | None = None
+    interval_level: float | None = None
+    """The probability of the shares' and points' intervals (None: no intervals)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON; optional fields that do not apply are left out."""
