@@ -120,9 +120,19 @@ SLOW = {
         "test_compat_table_is_readable",
         "test_json_is_the_python_api_result",
     },
+    "test_analysis.py": {
+        "test_every_renderer_agrees_on_a_sweep",
+        "test_every_renderer_agrees_on_the_papers_data",
+        "test_every_renderer_agrees_on_the_quickstart",
+        "test_json_of_the_analysis_is_versioned_and_complete",
+        "test_the_summary_of_2000_tests_takes_seconds",
+        "test_values_near_the_float_limit_give_valid_json",
+    },
     "test_api.py": {
+        "test_an_unknown_option_is_one_line_and_mypy_sees_it",
         "test_explore_matches_the_cli",
         "test_run_from_a_spec_file_matches_the_cli",
+        "test_the_docs_example_runs_as_written",
     },
     "test_bisect.py": {
         "test_a_history_that_is_not_monotone_ends_with_a_range",
@@ -160,7 +170,7 @@ SLOW = {
     "test_hyperfine_cli.py": {
         "test_analyze_shows_resource_metrics_without_analysing_them",
         "test_every_trial_failing_stops_scripts_unless_ignored",
-        "test_live_medians_on_a_terminal_only",
+        "test_live_medians_refresh_end_at_the_final_counts_and_give_way",
         "test_parameter_scans_and_names",
         "test_run_count_from_hyperfines_time_budget",
         "test_spec_keys_warmup_and_prepare",

@@ -142,7 +142,7 @@ def _run_example(example: Example, tmp_path: Path, env: dict[str, str]) -> None:
     fixed = {(r["test"], int(r["position"])) for r in rows if r["order"] == "fixed"}
     assert fixed == {(t, i) for i, t in enumerate(example.metrics)}
 
-    analysis = json.loads(washout("analyze", db, "--format", "json").stdout)
+    analysis = json.loads(washout("analyze", db, "--format", "json").stdout)["order"]
     assert {(t["test"], t["metric"]) for t in analysis["tests"]} == pairs
     assert all(t["n_fixed"] == RUNS and t["n_random"] == RUNS for t in analysis["tests"])
     assert analysis["family_size"] == len(pairs)

@@ -165,7 +165,7 @@ def test_two_client_server_pairs_metrics_from_both_roles_analysis_per_group(
         ping = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True)
         assert b"PONG" not in ping.stdout  # every background server was stopped
 
-    by_group = json.loads(washout("analyze", db, "--by-worker", "--format", "json").stdout)
+    by_group = json.loads(washout("analyze", db, "--by-worker", "--format", "json").stdout)["order"]
     assert {row["worker"] for row in by_group["tests"]} == {"pair1", "pair2"}
 
 

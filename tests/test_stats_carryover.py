@@ -169,6 +169,15 @@ def test_many_tests_per_run_are_fitted_test_by_test() -> None:
     assert sum(p.predecessor != RESET for p in result.pairs) > 200  # lag-1 pairs, test by test
 
 
+def test_many_tests_with_too_few_runs_pool_nothing_rather_than_fail() -> None:
+    """20 tests in 6 runs, fitted test by test: no test's first trial after the reset has a
+    variance, so the pooled row has none either (NaN, not significant); pooling them divided
+    by zero (ZeroDivisionError from every analysis and report of such a source)."""
+    df = simulate(tests=tuple(f"t{i:02d}" for i in range(20)), runs=6, seed=5)
+    (pooled,) = carryover(df).first_after_reset
+    assert math.isnan(pooled.p) and not pooled.significant
+
+
 def test_one_outlier_cannot_make_a_finding() -> None:
     """A daemon wakes up once: one of c's trials after b is ten times slower. The mean of
     "c right after b" moves by some 40%; on aligned ranks the trial is one of the highest,

@@ -20,8 +20,11 @@ from scipy.stats import permutation_test, spearmanr
 from simulate_longformat import simulate
 from test_calibration import false_positive_bound
 
+from washout.analysis.compute import analyze
+from washout.analysis.result import Options
 from washout.data.longformat import COLUMNS
 from washout.errors import WashoutError
+from washout.report.words import render_words
 from washout.stats.drift import (
     MIN_RUNS,
     MIN_TRIALS,
@@ -35,7 +38,6 @@ from washout.stats.drift import (
 from washout.stats.family import adjust
 from washout.stats.resampling import permutation_p
 from washout.stats.serial import monotone_residuals, slow_sd, trend_p, wander_p
-from washout.stats.why import explain, render_words
 
 ALPHA = 0.05
 TRIAL_CV = 0.01
@@ -44,6 +46,8 @@ MACHINE = (0.98, 0.02)
 the next, 2% standard deviation (over 1% trial noise): the plain Spearman test called it
 drift with the run index in about half of the experiments (issue 27)."""
 NAMES = tuple("abcdefgh")
+DRIFT_ONLY = Options(drift=True, compare=False)
+"""The analysis with drift alone, whose words are drift's."""
 
 
 def test_drift_with_position_is_found_and_ranks_first() -> None:
@@ -451,7 +455,7 @@ def test_the_quick_forms_default_size_judges_no_drift_and_says_so() -> None:
         assert result.too_few()
     frame = simulate(tests=("a", "b"), runs=10, seed=0)
     most = max(r.n for r in drift(frame).rows)
-    assert render_words(explain(frame, drift=True)) == [
+    assert render_words(analyze(frame, DRIFT_ONLY)) == [
         f"Too few trials to judge drift: a trend with position or time since the reset needs "
         f"{MIN_TRIALS} random-order trials of a test after the first position, a trend "
         f"across runs or a wandering level {MIN_RUNS}, and no test has more than {most}."
@@ -466,8 +470,14 @@ def test_a_wandering_level_is_told_from_a_trend_in_words() -> None:
     from simulate_longformat import _machine_state
 
     wandering = simulate(tests=NAMES[:2], runs=100, cv=TRIAL_CV, machine_ar1=MACHINE, seed=6)
-    words = render_words(explain(wandering, drift=True))
+    analysis = analyze(wandering, DRIFT_ONLY)
+    words = render_words(analysis)
     assert any("the level changed across the experiment, not monotonically" in w for w in words)
+    from washout.report.document import flagged_tests  # the report's flags say the same
+
+    assert ("a", "wall", ("a level that wandered across runs",)) in [
+        (f.test, f.metric, f.reasons) for f in flagged_tests(analysis)
+    ]
     result = drift(wandering)
     [found] = [r for r in result.significant() if r.test == "a"]
     assert found.against == WANDER

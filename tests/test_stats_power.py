@@ -243,16 +243,16 @@ def test_the_analysis_detectable_shift_is_the_plans_simulation_and_has_its_power
 
     from test_stats_order import long_frame
 
-    from washout.report.terminal import verdict_line
-    from washout.stats.order import analyze_order
+    from washout.analysis.compute import analyze
+    from washout.report.text import verdict
 
     n, m = 20, 5
     q = np.array([NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)])
     q = 100.0 + 2.0 * q / q.std()  # a pilot with exactly the population's mean and sd
-    analysis = analyze_order(
-        long_frame({f"t{k}": (list(q + 0.01 * k), list(q[::-1])) for k in range(m)})
-    )
-    lo, hi = analysis.detectable_span()
+    result = analyze(long_frame({f"t{k}": (list(q + 0.01 * k), list(q[::-1])) for k in range(m)}))
+    assert result.order is not None
+    lo, hi = result.order.detectable_span()
+    assert result.detectable_shift == (lo, hi)  # the analysis' own
     # The ends are simulated for the two least and the two most spread-out tests (t0 is
     # the most: the same spread over the smallest mean); t2 is in the middle.
     plan = {
@@ -262,7 +262,7 @@ def test_the_analysis_detectable_shift_is_the_plans_simulation_and_has_its_power
     ends = [plan[k] for k in (0, 1, 3, 4)]
     assert (lo, hi) == (min(ends), max(ends))
     assert hi < 1.01 * lo  # the five tests have the same spread
-    assert f"would detect shifts of about {lo:.2g}%" in verdict_line(analysis)
+    assert f"would detect shifts of about {lo:.2g}%" in verdict(result)
     rng = np.random.default_rng(0)
     x = 100.0 + 2.0 * rng.standard_normal((20000, n))
     y = 100.0 + 2.0 * rng.standard_normal((20000, n)) + lo

@@ -27,76 +27,18 @@ def _format(value: str) -> str:
 
 
 def _print_summary(result: SweepResult, fmt: str) -> None:
-    """JSON on stdout, or readable tables (rich)."""
+    """JSON on stdout, or the sweep's conclusions as tables (washout.report.terminal)."""
     if fmt == "json":
         import json
 
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    import sys
 
-    out = Console(highlight=False, markup=False)
-    r2 = [v for v in result.r2_validation if v is not None]
-    status = "threshold reached" if result.terminated else "threshold NOT reached (budget)"
-    if not result.terminated and result.r2_best is not None:
-        status += f"; best worst-split R^2 {result.r2_best:.3f}"
-    out.print(
-        f"Measured {result.settings_measured} of {result.settings_total} settings "
-        f"({result.sampling_rate:.0%}) with method {result.method} ({result.sampler} "
-        f"sampling, model {result.model}, rule {result.rule}, {result.coding} "
-        f"coding): {status}"
-    )
-    if r2:
-        out.print(
-            f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
-            f"{sorted(r2)[len(r2) // 2]:.3f}"
-        )
-    if result.r2_holdout is not None:
-        out.print(f"R^2 on the last batch before it was measured: {result.r2_holdout:.3f}")
-    if result.r2_unmeasured is not None:
-        out.print(f"R^2 on the unmeasured settings: {result.r2_unmeasured:.3f}")
-    if result.exact_fit:
-        out.print(
-            "The model reproduces the metric exactly (no noise left): a term is "
-            "significant if it explains any variance at all; p-values are limits."
-        )
-    level = result.interval_level
-    terms = Table(title="Significant terms (share of variance)")
-    terms.add_column("term")
-    terms.add_column("share", justify="right")
-    if level is not None:
-        terms.add_column(f"{level:.0%} interval", justify="right")
-        terms.add_column("importance")
-    for t in result.significant_terms:
-        row = [t.term, f"{t.share:.1%}"]
-        if level is not None:
-            known = t.low is not None and t.high is not None
-            row += [f"{t.low:.1%}-{t.high:.1%}" if known else "", t.importance or ""]
-        terms.add_row(*row)
-    out.print(terms)
-    if level is not None:
-        out.print(
-            f"Shares are estimates of the fully measured space's, with {level:.0%} intervals "
-            "for them; a term is important when its whole interval is at or above 10%."
-        )
-    points = Table(title="Important points, ranked")
-    columns = ["term", "parameter", "fixed", "type", "value", "turn ratio"]
-    for col in columns + ([f"{level:.0%} interval (draws with a point)"] if level else []):
-        points.add_column(col)
-    for p in result.important_points:
-        fixed = "" if p.fixed is None else ", ".join(f"{k}={v}" for k, v in p.fixed.items())
-        ratio = "" if p.turn_ratio is None else f"{p.turn_ratio:.2f}"
-        row = [p.term, p.parameter, fixed, p.type, str(p.value), ratio]
-        if level is not None:
-            where = "" if p.low is None else f"{p.low}-{p.high} "
-            row.append(where + ("" if p.found is None else f"({p.found:.0%})"))
-        points.add_row(*row)
-    out.print(points)
-    if result.ranges:
-        out.print("A fair comparison must cover, per parameter:")
-        for name, segments in result.ranges.items():
-            out.print(f"  {name}: " + ", ".join(f"[{lo}, {hi}]" for lo, hi in segments))
+    from washout.analysis.compute import sweep_analysis
+    from washout.report.render import Settings, renderer
+
+    sys.stdout.write(renderer("table")(sweep_analysis(result), Settings()).text)
 
 
 @app.command()

@@ -111,6 +111,7 @@ from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class FirstAfterReset:
 
 
 @dataclass(frozen=True)
-class CarryoverResult:
+class CarryoverResult(FrameView):
     """All pairs, largest |Delta%| first, the pooled first-after-reset rows, and the family
     they were corrected over."""
 
@@ -211,6 +212,10 @@ class CarryoverResult:
 
     def significant(self) -> list[CarryoverPair]:
         return [p for p in self.pairs if p.significant]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per pair (:func:`carryover_frame`)."""
+        return carryover_frame(self)
 
 
 def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
@@ -899,11 +904,11 @@ def _pooled(parts: list[_Comparison]) -> _Comparison:
         parts_var = [(c.tests / total) ** 2 * se**2 for c, (_, se, _) in zip(use, pairs)]
         var = sum(parts_var)
         estimate = sum(c.tests / total * e for c, (e, _, _) in zip(use, pairs))
-        df = (
-            var**2 / sum(v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0)
-            if var
-            else 1e12
-        )
+        shares = [v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0]
+        if var == 0:  # no spread at all: as good as a normal quantile
+            df = 1e12
+        else:  # NaN where no part has a finite variance (tests fitted on too few trials)
+            df = var**2 / sum(shares) if shares else math.nan
         return estimate, math.sqrt(var), df
 
     if not use:

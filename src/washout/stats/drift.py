@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class DriftRow:
 
 
 @dataclass(frozen=True)
-class DriftResult:
+class DriftResult(FrameView):
     """Every comparison, strongest |rho| first, with the family it was corrected over."""
 
     rows: list[DriftRow]
@@ -117,6 +118,10 @@ class DriftResult:
     def too_few(self) -> list[DriftRow]:
         """The comparisons with some trials but too few to judge."""
         return [r for r in self.rows if 0 < r.n < r.min_n]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per comparison (:func:`drift_frame`)."""
+        return drift_frame(self)
 
 
 def with_clocks(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from washout.errors import WashoutError
+from washout.stats.frames import FrameView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,7 +85,7 @@ class Versus:
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(FrameView):
     """A finished sweep or exploration: how much was measured, how well the model predicts,
     the method, and the conclusions (terms, points, curves, fair ranges)."""
 
@@ -128,6 +129,13 @@ class SweepResult:
                 continue
             out[f.name] = to_plain(value)
         return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """The important points, one row each (term, parameter, fixed, type, value, turn
+        ratio), the sweep's conclusions."""
+        import pandas as pd
+
+        return pd.DataFrame([to_plain(p) for p in self.important_points])
 
     def with_fields(self, **changes: Any) -> SweepResult:
         """A copy with some fields replaced (a runner adds its directory, a comparison its

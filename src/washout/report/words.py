@@ -1,23 +1,25 @@
-"""Why order matters, in one call: carryover, drift and the user's claims, as data and words.
+"""Why order matters, in words: carryover (with the first trial after the reset), drift and
+the user's claims, as sentences for the terminal and the reports.
 
-:func:`explain` is the entry point ``washout analyze --carryover --drift --claim`` uses;
-:func:`render_words` turns its result into sentences for the terminal and the reports. The
-statistics themselves, with their sources, live in ``carryover``, ``drift`` and ``claims``.
+:func:`render_words` reads an :class:`~washout.analysis.result.Analysis`'s parts in their
+plain (JSON) form, so a field a result gains reaches a sentence without a change here. The
+statistics themselves, with their sources, live in ``washout.stats.carryover``, ``drift``
+and ``claims``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.analysis.plain import finite_or_none
 from washout.stats import carryover as carryover_stats
-from washout.stats import claims as claims_stats
 from washout.stats import drift as drift_stats
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from washout.analysis.result import Analysis
 
 WALL = "wall"  # the metric washout measures itself: seconds, so higher is slower
 
@@ -29,84 +31,11 @@ CLOCK_WORDS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Why:
-    """What :func:`explain` found: each analysis that was asked for (None otherwise), with
-    its own family-wise correction."""
-
-    carryover: carryover_stats.CarryoverResult | None = None
-    drift: drift_stats.DriftResult | None = None
-    claims: tuple[claims_stats.ClaimResult, ...] | None = None
-
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        """``{"carryover": [...], "first_after_reset": [...], "drift": [...],
-        "claims": [...]}``, keys only for what was asked: carryover pairs (largest |Delta%|
-        first; predecessor ``(reset)``: the test's first trial after the reset), the first
-        trial after the reset pooled over the tests of each metric, drift correlations
-        (strongest first) and claim evaluations. Undefined and infinite numbers are None,
-        so the result is strict JSON."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        if self.carryover is not None:
-            out["carryover"] = [p.to_dict() for p in self.carryover.pairs]
-            out["first_after_reset"] = [r.to_dict() for r in self.carryover.first_after_reset]
-        if self.drift is not None:
-            out["drift"] = [r.to_dict() for r in self.drift.rows]
-        if self.claims is not None:
-            out["claims"] = [c.to_dict() for c in self.claims]
-        return _finite_or_none(out)
-
-
-def explain(
-    df: pd.DataFrame,
-    *,
-    carryover: bool = False,
-    drift: bool = False,
-    claims: Sequence[str] = (),
-    alpha: float = 0.05,
-    correction: str = "bonferroni",
-    by_worker: bool = False,
-    metric: str | None = None,
-) -> Why:
-    """Carryover (with the first trial after the reset), drift and the claims, each only
-    when asked for, over the same trials and options."""
-    return Why(
-        carryover=carryover_stats.carryover(
-            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
-        )
-        if carryover
-        else None,
-        drift=drift_stats.drift(
-            df, alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
-        )
-        if drift
-        else None,
-        claims=tuple(
-            claims_stats.evaluate_claims(
-                df, list(claims), metric=metric, alpha=alpha, correction=correction
-            )
-        )
-        if claims
-        else None,
-    )
-
-
-def _finite_or_none(value: Any) -> Any:
-    """``value`` with every float NaN or infinity replaced by None, recursively (a t of a
-    sample without spread is infinite)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    return value
-
-
 def _p(p: float | None) -> str:
     return "p=n/a" if p is None or math.isnan(p) else f"p={p:.2g}"
 
 
-def _where(row: dict[str, Any]) -> str:
+def _where(row: Mapping[str, Any]) -> str:
     return f" on worker {row['worker']}" if row.get("worker") else ""
 
 
@@ -119,7 +48,7 @@ def _change(delta: float | None, metric: str) -> str:
     return f"{abs(delta):.1f}% {'higher' if delta > 0 else 'lower'}"
 
 
-def _ci(row: dict[str, Any]) -> str:
+def _ci(row: Mapping[str, Any]) -> str:
     """The finding's p-value (from ranks) and its family-wise interval (of the mean): they
     answer different questions, so a skewed sample can have p < alpha/m and an interval
     that includes 0; saying which is which keeps the sentence from contradicting itself."""
@@ -128,7 +57,9 @@ def _ci(row: dict[str, Any]) -> str:
     return f"{_p(row['p'])} on ranks; family-wise CI of the mean {interval}"
 
 
-def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
+def _reset_words(
+    pairs: Sequence[Mapping[str, Any]], pooled: Sequence[Mapping[str, Any]]
+) -> list[str]:
     """One sentence per metric (and worker) whose first trial after the reset stands out:
     pooled over the tests when that is significant, else for the tests where it is."""
     lines = []
@@ -169,7 +100,9 @@ def _reset_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> l
     return lines
 
 
-def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) -> list[str]:
+def _carryover_words(
+    pairs: Sequence[Mapping[str, Any]], pooled: Sequence[Mapping[str, Any]]
+) -> list[str]:
     if not pairs:
         return [
             "Carryover: nothing to compare (no random-order runs, so no test ever followed "
@@ -178,6 +111,21 @@ def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) 
     reset = _reset_words(pairs, pooled)
     predecessors = [p for p in pairs if p["predecessor"] != carryover_stats.RESET]
     found = [p for p in predecessors if p["significant"]]
+    unpaired = (
+        "no test follows more than one other test, so a shift one test leaves on the next "
+        "cannot be told apart from its position"
+    )
+    if not predecessors:  # two tests: each always follows the other
+        if reset:
+            return [*reset, f"No pair of tests can be compared: {unpaired}."]
+        tested = [r for r in pooled if r["p"] is not None and not math.isnan(r["p"])]
+        judged = (
+            f"the first trial after the reset, on average over the tests, is not "
+            f"significant after correction ({', '.join(_p(r['p']) for r in tested)})"
+            if tested
+            else "nothing could be judged"
+        )
+        return [f"No evidence of carryover: {judged}; {unpaired}."]
     if not found:
         if not reset:
             return [
@@ -198,12 +146,12 @@ def _carryover_words(pairs: list[dict[str, Any]], pooled: list[dict[str, Any]]) 
     ]
 
 
-def _after(pair: dict[str, Any]) -> str:
+def _after(pair: Mapping[str, Any]) -> str:
     """ "right after" (the test before) or "two positions after" (lag 2)."""
     return "two positions after" if pair.get("lag") == 2 else "right after"
 
 
-def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
+def _drift_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     tested = [r for r in rows if r["p"] is not None and not math.isnan(r["p"])]
     few = [r for r in rows if 0 < r["n"] < r["min_n"]]
     needs = (
@@ -232,7 +180,7 @@ def _drift_words(rows: list[dict[str, Any]]) -> list[str]:
     return [_drift_sentence(r) for r in found]
 
 
-def _drift_sentence(r: dict[str, Any]) -> str:
+def _drift_sentence(r: Mapping[str, Any]) -> str:
     """One significant drift row in words: a trend with its clock, or a wandering level."""
     head = f"{r['test']} ({r['metric']}){_where(r)}"
     if r["against"] == drift_stats.WANDER:
@@ -247,7 +195,7 @@ def _drift_sentence(r: dict[str, Any]) -> str:
     )
 
 
-def _side(side: dict[str, Any], a: str, b: str) -> str:
+def _side(side: Mapping[str, Any], a: str, b: str) -> str:
     ci = side.get("ratio_ci")
     interval = (
         f" ({side['ratio_ci_confidence'] * 100:.3g}% CI {ci[0]:.4g} to {ci[1]:.4g})" if ci else ""
@@ -258,7 +206,7 @@ def _side(side: dict[str, Any], a: str, b: str) -> str:
     )
 
 
-def _claim_words(c: dict[str, Any]) -> str:
+def _claim_words(c: Mapping[str, Any]) -> str:
     head = f"Claim {c['claim']!r} ({c['metric']})"
     fixed, random = c["fixed"], c["random"]
     if fixed is None and random is None:
@@ -291,11 +239,55 @@ def _claim_words(c: dict[str, Any]) -> str:
     )
 
 
-def render_words(why: Why) -> list[str]:
-    """Human sentences for :func:`explain`'s result: the first trial after the reset and
+class Row(Mapping[str, Any]):
+    """A result row (a frozen dataclass) read as its JSON object: each field's value, None
+    where a number is undefined, a list for a tuple, a nested result as a Row. A view, not
+    a copy: converting every one of a paper-scale study's 88,000 carryover pairs, to name
+    the few that are significant, was a large part of its report."""
+
+    __slots__ = ("_item",)
+
+    def __init__(self, item: Any) -> None:
+        self._item = item
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            value = getattr(self._item, key)
+        except AttributeError:
+            raise KeyError(key) from None
+        if value is None or type(value) in (str, bool, int):  # most fields: as they are
+            return value
+        return Row(value) if is_dataclass(value) else finite_or_none(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(f.name for f in fields(self._item))
+
+    def __len__(self) -> int:
+        return len(fields(self._item))
+
+
+def why_parts(analysis: Analysis) -> dict[str, list[Row]]:
+    """``{"carryover": [...], "first_after_reset": [...], "drift": [...], "claims": [...]}``,
+    keys only for what the analysis has: carryover pairs (largest |Delta%| first;
+    predecessor ``(reset)``: the test's first trial after the reset), the first trial after
+    the reset pooled over the tests of each metric, drift correlations (strongest first) and
+    claim evaluations, each row read as its plain (JSON) form."""
+    out: dict[str, list[Row]] = {}
+    if analysis.carryover is not None:
+        out["carryover"] = [Row(p) for p in analysis.carryover.pairs]
+        out["first_after_reset"] = [Row(r) for r in analysis.carryover.first_after_reset]
+    if analysis.drift is not None:
+        out["drift"] = [Row(r) for r in analysis.drift.rows]
+    if analysis.claims is not None:
+        out["claims"] = [Row(c) for c in analysis.claims]
+    return out
+
+
+def render_words(analysis: Analysis) -> list[str]:
+    """Human sentences for an analysis' why: the first trial after the reset and
     significant carryover and drift (or that there is none), and for each claim whether it
     holds under each order."""
-    d = why.to_dict()
+    d = why_parts(analysis)
     lines: list[str] = []
     if "carryover" in d:
         lines += _carryover_words(d["carryover"], d.get("first_after_reset", []))
