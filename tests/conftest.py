@@ -146,6 +146,7 @@ SLOW = {
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
     },
     "test_context_run.py": {
+        "test_analyze_says_which_metric_depends_on_its_context_in_every_output",
         "test_each_trial_sees_its_context_over_ssh",
         "test_each_trial_sees_its_padding_directory_and_aslr_locally",
         "test_resume_repeats_each_slots_context_after_a_session_is_killed",

@@ -336,3 +336,61 @@ def test_resume_repeats_each_slots_context_after_a_session_is_killed(tmp_path: P
         level = plan.levels[plan.runs[run].contexts[position]]
         assert (env, bool(aslr)) == (level.env_bytes, level.aslr)
     check_trials_saw_their_context(db, {"env", "aslr"}, 4)
+
+
+LAYOUT = (
+    "p=${{#WASHOUT_CONTEXT_PADDING}}; n=$(od -An -N1 -tu1 /dev/urandom);"
+    " echo v=$((1000 + {effect} * (p / 16 % 4 == 0) + n % 10))"
+)
+"""A program whose output depends on where its stack lands as a layout effect would: 10%
+higher in one 64-byte alignment class of four (its padding's 16-byte step), plus noise."""
+
+
+def test_analyze_says_which_metric_depends_on_its_context_in_every_output(
+    tmp_path: Path,
+) -> None:
+    """A real run whose first program is 10% higher in one alignment class: the analysis
+    finds it (and not in the other program), bounds its spread around 10%, sets the ranking
+    against it; the terminal, JSON (read back whole), HTML and Markdown outputs all say so;
+    ``--no-context`` leaves it out, ``--context`` on trials without one is a one-line error."""
+    import washout as api
+
+    db = tmp_path / "c.db"
+    spec = tmp_path / "spec.toml"
+    tests = "".join(
+        f"[[test]]\nname = '{name}'\ncommand = '''{LAYOUT.format(effect=effect)}'''\n"
+        "[test.metrics.v]\nregex = 'v=(?P<value>[0-9]+)'\n"
+        for name, effect in (("moved", 100), ("still", 0))
+    )
+    spec.write_text('[experiment]\nruns = 20\nseed = 4\ncontext = ["env"]\n' + tests)
+    washout("run", spec, "--db", db, "--quiet", cwd=tmp_path)
+    analysis = api.analyze(db, metric="v")
+    assert analysis.context is not None
+    moved, still = (
+        analysis.context.row("moved", "v"),
+        analysis.context.row("still", "v"),
+    )
+    assert moved is not None and moved.significant and moved.spread_ci is not None
+    assert moved.spread_ci[0] <= 0.0995 <= moved.spread_ci[1] and moved.spread_ci[0] > 0.05
+    assert still is not None and not still.significant
+    (margin,) = analysis.context_margins  # the ranking's one ratio
+    assert sorted(margin.tests) == ["moved", "still"] and margin.about == " vs ".join(margin.tests)
+    assert api.Analysis.from_dict(json.loads(json.dumps(analysis.to_dict()))) == analysis
+
+    table = washout("analyze", db, "--metric", "v").stdout
+    assert "moved (v) depends on its context: Kruskal-Wallis across 4" in table
+    assert f"{' and '.join(margin.tests)} differ by" in table and "spread" in table
+    as_json = json.loads(washout("analyze", db, "--metric", "v", "--format", "json").stdout)
+    assert as_json["context"]["rows"][0]["test"] == "moved" and as_json["context_margins"]
+    for out in ("r.html", "r.md"):
+        washout("report", db, "-o", tmp_path / out)
+        written = (tmp_path / out).read_text()
+        assert "Context: environment size, working directory, ASLR" in written
+        assert "moved (v) depends on its context" in written
+    plain = json.loads(washout("analyze", db, "--no-context", "--format", "json").stdout)
+    assert plain["context"] is None and plain["context_margins"] == []
+    bare = tmp_path / "bare.db"
+    washout("run", "true", "--runs", "2", "--db", bare, "--quiet")
+    proc = washout("analyze", bare, "--context", check=False)
+    assert proc.returncode == 2 and "--context: the trials have no context" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

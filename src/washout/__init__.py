@@ -318,6 +318,7 @@ def analyze(
     drift: bool | None = False,
     claims: Sequence[str] = (),
     compare: bool | None = None,
+    context: bool | None = None,
 ) -> Analysis:
     """Everything ``washout analyze`` computes, as one frozen
     :class:`~washout.analysis.result.Analysis` (``.order``, ``.comparison``,
@@ -326,7 +327,9 @@ def analyze(
     long-format DataFrame. ``carryover``/``drift``: True asks for them (an error where the
     source cannot support them), None takes them where it can, False leaves them out;
     ``claims`` add to a store's spec's; ``compare``: hyperfine's comparison (None: for at
-    most 20 tests)."""
+    most 20 tests); ``context``: whether each metric depends on the context its trials ran
+    in (``.context``, and the comparisons set against it, ``.context_margins``), None where
+    the trials have one."""
     from washout.analysis.compute import analyze as analyze_source
     from washout.analysis.result import Options
 
@@ -340,6 +343,7 @@ def analyze(
         drift=drift,
         claims=tuple(claims),
         compare=compare,
+        context=context,
     )
     return analyze_source(source, options)
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
+    from washout.stats.context import ContextMargin, ContextResult
     from washout.stats.drift import DriftResult
     from washout.stats.order import OrderAnalysis
     from washout.sweep.result import SweepResult
@@ -46,7 +47,9 @@ class Options:
     leaves them out. ``claims`` are checked besides those a store's spec makes.
     ``compare``: hyperfine's comparison; None gives it for at most
     :data:`~washout.stats.compare.COMPARED_TESTS` tests. ``describe``: what the source
-    records and what ran (a report's first section).
+    records and what ran (a report's first section). ``context``: whether a metric depends
+    on the context its trials ran in (``[experiment] context``); None takes it where the
+    trials have context columns, True asks for it (an error where they have none).
     """
 
     alpha: float = 0.05
@@ -59,6 +62,7 @@ class Options:
     claims: tuple[str, ...] = ()
     compare: bool | None = None
     describe: bool = False
+    context: bool | None = None
 
     def checked(self) -> Options:
         """These options with alpha, correction and the CI confidence checked (a one-line
@@ -163,6 +167,8 @@ class Analysis:
     carryover: CarryoverResult | None = None
     drift: DriftResult | None = None
     claims: tuple[ClaimResult, ...] | None = None
+    context: ContextResult | None = None
+    context_margins: tuple[ContextMargin, ...] = ()
     sweep: SweepResult | None = None
     recorded: Recorded | None = None
     what_ran: WhatRan | None = None
@@ -213,6 +219,8 @@ class Analysis:
                 "carryover": part(self.carryover),
                 "drift": part(self.drift),
                 "claims": None if self.claims is None else [c.to_dict() for c in self.claims],
+                "context": part(self.context),
+                "context_margins": [m.to_dict() for m in self.context_margins],
                 "sweep": part(self.sweep),
                 "recorded": None if self.recorded is None else asdict(self.recorded),
                 "what_ran": None if self.what_ran is None else asdict(self.what_ran),
@@ -239,11 +247,20 @@ class Analysis:
         from washout.stats.carryover import CarryoverResult
         from washout.stats.claims import ClaimResult
         from washout.stats.compare import Comparison
+        from washout.stats.context import ContextMargin, ContextResult
         from washout.stats.drift import DriftResult
         from washout.stats.order import OrderAnalysis
         from washout.sweep.result import SweepResult
 
-        parts_types = (CarryoverResult, ClaimResult, Comparison, DriftResult, OrderAnalysis)
+        parts_types = (
+            CarryoverResult,
+            ClaimResult,
+            Comparison,
+            ContextMargin,
+            ContextResult,
+            DriftResult,
+            OrderAnalysis,
+        )
         types = {t.__name__: t for t in (*parts_types, SweepResult)}
         hints = get_type_hints(cls, localns={"pd": pd, **types})
         parts: dict[str, Any] = {}
@@ -257,6 +274,8 @@ class Analysis:
                 "carryover",
                 "drift",
                 "claims",
+                "context",
+                "context_margins",
                 "recorded",
                 "what_ran",
                 "excluded",
