@@ -383,7 +383,7 @@ def test_analyze_says_which_metric_depends_on_its_context_in_every_output(
     as_json = json.loads(washout("analyze", db, "--metric", "v", "--format", "json").stdout)
     assert as_json["context"]["rows"][0]["test"] == "moved" and as_json["context_margins"]
     for out in ("r.html", "r.md"):
-        washout("report", db, "-o", tmp_path / out)
+        washout("report", db, "-o", tmp_path / out, "--format", out.split(".")[-1])
         written = (tmp_path / out).read_text()
         assert "Context: environment size, working directory, ASLR" in written
         assert "moved (v) depends on its context" in written
