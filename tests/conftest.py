@@ -145,6 +145,14 @@ SLOW = {
         "test_claims_analyses_calibrated_at_20_runs_per_order",
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
     },
+    "test_context_run.py": {
+        "test_analyze_says_which_metric_depends_on_its_context_in_every_output",
+        "test_each_trial_sees_its_context_over_ssh",
+        "test_each_trial_sees_its_padding_directory_and_aslr_locally",
+        "test_resume_repeats_each_slots_context_after_a_session_is_killed",
+        "test_run_context_overrides_the_spec_and_resume_plans_it_again",
+        "test_the_export_and_load_carry_the_context_columns",
+    },
     "test_counters.py": {"test_counters_of_a_real_trial"},
     "test_extras.py": {"test_the_core_install_runs_the_main_job"},
     "test_fuzz_inputs.py": {

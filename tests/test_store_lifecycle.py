@@ -445,6 +445,11 @@ DAMAGE = {
     "no experiment row": "DELETE FROM experiment",
     "test metrics not JSON": "UPDATE test SET metrics = '[wall' WHERE spec_index = 0",
     "a trial of no run": "PRAGMA foreign_keys = OFF; DELETE FROM run WHERE id = 1",
+    "trial context as text": "UPDATE trial SET context_env_bytes = 'big' WHERE id = 2;"
+    " INSERT INTO meta VALUES ('context', '[\"env\"]'), ('context_levels', '4')",
+    "trial ASLR neither on nor off": "UPDATE trial SET context_aslr = 2 WHERE id = 2;"
+    " INSERT INTO meta VALUES ('context', '[\"aslr\"]'), ('context_levels', '2')",
+    "meta context not a list": "INSERT INTO meta VALUES ('context', '\"env\"')",
 }
 """Values edited by hand (the sqlite3 shell), each a valid SQLite file."""
 

@@ -154,9 +154,11 @@ def _prepared(
     seed: int | None,
     runs: int | None,
     quick: dict[str, Any],
+    context: tuple[list[str], int] | None = None,
 ) -> Experiment:
     """The experiment ``run`` runs: from a :class:`Spec`, a spec file's path, or commands
-    (the quick form, with hyperfine's options in ``quick``)."""
+    (the quick form, with hyperfine's options in ``quick``); ``context`` (kinds, levels) in
+    place of a spec's."""
     from washout.errors import SpecError
     from washout.harness.engine import Experiment
     from washout.harness.spec import parse_spec_text
@@ -176,14 +178,16 @@ def _prepared(
                 "put them in the spec"
             )
         parsed = parse_spec_text(spec.text, spec.source)
-        return Experiment.prepare(parsed, spec.text, spec.source, seed=seed, runs=runs)
+        return Experiment.prepare(
+            parsed, spec.text, spec.source, seed=seed, runs=runs, context=context
+        )
     from washout.harness.quick import quick_runs
     from washout.harness.spec import spec_from_commands
 
     commands = list(spec)
     if not commands or not all(isinstance(c, str) for c in commands):
         raise SpecError(f"commands = {commands!r:.80}: expected a list of command strings")
-    parsed, text = spec_from_commands(commands, runs=10, seed=seed, **quick)
+    parsed, text = spec_from_commands(commands, runs=10, seed=seed, context=context, **quick)
     per_kind = quick_runs(parsed, runs, None, None, quick["prepare"])
     return Experiment.prepare(parsed, text, "python", seed=seed, runs=per_kind)
 
@@ -194,6 +198,8 @@ def run(
     db: str | Path | None = None,
     seed: int | None = None,
     runs: int | None = None,
+    context: Sequence[str] | None = None,
+    context_levels: int | None = None,
     quiet: bool = True,
     warmup: int = 0,
     prepare: str | None = None,
@@ -207,7 +213,10 @@ def run(
     quick form: each command a test; ``runs`` then counts each command's runs over both
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
     ``warmup``, ``prepare``, ``reset``, ``setup`` and ``names`` are hyperfine's options).
-    With a spec, ``runs`` counts runs per order kind, as the spec's. ``db``: the store to
+    With a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
+    (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
+    randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
+    spec, in place of its own). ``db``: the store to
     create (refused if it exists); default ``./washout-results/NAME.db`` (the next free
     name). ``quiet=False`` prints what runs and how it ended on stderr. The store is closed
     before this returns; a store that can no longer be written raises
@@ -217,6 +226,7 @@ def run(
 
     from washout.errors import StoreWriteError
     from washout.harness.engine import execute, new_store
+    from washout.harness.spec import context_choice
 
     quick = dict(
         warmup=warmup,
@@ -225,7 +235,8 @@ def run(
         setup=setup,
         names=list(names) if names else None,
     )
-    experiment = _prepared(spec, seed, runs, quick)
+    chosen = context_choice(context, context_levels, ("context", "context_levels"))
+    experiment = _prepared(spec, seed, runs, quick, chosen)
     with new_store(experiment, db) as store:
         if not quiet:
             print(
@@ -316,6 +327,7 @@ def analyze(
     claims: Sequence[str] = (),
     compare: bool | None = None,
     healthy_only: bool = False,
+    context: bool | None = None,
 ) -> Analysis:
     """Everything ``washout analyze`` computes, as one frozen
     :class:`~washout.analysis.result.Analysis` (``.order``, ``.comparison``,
@@ -325,7 +337,9 @@ def analyze(
     source cannot support them), None takes them where it can, False leaves them out;
     ``claims`` add to a store's spec's; ``compare``: hyperfine's comparison (None: for at
     most 20 tests); ``healthy_only``: the trials a health measure flags are set aside
-    first (``.health`` says which and why)."""
+    first (``.health`` says which and why); ``context``: whether each metric depends on the
+    context its trials ran in (``.context``, and the comparisons set against it,
+    ``.context_margins``), None where the trials have one."""
     from washout.analysis.compute import analyze as analyze_source
     from washout.analysis.result import Options
 
@@ -340,6 +354,7 @@ def analyze(
         claims=tuple(claims),
         compare=compare,
         healthy_only=healthy_only,
+        context=context,
     )
     return analyze_source(source, options)
 

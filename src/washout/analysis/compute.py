@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from washout.harness.engine import Experiment
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
+    from washout.stats.context import ContextMargin, ContextResult
     from washout.stats.drift import DriftResult
     from washout.stats.energy import NetEnergy
     from washout.stats.health import HealthJudgement
@@ -164,6 +165,12 @@ def _analyze(
         health = _judged(every if every is not None else trials)
     energy, energy_notes = _energy(analysed, options)
     detectable = _detectable(order)
+    in_context = _context(analysed, info, options)
+    margins: tuple[ContextMargin, ...] = ()
+    if in_context is not None:
+        from washout.stats.context import context_margins
+
+        margins = context_margins(in_context, why.claims or (), comparison)
     return Analysis(
         source=Source(kind, None if info is None else str(info.path)),
         options=options,
@@ -175,6 +182,8 @@ def _analyze(
         claims=why.claims,
         health=health,
         energy=energy,
+        context=in_context,
+        context_margins=margins,
         recorded=ctx.recorded if options.describe else None,
         what_ran=ran,
         excluded=(*_excluded(analysed), *_unhealthy_excluded(health, unhealthy)),
@@ -190,6 +199,43 @@ def _analyze(
             if n is not None
         ),
         trials=analysed,
+    )
+
+
+def _context(
+    analysed: pd.DataFrame, info: SourceInfo | None, options: Options
+) -> ContextResult | None:
+    """Whether each test's metric depends on the context its trials ran in, per worker
+    (one padding is not one layout on two machines), where the trials have context columns
+    (``options.context`` None) or where asked (True: an error without them). A source read
+    for the order analysis alone has no runs and positions, which the analysis takes out
+    first: those trials are read again whole."""
+    from washout.data.longformat import CONTEXT_COLUMNS
+
+    if options.context is False:
+        return None
+    present = [c for c in CONTEXT_COLUMNS if c in analysed and analysed[c].notna().any()]
+    if not present:
+        if options.context:
+            raise WashoutError(
+                f"--context: the trials have no context ({', '.join(CONTEXT_COLUMNS)}): "
+                "run with [experiment] context or run --context to randomize it"
+            )
+        return None
+    from washout.stats.compare import without_resource_metrics
+    from washout.stats.context import context_effect
+
+    trials = analysed
+    if info is not None and not {"run", "position"} <= set(analysed.columns):
+        from washout.data.sources import load_trials
+
+        trials = without_resource_metrics(load_trials(info.path)[0], options.metric)
+    return context_effect(
+        trials,
+        alpha=options.alpha,
+        correction=options.correction,
+        by_worker=True,
+        metric=options.metric,
     )
 
 
@@ -232,6 +278,7 @@ def _load(
     :func:`analyze`, which runs them beside the analysis."""
     import pandas as pd
 
+    from washout.data.longformat import CONTEXT_COLUMNS
     from washout.data.sources import load_trials
     from washout.stats.order import COLUMNS as ORDER_COLUMNS
 
@@ -239,8 +286,9 @@ def _load(
         return source, None
     if options.healthy_only:  # every column and measure: a trial's health and its times
         return load_trials(source, resources=True, defer_checks=True)
-    alone = not (options.why or options.describe or options.compare)
-    columns = (*ORDER_COLUMNS, *(["worker"] if options.by_worker else [])) if alone else None
+    alone = not (options.why or options.describe or options.compare or options.context)
+    worker = ["worker"] if options.by_worker else []
+    columns = (*ORDER_COLUMNS, *worker, *CONTEXT_COLUMNS) if alone else None
     return load_trials(source, columns, defer_checks=True)
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from washout.stats.carryover import CarryoverResult
     from washout.stats.claims import ClaimResult
     from washout.stats.compare import Comparison
+    from washout.stats.context import ContextMargin, ContextResult
     from washout.stats.drift import DriftResult
     from washout.stats.energy import NetEnergy
     from washout.stats.health import HealthJudgement
@@ -50,6 +51,9 @@ class Options:
     :data:`~washout.stats.compare.COMPARED_TESTS` tests. ``describe``: what the source
     records and what ran (a report's first section). ``healthy_only``: the trials a
     health measure flags (:mod:`washout.stats.health`) are set aside before any analysis.
+    ``context``: whether a metric depends
+    on the context its trials ran in (``[experiment] context``); None takes it where the
+    trials have context columns, True asks for it (an error where they have none).
     """
 
     alpha: float = 0.05
@@ -63,6 +67,7 @@ class Options:
     compare: bool | None = None
     describe: bool = False
     healthy_only: bool = False
+    context: bool | None = None
 
     def checked(self) -> Options:
         """These options with alpha, correction and the CI confidence checked (a one-line
@@ -172,6 +177,8 @@ class Analysis:
     claims: tuple[ClaimResult, ...] | None = None
     health: HealthJudgement | None = None
     energy: tuple[NetEnergy, ...] | None = None
+    context: ContextResult | None = None
+    context_margins: tuple[ContextMargin, ...] = ()
     sweep: SweepResult | None = None
     recorded: Recorded | None = None
     what_ran: WhatRan | None = None
@@ -224,6 +231,8 @@ class Analysis:
                 "claims": None if self.claims is None else [c.to_dict() for c in self.claims],
                 "health": part(self.health),
                 "energy": None if self.energy is None else [e.to_dict() for e in self.energy],
+                "context": part(self.context),
+                "context_margins": [m.to_dict() for m in self.context_margins],
                 "sweep": part(self.sweep),
                 "recorded": None if self.recorded is None else asdict(self.recorded),
                 "what_ran": None if self.what_ran is None else asdict(self.what_ran),
@@ -250,6 +259,7 @@ class Analysis:
         from washout.stats.carryover import CarryoverResult
         from washout.stats.claims import ClaimResult
         from washout.stats.compare import Comparison
+        from washout.stats.context import ContextMargin, ContextResult
         from washout.stats.drift import DriftResult
         from washout.stats.energy import NetEnergy
         from washout.stats.health import HealthJudgement
@@ -260,6 +270,8 @@ class Analysis:
             CarryoverResult,
             ClaimResult,
             Comparison,
+            ContextMargin,
+            ContextResult,
             DriftResult,
             HealthJudgement,
             NetEnergy,
@@ -280,6 +292,8 @@ class Analysis:
                 "claims",
                 "health",
                 "energy",
+                "context",
+                "context_margins",
                 "recorded",
                 "what_ran",
                 "excluded",

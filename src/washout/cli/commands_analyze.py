@@ -63,6 +63,12 @@ def analyze_command(
         help='A claim to check under both orders, e.g. "A < B" or '
         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).',
     ),
+    context: bool | None = typer.Option(
+        None,
+        "--context/--no-context",
+        help="Whether each metric depends on the context its trials ran in ([experiment] "
+        "context, run --context): by default where the trials have one.",
+    ),
     metric: str | None = typer.Option(
         None,
         "--metric",
@@ -91,6 +97,7 @@ def analyze_command(
         claims=tuple(claim),
         compare=False if fmt == "csv" else None,
         healthy_only=healthy_only,
+        context=context,
     ).checked()
     if compat == "ordersage":
         if healthy_only:

@@ -365,6 +365,20 @@ def run_command(
         "-i",
         help="Exit 0 even if every trial of a test failed (they stay recorded as failed).",
     ),
+    context: str | None = typer.Option(
+        None,
+        "--context",
+        metavar="env,cwd,aslr",
+        help="Randomize per trial, seeded, as [experiment] context: the environment's size "
+        "(a padding of 0-4095 bytes, as hyperfine pads), the working directory's path "
+        "length, ASLR on/off (setarch -R). Stored with every trial.",
+    ),
+    context_levels: int | None = typer.Option(
+        None,
+        "--context-levels",
+        help="Context levels each test's trials take in turn (default: as [experiment] "
+        "context_levels).",
+    ),
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="No progress bar (results are still printed)."
     ),
@@ -381,6 +395,9 @@ def run_command(
     if db_name == "":  # a Path option would take it for "." (a directory)
         raise WashoutError("--db = '': empty; give the store's file name (default: NAME.db)")
     db = None if db_name is None else Path(db_name)
+    from washout.harness.spec import context_choice
+
+    chosen_context = context_choice(context, context_levels, ("--context", "--context-levels"))
     exports = _exports(
         db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
@@ -418,10 +435,13 @@ def run_command(
             prepare=prepare,
             names=command_name or None,
             params=params,
+            context=chosen_context,
         )
         source = "command line"
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
-    experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
+    experiment = Experiment.prepare(
+        spec, text, source, seed=seed, runs=runs, context=chosen_context
+    )
     _warn_of_removed_files(experiment, source)
     store = new_store(experiment, db)
     path = store.path
@@ -527,6 +547,14 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
         f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "
         f"{spec.schedules} worker(s): {experiment.planned_trials} trials planned."
     )
+    if exp.context:
+        levels = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in level.to_dict().items() if v is not None)
+            for level in experiment.plan.levels
+        )
+        typer.echo(
+            f"  context ({', '.join(exp.context)}), {len(experiment.plan.levels)} levels: {levels}"
+        )
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
         typer.echo(f"  {test.name}: {test.command}   [{metrics}]")

@@ -45,6 +45,7 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.allocation import allocated
+from washout.harness.context import TrialContext, WorkerContext, prepare_context
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
@@ -53,7 +54,7 @@ from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
 from washout.harness.metrics.resources import resource_values
-from washout.harness.plan import Plan, draw_seed, schedule
+from washout.harness.plan import Plan, context_levels, draw_seed, schedule, with_contexts
 from washout.harness.roles import (
     GroupWatch,
     around_trial,
@@ -74,6 +75,7 @@ from washout.harness.spec import (
     ResetSpec,
     Spec,
     Test,
+    check_roles,
     expand_tests,
     parse_spec_text,
 )
@@ -151,16 +153,30 @@ class Experiment:
 
     @classmethod
     def prepare(
-        cls, spec: Spec, text: str, source: str, seed: int | None = None, runs: int | None = None
+        cls,
+        spec: Spec,
+        text: str,
+        source: str,
+        seed: int | None = None,
+        runs: int | None = None,
+        context: tuple[list[str], int] | None = None,
     ) -> Experiment:
-        """Expand the tests and plan the schedule (drawing a seed if none is given)."""
+        """Expand the tests and plan the schedule (drawing a seed if none is given);
+        ``runs`` and ``context`` (kinds, levels) in place of the spec's."""
         exp = spec.experiment
-        if runs is not None:
-            spec = spec.model_copy(update={"experiment": exp.model_copy(update={"runs": runs})})
+        update: dict[str, Any] = {} if runs is None else {"runs": runs}
+        if context is not None:
+            update.update(context=list(context[0]), context_levels=context[1])
+        if update:
+            spec = spec.model_copy(update={"experiment": exp.model_copy(update=update)})
             exp = spec.experiment
+            check_roles(spec, source)  # a context the spec's workers cannot take
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
         tests = with_idle_arm(spec, expand_tests(spec, source), source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
+        if exp.context:
+            levels = context_levels(exp.context, exp.context_levels, chosen)
+            plan = with_contexts(plan, len(tests), levels)
         if (
             spec.reset
             and spec.reset.kind == "reboot"
@@ -183,7 +199,14 @@ class Experiment:
         if to_run and masked:
             text = _spec_with_secrets(store.path, rec, masked)
         spec = parse_spec_text(text, f"{store.path} (stored spec)")
-        return cls.prepare(spec, text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind)
+        return cls.prepare(
+            spec,
+            text,
+            rec.spec_source,
+            seed=rec.seed,
+            runs=rec.runs_per_kind,
+            context=store.context(),
+        )
 
     @property
     def planned_trials(self) -> int:
@@ -215,7 +238,10 @@ class Experiment:
         written = literal_secrets([t.env for t in self.tests])
         tests = [(t.name, redact(t.command, written), list(t.metrics)) for t in self.tests]
         masked = self.stored_spec()[1]
-        meta = {"spec_redacted": json.dumps(masked)} if masked else None
+        meta = {"spec_redacted": json.dumps(masked)} if masked else {}
+        exp = self.spec.experiment
+        if exp.context:  # what resume plans again (the command line's, maybe not the spec's)
+            meta |= {"context": json.dumps(exp.context), "context_levels": str(exp.context_levels)}
         return StoreWriter.create(path, self.record(), tests, meta)
 
 
@@ -350,6 +376,8 @@ class _Worker:
         """How long this worker's idle trials sleep (with an idle arm)."""
         self._said_short: set[str] = set()
         """Tests whose energy trials were said to be too short for RAPL."""
+        self.context: WorkerContext | None = None
+        """The worker's context levels, once :meth:`prepare_context` made it ready."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -379,6 +407,21 @@ class _Worker:
                 f"{result.reason}{': ' + err if err else ''}"
             )
         return result
+
+    async def prepare_context(self) -> None:
+        """Make the worker ready for the plan's context levels (washout.harness.context),
+        before its setup: a worker that cannot take them stops here, in one line."""
+        if self.x.plan.levels:
+            cwds = [self._cwd(t.cwd) for t in self.x.tests]
+            earlier = [
+                m for _, w, kind, m in self.store.events() if (kind, w) == ("context", self.ex.name)
+            ]
+            self.context, note, moved = await prepare_context(
+                self.ex, self.x.plan.levels, cwds, self.envs[0], earlier
+            )
+            self.store.event("context", note, self.ex.name)
+            if moved:
+                log.warning("%s: %s", self.ex.name, note)
 
     async def setup(self) -> None:
         for side, s in role_commands(self.ex, self.spec, "setup"):  # per role in a group
@@ -450,23 +493,35 @@ class _Worker:
             await self.ex.run(NO_OP, CommandOptions(timeout=60, cwd=self._cwd(None)))
 
     async def trial(
-        self, trial_id: int, test: Test, env: dict[str, str]
+        self, trial_id: int, test: Test, env: dict[str, str], level: int | None = None
     ) -> tuple[str, dict[str, Any]]:
         """Run one trial, already committed as ``running``: its status and the fields that
         finish it in the store (the caller commits them with the next trial's start).
         Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``.
 
         Its ``file`` metrics are removed first, so a value is only ever read from a file this
-        trial wrote. Stored output is redacted whole, then cut to its tail.
+        trial wrote. Stored output is redacted whole, then cut to its tail. At a context
+        ``level`` its command, environment and working directory are that level's.
         """
         cwd = self._cwd(test.cwd)
+        command = test.command if self.lengths is None else self.lengths.command(test)
+        options = CommandOptions(
+            timeout=test.timeout,
+            cwd=cwd,
+            env=env,
+            cpus=test.cpus,
+            output_tail=self.spec.experiment.output_tail,
+            health=self.health,
+        )
+        context: TrialContext | None = None
+        if command is not None and self.context is not None and level is not None:
+            command, options, context = self.context.trial(level, command, options)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
         plain = TrialMetrics(  # the rest, taken here on the test's worker
             self._plain_metrics(test),
             Trial(self.ex, cwd, self.spec.experiment.output_tail),
             self._own_side,
         )
-        command = test.command if self.lengths is None else self.lengths.command(test)
         try:
             try:
                 await plain.before()
@@ -480,21 +535,12 @@ class _Worker:
                     str(err),
                     CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
                     {},
+                    context,
                 )
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            result = await runner.run(
-                command,
-                CommandOptions(
-                    timeout=test.timeout,
-                    cwd=cwd,
-                    env=env,
-                    cpus=test.cpus,
-                    output_tail=self.spec.experiment.output_tail,
-                    health=self.health,
-                ),
-            )
+            result = await runner.run(command, options)
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id,
@@ -508,6 +554,7 @@ class _Worker:
                 stderr_tail="",
                 cpus=test.cpus,
                 metrics={},
+                context=context,
             )
             raise
         # A lost connection leaves the outcome unknown: the trial was interrupted.
@@ -529,7 +576,7 @@ class _Worker:
         # What the trial's processes used and its health, whatever its status (a metric
         # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
-        return status, self._finished(status, reason, result, {**used, **metrics})
+        return status, self._finished(status, reason, result, {**used, **metrics}, context)
 
     def _short_energy(self, test: Test, seconds: float) -> None:
         """Say once per test and session, as an event and in the log, that a trial with an
@@ -555,7 +602,12 @@ class _Worker:
         return self.ex
 
     def _finished(
-        self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]
+        self,
+        status: str,
+        reason: str,
+        result: CommandResult,
+        metrics: dict[str, float],
+        context: TrialContext | None,
     ) -> dict[str, Any]:
         """The store fields that finish a trial, secrets redacted before anything is cut."""
         return dict(
@@ -569,9 +621,12 @@ class _Worker:
             stderr_tail=redact_tail(result.stderr, self.secrets, result.stderr_cut),
             cpus=result.cpus,
             metrics=metrics,
+            context=context,
         )
 
-    async def run_trials(self, run_index: int, run_id: int, tests: list[int]) -> None:
+    async def run_trials(
+        self, run_index: int, run_id: int, tests: list[int], contexts: tuple[int, ...] = ()
+    ) -> None:
         """Every position of one run in order, each attempted until the failure policy is
         satisfied.
 
@@ -594,7 +649,12 @@ class _Worker:
         while trial_id is not None:
             test = self.x.tests[tests[position]]
             try:
-                status, fields = await self.trial(trial_id, test, self.envs[tests[position]])
+                status, fields = await self.trial(
+                    trial_id,
+                    test,
+                    self.envs[tests[position]],
+                    contexts[position] if contexts else None,
+                )
             except WashoutError:
                 self.store.forget_trial(trial_id)
                 raise
@@ -643,18 +703,22 @@ class _Worker:
         session's first run (hyperfine runs its warmups before a command's timed runs):
         stored in run -1 (order ``warmup``) with status ``warmup``, a failure's reason kept,
         so no analysis counts them. They come before the first run's environment check and
-        reset, so position 0 still follows the reset as in every run."""
+        reset, so position 0 still follows the reset as in every run. With context levels,
+        a test's warmups take the levels in turn."""
         names = [t.name for t in self.x.tests]
         run_id = self.store.run_id(self.worker_id, WARMUP_RUN, "warmup", names)
         position = 0
+        levels = len(self.x.plan.levels)
         for index, test in enumerate(self.x.tests):
-            for _ in range(self.spec.experiment.warmup):
+            for k in range(self.spec.experiment.warmup):
                 if self.stop.is_set():
                     raise StopRequested("stopped by the user")
                 now = datetime.now(UTC)
                 trial_id = self.store.begin_trial(run_id, position, test.name, 0, now)
                 try:
-                    status, fields = await self.trial(trial_id, test, self.envs[index])
+                    status, fields = await self.trial(
+                        trial_id, test, self.envs[index], k % levels if levels else None
+                    )
                 except WashoutError:
                     self.store.forget_trial(trial_id)
                     raise
@@ -692,7 +756,7 @@ class _Worker:
                     self.store.checkpoint_if_due()
                     await self.check_environment(run.index)
                     await self.reset(run_id)
-                    await self.run_trials(run.index, run_id, list(run.tests))
+                    await self.run_trials(run.index, run_id, list(run.tests), run.contexts)
                     break
                 except RunInterrupted as err:
                     kept = self.store.supersede_run(run_id)
@@ -882,6 +946,7 @@ async def _run_all(
         )
         set_up = False
         try:
+            await worker.prepare_context()
             await worker.setup()
             set_up = True
             await worker.execute()

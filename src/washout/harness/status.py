@@ -109,6 +109,9 @@ def describe(store: Store) -> str:
         f"failed {p.failed}, timed out {p.timeout}, interrupted {p.interrupted}"
         + (f", superseded {p.superseded}" if p.superseded else "")
     )
+    context = store.context()
+    if context is not None:
+        lines.append(f"context randomized per trial: {', '.join(context[0])} ({context[1]} levels)")
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {printable(reason)}")
     return "\n".join(lines)

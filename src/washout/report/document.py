@@ -91,6 +91,10 @@ class Report:
     """Which comparisons the per-test table shows, when not all."""
     tests_csv: tuple[str, str] | None = None
     """Every comparison as CSV: its file name and text (the table's whole form)."""
+    context: Table | None = None
+    """Whether each test's metric depends on its context (washout.stats.context)."""
+    context_findings: list[str] = field(default_factory=list)
+    """The context in words, and the comparisons' margins set against it."""
 
     def all_figures(self) -> list[FigureItem]:
         """Every figure, in the order the report shows them: the sections', the sweep's."""
@@ -713,7 +717,7 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
 def build_report(analysis: Analysis, stem: str = "report") -> Report:
     """Everything the report of ``analysis`` shows, for html.py and markdown.py to write;
     ``stem`` names the files that go with it (the per-test CSV)."""
-    from washout.report.words import render_words
+    from washout.report.words import context_words, render_words
 
     if analysis.sweep is not None and analysis.settings is None:
         from washout.errors import WashoutError
@@ -763,4 +767,8 @@ def build_report(analysis: Analysis, stem: str = "report") -> Report:
         tests_csv=(f"{stem}-tests.csv", analysis.to_frame().to_csv(index=False))
         if order is not None and order.tests
         else None,
+        context=text.context_table(analysis.context)
+        if analysis.context is not None and analysis.context.rows
+        else None,
+        context_findings=context_words(analysis),
     )

@@ -117,6 +117,11 @@ def markdown_text(report: document.Report, folder: str) -> str:
     if report.findings:
         lines += ["## Why: carryover, drift and claims", ""]
         lines += [f"- {md_text(f)}" for f in report.findings] + [""]
+    if report.context_findings:
+        lines += ["## Context: environment size, working directory, ASLR", ""]
+        if report.context is not None:
+            lines += md_table(report.context) + ["", md_text(report.context.caption) + ".", ""]
+        lines += [f"- {md_text(f)}" for f in report.context_findings] + [""]
     for section in report.sections:
         lines += [f"## {md_text(section.title)}", ""]
         if section.intro:

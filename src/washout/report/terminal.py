@@ -84,9 +84,13 @@ def write_analysis(out: Lines, analysis: Analysis, width: int | None) -> None:
             out.add("warnings:", "yellow")
             for name, warning in warnings:
                 out.add(f"  {name}: {warning}", "yellow")
-    from washout.report.words import render_words
+    from washout.report.words import context_words, render_words
 
     for line in render_words(analysis):
+        out.add(line)
+    if analysis.context is not None and analysis.context.rows:
+        write_table(out, text.context_table(analysis.context), width)
+    for line in context_words(analysis):
         out.add(line)
     for line in text.left_out(analysis):
         out.add(line, "dim")

@@ -21,6 +21,7 @@ from washout.analysis.units import SECOND_METRICS, metric_value, time_unit
 if TYPE_CHECKING:
     from washout.analysis.result import Analysis
     from washout.stats.compare import Comparison, Ranking
+    from washout.stats.context import ContextResult
     from washout.stats.energy import NetEnergy
     from washout.stats.health import HealthJudgement
     from washout.stats.order import OrderAnalysis, OrderComparison
@@ -333,6 +334,51 @@ def disagreement(r: Ranking) -> str:
 def comparison_warnings(comparison: Comparison) -> list[tuple[str, str]]:
     """hyperfine's warnings, as (test, warning)."""
     return [(s.test, w) for s in comparison.summaries for w in s.warnings]
+
+
+# -- context ----------------------------------------------------------------------------
+
+
+def context_table(result: ContextResult) -> Table:
+    """One row per test x metric (x worker) of the context analysis: its trials and
+    levels, Kruskal-Wallis p, eta^2_H, the spread the context alone makes with its
+    simultaneous interval, whether it is significant."""
+    several = len({r.metric for r in result.rows}) > 1
+    by_worker = any(r.worker is not None for r in result.rows)
+    columns = ["test", *(["metric"] if several else []), *(["worker"] if by_worker else [])]
+    numbers = ["trials", "levels", "p (KW)", "eta²_H", "spread", "interval", "significant"]
+    cells = []
+    for r in result.rows:
+        interval = NONE if r.spread_ci is None else f"{r.spread_ci[0]:.1%} … {r.spread_ci[1]:.1%}"
+        cells.append(
+            [
+                r.test,
+                *([r.metric] if several else []),
+                *([r.worker or ""] if by_worker else []),
+                str(r.n),
+                str(r.levels),
+                p_value(r.kw_p),
+                NONE if r.eta_squared is None else f"{r.eta_squared:.3f}",
+                NONE if r.spread is None else f"{r.spread:.1%}",
+                interval,
+                "yes" if r.significant else "no",
+            ]
+        )
+    kinds = ", ".join(c.removeprefix("context_") for c in result.columns)
+    caption = (
+        f"Context ({kinds}): Kruskal-Wallis across each test's context levels, once the run's "
+        "level and the first trial after the reset are taken out; eta²_H = (H − k + 1) / "
+        "(n − k); spread = the slowest level's median over the fastest's − 1, its interval "
+        f"at {result.confidence:.0%} or more (every level's median CI at once); significant "
+        f"after {result.correction}"
+    )
+    return Table(
+        columns + numbers,
+        cells,
+        [r.significant for r in result.rows],
+        numeric=set(numbers[:-1]),
+        caption=caption,
+    )
 
 
 # -- sweeps -----------------------------------------------------------------------------

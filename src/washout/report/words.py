@@ -296,3 +296,35 @@ def render_words(analysis: Analysis) -> list[str]:
     for c in d.get("claims", []):
         lines.append(_claim_words(c))
     return lines
+
+
+def context_words(analysis: Analysis) -> list[str]:
+    """Whether a metric depends on the context its trials ran in: each significant test x
+    metric (x worker) with the spread the context alone makes and its interval, or that none
+    does; then every claim's and ranking's margin set against that spread."""
+    result = analysis.context
+    if result is None:
+        return []
+    found = result.significant()
+    lines = []
+    if not found:
+        lines.append(
+            f"No metric depends on its context: none of the {result.family_size} tests across "
+            f"context levels is significant ({result.correction}, alpha = {result.alpha:g})."
+        )
+    for r in found:
+        name = f"{r.test} ({r.metric})" + (f" on worker {r.worker}" if r.worker else "")
+        eta = "" if r.eta_squared is None else f", eta^2_H {r.eta_squared:.2f}"
+        line = (
+            f"{name} depends on its context: Kruskal-Wallis across {r.levels} levels "
+            f"{_p(r.kw_p)}{eta}"
+        )
+        if r.spread is not None:
+            line += f"; the context alone moves it by {r.spread:.1%}"
+            if r.spread_ci is not None:
+                line += f" (interval {r.spread_ci[0]:.1%} to {r.spread_ci[1]:.1%})"
+        lines.append(line + ".")
+    claims = {c.claim for c in analysis.claims or ()}
+    for m in analysis.context_margins:  # a ranking's sentence names its tests already
+        lines.append((f"Claim {m.about!r}: " if m.about in claims else "") + m.sentence() + ".")
+    return lines

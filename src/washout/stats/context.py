@@ -62,9 +62,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import ASLR_WORDS, CONTEXT_COLUMNS
 from washout.errors import WashoutError
 from washout.stats.family import adjust as familywise
 from washout.stats.family import check_alpha, check_method
@@ -75,8 +76,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-CONTEXT_COLUMNS: tuple[str, ...] = ("context_env_bytes", "context_cwd_bytes", "context_aslr")
-"""The long format's context columns, each optional (see the module doc)."""
+    from washout.stats.claims import ClaimResult
+    from washout.stats.compare import Comparison
+
 
 BEYOND, WITHIN, UNDECIDED, UNKNOWN = "beyond", "within", "undecided", "unknown"
 """:func:`against_context`'s verdicts: the margin exceeds the spread's upper bound; it is at
@@ -195,13 +197,6 @@ class ContextResult:
         )
 
 
-ASLR_WORDS: dict[str, float] = {
-    **dict.fromkeys(("true", "1", "1.0", "on", "yes"), 1.0),
-    **dict.fromkeys(("false", "0", "0.0", "off", "no"), 0.0),
-}
-"""How a ``context_aslr`` entry may be written (any case), as 1.0 (on) or 0.0 (off)."""
-
-
 def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """The context columns present with a value somewhere, as floats (``context_aslr`` 1/0,
     NaN where a trial has none), and their names; a one-line error when there are none or an
@@ -216,7 +211,7 @@ def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
         raw = df[column]
         if column == "context_aslr":
             words = raw.astype(str).str.strip().str.lower()
-            values = words.map(ASLR_WORDS).to_numpy(dtype=float)
+            values = words.map(ASLR_WORDS).astype(float).to_numpy()
             whole = ~np.isnan(values)
             expected = "expected true or false"
         else:
@@ -491,7 +486,8 @@ class ContextMargin:
     ``beyond`` (the margin exceeds every test's upper bound: no context level moved any of
     them that far), ``within`` (some test's lower bound reaches the margin: the context alone
     demonstrably moves it that far), ``undecided`` (in between), ``unknown`` (a test has no
-    interval: too few trials per context level, or no context row).
+    interval: too few trials per context level, or no context row). ``about``: the
+    comparison it judges (a claim, or hyperfine's ranking: ``A vs B``).
     """
 
     tests: tuple[str, ...]
@@ -504,6 +500,7 @@ class ContextMargin:
     spread_ci: tuple[float, float] | None
     confidence: float | None
     verdict: str
+    about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -550,19 +547,28 @@ def against_context(
     context could make: measured without randomizing the context (or with A and B in
     different contexts, as two builds are), it could be the context's doing (Mytkowicz et
     al. 2009). Judged on the bounds, so noise alone neither clears nor condemns a margin.
+    With ``worker`` None, a result per worker (``by_worker``) gives each test the rows of
+    every worker: the comparison pools them, so the largest spread of any worker counts.
     """
     if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
         raise WashoutError(f"ratio = {ratio!r}: expected a positive number")
     margin = max(ratio, 1.0 / ratio) - 1.0
-    rows = [result.row(test, metric, worker) for test in tests]
-    bounded = [r for r in rows if r is not None and r.spread_ci is not None]
-    if len(bounded) < len(rows) or not bounded:
-        missing = [(t, r) for t, r in zip(tests, rows) if r is None or r.spread_ci is None]
-        test, row = missing[0] if missing else (None, None)
+    rows: list[tuple[str, ContextRow | None]] = []
+    for test in tests:
+        own = [
+            r
+            for r in result.rows
+            if (r.test, r.metric) == (test, metric) and worker in (None, r.worker)
+        ]
+        rows += [(test, r) for r in own] or [(test, None)]
+    unbounded = [(t, r) for t, r in rows if r is None or r.spread_ci is None]
+    if unbounded or not rows:
+        moved, row = unbounded[0] if unbounded else (None, None)
         spread = row.spread if row is not None else None
         return ContextMargin(
-            tuple(tests), metric, worker, float(ratio), margin, test, spread, None, None, UNKNOWN
+            tuple(tests), metric, worker, float(ratio), margin, moved, spread, None, None, UNKNOWN
         )
+    bounded = [r for _, r in rows if r is not None]
     upper = max(bounded, key=lambda r: r.spread_ci[1] if r.spread_ci else 0.0)
     lower = max(bounded, key=lambda r: r.spread_ci[0] if r.spread_ci else 0.0)
     if lower.spread_ci and margin <= lower.spread_ci[0]:
@@ -583,3 +589,29 @@ def against_context(
         named.spread_confidence,
         verdict,
     )
+
+
+def context_margins(
+    result: ContextResult,
+    claims: Sequence[ClaimResult] = (),
+    comparison: Comparison | None = None,
+) -> tuple[ContextMargin, ...]:
+    """Every claim's and every ranking's margin set against the spread the context alone
+    makes (:func:`against_context`): a claim's random-order ratio A / B, and each ranking's
+    ratio of a test to the fastest (hyperfine's "F ran r times faster than T"); those
+    without a ratio are left out. ``about`` names the claim, or the ranking as ``F vs T``."""
+    found = [
+        replace(against_context(result, c.ratio, (c.a, c.b), c.metric), about=c.claim)
+        for c in claims
+        if c.ratio is not None and math.isfinite(c.ratio) and c.ratio > 0
+    ]
+    if comparison is not None:
+        found += [
+            replace(
+                against_context(result, r.ratio, (r.fastest, r.test), comparison.metric),
+                about=f"{r.fastest} vs {r.test}",
+            )
+            for r in comparison.rankings
+            if math.isfinite(r.ratio) and r.ratio > 0
+        ]
+    return tuple(found)

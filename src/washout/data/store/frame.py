@@ -142,11 +142,13 @@ def long_frame(
     include_superseded: bool,
     stamps: bool = True,
     resources: bool = False,
+    context: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """The long format of the store behind ``conn`` (what it holds:
     :meth:`washout.data.store.reader.Store.long_frame`); ``live`` is the SQL condition of a
     trial that is not superseded, ``tests`` each test's name and metrics in spec order,
-    ``copy`` the current columnar copy if there is one.
+    ``copy`` the current columnar copy if there is one, ``context`` the context columns
+    its trials have (:data:`~washout.data.longformat.CONTEXT_COLUMNS`), after the others.
 
     A trial without a value for one of its test's metrics (failed, timed out,
     interrupted, or unparsable output) still has its row, with value NaN; a test
@@ -230,11 +232,9 @@ def long_frame(
         "status": label_column(status[trial_of_row], statuses),
         "worker": label_column(worker_code[r_at][trial_of_row], list(worker_names)),
     }
+    which = "1" if include_superseded else live
     if stamps:
-        which = "1" if include_superseded else live
-        times = conn.execute(
-            f"SELECT started, ended FROM trial WHERE status != 'running' AND {which} ORDER BY id"
-        ).fetchall()
+        times = _trial_rows(conn, which, ("started", "ended"))
         for i, column in enumerate(("started", "ended")):
             out = np.array([row[i] for row in times], dtype=object)
             out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like any missing value
@@ -242,6 +242,12 @@ def long_frame(
     # The arrays as they are: copying them into pandas' 2-D blocks cost 25-35 ms at 2.3M
     # rows; each column's dtype kept (time stamps stay object, not inferred as str).
     series = {c: pd.Series(columns[c], dtype=columns[c].dtype, copy=False) for c in wanted}
+    if context:  # nullable: a trial of another session may have none (NA)
+        found_context = _trial_rows(conn, which, context)
+        for i, column in enumerate(context):
+            kind = "boolean" if column == "context_aslr" else "Int64"
+            values = pd.array([row[i] for row in found_context], dtype=kind)
+            series[column] = pd.Series(values[trial_of_row])
     return pd.DataFrame(series, copy=False)
 
 
@@ -267,6 +273,16 @@ def _taken(
             if m in code_of and m not in own.get(test, ()):
                 added[t, code_of[m]] = True
     return ~(added[test_of_row, metric_of_row] & np.isnan(value))
+
+
+def _trial_rows(
+    conn: sqlite3.Connection, which: str, names: tuple[str, ...]
+) -> list[tuple[object, ...]]:
+    """Columns ``names`` of every finished trial (``which``: the SQL condition of the trials
+    read, as :func:`_trial_codes` reads them), in id order: the order of its trial ids."""
+    return conn.execute(
+        f"SELECT {', '.join(names)} FROM trial WHERE status != 'running' AND {which} ORDER BY id"
+    ).fetchall()
 
 
 def _lookup(into: list[str], names: list[str]) -> np.ndarray:

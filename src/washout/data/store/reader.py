@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store.columnar import Columns, read_columns
 from washout.data.store.integrity import (
     DAMAGED_CODES,
@@ -28,7 +29,13 @@ from washout.data.store.integrity import (
     primary_code,
     reports_damage,
 )
-from washout.data.store.schema import SCHEMA_VERSION, SUPERSEDED, ExperimentRecord, is_store
+from washout.data.store.schema import (
+    CONTEXT_KINDS,
+    SCHEMA_VERSION,
+    SUPERSEDED,
+    ExperimentRecord,
+    is_store,
+)
 from washout.errors import StoreWriteError, WashoutError
 from washout.version import __version__
 
@@ -108,7 +115,7 @@ def checked_version(conn: sqlite3.Connection, path: Path, readonly: bool) -> tup
             ) from None
         raise WashoutError(f"{path}: cannot read: {err}") from None
     found = "none" if row is None else str(row[0])
-    if found not in ("1", str(SCHEMA_VERSION)):
+    if found not in [str(v) for v in range(1, SCHEMA_VERSION + 1)]:
         raise WashoutError(
             f"{path}: schema_version = {found}: this washout "
             f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}"
@@ -239,6 +246,29 @@ class Store:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'spec_redacted'").fetchone()
         found = [] if row is None else json.loads(row[0])
         return [what for (what,) in _typed(((w,) for w in found), str)]
+
+    @reports_damage
+    def context(self) -> tuple[list[str], int] | None:
+        """What the experiment randomizes per trial (``[experiment] context``, or ``run
+        --context``: washout.harness.plan.CONTEXT_KINDS) and its number of levels; None
+        where nothing."""
+        rows = dict(
+            self._conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('context', 'context_levels')"
+            ).fetchall()
+        )
+        if "context" not in rows:
+            return None
+        kinds = [kind for (kind,) in _typed(((k,) for k in json.loads(rows["context"])), str)]
+        if any(kind not in CONTEXT_KINDS for kind in kinds) or not kinds:
+            raise ValueError(f"meta: context = {rows['context']!r}")
+        return kinds, int(rows.get("context_levels", ""))
+
+    def context_columns(self) -> tuple[str, ...]:
+        """The long format's context columns of this store's trials (none if it
+        randomizes nothing)."""
+        kinds = (self.context() or ([], 0))[0]
+        return tuple(c for c, kind in zip(CONTEXT_COLUMNS, CONTEXT_KINDS) if kind in kinds)
 
     @reports_damage
     def sessions(self) -> list[str]:
@@ -419,6 +449,7 @@ class Store:
                 include_superseded,
                 stamps,
                 resources,
+                self.context_columns(),
             )
         finally:
             if snapshot and self._conn.in_transaction:

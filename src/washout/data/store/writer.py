@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store.columnar import COLUMNAR_SCHEMA, write_columns
 from washout.data.store.integrity import UNWRITABLE_CODES, damaged, primary_code, value_problem
 from washout.data.store.lock import WriterLock, describe_writer, only_name, writer_of
@@ -37,7 +38,12 @@ from washout.data.store.reader import (
     existing_store,
     file_kind,
 )
-from washout.data.store.schema import SCHEMA_VERSION, ExperimentRecord, new_store_image
+from washout.data.store.schema import (
+    SCHEMA_VERSION,
+    ExperimentRecord,
+    TrialContext,
+    new_store_image,
+)
 from washout.errors import (
     StoreBusyError,
     StoreError,
@@ -176,8 +182,8 @@ class StoreWriter(Store):
         """Open an existing store to write it (``washout resume``): its integrity is
         checked (the whole file), then its writer lock taken (failing at once, naming the
         live holder), then every value checked, before anything is written. A version-1
-        store gains the ``superseded`` column (version 2), a store older than the columnar
-        copy its tables."""
+        store gains the ``superseded`` column (version 2), an older store the context
+        columns (version 3), a store older than the columnar copy its tables."""
         path = Path(path)
         existing_store(path)
         try:
@@ -197,12 +203,16 @@ class StoreWriter(Store):
             if problem is not None:
                 raise damaged(path, problem)
             store._log_ahead()
-            if found == "1" or "columnar_state" not in tables:
+            if found != str(SCHEMA_VERSION) or "columnar_state" not in tables:
                 with store._transaction() as c:
                     if found == "1":
                         c.execute(
                             "ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"
                         )
+                    if found in ("1", "2"):
+                        for column in CONTEXT_COLUMNS:
+                            c.execute(f"ALTER TABLE trial ADD COLUMN {column} INTEGER")
+                    if found != str(SCHEMA_VERSION):
                         c.execute(
                             "UPDATE meta SET value = ? WHERE key = 'schema_version'",
                             (str(SCHEMA_VERSION),),
@@ -453,10 +463,13 @@ class StoreWriter(Store):
         stderr_tail: str,
         cpus: str | None,
         metrics: dict[str, float],
+        context: TrialContext | None = None,
         then: NextTrial | None = None,
     ) -> int | None:
-        """Record a finished trial and its metrics in one transaction; with ``then``, that
-        transaction also begins the next trial (as :meth:`begin_trial`) and returns its id.
+        """Record a finished trial, its metrics and its ``context`` (environment padding,
+        working directory length, ASLR: :data:`~washout.data.longformat.CONTEXT_COLUMNS`)
+        in one transaction; with ``then``, that transaction also begins the next trial (as
+        :meth:`begin_trial`) and returns its id.
 
         One commit per trial instead of two when trials follow each other: the next trial
         is still committed as ``running`` before it starts.
@@ -464,8 +477,8 @@ class StoreWriter(Store):
         with self._transaction() as c:
             c.execute(
                 "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
-                " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?"
-                " WHERE id = ?",
+                " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?,"
+                " context_env_bytes = ?, context_cwd_bytes = ?, context_aslr = ? WHERE id = ?",
                 (
                     status,
                     reason,
@@ -476,6 +489,11 @@ class StoreWriter(Store):
                     stdout_tail,
                     stderr_tail,
                     cpus,
+                    *(
+                        (None, None, None)
+                        if context is None
+                        else (context.env_bytes, context.cwd_bytes, context.aslr)
+                    ),
                     trial_id,
                 ),
             )
