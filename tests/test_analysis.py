@@ -226,6 +226,27 @@ def test_the_summary_of_2000_tests_takes_seconds(tmp_path: Path) -> None:
     assert summary < 30, f"the summary took {summary:.1f} s"
 
 
+def test_carryover_and_drift_are_taken_unasked_up_to_a_limit_of_tests() -> None:
+    """A report takes carryover and drift where the source supports them; past WHY_TESTS
+    tests (a paper-scale source: drift's resampling alone took minutes) only when asked,
+    and it says so in one note."""
+    from simulate_longformat import simulate
+
+    from washout.analysis.compute import WHY_TESTS
+
+    def frame(tests: int) -> pd.DataFrame:
+        return simulate(tests=tuple(f"t{i:03d}" for i in range(tests)), runs=3, seed=1)
+
+    many = frame(WHY_TESTS + 1)
+    auto = washout.analyze(many, carryover=None, drift=None)
+    assert auto.carryover is None and auto.drift is None
+    assert f"taken for at most {WHY_TESTS} tests unless asked" in " ".join(auto.notes)
+    asked = washout.analyze(many, carryover=None, drift=True)
+    assert asked.drift is not None and asked.carryover is None
+    few = washout.analyze(frame(WHY_TESTS), carryover=None, drift=None)
+    assert few.drift is not None and few.carryover is not None
+
+
 def test_values_near_the_float_limit_give_valid_json(tmp_path: Path) -> None:
     """Issue 32: finite values whose mean overflows a float gave a ValueError traceback; the
     JSON now has null there, and nothing is written to stderr."""

@@ -403,16 +403,31 @@ def _claims(
     )
 
 
+WHY_TESTS = 100
+"""Carryover and drift are taken unasked for at most this many tests: their cost grows
+faster than the tests (drift's resampling draws up to 10 m / alpha times for m
+comparisons, and a paper-scale source has thousands; bench/RESULTS.md, "Report time"), so
+a large source's report would take many minutes for findings nobody asked for."""
+
+
 def _unsupported(analysed: pd.DataFrame) -> dict[str, str]:
     """Why carryover or drift cannot find anything in these trials, when it is plain
-    before computing them: both look at a test's random-order trials after the first
-    position, carryover at the same test after different tests in different runs."""
+    before computing them (both look at a test's random-order trials after the first
+    position, carryover at the same test after different tests in different runs), or
+    why they are not taken unasked (more than :data:`WHY_TESTS` tests)."""
     from washout.data.longformat import is_in
 
     if not {"test", "order", "run"} <= set(analysed.columns):
         return {}
-    if analysed["test"].nunique() < 2:
+    tests = analysed["test"].nunique()
+    if tests < 2:
         reason = "one test, so no trial of a run comes after another test"
+        return {"carryover": reason, "drift": reason}
+    if tests > WHY_TESTS:
+        reason = (
+            f"taken for at most {WHY_TESTS} tests unless asked (--carryover, --drift), and "
+            f"there are {tests}"
+        )
         return {"carryover": reason, "drift": reason}
     keys = [c for c in ("worker", "run") if c in analysed.columns]
     random = analysed.loc[is_in(analysed["order"], ("random",)), keys]
