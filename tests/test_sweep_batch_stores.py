@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_sweep_run import SPEC
 
-from washout.sweep.spec_toml import toml_text
+from washout.harness.spec_toml import toml_text
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from washout.errors import WashoutError, choose
+from washout.harness.spec_toml import toml_text
 from washout.sweep.explore import require_variation, summary
 from washout.sweep.incremental import (
     METHODS,
@@ -46,7 +47,6 @@ from washout.sweep.spec import (
     loop_options,
     sweep_space,
 )
-from washout.sweep.spec_toml import toml_text
 
 Notify = Callable[[str], None]
 

@@ -54,9 +54,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from washout.errors import SpecError, WashoutError
 from washout.harness.spec import Spec, check_placeholders, spec_from_data, validation_error
+from washout.harness.spec_toml import toml_text
 from washout.sweep.incremental import LoopOptions, method_options, sample_sizes
 from washout.sweep.space import Space
-from washout.sweep.spec_toml import toml_text
 
 if TYPE_CHECKING:
     from washout.harness.engine import Experiment

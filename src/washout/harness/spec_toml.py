@@ -1,6 +1,6 @@
-"""A batch's experiment spec written as TOML, so that its store holds a spec like any other
-washout store: ``washout status``, ``resume``, ``analyze``, ``report`` and ``export`` read
-it back with the same parser (``tomllib``) as a spec file.
+"""A spec written as TOML (a sweep's batch, a bisect's step), so that its store holds a spec
+like any other washout store: ``washout status``, ``resume``, ``analyze``, ``report`` and
+``export`` read it back with the same parser (``tomllib``) as a spec file.
 
 Only what a parsed spec can hold is written (TOML 1.0: tables, arrays, strings, integers,
 floats, booleans, dates and times); :func:`toml_text` is the inverse of ``tomllib.loads``
