@@ -45,16 +45,25 @@ def washout(
 
 
 def exported(db: Path) -> pd.DataFrame:
-    """``washout export DB`` read back, without the resource metrics every trial has: the
-    rows of the spec's own metrics."""
+    """``washout export DB`` read back, without the resource and health metrics every trial
+    has: the rows of the spec's own metrics."""
     import io
 
     import pandas as pd
 
+    from washout.data.health import HEALTH_METRICS
     from washout.data.longformat import RESOURCE_METRICS
 
     frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
-    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
+    return frame[~frame["metric"].isin((*RESOURCE_METRICS, *HEALTH_METRICS))].reset_index(drop=True)
+
+
+def is_health(metric: str) -> bool:
+    """A per-trial health measure (``health.*``): exported with every trial, but which of
+    them a trial has depends on what the machine gives."""
+    from washout.data.health import HEALTH_PREFIX
+
+    return metric.startswith(HEALTH_PREFIX)
 
 
 def alive(pid: int) -> bool:
