@@ -93,7 +93,7 @@ significant, the pair farthest from the others (the largest |estimate|) is set a
 others are compared again with the predecessors not set aside; a set-aside pair is compared
 with those not set aside. The farthest, not the most significant: B's own estimate is the
 largest in expectation whatever the trial counts, while its significance is not. At 50 runs
-per order a lag-2 pair has some 3-9 trials, and three trials on ranks cannot be significant
+per order a lag-2 pair has some 3-9 trials, and three trials on ranks are rarely significant
 at a family-wise level, while the shift B hands a pair with more trials could be; setting
 aside the most significant then left B in that pair's reference and blamed it ("c two
 positions after a is 3.5% faster": 0.067 of experiments, bench/RESULTS.md). Setting aside a
@@ -858,7 +858,7 @@ class _Group:
         whether any was. Not the most significant: a real effect of B shifts every other
         predecessor's comparison by 1 / (k - 1) of itself (k predecessors), so B's own
         estimate is the largest, but B's pair may have too few trials to be significant
-        (three, on ranks, cannot be at a family-wise level) while the shift it hands to a
+        (three, on ranks, rarely are at a family-wise level) while the shift it hands to a
         pair with more trials is: set aside first, that pair was compared with B still in
         its reference and blamed (module doc, Blame)."""
         import numpy as np
