@@ -569,7 +569,7 @@ def test_a_real_lag_two_pair_is_not_handed_to_another_predecessor_at_50_runs() -
     """The cell the full table once found above its bound: at 50 runs per order b's lag-2
     pair of a test can have too few trials to be significant while the shift it hands the
     other predecessors' comparisons is (stats/carryover.py, Blame); a wrong pair was blamed
-    in 0.097 of experiments. The carryover columns only (some 40 s of one core), on
+    in 0.097 of experiments. The carryover columns only (some 20 s of one core), on
     LAG2_EXPERIMENTS experiments against alpha + 2 Monte-Carlo standard errors (0.075, the
     full table's bound): 50 experiments at CI_SIGMAS (bound 0.173) cannot see an excess of
     this size, 300 see 0.097 in about nine seed choices of ten (its count, some 29 +- 5,
