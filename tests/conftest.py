@@ -151,6 +151,7 @@ SLOW = {
         "test_the_steps_run_on_slurm_nodes",
     },
     "test_calibration.py": {
+        "test_a_real_lag_two_pair_is_not_handed_to_another_predecessor_at_50_runs",
         "test_claims_analyses_calibrated_at_20_runs_per_order",
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
     },
