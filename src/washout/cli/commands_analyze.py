@@ -97,6 +97,8 @@ def analyze_command(
         (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None,
         defer_checks=alone,
     )
+    if info.journaled_note:
+        typer.echo(info.journaled_note, err=True)
     if compat == "ordersage":
         _refuse_why(carryover or drift or bool([*claim, *_spec_claims(source, info.kind)]))
         from washout.stats.ordersage_compat import ordersage_stats

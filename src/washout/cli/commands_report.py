@@ -81,6 +81,8 @@ def report(
     from washout.stats.order import analyze_order
 
     trials, info = load_trials(source, resources=True)
+    if info.journaled_note:
+        typer.echo(info.journaled_note, err=True)
     analysed = without_resource_metrics(trials)
     analysis = analyze_order(analysed, alpha=alpha, correction=correction, by_worker=by_worker)
     claims = list(claim)

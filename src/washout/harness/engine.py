@@ -36,7 +36,7 @@ from secrets import token_hex
 from typing import Any
 
 from washout.data.store import FINISHED, ExperimentRecord, Store
-from washout.data.store.writer import NextTrial, StoreWriter
+from washout.data.store.writer import FOLD_SECONDS, NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
     StoreExistsError,
@@ -469,16 +469,21 @@ class _Worker:
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            result = await runner.run(
-                test.command,
-                CommandOptions(
-                    timeout=test.timeout,
-                    cwd=cwd,
-                    env=env,
-                    cpus=test.cpus,
-                    output_tail=self.spec.experiment.output_tail,
-                ),
-            )
+            # a trial that runs for a while is shown running (its start folded in)
+            fold = asyncio.get_running_loop().call_later(FOLD_SECONDS, self.store.fold_during_trial)
+            try:
+                result = await runner.run(
+                    test.command,
+                    CommandOptions(
+                        timeout=test.timeout,
+                        cwd=cwd,
+                        env=env,
+                        cpus=test.cpus,
+                        output_tail=self.spec.experiment.output_tail,
+                    ),
+                )
+            finally:
+                fold.cancel()
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id,
@@ -659,7 +664,7 @@ class _Worker:
             log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
-                    self.store.checkpoint_if_due()
+                    self.store.fold_if_due()
                     await self.check_environment(run.index)
                     await self.reset(run_id)
                     await self.run_trials(run.index, run_id, list(run.tests))
@@ -914,7 +919,7 @@ def execute(
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.hold_checkpoints()  # the log is folded in before a run, never between two trials
+    store.hold_checkpoints()  # journal and log are folded in before a run, never between trials
     recover(experiment, store)
     outcome = Outcome(
         db=store.path,

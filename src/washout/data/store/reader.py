@@ -28,6 +28,13 @@ from washout.data.store.integrity import (
     primary_code,
     reports_damage,
 )
+from washout.data.store.journal import (
+    FOLDED_KEY,
+    JournalDamage,
+    journal_damaged,
+    journal_path,
+    read_pending,
+)
 from washout.data.store.schema import SCHEMA_VERSION, SUPERSEDED, ExperimentRecord, is_store
 from washout.errors import StoreWriteError, WashoutError
 from washout.version import __version__
@@ -300,6 +307,19 @@ class Store:
             " FROM trial GROUP BY s"
         )
         return dict(_typed(rows, str, int))
+
+    def journaled(self) -> int:
+        """Finished trials in the store's trial journal, not folded into it yet
+        (:mod:`~washout.data.store.journal`): a live writer folds them between runs, and
+        ``resume`` folds what a stopped one left; no read of the store sees them before."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
+        folded = row[0] if row is not None and isinstance(row[0], str) else None
+        try:
+            return read_pending(self.path, folded).finished
+        except JournalDamage as err:
+            raise journal_damaged(self.path, err) from None
+        except OSError as err:
+            raise WashoutError(f"{journal_path(self.path)}: cannot read: {err.strerror}") from None
 
     @reports_damage
     def runs_done(self) -> int:
