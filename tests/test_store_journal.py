@@ -181,3 +181,38 @@ def test_readers_say_what_the_journal_still_holds(tmp_path: Path) -> None:
     with StoreWriter.reopen(db) as resumed:
         assert resumed.counts() == {"ok": 1, "running": 1}
         assert resumed.journaled() == 0
+
+
+def test_a_large_journal_is_started_afresh_after_a_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folds read on from where the last one stopped; past RESTART_BYTES the journal
+    is truncated to a new header (a new token, so the old mark never skips a record)."""
+    from washout.data.store import writer
+
+    db = tmp_path / "r.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"], defer=True)
+    now = datetime.now(UTC)
+    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.1)
+    fields |= dict(stdout_tail="", stderr_tail="", cpus=None, metrics={"wall": 0.1})
+    journal = Path(f"{db}-trials")
+    trial = store.begin_trial(run_id, 0, "a", 0, now)
+    for _ in range(3):  # small: kept after each fold, read on from the mark
+        trial = store.finish_trial(trial, **fields, then=(run_id, 0, "a", 0, now))  # type: ignore[arg-type]
+        assert store.counts()["ok"] >= 1
+    kept = journal.read_bytes().count(b"\n")
+    assert kept == 1 + 4
+    monkeypatch.setattr(writer, "RESTART_BYTES", 0)
+    for _ in range(3):  # large: started afresh after every fold
+        trial = store.finish_trial(trial, **fields, then=(run_id, 0, "a", 0, now))  # type: ignore[arg-type]
+        store.counts()
+        assert journal.read_bytes().count(b"\n") == 1
+    store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status, count(*) FROM trial GROUP BY status").fetchall() == [
+        ("ok", 6),
+        ("running", 1),
+    ]
+    assert conn.execute("SELECT count(*) FROM metric").fetchone() == (6,)

@@ -10,10 +10,12 @@ microseconds where a commit costs tens (bench/RESULTS.md, "Engine overhead per t
 
 The store's writer folds the journal into SQLite (:mod:`~washout.data.store.writer`): in
 the same transaction it records how far it folded (the journal's token and end, in
-``meta``), then starts the journal afresh under a new token. So a writer killed while
+``meta``); a journal started afresh gets a new token. So a writer killed while
 folding leaves either nothing folded or everything folded and marked, never a record twice.
 A record is whole when its newline is written: a last line without one (a write cut short
-by SIGKILL or a full disk) is dropped when the journal is next folded.
+by SIGKILL or a full disk) is dropped when the journal is next folded. A fold reads on from
+where the last one stopped; the journal is started afresh when a writer opens or closes
+the store, and once it is large.
 
 A record is a list of statements, each a name the writer knows and its parameters (text,
 numbers or null): no SQL is ever read from the file.
@@ -37,6 +39,8 @@ FOLDED_KEY = "journal_folded"
 FINISH = "finish_trial"
 """The name of the statement that finishes a trial (what a reader counts as pending)."""
 _HEADER = "washout-trials"
+_HEADER_BYTES = 256
+"""More than a header line takes: a longer first line is not one."""
 
 Scalar = str | int | float | None
 Statement = tuple[str, tuple[Scalar, ...]]
@@ -98,39 +102,39 @@ def read_pending(store: str | Path, folded: str | None) -> Pending:
     None if never folded) says were folded; :class:`JournalDamage` for a whole record
     washout did not write."""
     try:
-        data = journal_path(store).read_bytes()
+        f = journal_path(store).open("rb")
     except FileNotFoundError:
         return Pending(None, [], 0, 0)
-    cut = data.find(b"\n")
-    if cut < 0:  # not even a whole header: nothing was appended under it
-        return Pending(None, [], 0, len(data))
-    try:
-        header = json.loads(data[:cut])
-    except (ValueError, UnicodeDecodeError):
-        header = None
-    if not isinstance(header, dict) or header.get(_HEADER) != 1:
-        raise JournalDamage("its first line is not a washout journal's header")
-    token = str(header.get("token"))
-    start = cut + 1
-    mark = _mark(folded)
-    if mark is not None and mark[0] == token:
-        start = max(start, mark[1])
-    records, end = [], start
-    line = 0
-    while True:
-        cut = data.find(b"\n", end)
-        if cut < 0:
-            break
-        line += 1
+    with f:
+        first = f.readline(_HEADER_BYTES)
+        if not first.endswith(b"\n"):  # not even a whole header: nothing appended under it
+            return Pending(None, [], 0, len(first))
         try:
-            items = json.loads(data[end:cut])
+            header = json.loads(first)
         except (ValueError, UnicodeDecodeError):
-            raise JournalDamage(f"record {line}: not JSON") from None
+            header = None
+        if not isinstance(header, dict) or header.get(_HEADER) != 1:
+            raise JournalDamage("its first line is not a washout journal's header")
+        token = str(header.get("token"))
+        start = len(first)
+        mark = _mark(folded)
+        if mark is not None and mark[0] == token:
+            start = max(start, mark[1])  # read on from where the last fold stopped
+        f.seek(start)
+        data = f.read()
+    records: list[list[Statement]] = []
+    at = 0
+    while (cut := data.find(b"\n", at)) >= 0:
+        line = len(records) + 1
+        try:
+            items = json.loads(data[at:cut])
+        except (ValueError, UnicodeDecodeError):
+            raise JournalDamage(f"record {line} after byte {start}: not JSON") from None
         if not isinstance(items, list):
-            raise JournalDamage(f"record {line}: not a list of statements")
+            raise JournalDamage(f"record {line} after byte {start}: not a list of statements")
         records.append([_statement(item, line) for item in items])
-        end = cut + 1
-    return Pending(token, records, end, len(data) - end)
+        at = cut + 1
+    return Pending(token, records, start + at, len(data) - at)
 
 
 def _mark(folded: str | None) -> tuple[str, int] | None:
@@ -159,6 +163,11 @@ class JournalWriter:
         self._size = os.fstat(self._fd).st_size
         self.appended = 0
         """Records appended since the journal was last started afresh."""
+
+    @property
+    def size(self) -> int:
+        """The journal's length in bytes."""
+        return self._size
 
     def restart(self) -> None:
         """Start the journal afresh under a new token (its records are folded)."""
