@@ -263,10 +263,12 @@ def _spawn(
     outputs: tuple[int, int],
     cwd: str | None,
     cpu_set: set[int] | None,
-) -> tuple[int, subprocess.Popen[bytes] | None]:
+) -> tuple[int, subprocess.Popen[bytes] | None, float]:
     """Start a command in a session of its own, stdin from /dev/null and ``outputs`` as its
-    stdout and stderr, with nothing else of washout's open; its pid (and Popen if it made
-    one).
+    stdout and stderr, with nothing else of washout's open; its pid, Popen if it made one,
+    and the ``perf_counter`` just before the start (where its wall time begins: everything
+    washout prepares for a start comes before it, as hyperfine starts its clock just before
+    it spawns).
 
     ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs washout less than
     half of ``subprocess.Popen``'s CPU per start (bench/RESULTS.md, "Engine overhead per
@@ -290,6 +292,7 @@ def _spawn(
                 (os.POSIX_SPAWN_DUP2, stdout, 1),
                 (os.POSIX_SPAWN_DUP2, stderr, 2),
             ]
+            begun = time.perf_counter()
             pid = os.posix_spawn(
                 executable,
                 argv,
@@ -298,7 +301,8 @@ def _spawn(
                 setsigdef=_DEFAULT_SIGNALS,
                 setsid=True,
             )
-            return pid, None
+            return pid, None, begun
+        begun = time.perf_counter()
         proc = subprocess.Popen(
             argv,
             executable=executable,
@@ -309,7 +313,7 @@ def _spawn(
             env=env,
             start_new_session=True,
         )
-        return proc.pid, proc
+        return proc.pid, proc, begun
     finally:
         if own is not None:
             os.sched_setaffinity(0, own)
@@ -337,6 +341,9 @@ class _Child:
         """The Popen of a command started by it (told its status when reaped), else None."""
         self.pid = pid
         self.returncode: int | None = None
+        self.reaped = 0.0
+        """The ``perf_counter`` just after wait4(2) returned its status: where its wall time
+        ends, before any of washout's own work after an exit."""
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
         (RESOURCE_METRICS), from wait4(2)."""
@@ -361,15 +368,19 @@ class _Child:
         except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
             pass
 
-    def _reap(self) -> None:
-        """Wait for the process (wait4, so its resource use comes with its status).
+    def _reap(self, block: bool = True) -> None:
+        """Wait for the process (wait4, so its resource use comes with its status); without
+        ``block`` only if it has exited.
 
         A process forked by washout starts out with washout's own peak RSS as its
         ``ru_maxrss`` (Linux keeps the high-water mark of the memory it leaves at exec), so
         a peak at or below washout's own is not the trial's: ``max_rss`` is then absent
         rather than wrong."""
         if self.returncode is None:
-            _, status, usage = os.wait4(self.pid, 0)
+            pid, status, usage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+            self.reaped = time.perf_counter()
+            if pid == 0:  # still running
+                return
             self.returncode = os.waitstatus_to_exitcode(status)
             if self.proc is not None:
                 self.proc.returncode = self.returncode
@@ -378,8 +389,8 @@ class _Child:
                 self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
 
     def _on_exit(self) -> None:
-        self._forget_pidfd()
         self._reap()  # exited: wait4 returns at once
+        self._forget_pidfd()
         if self._waiter is not None:
             _resolve(self._waiter, True)
 
@@ -409,6 +420,10 @@ class _Child:
         self._open.discard(fd)
         if not self._open:
             _resolve(self._closed, True)
+            if self._pidfd is not None:  # its end of output is mostly its exit: reap now,
+                self._reap(block=False)  # before the event loop gets to its pidfd
+                if self.returncode is not None:
+                    self._on_exit()
 
     async def wait(self, timeout: float | None) -> bool:
         """Until the process exits (True) or ``timeout`` seconds pass (False)."""
@@ -516,7 +531,7 @@ class LocalExecutor:
         err_r, err_w = os.pipe()
         try:
             executable, argv = _start(command, full_env.get("PATH"))
-            pid, proc = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
+            pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
         except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
             for fd in (out_r, err_r):
                 if fd is not None:
@@ -539,7 +554,8 @@ class LocalExecutor:
                 raise
             if timed_out:
                 await child.kill_group()
-            duration = time.perf_counter() - t0
+            # the command's own wall: from just before its start to just after its reaping
+            duration = child.reaped - begun
             ended = datetime.now(UTC)
             _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
