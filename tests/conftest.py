@@ -280,6 +280,9 @@ SLOW = {
         "test_damage_readers_never_meet_is_found_before_any_write",
     },
     "test_stats_equivalence.py": {"test_a_wrong_decision_stays_within_alpha_at_the_margin"},
+    "test_store_journal.py": {
+        "test_sigkill_while_appending_and_folding_loses_nothing_and_doubles_nothing",
+    },
     "test_store_lifecycle.py": {
         "test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable",
         "test_a_store_appears_only_whole",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import washout
+from test_robustness import SLOW_SPEC
 
 from washout.data.store import ExperimentRecord, Store
 from washout.data.store.writer import StoreWriter
@@ -141,24 +142,10 @@ def test_a_damaged_record_stops_the_writer_in_one_line_and_costs_nothing(tmp_pat
         assert store.journaled() == 0  # it finishes no trial
 
 
-SPEC = """
-[experiment]
-name = "pending"
-runs = 2
-seed = 1
-[[test]]
-name = "a"
-command = "true"
-[[test]]
-name = "b"
-command = "true"
-"""
-
-
 def test_readers_say_what_the_journal_still_holds(tmp_path: Path) -> None:
     """Trials recorded but not folded yet are told of by status, analyze and report (a
     live writer holds them now; a stopped one's wait for resume), never silently left out."""
-    experiment = Experiment.prepare(parse_spec_text(SPEC, "p.toml"), SPEC, "p.toml")
+    experiment = Experiment.prepare(parse_spec_text(SLOW_SPEC, "p.toml"), SLOW_SPEC, "p.toml")
     db = tmp_path / "p.db"
     store = experiment.create_store(db)
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
