@@ -919,7 +919,7 @@ def execute(
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.hold_checkpoints()  # journal and log are folded in before a run, never between trials
+    store.hold_checkpoints()  # the log is checkpointed before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(
         db=store.path,
