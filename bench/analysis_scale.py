@@ -378,8 +378,9 @@ def stages(path: str) -> None:
     import pandas  # noqa: F401
 
     mark("import pandas (+numpy)")
-    from washout.cli.commands_analyze import _json_document
+    from washout.analysis.result import Analysis, Options, Source
     from washout.data.sources import load_trials
+    from washout.report.json_format import document
     from washout.stats.order import COLUMNS, analyze_order
 
     mark("import washout")
@@ -392,7 +393,7 @@ def stages(path: str) -> None:
     mark("row checks (beside the analysis in `washout analyze`)")
     analysis = analyze_order(frame)
     mark("analyze_order (1,880 comparisons)")
-    _json_document(analysis.to_dict())
+    document(Analysis(Source("long-csv", path), Options(), order=analysis).to_dict())
     mark("JSON")
     if "scipy.stats" in sys.modules:
         print("note: scipy.stats was imported on the analysis path", file=sys.stderr)
@@ -403,7 +404,9 @@ def stages(path: str) -> None:
 
 def check_agreement(washout_json: Path, baseline_json: Path) -> str:
     """Do washout and the loop agree on every configuration (H, p, medians, CIs, Shapiro)?"""
-    ours = {(t["test"], t["metric"]): t for t in json.loads(washout_json.read_text())["tests"]}
+    ours = {
+        (t["test"], t["metric"]): t for t in json.loads(washout_json.read_text())["order"]["tests"]
+    }
     theirs = {(t["test"], t["metric"]): t for t in json.loads(baseline_json.read_text())["tests"]}
     if ours.keys() != theirs.keys():
         return f"DISAGREE: {len(ours)} vs {len(theirs)} configurations"

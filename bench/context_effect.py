@@ -12,7 +12,7 @@ ways, each run in many contexts:
 - ``alias``: the 4K-aliasing loop, ``gcc -O2``.
 
 Three kinds of context, each with ``--levels`` levels drawn alike in every 64-byte alignment
-class (``draw_levels`` of tests/test_stats_context.py, as the calibration draws them), every
+class (:func:`washout.harness.plan.draw_levels`, as an experiment draws them), every
 (kind, program, level) trial repeated ``--repeats`` times, all of them in one seeded random
 order (so neither the machine's drift nor its load can pass for a context effect):
 
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -54,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _common import ROOT, header  # noqa: E402
-from test_stats_context import draw_levels  # noqa: E402
 
+from washout.harness.plan import draw_levels  # noqa: E402
 from washout.stats.context import against_context, context_effect  # noqa: E402
 
 SOURCE = ROOT / "bench" / "context" / "layout.c"
@@ -118,9 +119,10 @@ def measure(repeats: int, levels: int, seed: int, root: Path) -> pd.DataFrame:
     """Every (kind, program, level, repeat) trial, in one seeded random order."""
     rng = np.random.default_rng(seed)
     programs = build(root)
+    draws = random.Random(seed)
     level_sets = {
-        "env, ASLR off": draw_levels(rng, levels, 4096),
-        "cwd, ASLR off": draw_levels(rng, levels, 1024),
+        "env, ASLR off": draw_levels(draws, levels, 4096),
+        "cwd, ASLR off": draw_levels(draws, levels, 1024),
     }
     level_sets["env, ASLR on"] = level_sets["env, ASLR off"]
     jobs = [

@@ -112,7 +112,7 @@ def analyze(db: Path) -> tuple[str, list[str], dict[str, int]]:
         capture_output=True,
         text=True,
     ).stdout
-    result = json.loads(out)
+    result = json.loads(out)["order"]
     rows = result["tests"]
     return (
         result["verdict"],

@@ -8,7 +8,9 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
 2. washout's executor: ``SSHExecutor.run("true")`` (a request to the worker's runner, a
    channel kept open from one command to the next, which runs it under ``timeout``, GNU
    time where the worker has it, with the worker-side clock and CPU times; marker
-   parsing), and the same without GNU time (what ``max_rss`` costs);
+   parsing), the same without GNU time (what ``max_rss`` costs), and the same with the
+   trial's health read around it (what every trial of the engine does unless
+   ``[experiment] health = false``);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
    (the whole capture once, the check before each run, which without provenance files
    takes the facts the runner read after the previous trial, SQLite writes, progress),
@@ -69,10 +71,11 @@ Layer = tuple[float, float, float]
 """(wall per trial per worker, controller CPU per trial, median worker-side duration)"""
 
 
-async def channels(workers: list[WorkerSpec], trials: int) -> tuple[Layer, Layer, Layer]:
-    """Layers 1, 2 and 2b (no GNU time, as on a worker without it: no ``max_rss``), each on
-    connections of its own, in rounds: all workers once through layer 1, then 2, then 2b,
-    so a load that changes during the run (a shared machine) weighs on each alike."""
+async def channels(workers: list[WorkerSpec], trials: int) -> list[Layer]:
+    """Layers 1, 2, 2b (no GNU time, as on a worker without it: no ``max_rss``) and 2h
+    (with the health readings), each on connections of its own, in rounds: all workers
+    once through layer 1, then 2, then 2b, then 2h, so a load that changes during the run
+    (a shared machine) weighs on each alike."""
     conns = await asyncio.gather(
         *(
             asyncssh.connect(
@@ -82,24 +85,27 @@ async def channels(workers: list[WorkerSpec], trials: int) -> tuple[Layer, Layer
         )
     )
     timed, untimed = [SSHExecutor(w) for w in workers], [SSHExecutor(w) for w in workers]
-    await asyncio.gather(*(e.connect() for e in timed + untimed))
+    healthy = [SSHExecutor(w) for w in workers]
+    await asyncio.gather(*(e.connect() for e in timed + untimed + healthy))
     for e in untimed:
         e.link.gnu_time = False
-    durations: list[list[float]] = [[0.0], [], []]
+    durations: list[list[float]] = [[0.0], [], [], []]
 
     async def floor(i: int) -> None:
         await conns[i].run("true", check=True)
 
-    def executor(pool: list[SSHExecutor], layer: int) -> Callable[[int], Awaitable[None]]:
+    def executor(
+        pool: list[SSHExecutor], layer: int, health: str | None = None
+    ) -> Callable[[int], Awaitable[None]]:
         async def one(i: int) -> None:
-            result = await pool[i].run("true", CommandOptions(timeout=60))
+            result = await pool[i].run("true", CommandOptions(timeout=60, health=health))
             assert result.status == "ok", result
             durations[layer].append(result.duration)
 
         return one
 
-    steps = (floor, executor(timed, 1), executor(untimed, 2))
-    wall, cpu = [0.0] * 3, [0.0] * 3
+    steps = (floor, executor(timed, 1), executor(untimed, 2), executor(healthy, 3, "/"))
+    wall, cpu = [0.0] * 4, [0.0] * 4
     for _ in range(trials):
         for layer, step in enumerate(steps):
             c0, t0 = time.process_time(), time.perf_counter()
@@ -108,18 +114,18 @@ async def channels(workers: list[WorkerSpec], trials: int) -> tuple[Layer, Layer
             cpu[layer] += time.process_time() - c0
     for conn in conns:
         conn.close()
-    await asyncio.gather(*(e.close() for e in timed + untimed))
+    await asyncio.gather(*(e.close() for e in timed + untimed + healthy))
     n = trials * len(workers)
-    a, b, c = ((wall[k] / trials, cpu[k] / n, statistics.median(durations[k])) for k in range(3))
-    return a, b, c
+    return [(wall[k] / trials, cpu[k] / n, statistics.median(durations[k])) for k in range(4)]
 
 
 def engine(
-    farm: SshdFarm, work: Path, tests: int, runs: int
+    farm: SshdFarm, work: Path, tests: int, runs: int, health: bool = True
 ) -> tuple[float, float, float, float, int]:
     """The engine: (wall per trial per worker, the same from the first trial's start to the
     last one's end, CPU per trial, median duration, trials)."""
     lines = ["[experiment]", 'name = "ssh-overhead"', f"runs = {runs}", "seed = 1"]
+    lines += [f"health = {'true' if health else 'false'}"]
     lines += [f'[[test]]\nname = "t{i}"\ncommand = "true"' for i in range(tests)]
     for s in farm.servers:
         lines.append(s.worker_toml(f"w{s.port}", farm.known_hosts))
@@ -148,6 +154,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=40, help="per worker, layers 1 and 2")
     parser.add_argument("--tests", type=int, default=5, help="engine layer: tests")
     parser.add_argument("--runs", type=int, default=4, help="engine layer: runs per order")
+    parser.add_argument(
+        "--no-health", action="store_true", help="engine layer: [experiment] health = false"
+    )
     args = parser.parse_args()
     header(f"SSH workers: controller cost per trial, {args.workers} sshd on loopback")
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,10 +170,12 @@ def main() -> None:
         try:
             farm.start(args.workers)
             workers = workers_of(farm)
-            (f_wall, f_cpu, _), (e_wall, e_cpu, e_dur), (n_wall, n_cpu, n_dur) = asyncio.run(
-                channels(workers, args.trials)
+            layers = asyncio.run(channels(workers, args.trials))
+            (f_wall, f_cpu, _), (e_wall, e_cpu, e_dur), (n_wall, n_cpu, n_dur) = layers[:3]
+            h_wall, h_cpu, h_dur = layers[3]
+            g_wall, g_steady, g_cpu, g_dur, total = engine(
+                farm, work, args.tests, args.runs, not args.no_health
             )
-            g_wall, g_steady, g_cpu, g_dur, total = engine(farm, work, args.tests, args.runs)
         finally:
             farm.stop_all()
     print(f"load average: {load()} (at end)")
@@ -181,7 +192,12 @@ def main() -> None:
         f"{'2b SSHExecutor.run(true), no GNU time':<44}{n_wall * 1e3:>16.1f} ms"
         f"{(n_wall - n_dur) * 1e3:>8.1f} ms{n_cpu * 1e3:>12.2f} ms"
     )
-    label = f"3 engine: {args.tests} tests x {2 * args.runs} runs ({total} trials)"
+    print(
+        f"{'2h SSHExecutor.run(true), health read':<44}{h_wall * 1e3:>16.1f} ms"
+        f"{(h_wall - h_dur) * 1e3:>8.1f} ms{h_cpu * 1e3:>12.2f} ms"
+    )
+    health = "health off" if args.no_health else "health on"
+    label = f"3 engine: {args.tests} x {2 * args.runs} runs, {health} ({total})"
     print(
         f"{label:<44}{g_wall * 1e3:>16.1f} ms{(g_wall - g_dur) * 1e3:>8.1f} ms"
         f"{g_cpu * 1e3:>12.2f} ms"

@@ -8,10 +8,12 @@ the first ratio where p50 >= 0.9. A split whose validation part holds a level it
 lacks is skipped, as patsy's ValueError made the paper's code skip it. The same figure is
 given for our sampler + model.
 
-Part B, conclusion quality (the paper's Figure 1 measures) on all four spaces: each
+Part B, conclusion quality (the paper's Figure 1 measures) on every space of
+bench/sweep_spaces.py (the tuned ones, the held-out ones, the generated ones): each
 configuration runs the loop to termination for every seed; at termination: the sampling rate,
-whether the threshold was reached, R^2 on the unmeasured settings, and the mismatch of
-important terms and points with the full-data analysis.
+whether the threshold was reached, R^2 on the unmeasured settings, the mismatch of important
+terms and points with the full-data analysis, and how far each share of variance is from the
+full data's and whether its interval covers it (:func:`share_scores`).
 
     .venv/bin/python bench/sweep_quality.py --seeds 10 --out bench/sweep_quality.json
 """
@@ -29,7 +31,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from washout.sweep.conclusions import compare, conclusions_of
+from washout.sweep.conclusions import Conclusions, compare, conclusions_of
 from washout.sweep.explore import unmeasured
 from washout.sweep.incremental import (
     LoopOptions,
@@ -39,66 +41,16 @@ from washout.sweep.incremental import (
     run_loop,
 )
 from washout.sweep.models import get_model
-from washout.sweep.space import Space, full_grid, load_space_csv
+from washout.sweep.space import Space
+from washout.sweep.uncertainty import IMPORTANT_SHARE
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "data" / "configspaces"
-SPACES = {
-    "silo_ycsb": ("silo_ycsb.csv", "tput", "threads", "anova"),
-    "herd_ycsb": ("herd_ycsb.csv", "tput", None, "anova-main"),
-    "rs-6d-c3_obj1": ("rs-6d-c3_obj1.csv", "Throughput-", None, "anova"),
-    "Lrzip": ("Lrzip.csv", "<$performance", None, "anova"),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_spaces import SPACES, SYNTHETIC, load, role  # noqa: E402
+
 RATIOS = np.linspace(0.05, 1, 20)[:19]
-SYNTHETIC = ("synthetic-3way", "synthetic-unfittable")
-"""Spaces the project never tuned on, generated with a fixed seed: one with a real 3-way
-interaction (threads x cache x workload, the kind of structure gzip and sort sweeps have),
-and one no model can fit (independent noise: a correct method never terminates)."""
-
-
-def synthetic(name: str) -> Space:
-    """A generated space (see :data:`SYNTHETIC`)."""
-    rng = np.random.default_rng(20261122)
-    if name == "synthetic-3way":
-        space = full_grid(
-            ["threads", "cache_mb", "workload", "batch"],
-            [
-                [1.0, 2, 4, 8, 16, 32],
-                [1.0, 4, 16, 64, 256],
-                ["read", "mixed", "write"],
-                [1.0, 8, 64],
-            ],
-        )
-        t, c, w, b = (space.codes[:, f] for f in range(4))
-        scale = np.minimum(2.0**t, 2.0 ** np.where(w == 2, 2, 4))  # writes saturate early
-        hit = 1 - np.exp(-(2.0 ** (2 * c)) / np.where(w == 0, 64.0, 16.0))
-        y = (
-            1000
-            * scale
-            * (0.3 + 0.7 * hit)
-            * (1 + 0.1 * b)
-            * np.exp(rng.normal(0, 0.03, len(space)))
-        )
-    else:
-        space = full_grid(
-            ["a", "b", "c"],
-            [list(map(float, range(8))), list(map(float, range(6))), list(map(float, range(5)))],
-        )
-        y = np.exp(rng.normal(0, 0.5, len(space)))
-    space.y, space.metric, space.source = y, "y", name
-    return space
-
-
-def load(name: str) -> tuple[Space, str]:
-    """A fixture space, preprocessed as the paper's code does (silo: tput per thread), or a
-    synthetic one."""
-    if name in SYNTHETIC:
-        return synthetic(name), "anova"
-    file, metric, per, paper_model = SPACES[name]
-    space = load_space_csv(FIXTURES / file, metric)
-    if per is not None:
-        f = space.parameters.index(per)
-        space.y = space.y / space.numeric_levels(f)[space.codes[:, f]]
-    return space, paper_model
+SHARE_FLOOR = 0.01
+"""Shares scored: those of at least 1% of the variance in the full data or in the sample's
+conclusions (a term absent from one side counts as 0 there)."""
 
 
 def paper_curve(space: Space, model: str, seeds: range, skip_unseen: bool) -> list[list[float]]:
@@ -168,9 +120,61 @@ CONFIGS: dict[str, dict] = {
     "paper: stratified + ANOVA": dict(method="paper", sampler="stratified"),
     "paper: dist-aware + ANOVA": dict(method="paper", sampler="dist-aware"),
     "paper: random + MLP": dict(method="paper", model="mlp"),
-    "ours (the default: coverage + smooth, stratified folds, holdout rule, predicted space, "
+    "ours (the default: coverage + smooth, stratified folds, settled rule, predicted space, "
     "sum coding, adaptive batches)": dict(method="ours"),
+    "ours, holdout rule (R^2 alone: the default before the settled rule)": dict(
+        method="ours", rule="holdout"
+    ),
 }
+
+
+def share_scores(sample: Conclusions, full: Conclusions) -> dict:
+    """How well the sample's shares know the full data's: over the terms with a share of at
+    least :data:`SHARE_FLOOR` on either side, the largest and mean |error|, how many of
+    their intervals cover the full data's share (a term with no interval covers nothing),
+    the mean interval width, importance decisions that are wrong (``important`` with the
+    full share under 10%, ``not important`` with it at or above) or left open (``may be
+    important``); and how many of the full data's points on its important terms lie in the
+    interval of the sample's point on the same curve."""
+    names = {full.name(t): s for t, s in full.shares.items()}
+    mine = {sample.name(t): (s, sample.spreads.get(t)) for t, s in sample.shares.items()}
+    errors, covered, widths, wrong, open_ = [], 0, [], 0, 0
+    for name in names.keys() | mine.keys():
+        truth = names.get(name, 0.0)
+        estimate, spread = mine.get(name, (0.0, None))
+        if max(truth, estimate) < SHARE_FLOOR:
+            continue
+        errors.append(abs(estimate - truth))
+        if spread is None:
+            continue
+        covered += spread.low <= truth <= spread.high
+        widths.append(spread.high - spread.low)
+        importance = spread.importance
+        wrong += (importance == "important" and truth < IMPORTANT_SHARE) or (
+            importance == "not important" and truth >= IMPORTANT_SHARE
+        )
+        open_ += importance == "may be important"
+    points = [(k, p) for k, p in full.curves.items() if p is not None and k[0] in full.important]
+    inside = 0
+    for key, point in points:
+        spread = sample.point_spreads.get(key)
+        inside += bool(
+            spread is not None
+            and spread.low is not None
+            and spread.high is not None
+            and spread.low <= point.value <= spread.high
+        )
+    return {
+        "share_error_max": max(errors) if errors else 0.0,
+        "share_error_mean": float(np.mean(errors)) if errors else 0.0,
+        "shares_scored": len(errors),
+        "shares_covered": covered,
+        "width_mean": float(np.mean(widths)) if widths else None,
+        "importance_wrong": wrong,
+        "importance_open": open_,
+        "points_scored": len(points),
+        "points_covered": inside,
+    }
 
 
 def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
@@ -198,6 +202,7 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
                 if len(left) > 1
                 else np.nan,
                 **compare(sample, full),
+                **share_scores(sample, full),
                 "seconds": elapsed,
             }
         )
@@ -219,7 +224,18 @@ def quality(space: Space, paper_model: str, config: dict, seeds: range) -> dict:
         "terms_match": sum(r["terms_changed"] == 0 for r in runs),
         "points_match": sum(r["points_mismatch"] == 0 for r in runs),
         "seconds_median": float(np.median([r["seconds"] for r in runs])),
+        "share_error_max": float(max(r["share_error_max"] for r in runs)),
+        "share_error_mean": float(np.mean([r["share_error_mean"] for r in runs])),
+        "share_coverage": _ratio(runs, "shares_covered", "shares_scored"),
+        "point_coverage": _ratio(runs, "points_covered", "points_scored"),
+        "importance_wrong": sum(r["importance_wrong"] for r in runs),
+        "importance_open": sum(r["importance_open"] for r in runs),
     }
+
+
+def _ratio(runs: list[dict], part: str, whole: str) -> list[int]:
+    """[sum of ``part``, sum of ``whole``] over the runs."""
+    return [int(sum(r[part] for r in runs)), int(sum(r[whole] for r in runs))]
 
 
 def main() -> None:
@@ -246,6 +262,7 @@ def main() -> None:
         "command": " ".join(sys.argv),
         "a": {},
         "b": {},
+        "roles": {},
     }
     ours = method_options("ours")
     with threadpool_limits(1):
@@ -266,6 +283,7 @@ def main() -> None:
                 )
             if "b" in args.part:
                 report["b"][name] = {}
+                report["roles"][name] = role(name)
                 for label, config in configs.items():
                     q = quality(space, paper_model, config, seeds)
                     report["b"][name][label] = q

@@ -13,12 +13,14 @@ import sys
 def main() -> None:
     part_a: dict = {}
     part_b: dict = {}
+    roles: dict = {}
     for path in sys.argv[1:]:
         data = json.load(open(path))
         for space, rows in data.get("a", {}).items():
             part_a.setdefault(space, {}).update(rows)
         for space, rows in data.get("b", {}).items():
             part_b.setdefault(space, {}).update(rows)
+        roles.update(data.get("roles", {}))
     if part_a:
         print("| space | method | first rate where p50 of worst-of-10 R^2 >= 0.9 |")
         print("|---|---|---|")
@@ -58,6 +60,46 @@ def main() -> None:
             for space, ratio in ratios.items():
                 print(f"| {space} | {ratio:.2f} |")
             print(f"| **mean** | **{sum(ratios.values()) / len(ratios):.2f}** |")
+        uncertainty(part_b, roles)
+
+
+def uncertainty(part_b: dict, roles: dict) -> None:
+    """Part F: how far the shares are from the full data's, and how often their intervals
+    cover it, per space and configuration (configurations without intervals left out)."""
+    print()
+    print(
+        "| space | role | configuration | median rate | share error max / mean | intervals "
+        "covering the full share | mean width | importance wrong / open | points covered |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    totals: dict[str, dict[str, list[int]]] = {}
+    for space, rows in part_b.items():
+        for config, q in rows.items():
+            if "share_coverage" not in q:
+                continue
+            covered, scored = q["share_coverage"]
+            inside, points = q["point_coverage"]
+            widths = [r["width_mean"] for r in q["runs"] if r["width_mean"] is not None]
+            width = f"{100 * sum(widths) / len(widths):.1f} pts" if widths else "-"
+            print(
+                f"| {space} | {roles.get(space, '-')} | {config} | {q['median_rate']:.3f} | "
+                f"{100 * q['share_error_max']:.1f} / {100 * q['share_error_mean']:.1f} pts | "
+                f"{_share(covered, scored)} | {width} | "
+                f"{q['importance_wrong']} / {q['importance_open']} | {_share(inside, points)} |"
+            )
+            key = f"{config} ({roles.get(space, '-')})"
+            total = totals.setdefault(key, {"shares": [0, 0], "points": [0, 0]})
+            total["shares"] = [a + b for a, b in zip(total["shares"], [covered, scored])]
+            total["points"] = [a + b for a, b in zip(total["points"], [inside, points])]
+    print()
+    print("| configuration (role) | intervals covering the full share | points covered |")
+    print("|---|---|---|")
+    for key, total in totals.items():
+        print(f"| {key} | {_share(*total['shares'])} | {_share(*total['points'])} |")
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "-"
 
 
 def _rate(rows: dict, prefix: str) -> float | None:

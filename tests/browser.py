@@ -62,7 +62,7 @@ class Page:
 class Chromium:
     """One headless Chromium with a fresh profile; :meth:`open` loads a file in a new page."""
 
-    def __init__(self, width: int = 1366, height: int = 900) -> None:
+    def __init__(self, width: int = 1280, height: int = 900) -> None:
         from playwright.sync_api import sync_playwright
 
         self.profile = tempfile.mkdtemp(prefix="washout-chromium-")
@@ -77,7 +77,7 @@ class Chromium:
 
     @contextmanager
     def open(self, path: Path) -> Iterator[Page]:
-        """Load a local HTML file in a new page (laptop-sized viewport) and yield it once
+        """Load a local HTML file in a new page (a 1280-px laptop window) and yield it once
         loaded; console messages, page errors and every request are recorded."""
         page = self.context.new_page()
         seen = Page(page)

@@ -45,16 +45,25 @@ def washout(
 
 
 def exported(db: Path) -> pd.DataFrame:
-    """``washout export DB`` read back, without the resource metrics every trial has: the
-    rows of the spec's own metrics."""
+    """``washout export DB`` read back, without the resource and health metrics every trial
+    has: the rows of the spec's own metrics."""
     import io
 
     import pandas as pd
 
+    from washout.data.health import HEALTH_METRICS
     from washout.data.longformat import RESOURCE_METRICS
 
     frame = pd.read_csv(io.StringIO(washout("export", db).stdout))
-    return frame[~frame["metric"].isin(RESOURCE_METRICS)].reset_index(drop=True)
+    return frame[~frame["metric"].isin((*RESOURCE_METRICS, *HEALTH_METRICS))].reset_index(drop=True)
+
+
+def is_health(metric: str) -> bool:
+    """A per-trial health measure (``health.*``): exported with every trial, but which of
+    them a trial has depends on what the machine gives."""
+    from washout.data.health import HEALTH_PREFIX
+
+    return metric.startswith(HEALTH_PREFIX)
 
 
 def alive(pid: int) -> bool:
@@ -120,9 +129,19 @@ SLOW = {
         "test_compat_table_is_readable",
         "test_json_is_the_python_api_result",
     },
+    "test_analysis.py": {
+        "test_every_renderer_agrees_on_a_sweep",
+        "test_every_renderer_agrees_on_the_papers_data",
+        "test_every_renderer_agrees_on_the_quickstart",
+        "test_json_of_the_analysis_is_versioned_and_complete",
+        "test_the_summary_of_2000_tests_takes_seconds",
+        "test_values_near_the_float_limit_give_valid_json",
+    },
     "test_api.py": {
+        "test_an_unknown_option_is_one_line_and_mypy_sees_it",
         "test_explore_matches_the_cli",
         "test_run_from_a_spec_file_matches_the_cli",
+        "test_the_docs_example_runs_as_written",
     },
     "test_bisect.py": {
         "test_a_history_that_is_not_monotone_ends_with_a_range",
@@ -134,6 +153,14 @@ SLOW = {
     "test_calibration.py": {
         "test_claims_analyses_calibrated_at_20_runs_per_order",
         "test_every_analysis_keeps_alpha_where_its_null_holds_and_finds_what_is_there",
+    },
+    "test_context_run.py": {
+        "test_analyze_says_which_metric_depends_on_its_context_in_every_output",
+        "test_each_trial_sees_its_context_over_ssh",
+        "test_each_trial_sees_its_padding_directory_and_aslr_locally",
+        "test_resume_repeats_each_slots_context_after_a_session_is_killed",
+        "test_run_context_overrides_the_spec_and_resume_plans_it_again",
+        "test_the_export_and_load_carry_the_context_columns",
     },
     "test_counters.py": {"test_counters_of_a_real_trial"},
     "test_extras.py": {"test_the_core_install_runs_the_main_job"},
@@ -153,12 +180,17 @@ SLOW = {
     "test_hyperfine_cli.py": {
         "test_analyze_shows_resource_metrics_without_analysing_them",
         "test_every_trial_failing_stops_scripts_unless_ignored",
-        "test_live_medians_on_a_terminal_only",
+        "test_live_medians_refresh_end_at_the_final_counts_and_give_way",
         "test_parameter_scans_and_names",
         "test_run_count_from_hyperfines_time_budget",
         "test_spec_keys_warmup_and_prepare",
         "test_two_commands_table_ranking_and_exports",
         "test_warmup_and_prepare",
+    },
+    "test_idle_arm.py": {
+        "test_net_energy_of_a_real_run",
+        "test_net_energy_of_a_real_run_over_ssh",
+        "test_short_energy_trials_are_said",
     },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_local_executor.py": {"test_timeout_kills_the_whole_group"},
@@ -176,7 +208,10 @@ SLOW = {
         "test_markdown_report_of_npbench",
         "test_progress_hears_every_figure",
     },
-    "test_report_sweep.py": {"test_sweep_section_html"},
+    "test_report_sweep.py": {
+        "test_sweep_section_html",
+        "test_sweep_report_gives_each_share_its_interval",
+    },
     "test_resource_metrics.py": {"test_every_trial_stores_its_resource_metrics"},
     "test_robustness.py": {
         "test_abort_policy_stops_and_resume_reruns_the_failed_slot",
@@ -265,12 +300,16 @@ SLOW = {
         "test_a_five_percent_layout_effect_in_one_class_is_found",
         "test_no_context_effect_keeps_false_positives_at_alpha_with_other_effects",
     },
-    "test_stats_drift.py": {"test_family_wise_false_positives_stay_within_alpha"},
+    "test_stats_drift.py": {
+        "test_no_drift_is_reported_where_there_is_none",
+        "test_real_drift_is_found",
+    },
     "test_stats_order.py": {"test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise"},
     "test_stats_power.py": {
         "test_cli_plan_from_a_real_pilot_store",
         "test_cli_plan_json_and_table",
         "test_the_plans_interval_covers_the_true_runs_needed_at_about_its_confidence",
+        "test_the_printed_runs_reach_the_target_power_on_average",
     },
     "test_store_frame.py": {"test_rows_this_version_did_not_write_are_kept_as_they_are"},
     "test_store_integrity.py": {
@@ -311,6 +350,11 @@ SLOW = {
         "test_explore_writes_a_sweep_report",
         "test_report_reads_a_sweep_directory",
     },
+    "test_sweep_uncertainty.py": {
+        "test_intervals_cover_the_full_spaces_shares",
+        "test_importance_is_never_wrong_only_open",
+        "test_no_posterior_no_intervals",
+    },
     "test_trials_die_with_controller.py": {
         "test_resume_kills_what_a_dead_session_left_on_an_ssh_worker",
         "test_resume_kills_what_a_dead_session_left_running_locally",
@@ -323,6 +367,7 @@ SLOW = {
         "test_report_of_a_csv_without_positions_says_what_it_cannot_do",
         "test_run_summary_evaluates_the_specs_claims",
         "test_test_names_are_never_terminal_markup",
+        "test_the_quick_form_says_it_cannot_judge_drift_rather_than_finding_it",
     },
 }
 """Tests that took 10 s or more (``pytest --durations``, 2 cores shared with other jobs), by

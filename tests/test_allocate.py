@@ -111,7 +111,9 @@ def test_resume_refuses_workers_of_other_names(sshd_farm: SshdFarm, tmp_path: Pa
     db = tmp_path / "x.db"
     washout("run", spec, "--db", db, "-q")
     with sqlite3.connect(db) as c:  # as if the last run had been cut short
-        c.execute("DELETE FROM trial WHERE id = (SELECT max(id) FROM trial)")
+        last = "(SELECT max(id) FROM trial)"
+        c.execute(f"DELETE FROM metric WHERE trial_id = {last}")
+        c.execute(f"DELETE FROM trial WHERE id = {last}")
     (tmp_path / "hosts.json").write_text(json.dumps([{**hosts[0], "name": "other"}]))
     proc = washout("resume", db, "-q", check=False)
     assert proc.returncode == 3

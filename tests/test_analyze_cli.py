@@ -28,12 +28,16 @@ def test_table_leads_with_the_verdict_and_marks_the_significant_test() -> None:
     proc = analyze(MEMCACHED, "--ci-confidence", "0.95")  # the paper's CI cases: 95% CIs
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("ORDER MATTERS: 1 of 3 comparisons")
+    assert lines[0].startswith("Order matters: 1 of 3 comparisons differs")
     assert "alpha/3 = 0.0167" in lines[0] and "./get_hits_test.sh" in lines[0]
+    head = next(line for line in lines if "┃" in line)
+    assert [c.strip() for c in head.split("┃")][0] == "test"  # every column has a title
     hits = next(line for line in lines if "get_hits" in line and "│" in line)
-    assert hits.lstrip().startswith("*") and "+5.26" in hits and "3 inconclusive" in hits
+    # Delta% of the medians beside them: (70.15 k - 67.70 k) / 70.15 k
+    assert "70.15 k" in hits and "67.70 k" in hits and "+3.50" in hits
+    assert "3 inconclusive" in hits and hits.rstrip().endswith("yes")
     sets = next(line for line in lines if "cmd_set" in line and "│" in line)
-    assert not sets.lstrip().startswith("*") and "2 likely no change" in sets
+    assert sets.rstrip().endswith("no") and "2 likely no change" in sets
 
 
 def test_table_for_no_evidence_says_so_with_family_size_and_detectable_shift() -> None:
@@ -47,29 +51,35 @@ def test_table_for_no_evidence_says_so_with_family_size_and_detectable_shift() -
 @pytest.mark.parametrize("source", [MEMCACHED, NPBENCH])
 @pytest.mark.parametrize("correction", ["bonferroni", "holm"])
 def test_json_is_the_python_api_result(source: Path, correction: str) -> None:
+    import washout
+
     proc = analyze(source, "--format", "json", "--correction", correction)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    expected = analyze_order(load_trials(source)[0], correction=correction).to_dict()
-    assert [s["test"] for s in data.pop("comparison")["summaries"]] == sorted(
-        {t["test"] for t in data["tests"]}
+    assert data["schema"] == "washout-analysis" and data["schema_version"] == 1
+    expected = washout.analyze(source, correction=correction)  # type: ignore[arg-type]
+    assert data == json.loads(json.dumps(expected.to_dict()))
+    assert [s["test"] for s in data["comparison"]["summaries"]] == sorted(
+        {t["test"] for t in data["order"]["tests"]}
     )  # hyperfine's comparison beside the analysis
-    assert data == json.loads(json.dumps(expected))
-    assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
-    assert data["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
+    assert data["order"] == json.loads(
+        json.dumps(analyze_order(load_trials(source)[0], correction=correction).to_dict())
+    )
+    assert all(list(t) == list(JSON_TEST_KEYS) for t in data["order"]["tests"])
+    assert data["order"]["alpha_per_test"] == (0.05 / 3 if correction == "bonferroni" else None)
 
 
 def test_ci_confidence_defaults_to_the_verdicts_level_and_the_option_sets_it() -> None:
-    default = json.loads(analyze(NPBENCH, "--format", "json").stdout)["tests"]
+    default = json.loads(analyze(NPBENCH, "--format", "json").stdout)["order"]["tests"]
     assert all(1 - 0.05 / 3 <= t["ci_confidence_fixed"] < 1 for t in default)
     assert (
         default
         == json.loads(
             analyze(NPBENCH, "--format", "json", "--ci-confidence", str(1 - 0.05 / 3)).stdout
-        )["tests"]
+        )["order"]["tests"]
     )
     loose = json.loads(analyze(NPBENCH, "--format", "json", "--ci-confidence", "0.9").stdout)
-    assert all(0.9 <= t["ci_confidence_fixed"] < 1 - 0.05 / 3 for t in loose["tests"])
+    assert all(0.9 <= t["ci_confidence_fixed"] < 1 - 0.05 / 3 for t in loose["order"]["tests"])
 
 
 def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
@@ -83,7 +93,8 @@ def test_json_never_contains_nan_tokens(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "NaN" not in proc.stdout and "Infinity" not in proc.stdout
     data = json.loads(proc.stdout)
-    assert data["tests"][0]["kw_p"] is None and data["tests"][0]["delta_pct"] is None
+    first = data["order"]["tests"][0]
+    assert first["kw_p"] is None and first["delta_pct"] is None
 
 
 def test_by_worker_and_csv_format() -> None:
@@ -141,7 +152,7 @@ def test_a_store_written_by_washout_run_is_analyzed(tmp_path: Path) -> None:
     )
     proc = analyze(db, "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    data = json.loads(proc.stdout)["order"]
     assert data["family_size"] == 2
     assert {(t["test"], t["metric"], t["n_fixed"], t["n_random"]) for t in data["tests"]} == {
         ("true", "wall", 6, 6),
@@ -225,27 +236,33 @@ def test_rows_checked_beside_the_analysis_still_stop_it(tmp_path: Path, fmt: str
 def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
     import pandas as pd
 
-    from washout.report.terminal import render_analysis, to_text
+    from washout.analysis.compute import analyze as analyze_frame
+    from washout.analysis.result import Options
+    from washout.report.render import Settings, renderer
 
     rows = []
     for worker in ("n1", "n2"):
         for i in range(8):
-            for order, shift in (("fixed", 0.0), ("random", 100.0 if worker == "n1" else 0.0)):
-                rows.append(
-                    {
-                        "run": i,
-                        "order": order,
-                        "test": "get",
-                        "metric": "p99",
-                        "value": 10.0 + i + shift,
-                        "status": "ok",
-                        "worker": worker,
-                    }
-                )
+            for position, test in enumerate(("get", "set")):
+                for order, shift in (("fixed", 0.0), ("random", 100.0)):
+                    shifted = test == "get" and worker == "n1"
+                    rows.append(
+                        {
+                            "run": 2 * i + (order == "random"),
+                            "order": order,
+                            "position": position,
+                            "test": test,
+                            "metric": "p99",
+                            "value": 10.0 + i + (shift if shifted else 0.0),
+                            "status": "ok",
+                            "worker": worker,
+                        }
+                    )
     rows.append(
         {
-            "run": 9,
+            "run": 99,
             "order": "fixed",
+            "position": 0,
             "test": "get",
             "metric": "p99",
             "value": None,
@@ -253,36 +270,41 @@ def test_render_analysis_marks_significant_rows_and_lists_warnings() -> None:
             "worker": "n2",
         }
     )
-    analysis = analyze_order(pd.DataFrame(rows), by_worker=True)
-    text = to_text(render_analysis(analysis), width=140)
+    analysis = analyze_frame(pd.DataFrame(rows), Options(by_worker=True))
+    text = renderer("table")(analysis, Settings(width=160)).text
     first, *rest = text.splitlines()
-    assert first.startswith("ORDER MATTERS: 1 of 2 comparisons") and "get@n1" in first
-    n1 = next(line for line in rest if " n1 " in line)
-    n2 = next(line for line in rest if " n2 " in line)
-    # Delta% = (13.5 - 113.5) / 13.5 * 100
-    assert n1.lstrip().startswith("*") and "1 red flag" in n1 and "-740.74" in n1
-    assert not n2.lstrip().startswith("*") and "2 likely no change" in n2
-    assert "get/p99@n2: 1 unsuccessful trial(s) excluded (fixed 1, random 0)" in text
+    assert first.startswith("Order matters: 1 of 4 comparisons differs") and "get @ n1" in first
+    n1 = next(line for line in rest if line.lstrip().startswith("get ") and " n1 " in line)
+    n2 = next(line for line in rest if line.lstrip().startswith("get ") and " n2 " in line)
+    # Delta% of the medians = (13.5 - 113.5) / 13.5 * 100
+    assert n1.rstrip().endswith("yes") and "1 red flag" in n1 and "-740.74" in n1
+    assert n2.rstrip().endswith("no") and "2 likely no change" in n2
+    assert "get @ n2: 1 unsuccessful trial(s) excluded (fixed 1, random 0)" in text
+    assert "Not analysed: 1 values of timeout trials" in text
 
 
 def test_render_with_nothing_to_compare_says_so() -> None:
     import pandas as pd
 
-    from washout.report.terminal import render_analysis, to_text
+    from washout.analysis.compute import analyze as analyze_frame
+    from washout.report.render import Settings, renderer
 
     frame = pd.DataFrame(
         {
-            "run": [0],
-            "order": ["fixed"],
-            "test": ["a"],
-            "metric": ["wall"],
-            "value": [1.0],
-            "status": ["ok"],
+            "run": [0, 0],
+            "order": ["fixed", "fixed"],
+            "position": [0, 1],
+            "test": ["a", "b"],
+            "metric": ["wall", "wall"],
+            "value": [1.0, 2.0],
+            "status": ["ok", "ok"],
         }
     )
-    analysis = analyze_order(frame)
-    assert analysis.family_size == 0 and analysis.verdict == "no-evidence"
-    assert to_text(render_analysis(analysis)).startswith("No comparison possible")
+    analysis = analyze_frame(frame)
+    assert analysis.order is None and analysis.verdict == "not-compared"
+    assert renderer("table")(analysis, Settings()).text.startswith(
+        "No order analysis: only fixed-order runs, so nothing to compare their order with"
+    )
 
 
 def three_tests_csv(tmp_path: Path) -> Path:
@@ -330,7 +352,7 @@ def test_analyze_of_a_csv_imports_no_run_spec(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert len(json.loads(proc.stdout)["tests"]) == 3
+    assert len(json.loads(proc.stdout)["order"]["tests"]) == 3
     imported = {
         line.rsplit("|", 1)[1].strip()
         for line in proc.stderr.splitlines()

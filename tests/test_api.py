@@ -15,6 +15,7 @@ import pytest
 from conftest import CONFIGSPACES, MEMCACHED, ROOT, washout
 
 import washout as api
+import washout.errors as api_errors
 from washout.errors import StoreBusyError, StoreExistsError
 
 SPEC = """
@@ -34,10 +35,18 @@ command = "sleep 0.001"
 
 API = {
     "run",
+    "compare",
+    "Spec",
     "RunResult",
     "load",
     "analyze",
+    "Analysis",
     "OrderAnalysis",
+    "Comparison",
+    "CarryoverResult",
+    "DriftResult",
+    "ClaimResult",
+    "SweepResult",
     "carryover",
     "drift",
     "claims",
@@ -50,7 +59,7 @@ API = {
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real experiment run through the API once, for the tests that read it."""
     db = tmp_path_factory.mktemp("api") / "api.db"
-    result = api.run(SPEC, db=db)
+    result = api.run(api.Spec.from_text(SPEC), db=db)
     assert result.db == db and result.complete
     return db
 
@@ -135,7 +144,8 @@ def test_run_from_a_spec_file_matches_the_cli(tmp_path: Path) -> None:
 
 def test_run_defaults_to_the_clis_store_path(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    first, second = api.run(SPEC, runs=1), api.run(SPEC, runs=1)
+    spec = api.Spec.from_text(SPEC)
+    first, second = api.run(spec, runs=1), api.run(spec, runs=1)
     assert first.db == Path("washout-results/api-test.db")
     assert second.db == Path("washout-results/api-test-2.db")
 
@@ -155,17 +165,25 @@ def test_store_is_a_read_only_context_manager_that_closes(store: Path) -> None:
 
 
 def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
-    frame = api.load(store)  # every metric: wall, and the CPU times and peak memory
-    assert frame["metric"].value_counts().to_dict() == dict.fromkeys(
+    frame = api.load(store)  # every metric: wall, the CPU times, peak memory and health
+    counts = frame["metric"].value_counts().to_dict()
+    health = {m: n for m, n in counts.items() if m.startswith("health.")}
+    assert {m: n for m, n in counts.items() if m not in health} == dict.fromkeys(
         ["wall", "user", "system", "max_rss"], 24
     )
+    assert "health.other_cpu" in health and all(n <= 24 for n in health.values())
     assert set(frame["test"]) == {"a", "b"} and frame["started"].notna().all()
     assert str(frame["started"].dt.tz) == "UTC"  # datetimes, not text
     assert (frame["ended"] > frame["started"]).all()
     by_path, by_frame = api.analyze(store), api.analyze(frame, alpha=0.05)
-    assert by_path.to_dict() == by_frame.to_dict()
-    assert isinstance(by_path, api.OrderAnalysis) and len(by_path.tests) == 2
-    assert api.analyze(store, correction="holm").correction == "holm"
+    # The same but for where they came from (the frame holds the resource metrics, which
+    # hyperfine's comparison reads as the store's does, and the analyses leave out).
+    assert {**by_path.to_dict(), "source": None} == {**by_frame.to_dict(), "source": None}
+    assert by_path.source.kind == "store" and by_frame.source.kind == "frame"
+    assert isinstance(by_path, api.Analysis) and by_path.order is not None
+    assert len(by_path.order.tests) == 2 and by_path.comparison is not None
+    holm = api.analyze(store, correction="holm")
+    assert holm.order is not None and holm.order.correction == "holm"
     same = [(api.carryover(x).to_dict(), api.drift(x).to_dict()) for x in (store, frame)]
     assert json.dumps(same[0]) == json.dumps(same[1])  # NaN-aware: NaN != NaN
     (claim,) = api.claims(store, ["b > a"])
@@ -175,7 +193,8 @@ def test_the_analyses_take_a_path_or_a_frame(store: Path) -> None:
 def test_load_reads_an_ordersage_file_as_analyze_does() -> None:
     frame = api.load(MEMCACHED)
     assert {"test", "order", "metric", "value"} <= set(frame.columns)
-    assert api.analyze(MEMCACHED).to_dict() == api.analyze(frame).to_dict()
+    mask = {"source": None}
+    assert {**api.analyze(MEMCACHED).to_dict(), **mask} == {**api.analyze(frame).to_dict(), **mask}
 
 
 def test_explore_matches_the_cli() -> None:
@@ -184,3 +203,91 @@ def test_explore_matches_the_cli() -> None:
     assert result.settings_measured == result.settings_total == 144
     cli = washout("explore", data, "--metric", "tput", "--full", "--format", "json")
     assert json.loads(cli.stdout)["significant_terms"] == result.to_dict()["significant_terms"]
+
+
+def test_the_quick_form_and_compare_from_python(tmp_path: Path) -> None:
+    """hyperfine from Python: a list of commands is the quick form (``runs`` counts each
+    command's runs over both order kinds, as ``--runs``), and ``compare`` returns the
+    analysis the run's summary prints."""
+    result = api.run(["true", "sleep 0.01"], runs=8, seed=2, db=tmp_path / "q.db")
+    assert result.complete and result.planned == 16
+    assert set(api.load(result.db)["order"]) == {"fixed", "random"}
+    analysis = api.compare("true", "sleep 0.01", runs=16, seed=2, db=tmp_path / "c.db")
+    assert analysis.comparison is not None and analysis.order is not None
+    [ranking] = analysis.comparison.rankings
+    assert ranking.fastest == "true" and ranking.test == "sleep 0.01" and ranking.significant
+    assert analysis.carryover is not None and analysis.drift is not None  # as the summary
+    with pytest.raises(api_errors.SpecError, match=r"warmup= go\(es\) with the quick form"):
+        api.run(api.Spec.from_text(SPEC), warmup=2, db=tmp_path / "w.db")
+
+
+def test_a_spec_is_a_path_or_a_typed_spec(tmp_path: Path) -> None:
+    with pytest.raises(api_errors.SpecError, match="Spec.from_text"):
+        api.run(SPEC, db=tmp_path / "t.db")  # text where a path is expected: said so
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC)
+    assert api.Spec.read(spec) == api.Spec(SPEC, str(spec))
+    with pytest.raises(api_errors.SpecError, match="cannot read spec"):
+        api.Spec.read(tmp_path / "absent.toml")
+
+
+def test_an_unknown_option_is_one_line_and_mypy_sees_it(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'alpah'") as err:
+        api.analyze(MEMCACHED, alpah=0.01)  # type: ignore[call-arg]
+    assert "\n" not in str(err.value)
+    with pytest.raises(api_errors.WashoutError, match=r"^alpha = 2: expected a number"):
+        api.analyze(MEMCACHED, alpha=2)
+    script = tmp_path / "typo.py"
+    script.write_text("import washout\nwashout.analyze('x.csv', alpah=0.01)\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert 'Unexpected keyword argument "alpah" for "analyze"' in proc.stdout
+
+
+def test_every_result_type_is_a_table_and_shows_in_a_notebook(store: Path) -> None:
+    import pandas as pd
+
+    analysis = api.analyze(store, carryover=True, drift=True, claims=["b > a"])
+    parts = [
+        analysis,
+        analysis.order,
+        analysis.comparison,
+        analysis.carryover,
+        analysis.drift,
+        *(analysis.claims or ()),
+        api.explore(CONFIGSPACES / "silo_ycsb.csv", metric="tput", full=True),
+    ]
+    types = [
+        api.Analysis,
+        api.OrderAnalysis,
+        api.Comparison,
+        api.CarryoverResult,
+        api.DriftResult,
+        api.ClaimResult,
+        api.SweepResult,
+    ]
+    for part, kind in zip(parts, types, strict=True):
+        assert isinstance(part, kind)
+        frame = part.to_frame()
+        assert isinstance(frame, pd.DataFrame) and len(frame) > 0, kind
+        assert "<table" in part._repr_html_(), kind
+    assert list(analysis.carryover.to_frame().columns)[:2] == ["test", "predecessor"]
+
+
+def test_the_analysis_reads_back_from_its_json(store: Path) -> None:
+    analysis = api.analyze(store, carryover=True, drift=True, claims=["b > a"])
+    data = json.loads(json.dumps(analysis.to_dict(), allow_nan=False))
+    again = api.Analysis.from_dict(data)
+    assert again.to_dict() == data
+    assert again.order == analysis.order and again.claims == analysis.claims
+    with pytest.raises(api_errors.WashoutError, match="schema_version = 99"):
+        api.Analysis.from_dict({**data, "schema_version": 99})
+    with pytest.raises(api_errors.WashoutError, match=r"order.tests\[0\].n_fixed = 'x'"):
+        bad = json.loads(json.dumps(data))
+        bad["order"]["tests"][0]["n_fixed"] = "x"
+        api.Analysis.from_dict(bad)

@@ -277,3 +277,6 @@ def test_a_change_within_the_threshold_ends_with_no_change(
     assert "beyond --threshold 5%" in result.summary
     assert BisectResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
     assert api.bisect(demo / "bis") == result
+    steps = result.to_frame()  # a table, as every result type (issue 30, point 7)
+    assert steps[["kind", "decision"]].values.tolist() == [["check", "same"]]
+    assert "change.ratio" in steps.columns and "<table" in result._repr_html_()

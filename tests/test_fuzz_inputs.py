@@ -472,7 +472,8 @@ def test_cli_never_shows_a_traceback_for_bad_specs(tmp_path: Path) -> None:
     for name, (text, expected) in cases.items():
         path = tmp_path / name
         path.write_text(text)
-        for command in ("validate", "run"):
+        # validate checks a sweep spec as a sweep (and says so); run refuses it in one line
+        for command in ("run",) if name == "sweep.toml" else ("validate", "run"):
             proc = (
                 washout(command, path, "--db", tmp_path / f"{name}.db", check=False)
                 if command == "run"

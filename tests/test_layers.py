@@ -15,6 +15,7 @@ LAYERS = [
     "stats",
     "harness",
     "sweep",
+    "analysis",
     "bisection",
     "report",
     "cli",

@@ -261,6 +261,10 @@ def test_this_machine_gets_a_verdict_per_item() -> None:
     assert all(i["verdict"] in VERDICTS for i in document["workers"][0]["items"])
     aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
     assert items(document)["aslr"]["value"] == aslr
+    assert isinstance(result, api.MachineCheck)  # exported, a table (issue 30, point 7)
+    table = result.to_frame()
+    assert list(table["name"]) == list(JUDGES) and set(table["worker"]) == {"local"}
+    assert "<table" in result._repr_html_()
 
 
 def test_busy_names_a_process_that_spins_on_this_machine() -> None:

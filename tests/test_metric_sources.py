@@ -44,7 +44,8 @@ def metric_values(db: Path) -> dict[str, list[float]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
             "SELECT t.test, m.value FROM metric m JOIN trial t ON t.id = m.trial_id"
-            " WHERE m.name NOT IN ('user', 'system', 'max_rss') ORDER BY t.id"
+            " WHERE m.name NOT IN ('user', 'system', 'max_rss') AND m.name NOT LIKE 'health.%'"
+            " ORDER BY t.id"
         ).fetchall()
     values: dict[str, list[float]] = {}
     for test, value in rows:

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from washout.harness.plan import schedule, williams_rows
+from washout.harness.plan import (
+    CWD_SPAN,
+    ENV_SPAN,
+    Context,
+    context_levels,
+    schedule,
+    williams_rows,
+    with_contexts,
+)
 
 
 def test_alternate_starts_fixed_and_alternates() -> None:
@@ -96,3 +104,39 @@ def test_every_run_has_each_test_once(n: int, runs: int, seed: int, design: str)
     assert Counter(r.order for r in plan.runs) == {"fixed": runs, "random": runs, "reverse": runs}
     assert all(sorted(r.tests) == list(range(n)) for r in plan.runs)
     assert plan.total_trials == 3 * runs * n
+
+
+def test_context_levels_spread_over_the_alignment_classes_and_repeat_by_seed() -> None:
+    levels = context_levels(["env", "cwd", "aslr"], 8, seed=5)
+    assert levels == context_levels(["env", "cwd", "aslr"], 8, seed=5)
+    assert levels != context_levels(["env", "cwd", "aslr"], 8, seed=6)
+    env = [c.env_bytes for c in levels]
+    cwd = [c.cwd_bytes for c in levels]
+    assert all(e is not None and 0 <= e < ENV_SPAN for e in env)
+    assert all(c is not None and 0 <= c < CWD_SPAN for c in cwd)
+    for paddings in (env, cwd):
+        assert len(set(paddings)) == 8
+        assert sorted((p // 16) % 4 for p in paddings) == [0, 0, 1, 1, 2, 2, 3, 3]
+        assert len({p % 16 for p in paddings}) == 1  # one offset within the 16-byte step
+    assert sorted(c.aslr for c in levels) == [False] * 4 + [True] * 4
+    assert context_levels(["aslr"], 4, seed=1) == (Context(aslr=False), Context(aslr=True))
+    three = context_levels(["env"], 6, seed=2)
+    assert sorted(((c.env_bytes or 0) // 16) % 4 for c in three) == [0, 0, 1, 1, 2, 3]
+    assert all(c.cwd_bytes is None and c.aslr is None for c in three)
+
+
+def test_each_test_takes_every_level_once_per_cycle_and_the_orders_do_not_change() -> None:
+    plain = schedule(5, 12, ("fixed", "random"), "alternate", seed=9)
+    levels = context_levels(["env"], 4, seed=9)
+    plan = with_contexts(plain, 5, levels)
+    assert plan.levels == levels
+    assert [(r.index, r.order, r.tests) for r in plan.runs] == [
+        (r.index, r.order, r.tests) for r in plain.runs
+    ]
+    for test in range(5):
+        taken = [r.contexts[r.tests.index(test)] for r in plan.runs]
+        cycles = [sorted(taken[i : i + 4]) for i in range(0, len(taken), 4)]
+        assert all(cycle == [0, 1, 2, 3] for cycle in cycles)
+    firsts = {tuple(r.contexts[r.tests.index(t)] for r in plan.runs[:4]) for t in range(5)}
+    assert len(firsts) > 1  # each test its own permutations
+    assert plan == with_contexts(plain, 5, levels)

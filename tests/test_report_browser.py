@@ -6,6 +6,7 @@ Set WASHOUT_UPDATE_DOCS=1 to also refresh docs/report-memcached.png from the scr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -15,12 +16,15 @@ import pytest
 from browser import Chromium, chromium  # noqa: F401 (the fixture)
 from conftest import MEMCACHED
 from simulate_longformat import simulate
+from test_health_filter import throttled  # noqa: F401 (the fixture)
 from test_report_sweep import silo_sweep
 
-from washout.data.sources import load_trials
-from washout.report.document import ReportMeta, WorkerProvenance, build_report
-from washout.report.html import render_html
-from washout.stats.order import analyze_order
+from washout.analysis.compute import analyze, sweep_analysis
+from washout.analysis.result import Options, Recorded, Worker
+from washout.report.render import Settings, renderer
+
+REPORT = Options(carryover=None, drift=None, describe=True)
+"""What ``washout report`` asks of the analysis."""
 
 pytestmark = pytest.mark.chromium
 
@@ -30,6 +34,52 @@ HOSTILE_METRIC = "p99 <b>ms</b>"
 
 FIGURE_SIZES = """() => Array.from(document.querySelectorAll('figure svg')).map(s => {
   const r = s.getBoundingClientRect(); return [s.closest('figure').id, r.width, r.height]; })"""
+WIDER_THAN_THE_WINDOW = """() => [document.documentElement.scrollWidth - window.innerWidth]
+  .concat(Array.from(document.querySelectorAll('.table-wrap, table, figure, pre'))
+    .map(e => e.scrollWidth - e.clientWidth)).filter(d => d > 1)"""
+"""How far the page, or any table (a hidden column), figure or block, is wider than it
+shows: nothing, when it fits the window."""
+LABELS_OUTSIDE = """() => {
+  const out = [];
+  for (const svg of document.querySelectorAll('figure svg')) {
+    const box = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll('text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < box.left - 1 || r.right > box.right + 1
+                      || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+        out.push([svg.closest('figure').id, t.textContent]);
+    }
+  }
+  return out;
+}"""
+"""Every text of a figure (titles, axis labels, tick labels, legends) whose box reaches
+outside the figure: a clipped label."""
+TICKS_OVERLAPPING = """() => {
+  const out = [];
+  for (const svg of document.querySelectorAll('figure svg')) {
+    for (const axis of svg.querySelectorAll('g[id*="matplotlib.axis_"]')) {
+      const boxes = Array.from(axis.querySelectorAll('g[id*="tick_"] text'))
+        .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([, r]) => r.width);
+      for (let i = 0; i < boxes.length; i++)
+        for (let j = i + 1; j < boxes.length; j++) {
+          const [a, r] = boxes[i], [b, q] = boxes[j];
+          if (r.left < q.right - 1 && q.left < r.right - 1 && r.top < q.bottom - 1
+              && q.top < r.bottom - 1) out.push([svg.closest('figure').id, a, b]);
+        }
+    }
+  }
+  return out;
+}"""
+"""Tick labels of one axis that overlap each other (unreadable)."""
+
+
+def assert_fits_and_reads(page) -> None:  # noqa: ANN001 (a Playwright page)
+    """The page fits the 1280-px window with nothing hidden, and every figure's labels are
+    whole and apart."""
+    assert page.evaluate("window.innerWidth") == 1280
+    assert page.evaluate(WIDER_THAN_THE_WINDOW) == []
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    assert page.evaluate(TICKS_OVERLAPPING) == []
 
 
 def _report(tmp_path: Path, name: str, html: str) -> Path:
@@ -41,12 +91,11 @@ def _report(tmp_path: Path, name: str, html: str) -> Path:
 @pytest.fixture(scope="module")
 def memcached_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memcached case study's report (the paper's Table 3), rendered once."""
-    trials, _ = load_trials(MEMCACHED)
-    meta = ReportMeta(source="all_exp_results.csv (OrderSage results CSV)")
+    analysis = analyze(MEMCACHED, REPORT)
     return _report(
         tmp_path_factory.mktemp("memcached"),
         "report.html",
-        render_html(build_report(analyze_order(trials), trials, meta)),
+        renderer("html")(analysis, Settings()).text,
     )
 
 
@@ -80,13 +129,12 @@ def test_memcached_report_renders_in_chromium(
         assert rows.count() == 3
         assert "flag" in (rows.nth(2).get_attribute("class") or "")  # get_hits significant
         assert "no spec" in page.inner_text("#what-ran")
-        # Readable on a 1366-px laptop screen: nothing wider than the window.
-        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert_fits_and_reads(page)
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot), full_page=True)
 
     pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[1] == 1366 and pixels.shape[0] > 2000
+    assert pixels.shape[1] == 1280 and pixels.shape[0] > 2000
     assert pixels.std() > 0.05  # not a blank page
     if os.environ.get("WASHOUT_UPDATE_DOCS"):
         (ROOT / "docs").mkdir(exist_ok=True)
@@ -114,14 +162,14 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
         random_factor={HOSTILE: 1.2},
         seed=3,
     )
-    analysis = analyze_order(trials)
+    analysis = analyze(trials, REPORT)
     assert analysis.verdict == "order-matters"
-    meta = ReportMeta(
+    recorded = Recorded(
         name=HOSTILE,
         spec_text=f'[[test]]\nname = "{HOSTILE}"\n',
-        workers=(WorkerProvenance(HOSTILE, "h", "f", False),),
+        workers=(Worker(HOSTILE, "h", "f", False),),
     )
-    html = render_html(build_report(analysis, trials, meta))
+    html = renderer("html")(dataclasses.replace(analysis, recorded=recorded), Settings()).text
 
     # In the source: no script element anywhere, the name only in escaped form.
     assert "<script" not in html.lower()
@@ -149,6 +197,7 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
         )
         assert any(HOSTILE in t for t in svg_text)  # titles, $x$ not read as math
         assert any(HOSTILE_METRIC in t for t in svg_text)  # axis labels
+        assert_fits_and_reads(page)
         # Several workers: figure 6 is there, one per test.
         keys = [k for k, _, _ in page.evaluate(FIGURE_SIZES)]
         assert [k for k in keys if k.startswith("fig-workers")] == [
@@ -160,15 +209,83 @@ def test_hostile_names_stay_text(chromium: Chromium, tmp_path: Path) -> None:
 def test_sweep_report_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
     settings, sweep = silo_sweep()
     path = tmp_path / "sweep.html"
-    path.write_text(
-        render_html(build_report(None, None, ReportMeta(name="silo-ycsb"), sweep, settings)),
-        encoding="utf-8",
-    )
+    analysis = sweep_analysis(sweep, settings, "silo-ycsb")
+    path.write_text(renderer("html")(analysis, Settings()).text, encoding="utf-8")
     with chromium.open(path) as seen:
         assert seen.errors == []
         sizes = seen.page.evaluate("""() => Array.from(document.querySelectorAll('figure svg'))
             .map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })""")
         assert len(sizes) == 3 and all(w > 200 and h > 100 for w, h in sizes)
+        assert_fits_and_reads(seen.page)
+
+
+@pytest.mark.parametrize("example", ["pagecache-keep", "numpy", "sysbench", "redis"])
+def test_the_examples_reports_fit_and_read(
+    chromium: Chromium, tmp_path: Path, example: str
+) -> None:
+    """The examples' trials (docs/examples): pagecache-keep has an effect a hundred times
+    the others' (symmetric-log axes), redis 8 tests x 4 metrics (a wide table)."""
+    analysis = analyze(ROOT / "docs" / "examples" / f"{example}.csv", REPORT)
+    path = _report(tmp_path, f"{example}.html", renderer("html")(analysis, Settings()).text)
+    with chromium.open(path) as seen:
+        assert seen.errors == []
+        assert_fits_and_reads(seen.page)
+
+
+def test_a_report_with_unhealthy_trials_fits_and_reads(
+    chromium: Chromium,
+    throttled: Path,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Its Trial health section: the unhealthy trials and the strata as tables, the
+    affected test's trials with the unhealthy ones ringed."""
+    analysis = analyze(throttled, REPORT)
+    path = _report(tmp_path, "health.html", renderer("html")(analysis, Settings()).text)
+    with chromium.open(path) as seen:
+        assert seen.errors == []
+        assert_fits_and_reads(seen.page)
+        assert seen.page.locator("#trial-health table").count() == 2
+        assert seen.page.locator("#trial-health figure svg").count() == 1
+
+
+def test_many_tests_are_summarised_with_the_whole_table_as_csv(
+    chromium: Chromium, tmp_path: Path
+) -> None:
+    """60 tests x 2 metrics: the report summarises across them (the share where order
+    matters, the distributions of effects and p-values), details the 30 most affected, and
+    links every comparison as CSV from the page itself."""
+    import base64
+    import csv
+    import io
+
+    names = tuple(f"t{i:02d}" for i in range(60))
+    trials = simulate(
+        tests=names,
+        runs=6,
+        metrics=("wall", "rps"),
+        random_factor={n: 1.3 for n in names[:20]},
+        seed=5,
+    )
+    analysis = analyze(trials, REPORT)
+    path = _report(tmp_path, "many.html", renderer("html")(analysis, Settings()).text)
+    with chromium.open(path) as seen:
+        page = seen.page
+        assert seen.errors == []
+        keys = [k for k, _, _ in page.evaluate(FIGURE_SIZES)]
+        assert keys[:5] == [
+            "fig-effects",
+            "fig-p-values",
+            "fig-ci-cases",
+            "fig-ci-medians",
+            "fig-delta-pct",
+        ]
+        assert page.locator("#tests tbody tr").count() == 30
+        assert "The 30 most affected of 120 comparisons" in page.inner_text("#tests")
+        href = page.get_attribute("#tests a[download]", "href")
+        assert href and href.startswith("data:text/csv;charset=utf-8;base64,")
+        rows = list(csv.DictReader(io.StringIO(base64.b64decode(href.split(",", 1)[1]).decode())))
+        assert len(rows) == 120 and {r["metric"] for r in rows} == {"wall", "rps"}
+        assert_fits_and_reads(page)
 
 
 def test_chromium_install_script_is_idempotent_and_quiet() -> None:

@@ -3,18 +3,28 @@ experiment's store."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from conftest import MEMCACHED, NPBENCH, washout
 from simulate_longformat import simulate
 
-from washout.data.sources import load_trials
-from washout.report.document import ReportMeta, build_report
-from washout.report.markdown import md_text, write_markdown
-from washout.stats.order import analyze_order
+from washout.analysis.compute import analyze
+from washout.analysis.result import Analysis, Options, Recorded
+from washout.report.markdown import md_text
+from washout.report.render import Progress, Settings, renderer, write
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REPORT = Options(carryover=None, drift=None, describe=True)
+"""What ``washout report`` asks of the analysis."""
+
+
+def report(
+    analysis: Analysis, out: Path, fmt: str = "md", progress: Progress | None = None
+) -> Path:
+    """``analysis`` rendered as ``washout report`` renders it, written to ``out``."""
+    return write(renderer(fmt)(analysis, Settings(stem=out.stem, progress=progress)), out)
 
 
 def _linked_images(md: Path) -> list[Path]:
@@ -22,8 +32,8 @@ def _linked_images(md: Path) -> list[Path]:
 
 
 def test_markdown_report_of_npbench(tmp_path: Path) -> None:
-    trials, _ = load_trials(NPBENCH)
-    out = write_markdown(tmp_path / "npbench.md", build_report(analyze_order(trials), trials))
+    analysis = analyze(NPBENCH, REPORT)
+    out = report(analysis, tmp_path / "npbench.md")
     text = out.read_text()
     assert text.startswith("# washout report\n")
     # Published Table 4: nothing significant after Bonferroni (softmax p = 0.03 > 0.05/3).
@@ -33,7 +43,9 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
     table = [line for line in per_test.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 3
     softmax = next(line for line in table if "softmax" in line)
-    assert "| 3 |" in softmax and "+0.46" in softmax
+    [t] = [t for t in analysis.order.tests if "softmax" in t.test]  # type: ignore[union-attr]
+    assert "| 3 inconclusive |" in softmax
+    assert f"| {md_text(f'{t.delta_median_pct:+.2f}')} |" in softmax
     images = _linked_images(out)
     assert [p.name for p in images] == [
         "ci-medians.png",
@@ -49,11 +61,28 @@ def test_markdown_report_of_npbench(tmp_path: Path) -> None:
         assert image.read_bytes().startswith(PNG_MAGIC) and image.stat().st_size > 5000
 
 
+def test_a_new_report_replaces_its_old_figures_only(tmp_path: Path) -> None:
+    """The figures of an earlier report of the same name go (one it no longer draws would
+    stay, linked to nothing), and nothing else in their folder: every file there was
+    removed, a user's notes and a database among them."""
+    trials = simulate(tests=("a", "b"), runs=6, seed=4)
+    folder = tmp_path / "r-figures"
+    folder.mkdir()
+    (folder / "old.png").write_bytes(PNG_MAGIC)
+    (folder / "notes.txt").write_text("mine")
+    (folder / "kept.db").write_bytes(b"SQLite format 3\x00")
+    out = report(analyze(trials, REPORT), tmp_path / "r.md")
+    assert not (folder / "old.png").exists()
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "kept.db").exists()
+    assert {p.name for p in _linked_images(out)} == {p.name for p in folder.glob("*.png")}
+
+
 def test_markdown_escapes_names(tmp_path: Path) -> None:
     hostile = "<img src=x onerror=alert(1)> | *bold* [link](http://x)"
     trials = simulate(tests=(hostile, "b"), runs=6, seed=4)
-    meta = ReportMeta(spec_text='name = "```"\n')
-    out = write_markdown(tmp_path / "r.md", build_report(analyze_order(trials), trials, meta))
+    analysis = analyze(trials, REPORT)
+    recorded = Recorded(spec_text='name = "```"\n')
+    out = report(dataclasses.replace(analysis, recorded=recorded), tmp_path / "r.md")
     text = out.read_text()
     assert "<img" not in text
     assert md_text(hostile) in text
@@ -73,13 +102,14 @@ def test_cli_writes_html_and_markdown(tmp_path: Path) -> None:
     # Figures 1-4, the overview, and trials by position and time for get_hits alone.
     assert html.startswith("<!DOCTYPE html>") and html.count("<svg ") == 6
     assert "all_exp_results.csv (OrderSage results CSV)" in html
-    # Markdown from a long-format CSV (one test: a quick render).
+    # Markdown from a long-format CSV (one test: a quick render, and no order analysis).
     simulate(tests=("only",), runs=6, seed=5).to_csv(tmp_path / "long.csv", index=False)
     washout("report", tmp_path / "long.csv", "--format", "md", "-o", tmp_path / "n.md")
     text = (tmp_path / "n.md").read_text()
     assert "- source: long.csv (long-format CSV)" in text
+    assert "**No order analysis: one test, so every order is the same order" in text
     images = _linked_images(tmp_path / "n.md")
-    assert len(images) == 5 and all(p.is_file() for p in images)
+    assert len(images) == 1 and all(p.is_file() for p in images)  # every trial
 
 
 def test_cli_bad_source_is_one_line(tmp_path: Path) -> None:
@@ -111,23 +141,19 @@ def test_cli_report_of_a_store_shows_what_ran(tmp_path: Path) -> None:
 
 
 def test_progress_hears_every_figure(tmp_path: Path) -> None:
-    from washout.report.html import write_html
-
     trials = simulate(tests=("a", "b"), runs=6, seed=9)
-    report = build_report(analyze_order(trials), trials)
+    analysis = analyze(trials, Options(describe=True))
     seen: list[tuple[int, int]] = []
-    write_html(tmp_path / "r.html", report, lambda d, n: seen.append((d, n)))
+    report(analysis, tmp_path / "r.html", "html", lambda d, n: seen.append((d, n)))
     assert seen == [(i, 5) for i in range(1, 6)]  # figures 1-4 and the overview
     seen.clear()
-    write_markdown(tmp_path / "r.md", report, lambda d, n: seen.append((d, n)))
+    report(analysis, tmp_path / "r.md", "md", lambda d, n: seen.append((d, n)))
     assert seen == [(i, 5) for i in range(1, 6)]
 
 
 def test_trials_figures_only_for_flagged_tests(tmp_path: Path) -> None:
     """One overview per metric; a trials figure of its own for a test whose order matters
     and for one that drifts, none for the tests the analysis does not flag."""
-    from washout.stats.why import explain
-
     trials = simulate(
         tests=("a", "b", "c", "d", "e"),
         runs=12,
@@ -136,9 +162,7 @@ def test_trials_figures_only_for_flagged_tests(tmp_path: Path) -> None:
         drift_per_position={"e": 0.05},
         seed=11,
     )
-    analysis = analyze_order(trials)
-    why = explain(trials, carryover=True, drift=True)
-    out = write_markdown(tmp_path / "r.md", build_report(analysis, trials, why=why))
+    out = report(analyze(trials, REPORT), tmp_path / "r.md")
     text = out.read_text()
     images = [p.name for p in _linked_images(out)]
     assert images[:6] == [
@@ -162,10 +186,10 @@ def test_at_most_eight_trials_figures_the_most_significant_first() -> None:
     tests = tuple("abcdefghij")
     factors = {t: 1.1 + 0.05 * i for i, t in enumerate(tests)}  # j differs the most
     trials = simulate(tests=tests, runs=10, random_factor=factors, seed=12)
-    analysis = analyze_order(trials).to_dict()
-    flags = flagged_tests(analysis, None)
+    analysis = analyze(trials)
+    flags = flagged_tests(analysis)
     assert len(flags) == 10 and [f.p for f in flags] == sorted(f.p for f in flags)
-    trials_section = order_sections(analysis, trials)[1]
+    trials_section = order_sections(analysis)[1]
     detail = [item for item in trials_section.figures if item.key.startswith("trials-")]
     assert [item.title.split(":")[0] for item in detail] == [f.test for f in flags[:DETAIL_FIGURES]]
     rest = ", ".join(f.test for f in flags[DETAIL_FIGURES:])

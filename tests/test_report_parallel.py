@@ -1,4 +1,4 @@
-"""Figures drawn on several cores (washout.report.parallel): real forked processes, results in
+"""Figures drawn on several cores (washout.analysis.parallel): real forked processes, results in
 the jobs' order, failures recovered by the parent, and an HTML report byte for byte the
 same as the serial one."""
 
@@ -18,14 +18,10 @@ import pytest
 from conftest import ROOT
 from simulate_longformat import simulate
 
-from washout.data.sources import load_trials
-from washout.report.document import ReportMeta, build_report
-from washout.report.html import render_html
-from washout.report.markdown import markdown_text
-from washout.report.parallel import beside, run_jobs
-from washout.report.why import why_for_report
-from washout.stats.compare import without_resource_metrics
-from washout.stats.order import analyze_order
+from washout.analysis.compute import analyze
+from washout.analysis.parallel import beside, run_jobs
+from washout.analysis.result import Options
+from washout.report.render import Settings, renderer
 
 PARENT = os.getpid()
 
@@ -130,32 +126,25 @@ def test_beside_runs_the_job_in_a_child_while_the_caller_works(tmp_path: Path) -
 
 
 def test_html_report_is_the_same_drawn_on_two_cores_as_on_one() -> None:
-    trials, _ = load_trials(ROOT / "docs/examples/redis.csv", resources=True)
-    analysed = without_resource_metrics(trials)
-    why, notes = why_for_report(analysed, [], 0.05, "bonferroni", False)
-    report = build_report(analyze_order(analysed), trials, ReportMeta(notes=tuple(notes)), why=why)
-    serial = render_html(report, workers=1)
+    analysis = analyze(
+        ROOT / "docs/examples/redis.csv", Options(carryover=None, drift=None, describe=True)
+    )
+    serial = renderer("html")(analysis, Settings(workers=1)).text
     assert serial.count("<svg ") == 13
-    assert render_html(report, workers=2) == serial
+    assert renderer("html")(analysis, Settings(workers=2)).text == serial
 
 
-def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one(tmp_path: Path) -> None:
+def test_markdown_figures_are_the_same_drawn_on_two_cores_as_on_one() -> None:
     trials = simulate(tests=("a", "b", "c"), runs=6, random_factor={"a": 1.3}, seed=4)
-    report = build_report(analyze_order(trials), trials)
-    texts = []
-    for workers in (1, 2):
-        (folder := tmp_path / str(workers)).mkdir()
-        texts.append(markdown_text(report, folder, tmp_path, workers=workers))
-    pngs = [{p.name: p.read_bytes() for p in (tmp_path / w).iterdir()} for w in ("1", "2")]
-    assert len(pngs[0]) == len(report.all_figures()) > 1
-    assert pngs[0] == pngs[1]
-    assert texts[0] == texts[1].replace("](2/", "](1/")
+    analysis = analyze(trials)
+    serial = renderer("md")(analysis, Settings(workers=1))
+    assert len(serial.files) > 1
+    assert renderer("md")(analysis, Settings(workers=2)) == serial
 
 
 SLEEPY_JOBS = """
 import time
-from washout.report.parallel import beside, run_jobs
-from washout.report.why import why_for_report
+from washout.analysis.parallel import beside, run_jobs
 run_jobs([lambda: time.sleep(0.3) or b""] * 20, workers=2)
 """
 

@@ -14,9 +14,12 @@ import statsmodels.formula.api as smf
 from conftest import FIXTURES
 
 from washout import explore
+from washout.analysis.compute import sweep_analysis
+from washout.analysis.result import Analysis, Options, Source
 from washout.report import document, figures
-from washout.report.document import ReportMeta, build_report
+from washout.report.document import build_report
 from washout.report.html import render_sweep_section
+from washout.report.render import Settings, renderer, write
 from washout.sweep.anova import fit_anova
 from washout.sweep.incremental import method_options
 from washout.sweep.result import StepResult, SweepResult
@@ -132,15 +135,13 @@ def test_sweep_needs_its_settings(silo) -> None:
 
     _, sweep = silo
     with pytest.raises(WashoutError, match="settings"):
-        build_report(None, None, None, sweep)
+        build_report(Analysis(Source("sweep"), Options(), sweep=sweep))
 
 
 def test_sweep_in_markdown(silo, tmp_path: Path) -> None:
-    from washout.report.markdown import write_markdown
-
     settings, sweep = silo
-    report = build_report(None, None, ReportMeta(name="silo"), sweep, settings)
-    out = write_markdown(tmp_path / "sweep.md", report)
+    analysis = sweep_analysis(sweep, settings, "silo")
+    out = write(renderer("md")(analysis, Settings(stem="sweep")), tmp_path / "sweep.md")
     text = out.read_text()
     assert "## Parameter space" in text and "### Knee and turning points" in text
     assert "| threads:keys |" in text
@@ -163,3 +164,35 @@ def test_sum_coded_curves_are_drawn_at_every_level() -> None:
     part = document.sweep_part(sweep, pd.read_csv(SILO))
     caption = next(f for f in part.figures if f.key == "sweep-coefficients")
     assert "sum-coded" in str(caption)
+
+
+def test_sweep_report_gives_each_share_its_interval(tmp_path: Path) -> None:
+    """A sampled sweep (the default method) states every share with its interval and the
+    importance that interval gives, and every point with where the draws put it: in the
+    Markdown report and in the terminal alike, in the same words and cells."""
+    settings = pd.read_csv(SILO)
+    sweep = explore(SILO, method_options(seed=0), metric="tput")
+    assert sweep.interval_level == 0.95 and sweep.sampling_rate < 1
+    analysis = sweep_analysis(sweep, settings, "silo")
+    out = write(renderer("md")(analysis, Settings(stem="sweep")), tmp_path / "sweep.md")
+    markdown = out.read_text().replace("\\.", ".")
+    terminal = renderer("table")(analysis, Settings()).text
+    sentence = (
+        "Shares and points carry 95% intervals for the fully measured space's values; a term "
+        "is important when its whole interval is at or above 10%, and may be important when "
+        "the interval crosses it."
+    )
+    assert sentence in markdown and sentence in terminal
+    for term in sweep.significant_terms:
+        low, high = f"{100 * term.low:.1f}", f"{100 * term.high:.1f}"  # type: ignore[operator]
+        assert re.search(
+            rf"\| {re.escape(term.term)} \| [0-9.]+% \| {low}-{high}% \| "
+            rf"{term.importance} \|",
+            markdown,
+        ), term
+        assert re.search(
+            rf"{re.escape(term.term)} +│ +[0-9.]+% │ +{low}-{high}% │ {term.importance}",
+            terminal,
+        ), term
+    assert "| interval (draws with a point) |" in markdown
+    assert "interval (draws with a point)" in terminal

@@ -89,7 +89,7 @@ def test_client_server_example(loopback: dict[str, str], tmp_path: Path) -> None
         assert watts.isna().all()
         assert all("metric server_watts: not available: no readable powercap" in r for r in reasons)
 
-    analysis = json.loads(washout("analyze", db, "--by-worker", "--format", "json").stdout)
+    analysis = json.loads(washout("analyze", db, "--by-worker", "--format", "json").stdout)["order"]
     assert {t["worker"] for t in analysis["tests"]} == {"main"}
     assert {t["metric"] for t in analysis["tests"]} >= {"p50_ms", "p99_ms", "server_cpu_s"}
     with socket.socket() as sock:  # the server role's teardown stopped redis

@@ -149,7 +149,7 @@ def test_steps_keep_the_nodes_status_wall_and_timeout(node: str, tmp_path: Path)
         async def scenario() -> list:
             await ex.connect()
             failed = await ex.run("echo out; echo err >&2; exit 3", CommandOptions(timeout=30))
-            slept = await ex.run("sleep 0.3", CommandOptions(timeout=30))
+            slept = await ex.run("sleep 0.3", CommandOptions(timeout=30, health="/"))
             timed = await ex.run(
                 f"echo $$ > {tmp_path}/pid; exec sleep 60", CommandOptions(timeout=1)
             )
@@ -170,6 +170,7 @@ def test_steps_keep_the_nodes_status_wall_and_timeout(node: str, tmp_path: Path)
         assert (failed.status, failed.exit_code, failed.reason) == ("failed", 3, "exit code 3")
         assert failed.stdout == b"out\n" and failed.stderr.strip() == b"err"  # no marker left
         assert slept.status == "ok" and 0.3 <= slept.duration < 0.6  # the node's own clock
+        assert slept.health == {}  # not this machine's around srun: not the trial's
         assert timed.status == "timeout"
         pid = int((tmp_path / "pid").read_text())
         wait_for(lambda: not Path(f"/proc/{pid}").exists(), 10, "the timed-out step survived")

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from washout.analysis.units import byte_size, seconds
 from washout.data.longformat import COLUMNS
-from washout.report.terminal import byte_size, seconds
 from washout.stats.claims import hodges_lehmann
 from washout.stats.compare import (
     OUTLIERS_DETECTED,
@@ -91,7 +91,7 @@ def test_ranking_is_the_hodges_lehmann_ratio_of_random_runs_paired_by_run() -> N
         _, ci, achieved = hodges_lehmann(logs, 1 - 0.05 / 2)  # Bonferroni over 2 comparisons
         assert r.ratio_ci == pytest.approx((math.exp(ci[0]), math.exp(ci[1])))
         assert r.confidence == achieved and achieved >= 1 - 0.05 / 2
-        assert r.ratio - r.error <= r.ratio_ci[0] and r.ratio_ci[1] <= r.ratio + r.error
+        assert r.significant == (not r.ratio_ci[0] <= 1 <= r.ratio_ci[1])
     # the run level cancels: 20% run-to-run noise, 2% trial noise, the ratio is tight
     assert result.rankings[1].ratio == pytest.approx(3.0, rel=0.03)
     assert not any(r.orders_disagree for r in result.rankings)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import math
+import random
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,9 @@ from scipy.stats import kruskal
 from simulate_longformat import simulate, with_context
 
 from washout.errors import WashoutError
+from washout.harness.plan import draw_levels as plan_levels
+from washout.stats.claims import evaluate_claims
+from washout.stats.compare import compare_tests
 from washout.stats.context import (
     BEYOND,
     UNDECIDED,
@@ -31,6 +36,7 @@ from washout.stats.context import (
     adjusted_values,
     against_context,
     context_effect,
+    context_margins,
 )
 from washout.stats.family import adjust
 from washout.stats.median_ci import median_ci
@@ -43,18 +49,10 @@ AR_PHI, AR_SD = 0.9, 0.03  # the machine's state: stationary sd 0.03 / sqrt(1 - 
 COUNT_SCALE = 10.0  # the integer metric: the timing / 10, rounded (values ~10-20: many ties)
 
 
-def draw_levels(rng: np.random.Generator, count: int = LEVELS, span: int = PAGE) -> list[int]:
-    """``count`` paddings in 0..span-1: 16 u_i + v, one offset v in 0..15 for all, the u_i
-    distinct with u_i = i (mod 4), so every 64-byte alignment class of the stack gets
-    count / 4 levels, each at a random place in the page."""
-    offset = int(rng.integers(STEP))
-    steps = span // STEP
-    chosen = [
-        int(u)
-        for c in range(CLASSES)
-        for u in rng.choice(np.arange(c, steps, CLASSES), count // CLASSES, replace=False)
-    ]
-    return [STEP * u + offset for u in chosen]
+def draw_levels(seed: int, count: int = LEVELS) -> list[int]:
+    """``count`` environment paddings as an experiment draws them
+    (:func:`washout.harness.plan.draw_levels`): alike in every 64-byte alignment class."""
+    return plan_levels(random.Random(seed), count, PAGE)
 
 
 def aligned(padding: int) -> bool:
@@ -105,7 +103,7 @@ def experiment(
     first = names[0]
     frame = with_context(
         frame,
-        levels=draw_levels(rng, levels),
+        levels=draw_levels(seed, levels),
         context_effect=lambda test, padding: (
             1.0 + effect if test == first and aligned(padding) else 1.0
         ),
@@ -194,7 +192,7 @@ def test_the_run_level_and_the_first_trials_cost_are_taken_out_before_the_test()
     frame = simulate(tests=("a", "b", "c"), runs=20, cv=0.01, run_cv=0.3, first_after_reset=1.3)
     frame = with_context(
         frame,
-        levels=draw_levels(np.random.default_rng(2)),
+        levels=draw_levels(2),
         context_effect=lambda test, padding: 1.05 if test == "a" and aligned(padding) else 1.0,
         seed=3,
     )
@@ -381,8 +379,67 @@ def test_a_margin_is_judged_against_the_spreads_bounds() -> None:
         against_context(result, -1, ["a", "b"], "wall")
 
 
+def test_per_worker_rows_are_pooled_when_no_worker_is_named() -> None:
+    """A comparison pooled over workers is set against every worker's spread: the largest
+    lower bound decides ``within``, a worker without an interval makes it ``unknown``."""
+    rng = np.random.default_rng(9)
+    moved = {
+        p: list(100 * (1.04 if p < 32 else 1.0) + rng.normal(0, 0.1, 12)) for p in (0, 16, 32, 48)
+    }
+    still = {p: list(100 + rng.normal(0, 0.1, 12)) for p in (0, 16, 32, 48)}
+    frame = pd.concat(
+        [
+            levels_frame(moved, "a").assign(worker="w1"),
+            levels_frame(still, "a").assign(worker="w2"),
+            levels_frame(still, "b").assign(worker="w1"),
+            levels_frame(still, "b").assign(worker="w2"),
+        ]
+    )
+    result = context_effect(frame, by_worker=True)
+    pooled = against_context(result, 1.02, ["a", "b"], "wall")
+    assert pooled.verdict == WITHIN and pooled.moved == "a" and pooled.worker is None
+    assert against_context(result, 1.02, ["a", "b"], "wall", "w2").verdict == BEYOND
+    short = frame[~((frame["worker"] == "w2") & (frame["test"] == "b") & (frame["run"] > 2))]
+    assert (
+        against_context(context_effect(short, by_worker=True), 1.02, ["a", "b"], "wall").verdict
+        == UNKNOWN
+    )
+
+
+def test_claims_and_rankings_are_set_against_the_context() -> None:
+    """context_margins judges each claim's ratio and each ranking's as against_context does,
+    naming what it judges."""
+    frame = simulate(tests=("a", "b", "c"), runs=24, cv=0.01, means={"a": 1.0, "b": 1.03, "c": 1.3})
+    frame = with_context(
+        frame,
+        levels=draw_levels(4),
+        context_effect=lambda test, padding: 1.05 if test == "a" and aligned(padding) else 1.0,
+        seed=5,
+    )
+    result = context_effect(frame)
+    claims = evaluate_claims(frame, ["b > 1.0 * a"])
+    comparison = compare_tests(frame, metric="wall")
+    margins = context_margins(result, claims, comparison)
+    assert [m.about for m in margins] == ["b > 1.0 * a", "a vs b", "a vs c"]
+    assert claims[0].ratio is not None
+    expected = [
+        against_context(result, claims[0].ratio, ("b", "a"), "wall"),
+        *(
+            against_context(result, r.ratio, (r.fastest, r.test), "wall")
+            for r in comparison.rankings
+        ),
+    ]
+    assert [replace(m, about="") for m in margins] == expected
+    verdicts = {m.about: m.verdict for m in margins}
+    assert verdicts["a vs c"] == BEYOND  # 30% apart: more than the 5% the context makes
+    assert verdicts["a vs b"] in (
+        WITHIN,
+        UNDECIDED,
+    )  # about 3% (a is 5% slower a quarter of the time)
+
+
 def test_with_context_gives_every_test_each_level_equally_often() -> None:
-    levels = draw_levels(np.random.default_rng(1), 8)
+    levels = draw_levels(1, 8)
     assert len(set(levels)) == 8 and all(0 <= p < PAGE for p in levels)
     assert sorted((p // STEP) % CLASSES for p in levels) == [0, 0, 1, 1, 2, 2, 3, 3]
     assert len({p % STEP for p in levels}) == 1

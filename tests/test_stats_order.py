@@ -111,6 +111,8 @@ def test_every_statistic_matches_an_independent_computation_on_random_data() -> 
             else:
                 assert _close(got, st.shapiro(x).pvalue)
         assert _close(t.delta_pct, (f.mean() - r.mean()) / f.mean() * 100)
+        mf, mr = np.median(f), np.median(r)
+        assert _close(t.delta_median_pct, (mf - mr) / mf * 100 if mf else math.nan)
         n = f.size + r.size
         if math.isfinite(h) and n > 2:
             assert _close(t.eta_squared, max(0.0, (h - 1) / (n - 2)))
@@ -174,11 +176,15 @@ def test_json_is_exactly_the_documented_object_and_valid_without_nan() -> None:
         "family_size",
         "alpha_per_test",
         "verdict",
+        "ci_confidence",
         "tests",
     ]
     assert all(list(t) == list(JSON_TEST_KEYS) for t in data["tests"])
     c = data["tests"][2]
     assert c["delta_pct"] is None and c["cv_fixed"] is None  # mean 0: undefined, not NaN
+    assert c["delta_median_pct"] is None  # median 0 too
+    b = data["tests"][1]
+    assert b["delta_median_pct"] == 0.0
     assert all(t["worker"] is None for t in data["tests"])
     assert data["verdict"] == "no-evidence"
 
@@ -335,6 +341,7 @@ def test_no_trials_or_only_other_orders_give_an_empty_family() -> None:
             "family_size": 0,
             "alpha_per_test": None,
             "verdict": "no-evidence",
+            "ci_confidence": 0.95,
             "tests": [],
         }
         assert len(analysis.to_frame()) == 0
@@ -391,3 +398,14 @@ def test_ci_case_uses_the_family_wise_confidence_unless_told_otherwise() -> None
         red_default += any(t.ci_case == 1 for t in default.tests)
         red_95 += any(t.ci_case == 1 for t in per_test.tests)
     assert red_default <= 5 < red_95
+
+
+def test_a_subnormal_median_is_numpys() -> None:
+    """The median of an odd sample is its middle value, a subnormal one too: halving the two
+    middle values before adding them (to keep values near the float limit from overflowing)
+    gave -0.0 for -5e-324 (found by the property test above)."""
+    sample = [0.0, 0.0, 0.0, 0.0, -3.25, -3.25, -3.25, -3.25, -5e-324]
+    t = analyze_order(long_frame({"a": (sample, sample)})).tests[0]
+    assert t.median_fixed == t.median_random == -5e-324 == float(np.median(sample))
+    huge = analyze_order(long_frame({"a": ([1e308, 1.5e308], [1e308, 1.7e308])})).tests[0]
+    assert (huge.median_fixed, huge.median_random) == (1.25e308, 1.35e308)

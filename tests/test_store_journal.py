@@ -160,7 +160,7 @@ def test_readers_say_what_the_journal_still_holds(tmp_path: Path) -> None:
     assert "1 more finished trial(s) in the trial journal" in status
     assert "folded into the store between runs" in status
     analyzed = washout("analyze", db, check=False)
-    assert "1 finished trial(s) are in its trial journal" in analyzed.stderr
+    assert "1 finished trial(s) are in its trial journal" in analyzed.stdout  # among the notes
     store._journal.close()  # as if killed: the journal stays as it is, the lock goes
     store._lock.release()
     stopped = washout("status", db).stdout

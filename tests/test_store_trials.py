@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store import ExperimentRecord, Store
 from washout.data.store.writer import StoreWriter
 
@@ -105,29 +108,36 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     assert reader.execute("SELECT count(*) FROM trial").fetchone() == (1,)
 
 
-def test_a_version_1_store_is_read_as_it_is_and_upgraded_when_written(tmp_path: Path) -> None:
-    """Stores written before trials could be superseded stay readable, also read-only."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_store_is_read_as_it_is_and_upgraded_when_written(
+    tmp_path: Path, version: int
+) -> None:
+    """Stores written before trials could be superseded (version 1) or had a context
+    (version 2) stay readable, also read-only; written again, they gain the columns."""
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
-    path = tmp_path / "v1.db"
+    path = tmp_path / f"v{version}.db"
     store = StoreWriter.create(path, record, [("a", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"])
     now = datetime.now(UTC)
     store.finish_trial(store.begin_trial(run_id, 0, "a", 0, now), **finished({}))
     store.close()
-    conn = sqlite3.connect(path)  # what version 1 wrote: no superseded column
-    conn.execute("ALTER TABLE trial DROP COLUMN superseded")
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn = sqlite3.connect(path)  # what that version wrote
+    for column in CONTEXT_COLUMNS + (("superseded",) if version == 1 else ()):
+        conn.execute(f"ALTER TABLE trial DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
     conn.commit()
     conn.close()
     reader = Store.open(path, readonly=True)
     assert reader.counts() == {"ok": 1} and len(reader.long_frame()) == 1
+    assert reader.context() is None and "context_env_bytes" not in reader.long_frame()
     reader.close()
     writer = StoreWriter.reopen(path)
     assert writer.counts() == {"ok": 1}
     writer.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
-    assert conn.execute("SELECT superseded FROM trial").fetchall() == [(0,)]
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    columns = ", ".join(("superseded", *CONTEXT_COLUMNS))
+    assert conn.execute(f"SELECT {columns} FROM trial").fetchall() == [(0, None, None, None)]
 
 
 def test_one_writer_at_a_time_and_the_lock_goes_with_its_holder(tmp_path: Path) -> None:

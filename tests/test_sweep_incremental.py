@@ -171,7 +171,7 @@ def test_ours_is_the_default_and_paper_is_the_papers_options() -> None:
     assert (ours.sampler, ours.model, ours.rule, ours.conclude, ours.coding) == (
         "coverage",
         "smooth",
-        "holdout",
+        "settled",
         "predicted",
         "sum",
     )

@@ -4,10 +4,12 @@ Runs experiments that avoid the ordering trap (Duplyakin et al., USENIX ATC 2023
 whether the order of trials changed the results and why, and evaluates a system across
 its parameter space with incremental sampling (Hui et al., SIGMOD 2024).
 
-The public API (docs/api.md): :func:`run`, :func:`load`, :func:`analyze`,
-:func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`, :func:`bisect`,
-:class:`Store`, :class:`RunResult`, :class:`OrderAnalysis` and :class:`BisectResult`. Each
-function imports its heavy modules when called, so ``import washout`` (and ``washout
+The public API (docs/api.md): :func:`run` and :func:`compare` (hyperfine's quick form),
+:func:`load`, :func:`analyze` (the one analysis, as ``washout analyze`` and the run's
+summary compute it), :func:`carryover`, :func:`drift`, :func:`claims`, :func:`explore`,
+:func:`bisect`, :func:`check`, :class:`Spec`, :class:`Store`, :class:`RunResult`, and every
+result type (``__all__``). Each function imports its heavy modules when called, so
+``import washout`` (and ``washout
 --help``) stays fast.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from washout.harness.machine_check import check
 from washout.version import __version__
@@ -26,36 +28,102 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from washout.bisection.result import BisectResult
-    from washout.data.store import Store
-    from washout.stats.carryover import CarryoverResult
-    from washout.stats.claims import ClaimResult
-    from washout.stats.drift import DriftResult
-    from washout.stats.order import OrderAnalysis
+    from washout.analysis.result import Analysis as Analysis
+    from washout.analysis.result import Options as Options
+    from washout.bisection.result import BisectResult as BisectResult
+    from washout.data.store import Store as Store
+    from washout.harness.engine import Experiment
+    from washout.harness.machine import MachineCheck as MachineCheck
+    from washout.stats.carryover import CarryoverPair as CarryoverPair
+    from washout.stats.carryover import CarryoverResult as CarryoverResult
+    from washout.stats.carryover import FirstAfterReset as FirstAfterReset
+    from washout.stats.claims import ClaimResult as ClaimResult
+    from washout.stats.claims import ClaimSide as ClaimSide
+    from washout.stats.compare import Comparison as Comparison
+    from washout.stats.compare import Ranking as Ranking
+    from washout.stats.compare import TestSummary as TestSummary
+    from washout.stats.drift import DriftResult as DriftResult
+    from washout.stats.drift import DriftRow as DriftRow
+    from washout.stats.energy import NetEnergy as NetEnergy
+    from washout.stats.health import FlaggedTrial as FlaggedTrial
+    from washout.stats.health import HealthJudgement as HealthJudgement
+    from washout.stats.health import Stratum as Stratum
+    from washout.stats.order import OrderAnalysis as OrderAnalysis
+    from washout.stats.order import OrderComparison as OrderComparison
     from washout.sweep.incremental import LoopOptions
-    from washout.sweep.result import SweepResult
+    from washout.sweep.result import SweepResult as SweepResult
     from washout.sweep.space import Space
 
 
 # A library logs, an application decides where it goes (``washout -v`` shows it on stderr).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
+Correction = Literal["bonferroni", "holm"]
+"""A family-wise correction (washout.stats.family)."""
+
+RESULT_TYPES: dict[str, str] = {
+    "Analysis": "washout.analysis.result",
+    "Options": "washout.analysis.result",
+    "OrderAnalysis": "washout.stats.order",
+    "OrderComparison": "washout.stats.order",
+    "Comparison": "washout.stats.compare",
+    "TestSummary": "washout.stats.compare",
+    "Ranking": "washout.stats.compare",
+    "CarryoverResult": "washout.stats.carryover",
+    "CarryoverPair": "washout.stats.carryover",
+    "FirstAfterReset": "washout.stats.carryover",
+    "DriftResult": "washout.stats.drift",
+    "DriftRow": "washout.stats.drift",
+    "ClaimResult": "washout.stats.claims",
+    "ClaimSide": "washout.stats.claims",
+    "HealthJudgement": "washout.stats.health",
+    "FlaggedTrial": "washout.stats.health",
+    "Stratum": "washout.stats.health",
+    "NetEnergy": "washout.stats.energy",
+    "SweepResult": "washout.sweep.result",
+    "BisectResult": "washout.bisection.result",
+    "MachineCheck": "washout.harness.machine",
+    "Store": "washout.data.store",
+}
+"""The public classes, imported when first used: name -> module."""
+
 __all__ = [
-    "OrderAnalysis",
+    *RESULT_TYPES,
     "RunResult",
-    "Store",
-    "BisectResult",
+    "Spec",
     "__version__",
     "analyze",
     "bisect",
     "carryover",
     "check",
     "claims",
+    "compare",
     "drift",
     "explore",
     "load",
     "run",
 ]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An experiment's spec: its TOML text and where it came from. :meth:`read` reads a
+    file, :meth:`from_text` takes the text itself; :func:`run` takes either, or a path."""
+
+    text: str
+    source: str = "spec text"
+
+    @classmethod
+    def read(cls, path: str | Path) -> Spec:
+        """The spec in the TOML file ``path`` (checked when it runs)."""
+        from washout.harness.spec import load_spec
+
+        return cls(load_spec(path)[1], str(path))
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "spec text") -> Spec:
+        """A spec given as TOML text; ``source`` names it in errors."""
+        return cls(text, source)
 
 
 @dataclass(frozen=True)
@@ -81,40 +149,94 @@ class RunResult:
         return {**asdict(self), "db": str(self.db)}
 
 
-def _spec(spec: str | Path) -> tuple[Any, str, str]:
-    """The parsed spec, its text and its source name: ``spec`` is a path to a TOML file, or
-    the spec's text itself (any string with a line break)."""
-    from washout.harness.spec import load_spec, parse_spec_text
+def _prepared(
+    spec: Spec | str | Path | Sequence[str],
+    seed: int | None,
+    runs: int | None,
+    quick: dict[str, Any],
+    context: tuple[list[str], int] | None = None,
+) -> Experiment:
+    """The experiment ``run`` runs: from a :class:`Spec`, a spec file's path, or commands
+    (the quick form, with hyperfine's options in ``quick``); ``context`` (kinds, levels) in
+    place of a spec's."""
+    from washout.errors import SpecError
+    from washout.harness.engine import Experiment
+    from washout.harness.spec import parse_spec_text
 
     if isinstance(spec, str) and "\n" in spec:
-        return parse_spec_text(spec, "spec text"), spec, "spec text"
-    parsed, text = load_spec(spec)
-    return parsed, text, str(spec)
+        raise SpecError(
+            f"spec = {spec[:40]!r}...: a str is a spec file's path; give the spec's text "
+            "as washout.Spec.from_text(text)"
+        )
+    if isinstance(spec, str | Path):
+        spec = Spec.read(spec)
+    if isinstance(spec, Spec):
+        given = [f"{name}=" for name, value in quick.items() if value]
+        if given:
+            raise SpecError(
+                f"{', '.join(given)} go(es) with the quick form (a list of commands); "
+                "put them in the spec"
+            )
+        parsed = parse_spec_text(spec.text, spec.source)
+        return Experiment.prepare(
+            parsed, spec.text, spec.source, seed=seed, runs=runs, context=context
+        )
+    from washout.harness.quick import quick_runs
+    from washout.harness.spec import spec_from_commands
+
+    commands = list(spec)
+    if not commands or not all(isinstance(c, str) for c in commands):
+        raise SpecError(f"commands = {commands!r:.80}: expected a list of command strings")
+    parsed, text = spec_from_commands(commands, runs=10, seed=seed, context=context, **quick)
+    per_kind = quick_runs(parsed, runs, None, None, quick["prepare"])
+    return Experiment.prepare(parsed, text, "python", seed=seed, runs=per_kind)
 
 
 def run(
-    spec: str | Path,
+    spec: Spec | str | Path | Sequence[str],
     *,
     db: str | Path | None = None,
     seed: int | None = None,
     runs: int | None = None,
+    context: Sequence[str] | None = None,
+    context_levels: int | None = None,
     quiet: bool = True,
+    warmup: int = 0,
+    prepare: str | None = None,
+    reset: str | None = None,
+    setup: str | None = None,
+    names: Sequence[str] | None = None,
 ) -> RunResult:
-    """Run an experiment as ``washout run SPEC.toml`` does, without its summary or exit code.
+    """Run an experiment as ``washout run`` does, without its summary or exit code.
 
-    ``spec``: a path to a TOML spec, or the spec's text. ``db``: the store to create
-    (refused if it exists); default ``./washout-results/NAME.db`` (the next free name).
-    ``seed`` and ``runs`` override the spec's. ``quiet=False`` prints what runs and how it
-    ended on stderr. The store is closed before this returns; a store that can no longer
-    be written raises :class:`~washout.errors.StoreWriteError`.
+    ``spec``: a :class:`Spec`, the path of a TOML spec, or a list of commands (hyperfine's
+    quick form: each command a test; ``runs`` then counts each command's runs over both
+    order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
+    ``warmup``, ``prepare``, ``reset``, ``setup`` and ``names`` are hyperfine's options).
+    With a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
+    (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
+    randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
+    spec, in place of its own). ``db``: the store to
+    create (refused if it exists); default ``./washout-results/NAME.db`` (the next free
+    name). ``quiet=False`` prints what runs and how it ended on stderr. The store is closed
+    before this returns; a store that can no longer be written raises
+    :class:`~washout.errors.StoreWriteError`.
     """
     import sys
 
     from washout.errors import StoreWriteError
-    from washout.harness.engine import Experiment, execute, new_store
+    from washout.harness.engine import execute, new_store
+    from washout.harness.spec import context_choice
 
-    parsed, text, source = _spec(spec)
-    experiment = Experiment.prepare(parsed, text, source, seed=seed, runs=runs)
+    quick = dict(
+        warmup=warmup,
+        prepare=prepare,
+        reset=reset,
+        setup=setup,
+        names=list(names) if names else None,
+    )
+    chosen = context_choice(context, context_levels, ("context", "context_levels"))
+    experiment = _prepared(spec, seed, runs, quick, chosen)
     with new_store(experiment, db) as store:
         if not quiet:
             print(
@@ -144,6 +266,36 @@ def run(
     return result
 
 
+def compare(
+    *commands: str,
+    runs: int | None = None,
+    db: str | Path | None = None,
+    seed: int | None = None,
+    warmup: int = 0,
+    prepare: str | None = None,
+    reset: str | None = None,
+    setup: str | None = None,
+    names: Sequence[str] | None = None,
+    quiet: bool = True,
+) -> Analysis:
+    """hyperfine from Python: run ``commands`` (the quick form of :func:`run`, with its
+    options) and return the analysis the run's summary prints: hyperfine's comparison
+    (``.comparison``), the order analysis and why."""
+    result = run(
+        list(commands),
+        db=db,
+        seed=seed,
+        runs=runs,
+        quiet=quiet,
+        warmup=warmup,
+        prepare=prepare,
+        reset=reset,
+        setup=setup,
+        names=names,
+    )
+    return analyze(result.db, carryover=None, drift=None, compare=True)
+
+
 def load(source: str | Path) -> pd.DataFrame:
     """The long format (one row per trial and metric) of a washout store, what ``washout
     export`` writes (CSV, JSON or Parquet) or an OrderSage results file, told apart by
@@ -162,40 +314,106 @@ def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
     return without_resource_metrics(load(source) if isinstance(source, str | Path) else source)
 
 
-def analyze(source: str | Path | pd.DataFrame, **options: Any) -> OrderAnalysis:
-    """Did order change the results? Fixed vs random per test x metric, as ``washout
-    analyze`` computes it. ``options`` are those of
-    :func:`washout.stats.order.analyze_order`: ``alpha``, ``correction``
-    (bonferroni | holm), ``by_worker``, ``ci_confidence``."""
-    from washout.stats.order import analyze_order
+def analyze(
+    source: str | Path | pd.DataFrame,
+    *,
+    alpha: float = 0.05,
+    correction: Correction = "bonferroni",
+    by_worker: bool = False,
+    ci_confidence: float | None = None,
+    metric: str | None = None,
+    carryover: bool | None = False,
+    drift: bool | None = False,
+    claims: Sequence[str] = (),
+    compare: bool | None = None,
+    healthy_only: bool = False,
+    context: bool | None = None,
+) -> Analysis:
+    """Everything ``washout analyze`` computes, as one frozen
+    :class:`~washout.analysis.result.Analysis` (``.order``, ``.comparison``,
+    ``.carryover``, ``.drift``, ``.claims``, ``.notes``; ``to_dict()`` is ``--format
+    json``). ``source``: a store, long CSV, OrderSage file, a sweep's directory or a
+    long-format DataFrame. ``carryover``/``drift``: True asks for them (an error where the
+    source cannot support them), None takes them where it can, False leaves them out;
+    ``claims`` add to a store's spec's; ``compare``: hyperfine's comparison (None: for at
+    most 20 tests); ``healthy_only``: the trials a health measure flags are set aside
+    first (``.health`` says which and why); ``context``: whether each metric depends on the
+    context its trials ran in (``.context``, and the comparisons set against it,
+    ``.context_margins``), None where the trials have one."""
+    from washout.analysis.compute import analyze as analyze_source
+    from washout.analysis.result import Options
 
-    return analyze_order(_frame(source), **options)
+    options = Options(
+        alpha=alpha,
+        correction=correction,
+        by_worker=by_worker,
+        ci_confidence=ci_confidence,
+        metric=metric,
+        carryover=carryover,
+        drift=drift,
+        claims=tuple(claims),
+        compare=compare,
+        healthy_only=healthy_only,
+        context=context,
+    )
+    return analyze_source(source, options)
 
 
-def carryover(source: str | Path | pd.DataFrame, **options: Any) -> CarryoverResult:
+def carryover(
+    source: str | Path | pd.DataFrame,
+    *,
+    alpha: float = 0.05,
+    correction: Correction = "bonferroni",
+    by_worker: bool = False,
+    metric: str | None = None,
+) -> CarryoverResult:
     """Which preceding test shifts which test (random-order runs), and the first trial
-    after the reset; ``options`` as :func:`washout.stats.carryover.carryover`."""
+    after the reset (:func:`washout.stats.carryover.carryover`)."""
     from washout.stats.carryover import carryover as carryover_of
 
-    return carryover_of(_frame(source), **options)
+    return carryover_of(
+        _frame(source), alpha=alpha, correction=correction, by_worker=by_worker, metric=metric
+    )
 
 
-def drift(source: str | Path | pd.DataFrame, **options: Any) -> DriftResult:
-    """Drift of each test with position, time since the reset and run;
-    ``options`` as :func:`washout.stats.drift.drift`."""
+def drift(
+    source: str | Path | pd.DataFrame,
+    *,
+    alpha: float = 0.05,
+    correction: Correction = "bonferroni",
+    by_worker: bool = False,
+    metric: str | None = None,
+    seed: int = 0,
+) -> DriftResult:
+    """Drift of each test with position, time since the reset and run, and a level that
+    wanders across runs (:func:`washout.stats.drift.drift`; ``seed``: of its resampling)."""
     from washout.stats.drift import drift as drift_of
 
-    return drift_of(_frame(source), **options)
+    return drift_of(
+        _frame(source),
+        alpha=alpha,
+        correction=correction,
+        by_worker=by_worker,
+        metric=metric,
+        seed=seed,
+    )
 
 
 def claims(
-    source: str | Path | pd.DataFrame, claims: Sequence[str], **options: Any
+    source: str | Path | pd.DataFrame,
+    claims: Sequence[str],
+    *,
+    metric: str | None = None,
+    alpha: float = 0.05,
+    correction: Correction = "bonferroni",
 ) -> list[ClaimResult]:
     """Whether each claim ("A < B", "A > 1.1 * B") holds under fixed and under random
-    order; ``options`` as :func:`washout.stats.claims.evaluate_claims`."""
+    order (:func:`washout.stats.claims.evaluate_claims`)."""
     from washout.stats.claims import evaluate_claims
 
-    return evaluate_claims(_frame(source), claims, **options)
+    return evaluate_claims(
+        _frame(source), claims, metric=metric, alpha=alpha, correction=correction
+    )
 
 
 def explore(
@@ -234,14 +452,21 @@ def bisect(
     repo: str | Path = ".",
     build: str | None = None,
     directory: str | Path | None = None,
-    **options: Any,
+    test: str | None = None,
+    metric: str | None = None,
+    threshold: float | None = None,
+    alpha: float = 0.05,
+    runs: int = 10,
+    max_runs: int = 60,
+    seed: int | None = None,
+    build_timeout: float | None = None,
 ) -> BisectResult:
     """Find the commit between ``good`` and ``bad`` that changed the spec's metric, as
     ``washout bisect SPEC --good --bad`` does; ``spec`` a bisect's directory continues
-    that bisect (as ``washout resume DIR``). ``options``: ``test``, ``metric``,
-    ``threshold`` (a fraction: 0.02), ``alpha``, ``runs``, ``max_runs``, ``seed``,
-    ``build_timeout``. Returns the frozen :class:`~washout.bisection.result.BisectResult`
-    (``to_dict()`` for JSON); a step that stops raises
+    that bisect (as ``washout resume DIR``). ``threshold`` is a fraction (0.02); the other
+    options are ``washout bisect``'s. Returns the frozen
+    :class:`~washout.bisection.result.BisectResult` (``to_dict()`` for JSON); a step that
+    stops raises
     :class:`~washout.bisection.driver.BisectStopped` (its state kept for resuming)."""
     from washout.bisection.driver import Request, advance, start
     from washout.bisection.state import is_bisect_dir
@@ -258,23 +483,22 @@ def bisect(
         repo=Path(repo),
         build=build,
         directory=None if directory is None else Path(directory),
-        **options,
+        test=test,
+        metric=metric,
+        threshold=threshold,
+        alpha=alpha,
+        runs=runs,
+        max_runs=max_runs,
+        seed=seed,
+        build_timeout=build_timeout,
     )
     return advance(start(request))
 
 
 def __getattr__(name: str) -> Any:
     """The classes of the API, imported only when first used."""
-    if name == "BisectResult":
-        from washout.bisection.result import BisectResult
+    if name in RESULT_TYPES:
+        from importlib import import_module
 
-        return BisectResult
-    if name == "Store":
-        from washout.data.store import Store
-
-        return Store
-    if name == "OrderAnalysis":
-        from washout.stats.order import OrderAnalysis
-
-        return OrderAnalysis
+        return getattr(import_module(RESULT_TYPES[name]), name)
     raise AttributeError(f"module 'washout' has no attribute {name!r}")

@@ -5,11 +5,15 @@ reads it back, checking every field)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from washout.bisection.build import Build
 from washout.stats.equivalence import PairedEstimate
+from washout.stats.frames import FrameView
 from washout.sweep.result import from_plain, to_plain
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ENDINGS = ("first-bad", "range", "no-change", "unfinished")
 """How a bisect ends: the first bad commit; a range of commits (steps unknown, builds
@@ -73,7 +77,7 @@ class Cost:
 
 
 @dataclass(frozen=True)
-class BisectResult:
+class BisectResult(FrameView):
     """A bisect's answer and everything behind it.
 
     ``ending``: one of :data:`ENDINGS`. ``culprit``: the first bad commit (first-bad only);
@@ -111,6 +115,13 @@ class BisectResult:
     steps: tuple[StepRow, ...]
     builds: tuple[Build, ...]
     cost: Cost
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per step (the step table of ``washout bisect``'s text), each estimate's
+        fields as columns of their own (``vs_good.ratio``...)."""
+        import pandas as pd
+
+        return pd.json_normalize([to_plain(step) for step in self.steps])
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""

@@ -18,17 +18,13 @@ The text is TOML (inline tables), so every step's store is an ordinary washout s
 from __future__ import annotations
 
 import copy
-import json
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from washout.errors import SpecError
 from washout.harness.spec import Spec, expand_tests
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+from washout.harness.spec_toml import toml_text
 
 
 @dataclass(frozen=True)
@@ -134,37 +130,3 @@ def step_spec_text(
     ]
     out["provenance"] = provenance
     return toml_text(out)
-
-
-def toml_text(data: dict[str, Any]) -> str:
-    """A TOML document of ``data``: each top-level key with an inline value."""
-    return "".join(f"{_key(k)} = {_value(v)}\n" for k, v in data.items())
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _string(key)
-
-
-def _string(text: str) -> str:
-    """A TOML basic string: JSON's escapes are TOML's, and DEL must be escaped too."""
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML form for {type(value).__name__}")

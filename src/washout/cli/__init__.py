@@ -45,9 +45,9 @@ def console() -> NoReturn:
     """The ``washout`` console script and ``python -m washout``: :func:`main`, then the
     process ends without the interpreter's teardown, as mypy's does (``hard_exit``).
 
-    Freeing every object and module one by one took 0.11 s after an analysis of 2.3M
-    trials (bench/RESULTS.md, "Analysis at paper scale") and changes nothing a command
-    leaves behind: every command has closed its stores and files (``with``) and waited
+    Freeing every object and module one by one is a measurable part of a large analysis
+    (bench/RESULTS.md, "Analysis at paper scale") and changes nothing a command leaves
+    behind: every command has closed its stores and files (``with``) and waited
     for its children by then; logging's handlers and the standard streams are flushed
     here. A reader gone from stdout (``| head``) gets status 120, as from Python's own
     exit. :func:`main` itself still raises ``SystemExit`` (callers in a process of their

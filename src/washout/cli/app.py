@@ -22,6 +22,12 @@ app = typer.Typer(
 )
 
 
+HEALTHY_ONLY_HELP = (
+    "Set aside the trials a health measure flags (a thermal throttle, a page swapped, a "
+    "new kernel log record, other processes' CPU time over a tenth of a CPU) before "
+    "analysing; says how many and why."
+)
+"""``--healthy-only`` of ``analyze`` and ``report`` (washout.stats.health)."""
 LIST_JOIN = "\0"
 
 

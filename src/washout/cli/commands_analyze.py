@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import app
+from washout.cli.app import HEALTHY_ONLY_HELP, app
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
-    from washout.stats.compare import Comparison
-    from washout.stats.order import OrderAnalysis
+    from washout.analysis.result import Options
 
 FORMATS: tuple[str, ...] = ("table", "json", "csv")
-T = TypeVar("T")
-U = TypeVar("U")
 
 
 def _choice(option: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -67,141 +63,94 @@ def analyze_command(
         help='A claim to check under both orders, e.g. "A < B" or '
         '"A > 1.1 * B" (repeatable; a store adds its spec\'s claims).',
     ),
+    context: bool | None = typer.Option(
+        None,
+        "--context/--no-context",
+        help="Whether each metric depends on the context its trials ran in ([experiment] "
+        "context, run --context): by default where the trials have one.",
+    ),
     metric: str | None = typer.Option(
         None,
         "--metric",
         help="Restrict carryover, drift and claims to one metric, and compare tests on it "
         "(user, system and max_rss are analysed only when named here).",
     ),
+    healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
 
-    from washout.data.sources import load_trials
-    from washout.report.terminal import frame_table, render_analysis, render_comparison
-    from washout.stats.family import check_alpha, check_method
-    from washout.stats.median_ci import check_confidence
+    from washout.analysis.compute import analyze
+    from washout.analysis.result import Options
+    from washout.report.render import Settings, renderer
 
-    alpha = check_alpha(alpha)
-    correction = check_method(correction)
     fmt = _choice("--format", fmt, FORMATS) or "table"
     compat = _choice("--compat", compat, ("ordersage",))
-    if ci_confidence is not None:
-        ci_confidence = check_confidence(ci_confidence)
-    # The order analysis alone reads only its own columns (a third faster on a large CSV).
-    from washout.stats.order import COLUMNS as ORDER_COLUMNS
-
-    alone = not (carryover or drift or claim or compat)
-    trials, info = load_trials(
-        source,
-        (*ORDER_COLUMNS, *(["worker"] if by_worker else [])) if alone else None,
-        defer_checks=alone,
-    )
-    if info.journaled_note:
-        typer.echo(info.journaled_note, err=True)
+    options = Options(
+        alpha=alpha,
+        correction=correction,
+        by_worker=by_worker,
+        ci_confidence=ci_confidence,
+        metric=metric,
+        carryover=carryover,
+        drift=drift,
+        claims=tuple(claim),
+        compare=False if fmt == "csv" else None,
+        healthy_only=healthy_only,
+        context=context,
+    ).checked()
     if compat == "ordersage":
-        _refuse_why(carryover or drift or bool([*claim, *_spec_claims(source, info.kind)]))
-        from washout.stats.ordersage_compat import ordersage_stats
-
-        frame = ordersage_stats(
-            trials,
-            generation=info.generation or "test",
-            test_column=info.test_column,
-            ci_confidence=ci_confidence,
-            by_worker=by_worker,
-        )
-        if fmt == "csv":
-            frame.to_csv(sys.stdout, index=False)
-        elif fmt == "json":
-            typer.echo(frame.to_json(orient="records"))
-        else:
-            keys = 1 + by_worker + ("metric" in frame.columns)
-            _print_table(frame_table(frame, keys=keys))
+        if healthy_only:
+            raise WashoutError(
+                "--healthy-only goes without --compat: OrderSage's numbers are of every trial"
+            )
+        _ordersage(source, options, fmt)
         return
-
-    from washout.stats.compare import (
-        COMPARED_TESTS,
-        compare_tests,
-        compared_metric,
-        without_resource_metrics,
-    )
-    from washout.stats.order import analyze_order
-
-    analysed = without_resource_metrics(trials, metric)  # the order and why analyses'
-
-    def results() -> tuple[Comparison | None, OrderAnalysis]:
-        """The comparison and the order analysis."""
-        comparison = None
-        if fmt != "csv" and trials["test"].nunique() <= COMPARED_TESTS:
-            from washout.report.terminal import metric_value
-
-            shown = compared_metric(trials, metric) or "wall"
-            # the runs pair the tests: a source read for the order analysis alone lacks them
-            # (a store read again with each trial's CPU time and RSS, which the table shows)
-            every = (
-                trials
-                if "run" in trials.columns and info.kind != "store"
-                else load_trials(source, resources=True)[0]
-            )
-            comparison = compare_tests(
-                every,
-                metric=shown,
-                alpha=alpha,
-                correction=correction,
-                describe=lambda v: metric_value(shown, v),
-            )
-        analysis = analyze_order(
-            analysed,
-            alpha=alpha,
-            correction=correction,
-            by_worker=by_worker,
-            ci_confidence=ci_confidence,
-        )
-        return comparison, analysis
-
-    # Beside the analysis, in a forked child: a long CSV's row checks (a failed one is the
-    # error), or the claims of a store's spec (its pydantic models take 0.05 s to import).
-    def rows_and_claims() -> list[str]:
-        if info.check is not None:
-            info.check()
-        return _spec_claims(source, info.kind)
-
-    if info.check is None and info.kind != "store":
-        stored, (comparison, analysis) = rows_and_claims(), results()
-    else:
-        stored, (comparison, analysis) = _beside_work(rows_and_claims, results)
-    claims = [*claim, *stored]
-    why = carryover or drift or bool(claims)
     if fmt == "csv":
-        _refuse_why(why)
-    found = None
-    if why:
-        from washout.stats.why import explain
+        _refuse_why(options.why)
+    analysis = analyze(source, options)
+    if fmt == "csv":
+        _refuse_why(bool(analysis.claims))  # the spec's
+        from washout.report.text import health_lines
 
-        found = explain(
-            analysed,
-            carryover=carryover,
-            drift=drift,
-            claims=claims,
-            alpha=alpha,
-            correction=correction,
-            by_worker=by_worker,
-            metric=metric,
-        )
-    if fmt == "json":
-        compared = {"comparison": comparison.to_dict()} if comparison else {}
-        why_found = found.to_dict() if found else {}
-        typer.echo(_json_document({**analysis.to_dict(), **why_found, **compared}))
-    elif fmt == "csv":
-        analysis.to_frame().to_csv(sys.stdout, index=False)
+        for line in health_lines(analysis):  # the table cannot say what was set aside
+            sys.stderr.write(line + "\n")
+    tty = fmt == "table" and sys.stdout.isatty()
+    width = _terminal_width() if tty else None
+    sys.stdout.write(renderer(fmt)(analysis, Settings(width=width, color=tty)).text)
+
+
+def _terminal_width() -> int:
+    from rich.console import Console
+
+    return Console().width
+
+
+def _ordersage(source: Path, options: Options, fmt: str) -> None:
+    """OrderSage's own table (``--compat ordersage``): its numbers, not washout's analysis."""
+    import sys
+
+    from washout.data.sources import load_trials
+    from washout.report.terminal import frame_table, table_text
+    from washout.stats.ordersage_compat import ordersage_stats
+
+    trials, info = load_trials(source)
+    _refuse_why(options.why or bool(_spec_claims(source, info.kind)))
+    frame = ordersage_stats(
+        trials,
+        generation=info.generation or "test",
+        test_column=info.test_column,
+        ci_confidence=options.ci_confidence,
+        by_worker=options.by_worker,
+    )
+    if fmt == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    elif fmt == "json":
+        sys.stdout.write(frame.to_json(orient="records") + "\n")
     else:
-        _print_table(render_analysis(analysis))
-        if found is not None:
-            from washout.stats.why import render_words
-
-            _print_table("\n".join(render_words(found)))
-        if comparison is not None and comparison.summaries:
-            _print_table(render_comparison(comparison))
+        keys = 1 + options.by_worker + ("metric" in frame.columns)
+        width = _terminal_width() if sys.stdout.isatty() else None
+        sys.stdout.write(table_text(frame_table(frame, keys=keys), width))
 
 
 def _spec_claims(source: Path, kind: str) -> list[str]:
@@ -220,51 +169,3 @@ def _refuse_why(why: bool) -> None:
             "--carryover, --drift and --claim (or claims in the spec) go with "
             "--format table or json, without --compat"
         )
-
-
-def _beside_work(job: Callable[[], T], work: Callable[[], U]) -> tuple[T, U]:
-    """``job()`` from a forked child and ``work()`` from this process, at once
-    (:func:`washout.report.parallel.beside`; one after the other without a second core).
-    An error of ``job``'s (a failed check) is raised first: ``work``'s own error, which the
-    bad rows would explain, only when ``job`` succeeds."""
-    from washout.report.parallel import beside
-
-    done: dict[str, Any] = {}
-
-    def meanwhile() -> None:
-        try:
-            done["result"] = work()
-        except Exception as err:  # shown only if ``job`` succeeds
-            done["error"] = err
-
-    first = beside(job, meanwhile)
-    if "error" in done:
-        raise done["error"]
-    result: U = done["result"]
-    return first, result
-
-
-def _json_document(document: dict) -> str:
-    """The analysis as JSON, one comparison per line under ``tests``.
-
-    Readable, and written by json's C encoder: ``indent=2`` takes the pure-Python encoder,
-    which spent more time on 1,880 comparisons than the analysis itself
-    (bench/analysis_scale.py).
-    """
-    import json
-
-    head = json.dumps({k: v for k, v in document.items() if k != "tests"}, allow_nan=False)
-    tests = ",\n".join("  " + json.dumps(t, allow_nan=False) for t in document["tests"])
-    return f'{head[:-1]}, "tests": [{chr(10) + tests + chr(10) if tests else ""}]}}'
-
-
-def _print_table(renderable: object) -> None:
-    """Print a rich renderable to stdout; piped output is not squeezed into 80 columns."""
-    import sys
-
-    from rich.console import Console
-
-    piped = not sys.stdout.isatty()
-    Console(highlight=False, width=160 if piped else None, soft_wrap=piped, markup=False).print(
-        renderable
-    )

@@ -117,7 +117,11 @@ def plan_command(
             "the spread, and so the plan, is only a rough estimate."
         )
     console.print(
-        f"The interval is the runs needed at either end of a {PLAN_CONFIDENCE:.0%} "
+        f"Runs per order: enough for power {power:g} on average over pilots of this size, "
+        "planned on an upper confidence limit of the pilot's variance (Kieser & Wassmer "
+        "1996), since a pilot's own spread understates the noise more often than not; the "
+        "power column is the simulated power at that variance. The interval is the runs "
+        f"needed at either end of a {PLAN_CONFIDENCE:.0%} "
         "confidence interval of the pilot's variance (Bonett 2006): how much a pilot of "
         "this size leaves the noise, and so the plan, uncertain."
     )

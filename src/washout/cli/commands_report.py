@@ -16,19 +16,15 @@ import typer
 if TYPE_CHECKING:
     import pandas as pd
 
-    from washout.report.document import Report
+    from washout.analysis.result import Analysis
     from washout.sweep.result import SweepResult
 
-from washout.cli.app import app
+from washout.cli.app import HEALTHY_ONLY_HELP, app
 
 
 class ReportFormat(StrEnum):
     html = "html"
     md = "md"
-
-
-WRITERS = {ReportFormat.html: "washout.report.html", ReportFormat.md: "washout.report.markdown"}
-"""The module that writes each format (it imports matplotlib)."""
 
 
 @app.command("report")
@@ -59,49 +55,35 @@ def report(
         help='A claim to check under both orders, e.g. "A < B" '
         "(repeatable; a store adds its spec's claims).",
     ),
+    healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
 ) -> None:
     """Write a report: the verdict, what ran, the per-test table and the paper's figures."""
+    from washout.analysis.compute import analyze
+    from washout.analysis.result import Options
     from washout.cli.extras import require_extra
     from washout.data.outputs import check_output
+    from washout.report.render import FORMATS
 
     require_extra("report", "washout report")
 
     out = check_output(output or Path(f"report.{fmt.value}"), source)
-    if source.is_dir():
-        from washout.sweep.result import load_sweep_dir
-
-        sweep, settings = load_sweep_dir(source)
-        write_sweep_report(out, fmt.value, source.name, sweep, settings)
-        typer.echo(f"{out}: sweep of {sweep.settings_measured} settings")
-        return
-    from washout.data.sources import load_trials
-    from washout.report.parallel import beside
-    from washout.report.why import why_for_report
-    from washout.stats.compare import without_resource_metrics
-    from washout.stats.order import analyze_order
-
-    trials, info = load_trials(source, resources=True)
-    if info.journaled_note:
-        typer.echo(info.journaled_note, err=True)
-    analysed = without_resource_metrics(trials)
-    analysis = analyze_order(analysed, alpha=alpha, correction=correction, by_worker=by_worker)
-    claims = list(claim)
-    if info.kind == "store":  # only a store has a spec: its import (pydantic) costs ~0.3 s
-        from washout.harness.spec import stored_claims
-
-        claims += stored_claims(source)
-    # The why analyses (scipy) in a child while this process imports matplotlib: the
-    # report's two longest imports at once, and neither process imports both.
-    analyses = partial(why_for_report, analysed, claims, alpha, correction, by_worker)
-    why, notes = beside(analyses, meanwhile=partial(import_module, WRITERS[fmt]))
-    from washout.report.document import ReportMeta, build_report
-
-    if info.kind == "store":
-        meta = ReportMeta.from_store(source, notes)
+    options = Options(
+        alpha=alpha,
+        correction=correction,
+        by_worker=by_worker,
+        carryover=None,
+        drift=None,
+        claims=tuple(claim),
+        describe=True,
+        healthy_only=healthy_only,
+    )
+    # The figures' libraries (matplotlib) are imported while a child analyses why.
+    analysis = analyze(source, options, meanwhile=partial(import_module, FORMATS[fmt.value]))
+    _write(out, fmt.value, analysis, source)
+    if analysis.sweep is not None:
+        typer.echo(f"{out}: sweep of {analysis.sweep.settings_measured} settings")
     else:
-        meta = ReportMeta(source=f"{source.name} ({info.what})", notes=tuple(notes))
-    _write(out, fmt.value, build_report(analysis, trials, meta, why=why))
-    typer.echo(f"{out}: {analysis.verdict}")
+        typer.echo(f"{out}: {analysis.verdict}")
 
 
 def write_sweep_report(
@@ -109,22 +91,19 @@ def write_sweep_report(
 ) -> None:
     """A sweep-only report: R^2 against sampling rate, coefficients with their knee and
     turning points, and the tile map of ``settings`` (parameter columns, metric last)."""
-    from washout.report.document import ReportMeta, build_report
+    from washout.analysis.compute import sweep_analysis
 
-    _write(out, fmt, build_report(None, None, ReportMeta(name=name), sweep, settings))
+    _write(out, fmt, sweep_analysis(sweep, settings, name))
 
 
-def _write(out: Path, fmt: str, report: Report) -> None:
-    """Write ``report`` as HTML or Markdown, with a progress bar while figures are drawn."""
+def _write(out: Path, fmt: str, analysis: Analysis, *sources: Path) -> None:
+    """Render ``analysis`` as HTML or Markdown and write it (never over ``sources``), with
+    a progress bar while figures are drawn."""
+    from washout.report.render import Settings, renderer, write
+
     with _figure_progress() as progress:
-        if fmt == "md":
-            from washout.report.markdown import write_markdown
-
-            write_markdown(out, report, progress)
-        else:
-            from washout.report.html import write_html
-
-            write_html(out, report, progress)
+        rendered = renderer(fmt)(analysis, Settings(stem=out.stem, progress=progress))
+    write(rendered, out, *sources)
 
 
 @contextmanager
@@ -132,7 +111,7 @@ def _figure_progress() -> Iterator[Callable[[int, int], None]]:
     """A progress bar with an ETA on stderr while the figures are drawn (rich hides it when
     stderr is not a terminal), redrawn as figures are done rather than by a thread of its
     own: figures are drawn in forked processes, and a fork copies the locks other threads
-    hold (washout.report.parallel draws serially while another thread runs)."""
+    hold (washout.analysis.parallel draws serially while another thread runs)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from washout.cli.app import LIST_JOIN, app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Iterable
 
     from rich.console import Console, RenderableType
@@ -61,7 +63,8 @@ def _execute(
 
     console = _console(quiet)
     total = experiment.planned_trials
-    live = None if quiet or not sys.stderr.isatty() else _LiveMedians(store)
+    per_test = total // max(len(experiment.tests), 1)
+    live = None if quiet or not sys.stderr.isatty() else _LiveMedians(store, per_test)
 
     class LiveProgress(Progress):
         """The progress bar, and under it the live medians (on a terminal only)."""
@@ -81,7 +84,7 @@ def _execute(
         TimeRemainingColumn(),
         console=console,
         disable=quiet,
-        transient=False,
+        transient=True,  # the results take its place
     )
     task = progress.add_task(experiment.spec.experiment.name, total=total)
 
@@ -105,6 +108,9 @@ def _execute(
             on_stop_request=on_stop,
             on_start=lambda done: progress.update(task, completed=done),
         )
+        if live is not None and not outcome.store_error:
+            live.update(final=True)  # the final counts, before the results replace it
+            progress.refresh()
     if outcome.store_error:  # the store refuses writes: nothing more can be said from it
         raise StoreWriteError(outcome.store_error)
     if show_output:
@@ -120,27 +126,58 @@ def _execute(
 
 
 class _LiveMedians:
-    """Per-test medians so far, refreshed from the store as trials finish: at most once a
-    second, and less often when reading the store takes longer (never more than a tenth of
-    the time)."""
+    """Per-test medians so far, read from the store as trials finish (the engine's progress
+    hook runs between trials, so reading never overlaps a trial of this worker): at most
+    once a second, and a finish that comes sooner is shown once the second is up. Reading
+    a large store takes longer; then it is read less often, so that it never takes more
+    than a tenth of the time. :meth:`update` with ``final`` reads the final counts."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, planned: int | None) -> None:
         self.store = store
+        self.planned = planned
         self.table: RenderableType | None = None
-        self.due = 0.0
+        self.read_at = -math.inf
+        self.cost = 0.0
+        self.pending: asyncio.TimerHandle | None = None
 
-    def update(self) -> None:
+    def update(self, final: bool = False) -> None:
         import time
 
         from washout.report.terminal import medians_table
 
-        started = time.monotonic()
-        if started < self.due:
+        now = time.monotonic()
+        due = self.read_at + max(1.0, 10 * self.cost)
+        if not final and now < due:
+            self._later(due - now)
             return
-        table = medians_table(self.store.long_frame())
+        if self.pending is not None:
+            self.pending.cancel()
+            self.pending = None
+        table = medians_table(self.store.long_frame(columns=_LIVE_COLUMNS), self.planned)
         if table is not None:
             self.table = table
-        self.due = started + max(1.0, 10 * (time.monotonic() - started))
+        first = self.read_at == -math.inf  # its time is mostly pandas' import
+        self.read_at = time.monotonic()
+        self.cost = 0.0 if first else self.read_at - now
+
+    def _later(self, delay: float) -> None:
+        """Read once ``delay`` is up, unless another trial's finish reads before."""
+        import asyncio
+
+        if self.pending is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.pending = loop.call_later(delay, self._due)
+
+    def _due(self) -> None:
+        self.pending = None
+        self.update()
+
+
+_LIVE_COLUMNS = ("test", "metric", "value", "status")
 
 
 def _show_output(store: Store) -> None:
@@ -182,8 +219,10 @@ def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -
 def _summary(
     experiment: Experiment, store: Store, outcome: Outcome, exports: dict[str, Path]
 ) -> None:
-    """What ran, failures, where the data is; with two tests or more the order analysis and
-    why; then hyperfine's comparison (written to the ``exports`` too)."""
+    """What ran, failures, where the data is; then the analysis (:func:`washout.analysis.
+    compute.analyze` at the spec's alpha and correction, with everything the trials
+    support, as ``washout analyze`` prints it): the order analysis and why, then hyperfine's
+    comparison (written to the ``exports`` too)."""
     from washout.harness.status import progress_of
 
     state = progress_of(store)
@@ -204,28 +243,29 @@ def _summary(
     if not state.complete:
         out.print(f"Resume with: washout resume {store.path}")
         return
-    from washout.report.terminal import (
-        experiment_comparison,
-        order_findings,
-        render_comparison,
-    )
+    from washout.analysis.compute import Context, analyze
+    from washout.analysis.result import Options
+    from washout.report.render import Settings, renderer
 
+    exp = experiment.spec.experiment
+    options = Options(
+        alpha=exp.alpha, correction=exp.correction, carryover=None, drift=None, compare=True
+    )
     frame = store.long_frame(resources=True)
-    comparison = experiment_comparison(experiment, frame)
-    if exports:
+    analysis = analyze(frame, options, context=Context.of_experiment(experiment))
+    if exports and analysis.comparison is not None:
         from washout.report.hyperfine import write_exports
 
         tests = experiment.tests
         write_exports(
-            comparison,
+            analysis.comparison,
             {t.name: t.command for t in tests},
             {t.name: t.params for t in tests},
             exports,
         )
-    for part in order_findings(experiment, frame):
-        out.print(part)
-    if comparison.summaries:  # last, as hyperfine ends: the table and which is faster
-        out.print(render_comparison(comparison))
+    tty = sys.stdout.isatty()
+    settings = Settings(width=out.width if tty else None, color=tty)
+    sys.stdout.write(renderer("table")(analysis, settings).text)
 
 
 @app.command("run")
@@ -325,6 +365,20 @@ def run_command(
         "-i",
         help="Exit 0 even if every trial of a test failed (they stay recorded as failed).",
     ),
+    context: str | None = typer.Option(
+        None,
+        "--context",
+        metavar="env,cwd,aslr",
+        help="Randomize per trial, seeded, as [experiment] context: the environment's size "
+        "(a padding of 0-4095 bytes, as hyperfine pads), the working directory's path "
+        "length, ASLR on/off (setarch -R). Stored with every trial.",
+    ),
+    context_levels: int | None = typer.Option(
+        None,
+        "--context-levels",
+        help="Context levels each test's trials take in turn (default: as [experiment] "
+        "context_levels).",
+    ),
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="No progress bar (results are still printed)."
     ),
@@ -341,6 +395,9 @@ def run_command(
     if db_name == "":  # a Path option would take it for "." (a directory)
         raise WashoutError("--db = '': empty; give the store's file name (default: NAME.db)")
     db = None if db_name is None else Path(db_name)
+    from washout.harness.spec import context_choice
+
+    chosen_context = context_choice(context, context_levels, ("--context", "--context-levels"))
     exports = _exports(
         db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
@@ -378,10 +435,13 @@ def run_command(
             prepare=prepare,
             names=command_name or None,
             params=params,
+            context=chosen_context,
         )
         source = "command line"
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
-    experiment = Experiment.prepare(spec, text, source, seed=seed, runs=runs)
+    experiment = Experiment.prepare(
+        spec, text, source, seed=seed, runs=runs, context=chosen_context
+    )
     _warn_of_removed_files(experiment, source)
     store = new_store(experiment, db)
     path = store.path
@@ -471,10 +531,14 @@ def resume_command(
 
 @app.command("validate")
 def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml")) -> None:
-    """Load, expand and check a spec without running it."""
+    """Load, expand and check a spec (a sweep spec too) without running it."""
     from washout.harness.engine import Experiment
     from washout.harness.spec import load_spec
+    from washout.sweep.spec import validate_sweep
 
+    sweep = validate_sweep(spec_path)
+    if sweep is not None:
+        return typer.echo(sweep)
     spec, text = load_spec(spec_path)
     experiment = Experiment.prepare(spec, text, str(spec_path))
     exp = spec.experiment
@@ -483,6 +547,14 @@ def validate_command(spec_path: Path = typer.Argument(..., metavar="SPEC.toml"))
         f"{exp.runs} runs per order kind ({', '.join(exp.orders)}), design {exp.design}, "
         f"{spec.schedules} worker(s): {experiment.planned_trials} trials planned."
     )
+    if exp.context:
+        levels = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in level.to_dict().items() if v is not None)
+            for level in experiment.plan.levels
+        )
+        typer.echo(
+            f"  context ({', '.join(exp.context)}), {len(experiment.plan.levels)} levels: {levels}"
+        )
     for test in experiment.tests:
         metrics = ", ".join(f"{n} ({m.better} is better)" for n, m in test.metrics.items())
         typer.echo(f"  {test.name}: {test.command}   [{metrics}]")

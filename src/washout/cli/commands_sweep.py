@@ -27,58 +27,18 @@ def _format(value: str) -> str:
 
 
 def _print_summary(result: SweepResult, fmt: str) -> None:
-    """JSON on stdout, or readable tables (rich)."""
+    """JSON on stdout, or the sweep's conclusions as tables (washout.report.terminal)."""
     if fmt == "json":
         import json
 
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
+    import sys
 
-    out = Console(highlight=False, markup=False)
-    r2 = [v for v in result.r2_validation if v is not None]
-    status = "threshold reached" if result.terminated else "threshold NOT reached (budget)"
-    if not result.terminated and result.r2_best is not None:
-        status += f"; best worst-split R^2 {result.r2_best:.3f}"
-    out.print(
-        f"Measured {result.settings_measured} of {result.settings_total} settings "
-        f"({result.sampling_rate:.0%}) with method {result.method} ({result.sampler} "
-        f"sampling, model {result.model}, rule {result.rule}, {result.coding} "
-        f"coding): {status}"
-    )
-    if r2:
-        out.print(
-            f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
-            f"{sorted(r2)[len(r2) // 2]:.3f}"
-        )
-    if result.r2_holdout is not None:
-        out.print(f"R^2 on the last batch before it was measured: {result.r2_holdout:.3f}")
-    if result.r2_unmeasured is not None:
-        out.print(f"R^2 on the unmeasured settings: {result.r2_unmeasured:.3f}")
-    if result.exact_fit:
-        out.print(
-            "The model reproduces the metric exactly (no noise left): a term is "
-            "significant if it explains any variance at all; p-values are limits."
-        )
-    terms = Table(title="Significant terms (share of variance)")
-    terms.add_column("term")
-    terms.add_column("share", justify="right")
-    for t in result.significant_terms:
-        terms.add_row(t.term, f"{t.share:.1%}")
-    out.print(terms)
-    points = Table(title="Important points, ranked")
-    for col in ("term", "parameter", "fixed", "type", "value", "turn ratio"):
-        points.add_column(col)
-    for p in result.important_points:
-        fixed = "" if p.fixed is None else ", ".join(f"{k}={v}" for k, v in p.fixed.items())
-        ratio = "" if p.turn_ratio is None else f"{p.turn_ratio:.2f}"
-        points.add_row(p.term, p.parameter, fixed, p.type, str(p.value), ratio)
-    out.print(points)
-    if result.ranges:
-        out.print("A fair comparison must cover, per parameter:")
-        for name, segments in result.ranges.items():
-            out.print(f"  {name}: " + ", ".join(f"[{lo}, {hi}]" for lo, hi in segments))
+    from washout.analysis.compute import sweep_analysis
+    from washout.report.render import Settings, renderer
+
+    sys.stdout.write(renderer("table")(sweep_analysis(result), Settings()).text)
 
 
 @app.command()
@@ -92,7 +52,7 @@ def explore(
         "ours",
         "--method",
         help=(
-            "ours (coverage sampler, smooth model, holdout rule, predicted-space conclusions, "
+            "ours (coverage sampler, smooth model, settled rule, predicted-space conclusions, "
             "sum coding, adaptive batches from 2%) or paper (Hui et al.: random, anova, paper "
             "rule, measured conclusions, treatment coding, 5% steps). The options below "
             "override single parts."
@@ -107,8 +67,10 @@ def explore(
         "--rule",
         help=(
             "Termination: paper (all splits >= threshold); holdout (ours: also the latest "
-            "batches, predicted before they were measured); stable (ours: holdout, and "
-            "conclusions unchanged since the previous batch)."
+            "batches, predicted before they were measured); settled (ours, the default: "
+            "holdout, and no share of variance moved by more than 2 points or 5% since the "
+            "previous batch); stable (ours: holdout, and conclusions unchanged since the "
+            "previous batch)."
         ),
     ),
     conclude: str = typer.Option(
@@ -245,6 +207,14 @@ def sweep(
         ),
     ),
     seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
+    method: str = typer.Option(
+        None,
+        "--method",
+        help=(
+            "Override \\[sweep].method: ours or paper, as for washout explore (the options "
+            "the \\[sweep] table sets still override single parts)."
+        ),
+    ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
@@ -287,6 +257,6 @@ def sweep(
         console.print(message)
 
     with bar, threadpool_limits(1):
-        result = run_sweep(spec, directory, seed, notify=notify, progress=progress)
+        result = run_sweep(spec, directory, seed, notify=notify, progress=progress, method=method)
     console.print(f"Data: {result.directory} (settings.csv, sweep.json, batch-*.db)")
     _print_summary(result, fmt)

@@ -10,7 +10,8 @@ store, a CSV, or an OrderSage file converted to it). Columns, exactly (docs/desi
 ``warmup``, or ``superseded`` for the trials of a run's interrupted attempt); ``worker`` is
 ``local`` for the local machine; ``started`` and ``ended`` are UTC ISO-8601 strings (or NaN
 where unknown). A trial that produced no value for a metric (failed, timed out) has
-``value`` NaN. Only ``ok`` trials of the analysed order kinds are ever analysed.
+``value`` NaN. Only ``ok`` trials of the analysed order kinds are ever analysed. Trials run
+in randomized contexts have the :data:`CONTEXT_COLUMNS` after these.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     import numpy as np
     import pandas as pd
@@ -74,11 +75,67 @@ def is_in(column: pd.Series, wanted: Collection[object]) -> np.ndarray:
     return hit[codes]
 
 
+def present(column: pd.Series) -> list[object]:
+    """The distinct values of a label column that some row holds: a categorical's from its
+    codes (a column of millions of rows is never turned into text), else one hashing
+    pass."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        return list(column.cat.categories[np.unique(codes[codes >= 0])])
+    return list(pd.unique(column.dropna()))
+
+
 def empty_frame() -> pd.DataFrame:
     """A long-format frame with no rows and the right columns."""
     import pandas as pd
 
     return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+
+
+CONTEXT_COLUMNS: tuple[str, ...] = ("context_env_bytes", "context_cwd_bytes", "context_aslr")
+"""The trial's context, where the experiment randomized it (``[experiment] context``): bytes of
+environment padding, the length of the working directory's path (``PWD``) in bytes, ASLR on.
+Each optional, after the columns above: present where the store (or file) has it, NA for a
+trial without it; as nullable integers and booleans (``Int64``, ``boolean``)."""
+ASLR_WORDS: dict[str, bool] = {
+    **dict.fromkeys(("true", "1", "1.0", "on", "yes"), True),
+    **dict.fromkeys(("false", "0", "0.0", "off", "no"), False),
+}
+"""How a ``context_aslr`` entry may be written in a file (any case)."""
+
+
+def typed_context(frame: pd.DataFrame, where: Callable[[int], str]) -> None:
+    """The context columns of ``frame`` (as read from a file: numbers, booleans or text) typed
+    as a store gives them, in place: whole bytes >= 0 as ``Int64``, ASLR as ``boolean``, an
+    empty cell NA; a one-line error at the first other value (``where(i)``: row i's place)."""
+    import numpy as np
+    import pandas as pd
+
+    from washout.errors import SourceError
+
+    for column in CONTEXT_COLUMNS:
+        if column not in frame.columns:
+            continue
+        raw = frame[column]
+        text = raw.astype("string").str.strip().str.lower()
+        empty = (raw.isna() | (text == "")).to_numpy(dtype=bool)
+        if column == "context_aslr":
+            typed = pd.array(text.map(ASLR_WORDS, na_action="ignore"), dtype="boolean")
+            good = ~pd.isna(typed)
+            expected = "expected true or false"
+        else:
+            numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+            good = np.isfinite(numbers) & (numbers >= 0) & (numbers == np.round(numbers))
+            typed = pd.array(np.where(good, numbers, np.nan), dtype="Int64")
+            expected = "expected a whole number of bytes, 0 or more"
+        bad = ~empty & ~np.asarray(good, dtype=bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise SourceError.at(where(i), column, raw.iloc[i], expected)
+        frame[column] = pd.Series(typed, index=frame.index)
 
 
 RESOURCE_METRICS: tuple[str, ...] = ("user", "system", "max_rss")

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+SOURCE_KINDS = {
+    "store": "washout store",
+    "long-csv": "long-format CSV",
+    "long-json": "long-format JSON",
+    "long-parquet": "long-format Parquet",
+    "ordersage": "OrderSage results CSV",
+}
+"""Each kind of source a path can be, in words."""
+
+
 @dataclass(frozen=True)
 class SourceInfo:
     """What :func:`load_trials` read: ``kind`` is store, long-csv, long-json, long-parquet
@@ -52,13 +62,7 @@ class SourceInfo:
     @property
     def what(self) -> str:
         """The kind of source in words (``long-format CSV``...)."""
-        return {
-            "store": "washout store",
-            "long-csv": "long-format CSV",
-            "long-json": "long-format JSON",
-            "long-parquet": "long-format Parquet",
-            "ordersage": "OrderSage results CSV",
-        }[self.kind]
+        return SOURCE_KINDS[self.kind]
 
 
 def _header(path: Path) -> list[str]:

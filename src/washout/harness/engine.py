@@ -45,14 +45,16 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.allocation import allocated
+from washout.harness.context import TrialContext, WorkerContext, prepare_context
 from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
+from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
 from washout.harness.metrics.resources import resource_values
-from washout.harness.plan import Plan, draw_seed, schedule
+from washout.harness.plan import Plan, context_levels, draw_seed, schedule, with_contexts
 from washout.harness.roles import (
     GroupWatch,
     around_trial,
@@ -73,9 +75,11 @@ from washout.harness.spec import (
     ResetSpec,
     Spec,
     Test,
+    check_roles,
     expand_tests,
     parse_spec_text,
 )
+from washout.stats.energy import RAPL_RELIABLE, short_energy_note
 from washout.version import __version__
 
 log = logging.getLogger(__name__)
@@ -149,16 +153,30 @@ class Experiment:
 
     @classmethod
     def prepare(
-        cls, spec: Spec, text: str, source: str, seed: int | None = None, runs: int | None = None
+        cls,
+        spec: Spec,
+        text: str,
+        source: str,
+        seed: int | None = None,
+        runs: int | None = None,
+        context: tuple[list[str], int] | None = None,
     ) -> Experiment:
-        """Expand the tests and plan the schedule (drawing a seed if none is given)."""
+        """Expand the tests and plan the schedule (drawing a seed if none is given);
+        ``runs`` and ``context`` (kinds, levels) in place of the spec's."""
         exp = spec.experiment
-        if runs is not None:
-            spec = spec.model_copy(update={"experiment": exp.model_copy(update={"runs": runs})})
+        update: dict[str, Any] = {} if runs is None else {"runs": runs}
+        if context is not None:
+            update.update(context=list(context[0]), context_levels=context[1])
+        if update:
+            spec = spec.model_copy(update={"experiment": exp.model_copy(update=update)})
             exp = spec.experiment
+            check_roles(spec, source)  # a context the spec's workers cannot take
         chosen = seed if seed is not None else exp.seed if exp.seed is not None else draw_seed()
-        tests = expand_tests(spec, source)
+        tests = with_idle_arm(spec, expand_tests(spec, source), source)
         plan = schedule(len(tests), exp.runs, tuple(exp.orders), exp.design, chosen)
+        if exp.context:
+            levels = context_levels(exp.context, exp.context_levels, chosen)
+            plan = with_contexts(plan, len(tests), levels)
         if (
             spec.reset
             and spec.reset.kind == "reboot"
@@ -181,7 +199,14 @@ class Experiment:
         if to_run and masked:
             text = _spec_with_secrets(store.path, rec, masked)
         spec = parse_spec_text(text, f"{store.path} (stored spec)")
-        return cls.prepare(spec, text, rec.spec_source, seed=rec.seed, runs=rec.runs_per_kind)
+        return cls.prepare(
+            spec,
+            text,
+            rec.spec_source,
+            seed=rec.seed,
+            runs=rec.runs_per_kind,
+            context=store.context(),
+        )
 
     @property
     def planned_trials(self) -> int:
@@ -213,7 +238,10 @@ class Experiment:
         written = literal_secrets([t.env for t in self.tests])
         tests = [(t.name, redact(t.command, written), list(t.metrics)) for t in self.tests]
         masked = self.stored_spec()[1]
-        meta = {"spec_redacted": json.dumps(masked)} if masked else None
+        meta = {"spec_redacted": json.dumps(masked)} if masked else {}
+        exp = self.spec.experiment
+        if exp.context:  # what resume plans again (the command line's, maybe not the spec's)
+            meta |= {"context": json.dumps(exp.context), "context_levels": str(exp.context_levels)}
         return StoreWriter.create(path, self.record(), tests, meta)
 
 
@@ -339,6 +367,17 @@ class _Worker:
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
         self._plain: dict[str, dict[str, MetricSpec]] = {}
+        exp = experiment.spec.experiment
+        self.health = exp.health_root if exp.health else None
+        """Where each trial's health counters are read (None: not read)."""
+        self.lengths = (
+            IdleLengths.from_store(experiment.tests, store, self.worker_id) if exp.idle else None
+        )
+        """How long this worker's idle trials sleep (with an idle arm)."""
+        self._said_short: set[str] = set()
+        """Tests whose energy trials were said to be too short for RAPL."""
+        self.context: WorkerContext | None = None
+        """The worker's context levels, once :meth:`prepare_context` made it ready."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -368,6 +407,21 @@ class _Worker:
                 f"{result.reason}{': ' + err if err else ''}"
             )
         return result
+
+    async def prepare_context(self) -> None:
+        """Make the worker ready for the plan's context levels (washout.harness.context),
+        before its setup: a worker that cannot take them stops here, in one line."""
+        if self.x.plan.levels:
+            cwds = [self._cwd(t.cwd) for t in self.x.tests]
+            earlier = [
+                m for _, w, kind, m in self.store.events() if (kind, w) == ("context", self.ex.name)
+            ]
+            self.context, note, moved = await prepare_context(
+                self.ex, self.x.plan.levels, cwds, self.envs[0], earlier
+            )
+            self.store.event("context", note, self.ex.name)
+            if moved:
+                log.warning("%s: %s", self.ex.name, note)
 
     async def setup(self) -> None:
         for side, s in role_commands(self.ex, self.spec, "setup"):  # per role in a group
@@ -439,16 +493,29 @@ class _Worker:
             await self.ex.run(NO_OP, CommandOptions(timeout=60, cwd=self._cwd(None)))
 
     async def trial(
-        self, trial_id: int, test: Test, env: dict[str, str]
+        self, trial_id: int, test: Test, env: dict[str, str], level: int | None = None
     ) -> tuple[str, dict[str, Any]]:
         """Run one trial, already committed as ``running``: its status and the fields that
         finish it in the store (the caller commits them with the next trial's start).
         Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``.
 
         Its ``file`` metrics are removed first, so a value is only ever read from a file this
-        trial wrote. Stored output is redacted whole, then cut to its tail.
+        trial wrote. Stored output is redacted whole, then cut to its tail. At a context
+        ``level`` its command, environment and working directory are that level's.
         """
         cwd = self._cwd(test.cwd)
+        command = test.command if self.lengths is None else self.lengths.command(test)
+        options = CommandOptions(
+            timeout=test.timeout,
+            cwd=cwd,
+            env=env,
+            cpus=test.cpus,
+            output_tail=self.spec.experiment.output_tail,
+            health=self.health,
+        )
+        context: TrialContext | None = None
+        if command is not None and self.context is not None and level is not None:
+            command, options, context = self.context.trial(level, command, options)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
         plain = TrialMetrics(  # the rest, taken here on the test's worker
             self._plain_metrics(test),
@@ -458,6 +525,9 @@ class _Worker:
         try:
             try:
                 await plain.before()
+                if command is None:  # an idle trial before its test has a length
+                    assert self.lengths is not None
+                    raise MetricError(self.lengths.missing(test))
             except MetricError as err:
                 now = datetime.now(UTC)
                 return "failed", self._finished(
@@ -465,6 +535,7 @@ class _Worker:
                     str(err),
                     CommandResult("failed", None, b"", b"", now, now, 0.0, cpus=test.cpus),
                     {},
+                    context,
                 )
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
@@ -472,16 +543,7 @@ class _Worker:
             # a trial that runs for a while is shown running (its start folded in)
             fold = asyncio.get_running_loop().call_later(FOLD_SECONDS, self.store.fold_during_trial)
             try:
-                result = await runner.run(
-                    test.command,
-                    CommandOptions(
-                        timeout=test.timeout,
-                        cwd=cwd,
-                        env=env,
-                        cpus=test.cpus,
-                        output_tail=self.spec.experiment.output_tail,
-                    ),
-                )
+                result = await runner.run(command, options)
             finally:
                 fold.cancel()
         except asyncio.CancelledError:
@@ -497,6 +559,7 @@ class _Worker:
                 stderr_tail="",
                 cpus=test.cpus,
                 metrics={},
+                context=context,
             )
             raise
         # A lost connection leaves the outcome unknown: the trial was interrupted.
@@ -511,10 +574,24 @@ class _Worker:
                 status, reason, metrics = "failed", str(err), {}
             else:
                 reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
-        # What the trial's processes used, whatever its status (a metric of the test's
-        # own with the same name wins).
+        if status == "ok" and self.lengths is not None:
+            self.lengths.add(test.name, result.duration)
+        if status == "ok" and result.duration < RAPL_RELIABLE:
+            self._short_energy(test, result.duration)
+        # What the trial's processes used and its health, whatever its status (a metric
+        # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
-        return status, self._finished(status, reason, result, {**used, **metrics})
+        return status, self._finished(status, reason, result, {**used, **metrics}, context)
+
+    def _short_energy(self, test: Test, seconds: float) -> None:
+        """Say once per test and session, as an event and in the log, that a trial with an
+        energy metric was too short for RAPL to measure well (washout.stats.energy)."""
+        if test.name in self._said_short or not energy_metrics(test.metrics):
+            return
+        self._said_short.add(test.name)
+        message = short_energy_note(test.name, seconds)
+        self.store.event("energy", message, self.ex.name)
+        log.warning("%s: %s", self.ex.name, message)
 
     def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
         """The metrics of ``test`` not taken around the trial (worked out once per test)."""
@@ -530,7 +607,12 @@ class _Worker:
         return self.ex
 
     def _finished(
-        self, status: str, reason: str, result: CommandResult, metrics: dict[str, float]
+        self,
+        status: str,
+        reason: str,
+        result: CommandResult,
+        metrics: dict[str, float],
+        context: TrialContext | None,
     ) -> dict[str, Any]:
         """The store fields that finish a trial, secrets redacted before anything is cut."""
         return dict(
@@ -544,9 +626,12 @@ class _Worker:
             stderr_tail=redact_tail(result.stderr, self.secrets, result.stderr_cut),
             cpus=result.cpus,
             metrics=metrics,
+            context=context,
         )
 
-    async def run_trials(self, run_index: int, run_id: int, tests: list[int]) -> None:
+    async def run_trials(
+        self, run_index: int, run_id: int, tests: list[int], contexts: tuple[int, ...] = ()
+    ) -> None:
         """Every position of one run in order, each attempted until the failure policy is
         satisfied.
 
@@ -569,7 +654,12 @@ class _Worker:
         while trial_id is not None:
             test = self.x.tests[tests[position]]
             try:
-                status, fields = await self.trial(trial_id, test, self.envs[tests[position]])
+                status, fields = await self.trial(
+                    trial_id,
+                    test,
+                    self.envs[tests[position]],
+                    contexts[position] if contexts else None,
+                )
             except WashoutError:
                 self.store.forget_trial(trial_id)
                 raise
@@ -618,18 +708,22 @@ class _Worker:
         session's first run (hyperfine runs its warmups before a command's timed runs):
         stored in run -1 (order ``warmup``) with status ``warmup``, a failure's reason kept,
         so no analysis counts them. They come before the first run's environment check and
-        reset, so position 0 still follows the reset as in every run."""
+        reset, so position 0 still follows the reset as in every run. With context levels,
+        a test's warmups take the levels in turn."""
         names = [t.name for t in self.x.tests]
         run_id = self.store.run_id(self.worker_id, WARMUP_RUN, "warmup", names)
         position = 0
+        levels = len(self.x.plan.levels)
         for index, test in enumerate(self.x.tests):
-            for _ in range(self.spec.experiment.warmup):
+            for k in range(self.spec.experiment.warmup):
                 if self.stop.is_set():
                     raise StopRequested("stopped by the user")
                 now = datetime.now(UTC)
                 trial_id = self.store.begin_trial(run_id, position, test.name, 0, now)
                 try:
-                    status, fields = await self.trial(trial_id, test, self.envs[index])
+                    status, fields = await self.trial(
+                        trial_id, test, self.envs[index], k % levels if levels else None
+                    )
                 except WashoutError:
                     self.store.forget_trial(trial_id)
                     raise
@@ -667,7 +761,7 @@ class _Worker:
                     self.store.fold_if_due()
                     await self.check_environment(run.index)
                     await self.reset(run_id)
-                    await self.run_trials(run.index, run_id, list(run.tests))
+                    await self.run_trials(run.index, run_id, list(run.tests), run.contexts)
                     break
                 except RunInterrupted as err:
                     kept = self.store.supersede_run(run_id)
@@ -857,6 +951,7 @@ async def _run_all(
         )
         set_up = False
         try:
+            await worker.prepare_context()
             await worker.setup()
             set_up = True
             await worker.execute()

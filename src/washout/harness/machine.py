@@ -23,9 +23,13 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from washout.harness.pinning import format_cpus, parse_cpus
+from washout.stats.frames import FrameView
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Facts = Mapping[str, list[str]]
 """What a worker's files held: fact name -> its values (most have one; per-CPU facts are
@@ -158,7 +162,7 @@ class WorkerCheck:
 
 
 @dataclass(frozen=True)
-class MachineCheck:
+class MachineCheck(FrameView):
     """What ``washout check`` found (``action`` check), or did and then found (``tune``,
     ``reset``), on each machine: this one, or each ``[[worker]]`` of a spec."""
 
@@ -172,6 +176,19 @@ class MachineCheck:
         return any(
             w.error is not None or any(a.outcome == "failed" for a in w.actions)
             for w in self.workers
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per machine and item (``worker``, ``host``, then the item's fields),
+        what ``washout check`` prints."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {"worker": w.worker, "host": w.host, **item.to_dict()}
+                for w in self.workers
+                for item in w.items
+            ]
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,9 +15,19 @@ of the ordering-trap paper), ``coin`` (a seeded fair coin per run, conditioned o
 counts: a seeded shuffle of the runs), ``blocked`` (all runs of the first kind, then the
 next).
 
+Context levels (``[experiment] context``): the environment's size, the working directory's
+path length and ASLR are a design factor (Mytkowicz et al., ASPLOS 2009): a few levels are
+drawn per experiment (:func:`draw_levels`, :func:`context_levels`), and each test's trials,
+run by run, take them in turn, in a fresh random order every ``len(levels)`` trials
+(:func:`with_contexts`), apart from every other test's, so that under the null the levels
+are exchangeable labels whatever the machine does (washout.stats.context).
+
 Randomness comes only from :meth:`random.Random.random` on string seeds, the part of
 Python's generator guaranteed stable across versions, with our own Fisher-Yates shuffle:
-the same spec and seed give the same schedule on any machine.
+the same spec and seed give the same schedule, and the same context levels, on any machine
+(numpy's ``Generator`` streams are not promised across numpy versions, NEP 19, so a
+``resume`` after an upgrade could not repeat them). Each purpose has its own stream (the
+orders', the design's, the contexts'), so adding context levels changes no order.
 """
 
 from __future__ import annotations
@@ -27,25 +37,57 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from washout.data.store.schema import CONTEXT_KINDS
+
 DESIGNS = ("alternate", "coin", "blocked")
+ENV_SPAN = 4096
+"""Environment paddings are drawn in 0..ENV_SPAN-1 bytes (hyperfine's range)."""
+CWD_SPAN = 1024
+"""Working directories are drawn 0..CWD_SPAN-1 bytes longer than the shortest one."""
+STACK_STEP, ALIGNMENT_CLASSES = 16, 4
+"""The stack moves in 16-byte steps (the x86-64 and AArch64 ABIs align it so); a 64-byte
+cache line holds 4 of them."""
+DEFAULT_LEVELS = 4
+"""Context levels by default: one per 64-byte alignment class of the stack (8 found less in
+the calibration, bench/RESULTS.md "Context")."""
+MIN_LEVELS, MAX_LEVELS = 2, 64
+"""Context levels per experiment: at least 2 to compare; at most CWD_SPAN / STACK_STEP (each
+a distinct stack step), and far more than an experiment has trials per level for."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """One context level: environment padding and working directory padding in bytes, and
+    ASLR on or off; None where the experiment does not randomize that."""
+
+    env_bytes: int | None = None
+    cwd_bytes: int | None = None
+    aslr: bool | None = None
+
+    def to_dict(self) -> dict[str, int | bool | None]:
+        return {"env_bytes": self.env_bytes, "cwd_bytes": self.cwd_bytes, "aslr": self.aslr}
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run: its index, its order kind and the tests (indices into the spec's tests)."""
+    """One run: its index, its order kind and the tests (indices into the spec's tests);
+    with context levels, each position's level (an index into :attr:`Plan.levels`)."""
 
     index: int
     order: str
     tests: tuple[int, ...]
+    contexts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The whole schedule of an experiment for one worker (every worker runs the same)."""
+    """The whole schedule of an experiment for one worker (every worker runs the same), and
+    its context levels (none: the context is not randomized)."""
 
     seed: int
     design: str
     runs: tuple[PlannedRun, ...]
+    levels: tuple[Context, ...] = ()
 
     @property
     def total_trials(self) -> int:
@@ -139,3 +181,65 @@ def schedule(
         seen[kind] = k + 1
         planned.append(PlannedRun(index, kind, _order_for(kind, k, n_tests, seed, index, williams)))
     return Plan(seed=seed, design=design, runs=tuple(planned))
+
+
+def draw_levels(rng: random.Random, count: int, span: int) -> list[int]:
+    """``count`` distinct paddings in 0..span-1, spread over the stack's alignment classes:
+    16 u_i + v, one offset v in 0..15 for all, the u_i distinct with u_i = i (mod 4), so every
+    64-byte alignment class gets count / 4 levels (the first classes one more where 4 does
+    not divide count), each at a random place in the span. A layout effect is periodic (a
+    cache line every 64 bytes, a page every 4096) and aliased: levels in one class only could
+    all miss it, and more levels per class buy less than more trials per level
+    (bench/RESULTS.md, "Context")."""
+    offset = int(rng.random() * STACK_STEP)
+    steps = span // STACK_STEP
+    chosen = []
+    for c in range(ALIGNMENT_CLASSES):
+        wanted = count // ALIGNMENT_CLASSES + (c < count % ALIGNMENT_CLASSES)
+        chosen += _shuffle(list(range(c, steps, ALIGNMENT_CLASSES)), rng)[:wanted]
+    return [STACK_STEP * u + offset for u in chosen]
+
+
+def context_levels(kinds: Sequence[str], count: int, seed: int) -> tuple[Context, ...]:
+    """The ``count`` context levels of an experiment randomizing ``kinds`` (of
+    :data:`CONTEXT_KINDS`): environment paddings in 0..ENV_SPAN-1 and working directory
+    paddings in 0..CWD_SPAN-1 (:func:`draw_levels`), paired at random; ASLR off in half the
+    levels and on in the other half (2 levels when ASLR is all that varies). From its own
+    stream of ``seed``."""
+    unknown = [k for k in kinds if k not in CONTEXT_KINDS]
+    if unknown or not kinds or not MIN_LEVELS <= count <= MAX_LEVELS:
+        raise ValueError(f"context {list(kinds)} with {count} levels")
+    rng = _rng(seed, "context")
+    if list(kinds) == ["aslr"]:
+        count = 2
+    env = _shuffle(draw_levels(rng, count, ENV_SPAN), rng) if "env" in kinds else None
+    cwd = _shuffle(draw_levels(rng, count, CWD_SPAN), rng) if "cwd" in kinds else None
+    return tuple(
+        Context(
+            env_bytes=None if env is None else env[i],
+            cwd_bytes=None if cwd is None else cwd[i],
+            aslr=bool(i % 2) if "aslr" in kinds else None,
+        )
+        for i in range(count)
+    )
+
+
+def with_contexts(plan: Plan, n_tests: int, levels: Sequence[Context]) -> Plan:
+    """``plan`` with each position's context level: each test's trials, in the order the
+    plan runs them, take the levels in turn, in a fresh random permutation every
+    ``len(levels)`` trials (each level equally often, its order random), drawn per test
+    from its own stream of the plan's seed. A retried attempt keeps its slot's level."""
+    k = len(levels)
+    taken = [0] * n_tests
+    drawn: list[list[int]] = [[] for _ in range(n_tests)]
+    runs = []
+    for run in plan.runs:
+        contexts = []
+        for test in run.tests:
+            if taken[test] % k == 0:
+                cycle = taken[test] // k
+                drawn[test] = _shuffle(list(range(k)), _rng(plan.seed, f"context:{test}:{cycle}"))
+            contexts.append(drawn[test][taken[test] % k])
+            taken[test] += 1
+        runs.append(PlannedRun(run.index, run.order, run.tests, tuple(contexts)))
+    return Plan(plan.seed, plan.design, tuple(runs), tuple(levels))

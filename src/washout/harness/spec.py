@@ -26,6 +26,7 @@ import re
 import shlex
 import tomllib
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -36,10 +37,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from washout.data.store.schema import CONTEXT_KINDS
 from washout.errors import SpecError, WashoutError
 from washout.harness.executors.base import OUTPUT_TAIL
 from washout.harness.fields import Duration, NonBlank
@@ -47,13 +50,16 @@ from washout.harness.fields import StrictModel as _Model
 from washout.harness.machine import parse_requirement
 from washout.harness.metrics import MetricKeys, source_of
 from washout.harness.metrics.base import MetricSource
+from washout.harness.metrics.powercap import is_energy
 from washout.harness.pinning import parse_cpus
+from washout.harness.plan import DEFAULT_LEVELS, MAX_LEVELS, MIN_LEVELS
 from washout.harness.sizes import parse_size
 
 ByteSize = Annotated[int, BeforeValidator(parse_size)]
 Scalar = str | int | float | bool
 ORDER_KINDS = ("fixed", "random", "reverse", "williams")
 OrderKind = Literal["fixed", "random", "reverse", "williams"]
+ContextKind = Literal["env", "cwd", "aslr"]
 _TEMPLATE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """The pieces of a grid's name or command, read left to right as ``str.format`` reads
 them: ``{{`` and ``}}`` (literal braces) or a ``{param}`` placeholder (group 1)."""
@@ -315,6 +321,12 @@ class ReleaseSpec(_Model):
     timeout: Duration = 600.0
 
 
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r}: give an absolute path")
+    return value
+
+
 def _default_orders() -> list[OrderKind]:
     return ["fixed", "random"]
 
@@ -344,12 +356,29 @@ class ExperimentSpec(_Model):
     require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
     """Machine check items every worker must meet before a run starts (``governor=performance``;
     washout.harness.machine)."""
+    health: bool = True
+    """Read the machine's health counters around every trial (washout.harness.metrics.health),
+    stored as its ``health.*`` metrics; ``false`` saves their cost (bench/RESULTS.md)."""
+    health_root: Annotated[str, AfterValidator(_absolute)] = "/"
+    """Where the health counters are read on each worker: ``/``, or a tree laid out as the
+    kernel lays out /proc, /sys and /dev (the tests' stand-in for hardware a VM lacks)."""
+    idle: bool = False
+    """An idle arm: for every test with a powercap metric, a test ``idle:NAME`` of ``sleep``
+    as long as that test's median trial, interleaved like any test, so energy is reported
+    gross and net of the machine at rest (washout.harness.idle)."""
+    context: list[ContextKind] = Field(default_factory=list)
+    """What to randomize per trial, seeded, as a design factor: ``env`` (the environment's
+    size), ``cwd`` (the working directory's path length), ``aslr`` (on or off);
+    washout.harness.context."""
+    context_levels: int = Field(default=DEFAULT_LEVELS, ge=MIN_LEVELS, le=MAX_LEVELS)
+    """How many context levels each test's trials take in turn (ASLR alone: 2)."""
 
-    @field_validator("orders")
+    @field_validator("orders", "context")
     @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
+    def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
         if len(set(value)) != len(value):
-            raise ValueError("each order kind may appear once")
+            what = "order" if info.field_name == "orders" else "context"
+            raise ValueError(f"each {what} kind may appear once")
         return value
 
     @field_validator("on_failure")
@@ -586,7 +615,11 @@ def check_size(spec: Spec, source: str) -> None:
         raise SpecError.at(
             source, "experiment.runs", exp.runs, f"at most {MAX_RUNS:,} runs per order kind"
         )
-    n_tests = sum(math.prod(len(levels) for levels in t.params.values()) for t in spec.test)
+    n_tests = sum(
+        math.prod(len(levels) for levels in t.params.values())
+        * (2 if exp.idle and any(is_energy(m) for m in t.metrics.values()) else 1)
+        for t in spec.test
+    )  # with the idle arm (washout.harness.idle): a second test for each energy one
     if n_tests > MAX_TESTS:
         raise SpecError.at(
             source,
@@ -825,10 +858,12 @@ def spec_from_commands(
     prepare: str | None = None,
     names: list[str] | None = None,
     params: dict[str, list[Scalar]] | None = None,
+    context: tuple[list[str], int] | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
     ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup`` and ``--prepare``; with
-    ``params`` (``-P``/``-L``) every command is a grid over them.
+    ``params`` (``-P``/``-L``) every command is a grid over them; ``context`` (kinds,
+    levels) as ``[experiment] context`` and ``context_levels``.
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
@@ -841,6 +876,8 @@ def spec_from_commands(
         lines.append(f"seed = {seed}")
     if warmup:
         lines.append(f"warmup = {warmup}")
+    if context:
+        lines += [f"context = {json.dumps(context[0])}", f"context_levels = {context[1]}"]
     for table, command in (("setup", setup), ("reset", reset), ("prepare", prepare)):
         if command:
             lines += ["", f"[{table}]", f"command = {json.dumps(command)}"]
@@ -856,6 +893,28 @@ def spec_from_commands(
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
+
+
+def context_choice(
+    kinds: str | Sequence[str] | None, levels: int | None, names: tuple[str, str]
+) -> tuple[list[str], int] | None:
+    """Context kinds (a list, or its names comma-separated) and levels given outside a spec
+    (``run --context env,cwd --context-levels N``, ``washout.run(context=...)``; ``names``:
+    how the two are called there), checked in one line each as ``[experiment] context`` is;
+    None when not given."""
+    if kinds is None:
+        if levels is not None:
+            raise WashoutError(f"{names[1]} without {names[0]}: {levels} levels of what?")
+        return None
+    chosen = [k.strip() for k in (kinds.split(",") if isinstance(kinds, str) else kinds)]
+    if not chosen or any(k not in CONTEXT_KINDS for k in chosen) or len(set(chosen)) < len(chosen):
+        raise WashoutError(
+            f"{names[0]} = {','.join(chosen)!r}: expected distinct names from "
+            f"{', '.join(CONTEXT_KINDS)}, comma-separated"
+        )
+    if levels is not None and not MIN_LEVELS <= levels <= MAX_LEVELS:
+        raise WashoutError(f"{names[1]} = {levels}: expected {MIN_LEVELS} to {MAX_LEVELS}")
+    return chosen, DEFAULT_LEVELS if levels is None else levels
 
 
 def stored_claims(path: str | Path) -> list[str]:
@@ -887,6 +946,14 @@ def check_roles(spec: Spec, source: str) -> None:
             "experiment.sync",
             spec.experiment.sync,
             "not supported with worker roles yet: sync each role's workdir in its [role.X] setup",
+        )
+    if roles and spec.experiment.context:
+        raise SpecError.at(
+            source,
+            "experiment.context",
+            spec.experiment.context,
+            "not supported with worker roles yet (a trial's context is made on the worker "
+            "that runs it)",
         )
     for i, t in enumerate(spec.test):
         where = f"test[{i}]"

@@ -122,6 +122,9 @@ def describe(store: Store) -> str:
                 else f"`washout resume {store.path}` folds them in"
             )
         )
+    context = store.context()
+    if context is not None:
+        lines.append(f"context randomized per trial: {', '.join(context[0])} ({context[1]} levels)")
     for worker, run, pos, test, status, reason in store.failures(5):
         lines.append(f"  {worker} run {run} position {pos} {test}: {status}: {printable(reason)}")
     return "\n".join(lines)

@@ -1,91 +1,31 @@
 """What a report says, independent of how it is written (HTML or Markdown).
 
-:func:`build_report` turns the order analysis (an ``OrderAnalysis``), the long-format
-trials, the experiment's metadata from the store and, for sweeps, the sweep result into a
-:class:`Report`: the verdict in one sentence, what ran, the per-test table as text cells,
-and the figures (how to draw each matplotlib ``Figure``; html.py inlines them as SVG,
-markdown.py writes PNGs). Values the source does not offer are left out and said to be
-missing, never made up.
+:func:`build_report` turns an :class:`~washout.analysis.result.Analysis` into a
+:class:`Report`: the verdict in one sentence, what ran, the tables as text cells (from
+:mod:`washout.report.text`, as the terminal has them), why in words, and the figures (how
+to draw each matplotlib ``Figure``; html.py inlines them as SVG, markdown.py writes PNGs).
+Values the source does not offer are left out and said to be missing, never made up.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from washout.report import figures
+from washout.data.sources import SOURCE_KINDS
+from washout.report import figures, text
+from washout.report.text import Table
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from washout.stats.order import OrderAnalysis
-    from washout.stats.why import Why
-    from washout.sweep.result import Curve, Fixed, ImportantPoint, SweepResult
-
-
-@dataclass(frozen=True)
-class WorkerProvenance:
-    """A worker as the store knows it; ``matched``: its environment fingerprint is the one
-    most workers have (None when it has none)."""
-
-    name: str
-    host: str
-    fingerprint: str | None
-    matched: bool | None
-
-
-@dataclass(frozen=True)
-class ReportMeta:
-    """What the source says about the experiment beside its trials (a store says much, a CSV
-    only its name); ``notes`` say what the source could not support."""
-
-    name: str | None = None
-    source: str | None = None
-    seed: int | None = None
-    design: str | None = None
-    runs: int | None = None
-    spec_text: str | None = None
-    workers: tuple[WorkerProvenance, ...] = ()
-    failures: int | None = None
-    notes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_store(cls, path: str | Path, notes: Sequence[str] = ()) -> ReportMeta:
-        """Name, seed, design, runs, spec text, the workers with their fingerprints and the
-        count of unsuccessful trials, from a washout store."""
-        from collections import Counter
-
-        from washout.data.store import Store
-
-        with Store.open(path, readonly=True) as store:
-            exp = store.experiment()
-            workers = store.workers()
-            counts = store.counts()
-        prints = Counter(f for *_, f in workers if f)
-        usual = prints.most_common(1)[0][0] if prints else None
-        return cls(
-            name=exp.name,
-            seed=exp.seed,
-            design=exp.design,
-            runs=exp.runs_per_kind,
-            spec_text=exp.spec_text,
-            workers=tuple(
-                WorkerProvenance(name, host, f, None if f is None else f == usual)
-                for _, name, host, f in workers
-            ),
-            failures=sum(
-                n for status, n in counts.items() if status not in ("ok", "running", "warmup")
-            ),
-            notes=tuple(notes),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    from washout.analysis.result import Analysis
+    from washout.stats.order import OrderAnalysis, OrderComparison
+    from washout.sweep.result import Curve, ImportantPoint, SweepResult
 
 
 @dataclass
@@ -102,20 +42,13 @@ class FigureItem:
 
 @dataclass
 class Section:
-    """A titled group of figures."""
+    """A titled group of figures, and the tables (a title and a table each) shown before
+    them."""
 
     title: str
     intro: str
     figures: list[FigureItem]
-
-
-@dataclass
-class Table:
-    """A table as text cells; ``highlight[i]`` marks row i (a significant test)."""
-
-    columns: list[str]
-    rows: list[list[str]]
-    highlight: list[bool] = field(default_factory=list)
+    tables: list[tuple[str, Table]] = field(default_factory=list)
 
 
 @dataclass
@@ -142,13 +75,26 @@ class Report:
     sections: list[Section]
     sweep: SweepPart | None = None
     findings: list[str] = field(default_factory=list)
-    """Carryover, drift and claims in words (washout.stats.why.render_words)."""
+    """Carryover, drift and claims in words (washout.report.words.render_words)."""
+    legend: str = ""
+    """What the per-test table's columns mean."""
     order_matters: bool = False
     """The verdict is that order matters (the report says so first)."""
     comparison: Table | None = None
     """hyperfine's table: mean ± σ, median, min … max, user, system, max RSS per test."""
+    ranking_heading: str = ""
+    """What the summary's ratios are computed from."""
     ranking: list[str] = field(default_factory=list)
-    """hyperfine's "A ran r ± e times faster than B" lines, with their notes."""
+    """hyperfine's summary: "A ran r times faster than B" (or "no significant difference")
+    lines, with their notes."""
+    tests_note: str = ""
+    """Which comparisons the per-test table shows, when not all."""
+    tests_csv: tuple[str, str] | None = None
+    """Every comparison as CSV: its file name and text (the table's whole form)."""
+    context: Table | None = None
+    """Whether each test's metric depends on its context (washout.stats.context)."""
+    context_findings: list[str] = field(default_factory=list)
+    """The context in words, and the comparisons' margins set against it."""
 
     def all_figures(self) -> list[FigureItem]:
         """Every figure, in the order the report shows them: the sections', the sweep's."""
@@ -161,163 +107,19 @@ class Report:
 # ---------------------------------------------------------------------------------------
 
 
-def fmt(x: object) -> str:
-    """A measurement for a table: thousands separated, about four significant digits."""
-    if not figures.finite(x):
-        return "–"
-    v = float(x)
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 0.001:
-        return f"{v:.4g}"
-    return f"{v:.3e}"
-
-
-def fmt_p(p: object) -> str:
-    """A p-value: two significant digits, scientific below 1e-4."""
-    if not figures.finite(p):
-        return "–"
-    v = float(p)
-    return f"{v:.1e}" if v < 1e-4 else f"{v:.2g}"
-
-
-def fmt_ci(ci: Sequence[object] | None) -> str:
-    if not ci:
-        return "no CI"
-    lo, hi = ci
-    return f"[{fmt(lo)}, {fmt(hi)}]"
-
-
-# ---------------------------------------------------------------------------------------
-# hyperfine's comparison
-# ---------------------------------------------------------------------------------------
-
-
-def comparison_part(trials: pd.DataFrame | None) -> tuple[Table | None, list[str]]:
-    """hyperfine's table and ranking lines (washout.stats.compare) on wall time, or on the
-    trials' first own metric, lower taken as better; none for more than
-    :data:`~washout.stats.compare.COMPARED_TESTS` tests or without successful trials."""
-    from washout.report.terminal import (
-        COMPARISON_COLUMNS,
-        comparison_rows,
-        disagreement_note,
-        metric_value,
-        ranking_line,
-    )
-    from washout.stats.compare import COMPARED_TESTS, compare_tests, compared_metric
-
-    if trials is None or trials.empty or trials["test"].nunique() > COMPARED_TESTS:
-        return None, []
-    metric = compared_metric(trials)
-    if metric is None:
-        return None, []
-    result = compare_tests(trials, metric=metric, describe=lambda v: metric_value(metric, v))
-    if not result.summaries:
-        return None, []
-    columns = [COMPARISON_COLUMNS[0], f"{metric} {COMPARISON_COLUMNS[1]}", *COMPARISON_COLUMNS[2:]]
-    table = Table(columns, comparison_rows(result), [bool(s.warnings) for s in result.summaries])
-    lines = [f"{r.fastest!r} ran {ranking_line(r, metric)}" for r in result.rankings]
-    lines += [f"{r.test!r}: {disagreement_note(r)}" for r in result.rankings if r.orders_disagree]
-    lines += [f"{s.test!r}: {w}" for s in result.summaries for w in s.warnings]
-    return table, lines
-
-
 # ---------------------------------------------------------------------------------------
 # Order analysis
 # ---------------------------------------------------------------------------------------
 
 
-def verdict_sentence(analysis: dict[str, Any]) -> str:
-    """The whole result in one sentence, with the test and the threshold it rests on."""
-    tests = analysis.get("tests") or []
-    compared = [t for t in tests if figures.finite(t.get("kw_p"))]
-    m = analysis.get("family_size", len(compared))
-    how = (
-        f"Kruskal-Wallis, alpha = {analysis.get('alpha')} with {analysis.get('correction')} "
-        f"correction over {m} comparison{'s' if m != 1 else ''}"
-    )
-    if figures.finite(analysis.get("alpha_per_test")):
-        how += f" (threshold per test {float(analysis['alpha_per_test']):.3g})"
-    if not compared:
-        return (
-            "Nothing to compare: no test has successful trials in both the fixed and the "
-            "random order."
-        )
-    significant = [t for t in compared if t.get("significant")]
-    if analysis.get("verdict") == "order-matters" or significant:
-        names = [figures.test_label(t, figures.several_metrics(tests)) for t in significant]
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        verb = "differs" if len(significant) == 1 else "differ"
-        return (
-            f"Order matters: {len(significant)} of {len(compared)} comparisons {verb} "
-            f"between fixed and random order ({shown}); {how}."
-        )
-    return (
-        f"No evidence that order matters: none of the {len(compared)} comparisons differs "
-        f"between fixed and random order; {how}."
-    )
-
-
-def tests_table(analysis: dict[str, Any]) -> Table:
-    """The per-test table: samples, medians with CIs, CI case, Delta%, p, eta^2 (warnings are
-    listed under it, see :func:`test_warnings`)."""
-    tests = analysis.get("tests") or []
-    metrics = {t.get("metric") for t in tests}
-    with_worker = any(t.get("worker") not in (None, "") for t in tests)
-    columns = (
-        ["test"]
-        + (["metric"] if len(metrics) > 1 else [])
-        + (["worker"] if with_worker else [])
-        + [
-            "n fixed / random",
-            "median fixed [CI]",
-            "median random [CI]",
-            "CI case",
-            "Δ%",
-            "p (KW)",
-            "eta²",
-            "significant",
-        ]
-    )
-    rows, highlight = [], []
-    for t in tests:
-        row = [str(t["test"])]
-        if len(metrics) > 1:
-            row.append(str(t.get("metric")))
-        if with_worker:
-            row.append(str(t.get("worker") or "all"))
-        excluded = int(t.get("excluded_fixed") or 0) + int(t.get("excluded_random") or 0)
-        delta = t.get("delta_pct")
-        row += [
-            f"{t.get('n_fixed', 0)} / {t.get('n_random', 0)}"
-            + (f" ({excluded} excluded)" if excluded else ""),
-            _median_ci(t, "fixed"),
-            _median_ci(t, "random"),
-            str(t["ci_case"]) if t.get("ci_case") is not None else "–",
-            f"{float(delta):+.2f}" if figures.finite(delta) else "–",
-            fmt_p(t.get("kw_p")),
-            f"{float(t['eta_squared']):.3f}" if figures.finite(t.get("eta_squared")) else "–",
-            "yes" if t.get("significant") else "no",
-        ]
-        rows.append(row)
-        highlight.append(bool(t.get("significant")))
-    return Table(columns, rows, highlight)
-
-
-def _median_ci(t: dict[str, Any], side: str) -> str:
-    median = t.get(f"median_{side}")
-    return f"{fmt(median)} {fmt_ci(t.get(f'ci_{side}'))}" if figures.finite(median) else "–"
-
-
-def test_warnings(analysis: dict[str, Any]) -> list[tuple[str, str]]:
-    """Every warning of the analysis as (test, warning), in table order."""
-    tests = analysis.get("tests") or []
-    several = figures.several_metrics(tests)
-    return [
-        (figures.test_label(t, several), str(w)) for t in tests for w in t.get("warnings") or []
-    ]
+def comparison_lines(analysis: Analysis) -> list[str]:
+    """hyperfine's summary as one sentence per line (the terminal's, joined), then its
+    warnings."""
+    comparison = analysis.comparison
+    if comparison is None:
+        return []
+    lines = [f"{head} {line}" for head, body in text.ranking_lines(comparison) for line in body]
+    return lines + [f"{test!r}: {w}" for test, w in text.comparison_warnings(comparison)]
 
 
 def _usable(trials: pd.DataFrame) -> pd.DataFrame:
@@ -326,59 +128,166 @@ def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     return usable_trials(trials, "report")[0]
 
 
-def order_sections(
-    analysis: dict[str, Any], trials: pd.DataFrame | None, why: Why | None = None
-) -> list[Section]:
-    """Figures 1-4 from the analysis; from the trials, one overview of every trial per
-    metric, a trials figure by position and time for each test :func:`flagged_tests` names
-    (at most :data:`DETAIL_FIGURES`), and per worker where there are several."""
-    tests = analysis.get("tests") or []
+MANY = 40
+"""Comparisons above which a report summarises across them, as the ordering-trap paper
+summarises its 1,880 configurations (the share where order matters, the distribution of
+effects and p-values), and details only the most affected: a figure and a table row per
+test do not fit the time and size a report may take at that scale (bench/RESULTS.md,
+"Report time")."""
+SHOWN = 30
+"""Comparisons a summarising report details in its table and figures."""
+FINDINGS = 30
+"""Sentences of why a report lists; the JSON has every finding."""
+
+
+def many(order: OrderAnalysis | None) -> bool:
+    """Whether a report summarises ``order`` across tests (:data:`MANY`)."""
+    return order is not None and len(order.tests) > MANY
+
+
+def most_affected(order: OrderAnalysis) -> list[OrderComparison]:
+    """The comparisons, the most affected first: the smallest Kruskal-Wallis p, then the
+    largest |Δ median %|."""
+
+    def rank(t: OrderComparison) -> tuple[float, float, str, str]:
+        p = t.kw_p if t.kw_p is not None else 2.0
+        return (p, -abs(t.delta_median_pct or 0.0), t.test, t.metric)
+
+    return sorted(order.tests, key=rank)
+
+
+def shown_tests(order: OrderAnalysis) -> list[OrderComparison]:
+    """The comparisons a report details: all of them, or the :data:`SHOWN` most affected."""
+    return most_affected(order)[:SHOWN] if many(order) else list(order.tests)
+
+
+def order_sections(analysis: Analysis) -> list[Section]:
+    """The order figures: per test (figures 1-4) or, with many tests, across tests and for
+    the most affected; then from the trials, an overview of every trial per metric (of the
+    tests shown), a trials figure by position and time for each test :func:`flagged_tests`
+    names (at most :data:`DETAIL_FIGURES`), and those tests per worker where there are
+    several."""
+    order = analysis.order
     sections = []
-    if tests:
-        sections.append(
+    if order is not None and order.tests and not many(order):
+        sections.append(Section("Order effects", "", _per_test_figures(order)))
+    elif order is not None and order.tests:
+        top = shown_tests(order)
+        sections += [
             Section(
-                "Order effects",
-                "",
+                "Across tests",
+                f"Order matters in {len(order.significant):,} of {len(order.tests):,} "
+                f"comparisons ({text.share(len(order.significant) / len(order.tests))}); how "
+                "much and how surely, across all of them.",
+                _across_figures(order),
+            ),
+            Section(
+                "Most affected tests",
+                f"The {len(top)} comparisons with the smallest p-values, of "
+                f"{len(order.tests):,}; every one is in the CSV of the per-test results.",
                 [
                     FigureItem(
                         "ci-medians",
-                        "Fixed vs random medians with their CIs",
-                        "Each panel is one test on its own scale: squares are the fixed-order "
-                        "median, circles the random-order median, whiskers their distribution-"
-                        "free CIs. The colour is the CI case: disjoint CIs (case 1) mean the "
-                        "order moved the median.",
-                        partial(figures.ci_medians, tests),
-                    ),
-                    FigureItem(
-                        "kw-significance",
-                        "p-values and effect sizes",
-                        "Tests sorted by effect size eta²_H. A p-value below the dashed "
-                        "corrected threshold is significant after the family-wise correction.",
-                        partial(figures.kw_significance, analysis),
+                        "Fixed vs random medians with their CIs, the most affected tests",
+                        "Each test's fixed and random medians and CIs as the difference from "
+                        "its fixed-order median, coloured by CI case.",
+                        partial(figures.ci_medians, top),
                     ),
                     FigureItem(
                         "delta-pct",
-                        "Δ% per test",
-                        "Positive: the fixed order had the larger mean. Bars in the warm colour "
-                        "are significant after correction.",
-                        partial(figures.delta_pct, analysis),
-                    ),
-                    FigureItem(
-                        "ci-cases",
-                        "CI cases",
-                        "How many tests fall in each case of the CI comparison.",
-                        partial(figures.ci_case_counts, analysis),
+                        "Δ median % of the most affected tests",
+                        "Positive: the fixed order had the larger median. Bars in the warm "
+                        "colour are significant after correction.",
+                        partial(figures.delta_pct, top),
                     ),
                 ],
-            )
-        )
+            ),
+        ]
+    return sections + _trials_sections(analysis) + _health_sections(analysis)
+
+
+def _per_test_figures(order: OrderAnalysis) -> list[FigureItem]:
+    """The paper's figures 5, 2, 4 and 6, a mark per test."""
+    return [
+        FigureItem(
+            "ci-medians",
+            "Fixed vs random medians with their CIs",
+            "Each panel is one test on its own scale: squares are the fixed-order median, "
+            "circles the random-order median, whiskers their distribution-free CIs. The "
+            "colour is the CI case: disjoint CIs (case 1) mean the order moved the median.",
+            partial(figures.ci_medians, order.tests),
+        ),
+        FigureItem(
+            "kw-significance",
+            "p-values and effect sizes",
+            "Tests sorted by effect size eta²_H. A p-value below the dashed corrected "
+            "threshold is significant after the family-wise correction.",
+            partial(figures.kw_significance, order),
+        ),
+        FigureItem(
+            "delta-pct",
+            "Δ median % per test",
+            "Positive: the fixed order had the larger median. Bars in the warm colour are "
+            "significant after correction.",
+            partial(figures.delta_pct, order.tests),
+        ),
+        _ci_cases(order),
+    ]
+
+
+def _across_figures(order: OrderAnalysis) -> list[FigureItem]:
+    """Many tests summarised: the distributions of their effects and p-values, and their
+    CI cases."""
+    return [
+        FigureItem(
+            "effects",
+            "Effects across tests",
+            "How many comparisons shifted by how much (Δ median %, symmetric log) and how "
+            "strongly (eta²_H); significant ones in the warm colour.",
+            partial(figures.effect_distribution, order),
+        ),
+        FigureItem(
+            "p-values",
+            "p-values across tests",
+            "Without any order effect the p-values would spread evenly; a pile at the left of "
+            "the corrected threshold is the comparisons where order matters.",
+            partial(figures.p_distribution, order),
+        ),
+        _ci_cases(order),
+    ]
+
+
+def _ci_cases(order: OrderAnalysis) -> FigureItem:
+    return FigureItem(
+        "ci-cases",
+        "CI cases",
+        "How many tests fall in each case of the CI comparison.",
+        partial(figures.ci_case_counts, order),
+    )
+
+
+def _trials_sections(analysis: Analysis) -> list[Section]:
+    """Every successful trial of the tests shown: an overview per metric, the flagged
+    tests by position and time, and those per worker where there are several."""
+    from washout.data.longformat import is_in
+
+    order, trials = analysis.order, analysis.trials
     if trials is None or len(trials) == 0:
-        return sections
+        return []
+    summarised = many(order)
+    if summarised and order is not None:
+        keep = {(t.test, t.metric) for t in shown_tests(order)}
+        chosen = is_in(trials["test"], {t for t, _ in keep}) & is_in(
+            trials["metric"], {m for _, m in keep}
+        )
+        trials = trials.loc[chosen]
     ok = _usable(trials)
     if ok.empty:
-        return sections
+        return []
     tests, metrics = ok["test"].astype(str), ok["metric"].astype(str)
     pairs = list(dict.fromkeys(zip(tests, metrics)))
+    if summarised:
+        pairs = [pair for pair in pairs if pair in keep]
     many_metrics = metrics.nunique() > 1
 
     def one(test: str, metric: str) -> pd.DataFrame:
@@ -387,18 +296,23 @@ def order_sections(
     def named(test: str, metric: str) -> str:
         return f"{test} · {metric}" if many_metrics else test
 
-    shown = [
-        FigureItem(
-            f"overview-{j}",
-            f"{metric}: every trial of every test",
-            "Each test's trials as points, fixed and random order side by side, as the "
-            "difference from that test's fixed-order median; bars are the medians.",
-            partial(figures.trials_overview, ok[metrics == metric], metric),
+    overviews = []
+    for j, metric in enumerate(dict.fromkeys(m for _, m in pairs)):
+        drawn = {t for t, m in pairs if m == metric}
+        rows = ok[(metrics == metric) & tests.isin(drawn)]
+        overviews.append(
+            FigureItem(
+                f"overview-{j}",
+                f"{metric}: every trial of "
+                + (f"the {len(drawn)} most affected tests" if summarised else "every test"),
+                "Each test's trials as points, fixed and random order side by side, as the "
+                "difference from that test's fixed-order median; bars are the medians.",
+                partial(figures.trials_overview, rows, metric),
+            )
         )
-        for j, metric in enumerate(dict.fromkeys(metrics))
-    ]
-    flags = [f for f in flagged_tests(analysis, why) if (f.test, f.metric) in set(pairs)]
-    shown += [
+    flags = [f for f in flagged_tests(analysis) if (f.test, f.metric) in set(pairs)]
+    detail = flags[:DETAIL_FIGURES]
+    shown = overviews + [
         FigureItem(
             f"trials-{i}",
             f"{named(f.test, f.metric)}: trials by position and time ({', '.join(f.reasons)})",
@@ -409,10 +323,14 @@ def order_sections(
                 figures.trials_over_run, one(f.test, f.metric), named(f.test, f.metric), f.metric
             ),
         )
-        for i, f in enumerate(flags[:DETAIL_FIGURES])
+        for i, f in enumerate(detail)
     ]
-    sections.append(Section("Trials", _trials_intro(flags, len(pairs), named), shown))
-    several_workers = ok["worker"].nunique() > 1
+    sections = [Section("Trials", _trials_intro(flags, len(pairs), named), shown)]
+    workers = (
+        ([(f.test, f.metric) for f in detail] if summarised else pairs)
+        if ok["worker"].nunique() > 1
+        else []
+    )
     per_worker = [
         FigureItem(
             f"workers-{i}",
@@ -420,12 +338,73 @@ def order_sections(
             "The same test on every worker; bars are medians.",
             partial(figures.per_worker, frame, named(test, metric), metric),
         )
-        for i, (test, metric) in enumerate(pairs)
-        if several_workers and (frame := one(test, metric))["worker"].nunique() > 1
+        for i, (test, metric) in enumerate(workers)
+        if (frame := one(test, metric))["worker"].nunique() > 1
     ]
     if per_worker:
         sections.append(Section("Workers", "Each test across workers, side by side.", per_worker))
     return sections
+
+
+def _health_sections(analysis: Analysis) -> list[Section]:
+    """Beside the trials: which were unhealthy and why, each affected test's healthy
+    trials against its unhealthy ones, and those tests' trials by position and time with
+    the unhealthy ones marked (where they are among the trials: not with
+    ``--healthy-only``); then energy net of the idle arm, where one ran."""
+    sections = []
+    health = analysis.health
+    if health is not None and (health.unhealthy or analysis.options.healthy_only):
+        lines = text.health_lines(analysis)
+        tables = []
+        if health.unhealthy:
+            tables = [
+                ("Unhealthy trials", text.unhealthy_table(health)),
+                ("Healthy against unhealthy trials", text.strata_table(health)),
+            ]
+        sections.append(
+            Section("Trial health", " ".join(lines), _unhealthy_figures(analysis), tables)
+        )
+    if analysis.energy:
+        sections.append(
+            Section(
+                "Energy",
+                "Each test's energy per trial, gross and net of its idle arm: trials of "
+                "sleep as long as the test's median trial, interleaved with the others and "
+                "read the same way, so net is what the test's work cost above the machine "
+                "at rest.",
+                [],
+                [("Energy per trial", text.energy_table(analysis.energy))],
+            )
+        )
+    return sections
+
+
+def _unhealthy_figures(analysis: Analysis) -> list[FigureItem]:
+    """Per affected test and metric (at most :data:`DETAIL_FIGURES`), its successful trials
+    by position and time, the unhealthy ones marked."""
+    from washout.stats.health import trial_keys
+
+    health, trials = analysis.health, analysis.trials
+    if health is None or trials is None or not len(trials) or analysis.options.healthy_only:
+        return []
+    ok = _usable(trials)
+    if "worker" not in ok.columns:
+        ok = ok.assign(worker="local")
+    marked = {(t.worker, t.run, t.position, t.test) for t in health.unhealthy}
+    ok = ok.assign(unhealthy=[key in marked for key in trial_keys(ok)])
+    items = []
+    for i, s in enumerate(health.strata[:DETAIL_FIGURES]):
+        rows = ok[(ok["test"].astype(str) == s.test) & (ok["metric"].astype(str) == s.metric)]
+        items.append(
+            FigureItem(
+                f"health-{i}",
+                f"{s.test} · {s.metric}: trials by position and time, unhealthy ones ringed",
+                "As in the trials figures; a ring marks a trial a health measure flagged "
+                "(the table above says why).",
+                partial(figures.trials_over_run, rows.reset_index(drop=True), s.test, s.metric),
+            )
+        )
+    return items
 
 
 def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], str]) -> str:
@@ -458,7 +437,7 @@ def _trials_intro(flags: list[Flag], compared: int, named: Callable[[str, str], 
 
 
 DETAIL_FIGURES = 8
-"""At most this many per-test trials figures in a report (each costs ~0.1 s to draw)."""
+"""At most this many per-test trials figures in a report (each costs time to draw)."""
 
 
 @dataclass(frozen=True)
@@ -472,41 +451,45 @@ class Flag:
     p: float
 
 
-def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
+def flagged_tests(analysis: Analysis) -> list[Flag]:
     """The tests x metrics worth a trials figure of their own, most significant (smallest
     p) first: order matters (Kruskal-Wallis significant after correction); inconclusive
     (not significant, yet the CIs are not clearly alike: case 3, partial overlap, or case 1,
     disjoint; Duplyakin et al. 2023, Algorithm 2); a significant carryover pair or first
     trial after the reset for the test; significant drift of the test. A per-worker row
     flags its test."""
+    from washout.report.words import CLOCK_WORDS
     from washout.stats.carryover import RESET
-    from washout.stats.why import CLOCK_WORDS
+    from washout.stats.drift import WANDER
 
     found: dict[tuple[str, str], tuple[list[str], float]] = {}
 
-    def add(test: str, metric: str, reason: str, p: object) -> None:
+    def add(test: str, metric: str, reason: str, p: float | None) -> None:
         reasons, best = found.get((test, metric), ([], math.inf))
         if reason not in reasons:
             reasons.append(reason)
         found[test, metric] = (reasons, min(best, float(p) if figures.finite(p) else math.inf))
 
-    for t in analysis.get("tests") or []:
-        key = str(t["test"]), str(t.get("metric"))
-        if t.get("significant"):
-            add(*key, "order matters", t.get("kw_p"))
-        elif t.get("ci_case") in (1, 3):
-            add(*key, f"inconclusive, CI case {t['ci_case']}", t.get("kw_p"))
-    if why is not None and why.carryover is not None:
-        for pair in why.carryover.significant():
+    for t in analysis.order.tests if analysis.order else ():
+        if t.significant:
+            add(t.test, t.metric, "order matters", t.kw_p)
+        elif t.ci_case in (1, 3):
+            add(t.test, t.metric, f"inconclusive, CI case {t.ci_case}", t.kw_p)
+    if analysis.carryover is not None:
+        for pair in analysis.carryover.significant():
+            lag = "two positions " if pair.lag == 2 else ""
             reason = (
                 "first after the reset"
                 if pair.predecessor == RESET
-                else f"carryover after {pair.predecessor}"
+                else f"carryover {lag}after {pair.predecessor}"
             )
             add(pair.test, pair.metric, reason, pair.p)
-    if why is not None and why.drift is not None:
-        for row in why.drift.significant():
-            add(row.test, row.metric, f"drift with {CLOCK_WORDS[row.against]}", row.p)
+    if analysis.drift is not None:
+        for row in analysis.drift.significant():
+            what = CLOCK_WORDS[row.against]
+            add(
+                row.test, row.metric, what if row.against == WANDER else f"drift with {what}", row.p
+            )
     flags = [Flag(test, metric, tuple(r), p) for (test, metric), (r, p) in found.items()]
     return sorted(flags, key=lambda f: (f.p, f.test, f.metric))
 
@@ -516,98 +499,83 @@ def flagged_tests(analysis: dict[str, Any], why: Why | None) -> list[Flag]:
 # ---------------------------------------------------------------------------------------
 
 
-def what_ran(
-    meta: ReportMeta | None, trials: pd.DataFrame | None
-) -> tuple[list[tuple[str, str]], list[str], Table | None]:
-    """Facts about the experiment (from the store's metadata, then from the trials), notes on
-    what the source cannot tell, and the workers with their provenance."""
-    meta = meta or ReportMeta()
+def what_ran(analysis: Analysis) -> tuple[list[tuple[str, str]], list[str], Table | None]:
+    """Facts about the experiment (what the source records, then what the trials say ran),
+    notes on what the source cannot tell, and the workers with their provenance."""
+    recorded, ran = analysis.recorded, analysis.what_ran
     facts: list[tuple[str, str]] = []
     notes: list[str] = []
-    for key, name in (
-        ("name", "experiment"),
-        ("source", "source"),
-        ("design", "design"),
-        ("seed", "seed"),
-        ("runs", "runs per order kind"),
-    ):
-        if getattr(meta, key) not in (None, ""):
-            facts.append((name, str(getattr(meta, key))))
-    missing = [k for k in ("spec_text", "seed", "workers") if not getattr(meta, k)]
-    if missing:
-        what = [
-            {"spec_text": "spec", "seed": "seed", "workers": "worker provenance"}[k]
-            for k in missing
-        ]
-        listed = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " or " + what[-1]
+    if recorded is not None and recorded.name:
+        facts.append(("experiment", recorded.name))
+    source = analysis.source
+    if source.path is not None and source.kind != "store" and source.kind in SOURCE_KINDS:
+        name = source.path.rsplit("/", 1)[-1]
+        facts.append(("source", f"{name} ({SOURCE_KINDS[source.kind]})"))
+    if recorded is not None:
+        for name, value in (
+            ("design", recorded.design),
+            ("seed", recorded.seed),
+            ("runs per order kind", recorded.runs_per_kind),
+        ):
+            if value not in (None, ""):
+                facts.append((name, str(value)))
+    missing = [
+        what
+        for what, have in (
+            ("spec", recorded and recorded.spec_text),
+            ("seed", recorded and recorded.seed is not None),
+            ("worker provenance", recorded and recorded.workers),
+        )
+        if not have
+    ]
+    if missing and analysis.source.kind != "sweep":
+        listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " or " + missing[-1]
         notes.append(
             f"The source holds no {listed} (a CSV has none; a washout store records them)."
         )
-    notes.extend(meta.notes)  # what else the source could not support
-    if trials is not None and len(trials):
-        runs = (
-            trials.drop_duplicates(["worker", "run"])
-            if "worker" in trials.columns
-            else trials.drop_duplicates(["run"])
-        )
-        kinds = runs["order"].astype(str).value_counts()
-        facts.append(("runs", ", ".join(f"{n} {k}" for k, n in kinds.items())))
-        facts.append(("tests", f"{trials['test'].nunique()}"))
-        facts.append(("metrics", ", ".join(map(str, dict.fromkeys(trials["metric"].astype(str))))))
-        keys = [c for c in ("worker", "run", "position") if c in trials.columns]
-        facts.append(("trials", str(len(trials.drop_duplicates(keys)))))
-        if "worker" in trials.columns:
-            facts.append(("workers", str(trials["worker"].nunique())))
-        status = trials.drop_duplicates(keys)["status"].astype(str).value_counts()
-        bad = {k: int(v) for k, v in status.items() if k != "ok"}
-        facts.append(
-            (
-                "unsuccessful trials",
-                ", ".join(f"{v} {k}" for k, v in bad.items()) if bad else "none",
+    if ran is not None:
+        facts.append(("runs", ", ".join(f"{n} {k}" for k, n in ran.runs.items())))
+        facts.append(("tests", str(ran.tests)))
+        facts.append(("metrics", ", ".join(ran.metrics)))
+        facts.append(("trials", str(ran.trials)))
+        facts.append(("workers", str(ran.workers)))
+        bad = ", ".join(f"{v} {k}" for k, v in ran.unsuccessful.items())
+        facts.append(("unsuccessful trials", bad or "none"))
+        if ran.started and ran.ended:
+            import pandas as pd
+
+            start, end = pd.Timestamp(ran.started), pd.Timestamp(ran.ended)
+            facts.append(
+                (
+                    "time",
+                    f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC "
+                    f"({_duration(end - start)})",
+                )
             )
-        )
-        span = _time_span(trials)
-        if span:
-            facts.append(("time", span))
-    if meta.failures is not None:
-        facts.append(("unsuccessful trials in the store", str(meta.failures)))
+    if recorded is not None and recorded.unsuccessful is not None:
+        facts.append(("unsuccessful trials in the store", str(recorded.unsuccessful)))
     workers = None
-    if meta.workers:
+    if recorded is not None and recorded.workers:
         rows, flags = [], []
-        for w in meta.workers:
-            matched = w.matched
+        for w in recorded.workers:
             rows.append(
                 [
                     w.name,
                     w.host,
-                    (w.fingerprint or "–")[:16],
+                    (w.fingerprint or text.NONE)[:16],
                     "yes"
-                    if matched
-                    else ("NO: environment differs" if matched is False else "unknown"),
+                    if w.matched
+                    else ("NO: environment differs" if w.matched is False else "unknown"),
                 ]
             )
-            flags.append(matched is False)
+            flags.append(w.matched is False)
         workers = Table(["worker", "host", "fingerprint", "provenance matched"], rows, flags)
         if any(flags):
             notes.append(
                 "Some workers' environment does not match the others: compare "
                 "their results with care (a stale build can fake an effect)."
             )
-    return facts, notes, workers
-
-
-def _time_span(trials: pd.DataFrame) -> str | None:
-    x, axis = figures.time_axis(trials)
-    if "UTC" not in axis:
-        return None
-    start, end = x.min(), x.max()
-    if "ended" in trials.columns:
-        import pandas as pd
-
-        ended = pd.to_datetime(trials["ended"], errors="coerce", utc=True, format="ISO8601")
-        if ended.notna().any():
-            end = max(end, ended.max())
-    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC ({_duration(end - start)})"
+    return facts, notes + text.left_out(analysis), workers
 
 
 def _duration(span: Any) -> str:
@@ -662,14 +630,7 @@ def _panel_line(at: Curve | ImportantPoint) -> tuple[str, str]:
     if not at.fixed:
         return at.parameter, "main effect"
     ((name, _),) = at.fixed.items()
-    return f"{at.parameter} by {name} ({at.term})", fixed_text(at.fixed)
-
-
-def fixed_text(fixed: Fixed) -> str:
-    """The fixed side of an interaction point (``{"keys": 128}`` -> ``keys = 128``)."""
-    if not fixed:
-        return "–"
-    return ", ".join(f"{k} = {v}" for k, v in fixed.items())
+    return f"{at.parameter} by {name} ({at.term})", text.fixed_text(at.fixed)
 
 
 def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = None) -> SweepPart:
@@ -706,42 +667,10 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
             f" Method: {sweep.method} ({sweep.sampler} sampler, model "
             f"{sweep.model}, rule {sweep.rule}, {sweep.coding} coding)."
         )
-    tables = [
-        (
-            "Significant terms",
-            Table(
-                ["term", "share of variance"],
-                [[t.term, f"{100 * float(t.share):.1f}%"] for t in sweep.significant_terms],
-            ),
-        ),
-        (
-            "Knee and turning points",
-            Table(
-                ["term", "parameter", "fixed", "type", "at", "turn ratio"],
-                [
-                    [
-                        p.term,
-                        p.parameter,
-                        fixed_text(p.fixed),
-                        p.type,
-                        fmt(p.value),
-                        fmt(p.turn_ratio),
-                    ]
-                    for p in sweep.important_points
-                ],
-            ),
-        ),
-    ]
-    if sweep.ranges:
-        tables.append(
-            (
-                "Ranges a fair comparison must cover",
-                Table(
-                    ["parameter", "range"],
-                    [[k, ", ".join(map(str, v))] for k, v in sweep.ranges.items()],
-                ),
-            )
-        )
+    intervals = text.sweep_intervals(sweep)
+    if intervals:
+        summary += f" {intervals}"
+    tables = text.sweep_tables(sweep)
     history = [(s.sampling_rate, s.r2_validation) for s in sweep.steps] or (
         [(rate, tuple(r2))] if r2 and figures.finite(rate) else []
     )
@@ -785,47 +714,61 @@ def sweep_part(sweep: SweepResult, settings: pd.DataFrame, metric: str | None = 
 # ---------------------------------------------------------------------------------------
 
 
-def build_report(
-    analysis: OrderAnalysis | None,
-    trials: pd.DataFrame | None,
-    meta: ReportMeta | None = None,
-    sweep: SweepResult | None = None,
-    settings: pd.DataFrame | None = None,
-    why: Why | None = None,
-) -> Report:
-    """Everything the report shows, for html.py and markdown.py to write. ``analysis`` and
-    ``trials`` (the long-format frame it came from) may be None for a sweep-only report;
-    ``meta`` is what the source says beside its trials; ``sweep`` adds the sweep section
-    and needs ``settings``; ``why`` adds carryover, drift and claims in words."""
-    from washout.errors import WashoutError
-    from washout.stats.why import render_words
+def build_report(analysis: Analysis, stem: str = "report") -> Report:
+    """Everything the report of ``analysis`` shows, for html.py and markdown.py to write;
+    ``stem`` names the files that go with it (the per-test CSV)."""
+    from washout.report.words import context_words, render_words
 
-    if sweep is not None and settings is None:
+    if analysis.sweep is not None and analysis.settings is None:
+        from washout.errors import WashoutError
+
         raise WashoutError(
             "report: settings = None: a sweep section needs the measured "
             "settings (parameter columns and the metric)"
         )
-    meta = meta or ReportMeta()
-    found = analysis.to_dict() if analysis is not None else None
-    facts, notes, workers = what_ran(meta, trials)
-    comparison, ranking = comparison_part(trials)  # with CPU time and RSS, when measured
-    if trials is not None:
-        from washout.stats.compare import without_resource_metrics
-
-        trials = without_resource_metrics(trials)
+    recorded, order = analysis.recorded, analysis.order
+    facts, notes, workers = what_ran(analysis)
+    comparison = analysis.comparison
+    name = recorded.name if recorded is not None else None
+    rows = shown_tests(order) if order is not None else None
+    findings = render_words(analysis)
+    if len(findings) > FINDINGS:
+        findings = findings[:FINDINGS] + [
+            f"And {len(findings) - FINDINGS:,} more findings: `washout analyze --carryover "
+            "--drift --format json` has every one."
+        ]
     return Report(
-        title=f"washout report: {meta.name}" if meta.name else "washout report",
-        verdict=verdict_sentence(found) if found is not None else "",
+        title=f"washout report: {name}" if name else "washout report",
+        verdict=text.verdict(analysis) if analysis.sweep is None else "",
         facts=facts,
         notes=notes,
-        spec_text=meta.spec_text or None,
+        spec_text=(recorded.spec_text or None) if recorded else None,
         workers=workers,
-        tests=tests_table(found) if found is not None else None,
-        warnings=test_warnings(found) if found is not None else [],
-        sections=order_sections(found, trials, why) if found is not None else [],
-        sweep=sweep_part(sweep, settings) if sweep is not None else None,
-        findings=render_words(why) if why is not None else [],
-        order_matters=found is not None and found.get("verdict") == "order-matters",
-        comparison=comparison,
-        ranking=ranking,
+        tests=text.order_table(order, rows) if order is not None else None,
+        warnings=text.order_warnings(order, rows) if order is not None else [],
+        sections=order_sections(analysis),
+        sweep=sweep_part(analysis.sweep, analysis.settings)
+        if analysis.sweep is not None and analysis.settings is not None
+        else None,
+        findings=findings,
+        order_matters=analysis.verdict == "order-matters",
+        comparison=text.comparison_table(comparison) if comparison is not None else None,
+        ranking_heading=text.summary_heading(comparison)
+        if comparison is not None and comparison.rankings
+        else "",
+        ranking=comparison_lines(analysis),
+        legend=text.order_table(order, []).caption if order is not None else "",
+        tests_note=(
+            f"The {len(rows)} most affected of {len(order.tests):,} comparisons (the smallest "
+            "p-values first); the CSV has every one."
+            if order is not None and rows is not None and len(rows) < len(order.tests)
+            else ""
+        ),
+        tests_csv=(f"{stem}-tests.csv", analysis.to_frame().to_csv(index=False))
+        if order is not None and order.tests
+        else None,
+        context=text.context_table(analysis.context)
+        if analysis.context is not None and analysis.context.rows
+        else None,
+        context_findings=context_words(analysis),
     )

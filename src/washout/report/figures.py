@@ -27,11 +27,15 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+
+from washout.report.text import where
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from washout.stats.order import OrderAnalysis, OrderComparison
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies, and in print.
 CASE_COLOURS: dict[int | None, str] = {1: "#D55E00", 2: "#0072B2", 3: "#E69F00", None: "#999999"}
@@ -64,20 +68,15 @@ def short(text: object, limit: int = MAX_TICK_LABEL) -> str:
     return label(s if len(s) <= limit else s[: limit - 1] + "…")
 
 
-def test_label(test: dict[str, Any], with_metric: bool = False) -> str:
-    """How a per-test row is named in figures: test, metric (where there are several),
+def test_label(test: OrderComparison, with_metric: bool = False) -> str:
+    """How a comparison is named in figures: test, metric (where there are several),
     worker (in a per-worker analysis)."""
-    name = str(test["test"])
-    if with_metric:
-        name += f" · {test.get('metric')}"
-    if test.get("worker") not in (None, ""):
-        name += f" @ {test['worker']}"
-    return name
+    return where(test, with_metric)
 
 
-def several_metrics(tests: Sequence[dict[str, Any]]) -> bool:
+def several_metrics(tests: Sequence[OrderComparison]) -> bool:
     """Whether the comparisons span more than one metric (then labels name it)."""
-    return len({t.get("metric") for t in tests}) > 1
+    return len({t.metric for t in tests}) > 1
 
 
 def _figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
@@ -113,13 +112,13 @@ def _fixed_figure(
     return fig
 
 
-def _names_room(names: Sequence[str], slanted: bool = True) -> float:
+def _names_room(names: Sequence[str]) -> float:
     """Inches the test names of :func:`_test_axis` take away from their axis (8 pt text,
-    slanted at 35 degrees on an x axis); none past 40 tests, which get a rank axis."""
+    upright on an x axis); none past 40 tests, which get a rank axis."""
     if len(names) > 40:
         return 0.0
     longest = max((len(short(n)) for n in names), default=0)
-    return 0.1 + longest * (0.04 if slanted else 0.066)
+    return 0.1 + longest * 0.066
 
 
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -148,7 +147,7 @@ def svg(fig: Figure, key: str) -> str:
     """
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "washout"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+        fig.savefig(buf, format="svg", metadata={"Date": None}, dpi=RASTER_DPI)
     text = buf.getvalue()
     text = text[text.find("<svg") :]
     prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key) + "-"
@@ -178,18 +177,102 @@ def finite(x: object) -> TypeGuard[float]:
 
 
 # ---------------------------------------------------------------------------------------
-# Order analysis (the analysis dict of washout.stats.order.OrderAnalysis.to_dict())
+# Axes: units on every tick, and a scale that shows every value
+# ---------------------------------------------------------------------------------------
+
+DENSE = 500
+"""Scatter points of one kind above which a figure draws them as an image inside its SVG
+(rasterized): an SVG element per trial made a page of 2.3M trials hundreds of megabytes,
+and each costs time to write."""
+RASTER_DPI = 144
+"""The resolution of what an SVG holds as an image: sharp on a high-density screen."""
+SKEWED = 10.0
+"""A percentage axis goes symmetric-log when its largest |value| is this many times its
+typical (median) |value|: one bar at -9,728% flattened every other on a linear axis."""
+
+
+def _metric_ticks(value: float, _pos: object = None, metric: str = "") -> str:
+    """A tick of a metric's axis with its unit: a time with an SI prefix (``17.5 ms``),
+    bytes in binary units, other metrics with SI prefixes (``45 M``)."""
+    from washout.analysis.units import BYTE_METRICS, SECOND_METRICS, byte_size, si_prefix
+
+    if not math.isfinite(value):
+        return ""
+    if metric in BYTE_METRICS:
+        return byte_size(value)
+    unit = "s" if metric in SECOND_METRICS else ""
+    name, size = si_prefix(value) if unit or abs(value) >= 1e3 else ("", 1.0)
+    number = f"{value / size:.3g}"
+    return f"{number} {name}{unit}".rstrip() if name or unit else number
+
+
+def metric_axis(ax: Any, metric: str, axis: str = "y") -> None:
+    """Tick labels of ``metric``'s values with their unit and SI prefix (no offset or
+    exponent above the axis), and the metric's name as the axis' label."""
+    from functools import partial
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_formatter(FuncFormatter(partial(_metric_ticks, metric=metric)))
+    (ax.set_ylabel if axis == "y" else ax.set_xlabel)(label(metric))
+
+
+def _percent_ticks(value: float, _pos: object = None) -> str:
+    """A percentage tick: ``+40%``, ``-1,000%``, ``0%``."""
+    if not math.isfinite(value):
+        return ""
+    if value == 0:
+        return "0%"
+    return f"{value:+,.3g}%" if abs(value) < 1000 else f"{value:+,.0f}%"
+
+
+def percent_axis(ax: Any, values: Sequence[float], axis: str = "x") -> bool:
+    """Percent ticks on ``axis``, symmetric-log when ``values`` are skewed (:data:`SKEWED`):
+    linear over most of them (their 75th percentile, rounded up to 1-2-5), logarithmic
+    beyond, ticks at 0 and at that bound's decades, so every value shows and no label
+    crowds another. Returns whether the axis went symmetric-log."""
+    import numpy as np
+    from matplotlib.ticker import FixedLocator
+
+    data = np.asarray([v for v in values if finite(v)], dtype=float)
+    magnitude = np.abs(data)
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    skewed = bool(magnitude.size) and float(magnitude.max()) > SKEWED * max(
+        float(np.median(magnitude)) if magnitude.size else 0.0, 1.0
+    )
+    if skewed:  # the scale first: setting it resets an axis' ticks
+        bulk = max(float(np.percentile(magnitude, 75)), 1.0)
+        step = 10.0 ** math.floor(math.log10(bulk))
+        linear = next(k * step for k in (1, 2, 5, 10) if k * step >= bulk)
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("symlog", linthresh=linear, linscale=1.5)
+        ticks = [0.0]
+        bound = linear
+        while bound <= float(magnitude.max()) * 10:
+            ticks += [t for t in (-bound, bound) if data.min() <= t * 1.5 and t <= data.max() * 1.5]
+            bound *= 10
+        target.set_major_locator(FixedLocator(sorted(ticks)))
+    target.set_major_formatter(FuncFormatter(_percent_ticks))
+    target.set_minor_formatter(NullFormatter())
+    return skewed
+
+
+def _points(ax: Any, x: Any, y: Any, **style: Any) -> None:
+    """A scatter of trials as markers, drawn as an image inside the SVG when dense."""
+    ax.plot(x, y, linestyle="none", rasterized=len(y) > DENSE, **style)
+
+
+# ---------------------------------------------------------------------------------------
+# Order analysis (washout.stats.order.OrderAnalysis)
 # ---------------------------------------------------------------------------------------
 
 
 PANELS_MAX = 16  # beyond this many tests, one compact axis reads better than panels
 
 
-def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
+def _case_legend(fig: Figure, tests: Sequence[OrderComparison]) -> None:
     handles = [
         Line2D([], [], color=CASE_COLOURS[c], lw=2.5, label=CASE_NAMES[c])
         for c in (1, 2, 3, None)
-        if any(t.get("ci_case") == c for t in tests)
+        if any(t.ci_case == c for t in tests)
     ]
     handles += [
         Line2D([], [], marker="s", color="black", linestyle="none", label="fixed-order median"),
@@ -201,7 +284,7 @@ def _case_legend(fig: Figure, tests: Sequence[dict[str, Any]]) -> None:
 LEGEND_ROOM = 0.5  # inches under the axes for the two rows of the CI-case legend
 
 
-def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
+def ci_medians(tests: Sequence[OrderComparison], ncols: int = 4) -> Figure:
     """Per test, the fixed and random medians with their distribution-free CIs, coloured by
     CI case (Duplyakin et al. 2023, Fig. 5 and Algorithm 2). Up to :data:`PANELS_MAX` tests,
     one panel per test with its own y axis in the metric's unit; more tests share one axis,
@@ -223,10 +306,10 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
             ax.set_visible(False)
             continue
         t = tests[i]
-        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        colour = CASE_COLOURS.get(t.ci_case, CASE_COLOURS[None])
         for x, side, marker in ((0, "fixed", "s"), (1, "random", "o")):
-            med = t.get(f"median_{side}")
-            ci = t.get(f"ci_{side}")
+            med = getattr(t, f"median_{side}")
+            ci = getattr(t, f"ci_{side}")
             if not finite(med):
                 continue
             if ci:
@@ -252,7 +335,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
                     markersize=7,
                     markerfacecolor="white",
                 )
-        if not (finite(t.get("median_fixed")) or finite(t.get("median_random"))):
+        if not (finite(t.median_fixed) or finite(t.median_random)):
             ax.text(
                 0.5,
                 0.5,
@@ -267,9 +350,9 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
         ax.set_xlim(-0.6, 1.6)
         ax.set_xticks([0, 1], ["fixed", "random"])
         ax.set_title(short(test_label(t, several_metrics(tests)), 30), fontsize=9, color="black")
-        ax.set_ylabel(label(t.get("metric") or "value"), fontsize=9)
+        metric_axis(ax, t.metric)
+        ax.yaxis.label.set_fontsize(9)
         ax.tick_params(labelsize=8)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         for spine in ax.spines.values():
             spine.set_edgecolor(colour)
             spine.set_linewidth(1.6)
@@ -279,7 +362,7 @@ def ci_medians(tests: Sequence[dict[str, Any]], ncols: int = 4) -> Figure:
     return fig
 
 
-def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
+def ci_medians_relative(tests: Sequence[OrderComparison]) -> Figure:
     """Many tests on one axis: each test's fixed and random medians and CIs as a percentage
     difference from its own fixed-order median (so tests of any scale and unit compare),
     sorted by the random median's difference, coloured by CI case. Tests without a
@@ -287,7 +370,7 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     several = several_metrics(tests)
     rows = []
     for t in tests:
-        ref = t.get("median_fixed")
+        ref = t.median_fixed
         if not finite(ref) or float(ref) == 0:
             continue
         ref = float(ref)
@@ -295,12 +378,12 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
         def rel(v: float, ref: float = ref) -> float:
             return (float(v) / ref - 1.0) * 100.0
 
-        random = rel(t["median_random"]) if finite(t.get("median_random")) else math.nan
+        random = rel(t.median_random) if finite(t.median_random) else math.nan
         rows.append((random, test_label(t, several), t, rel))
     rows.sort(key=lambda r: (r[0] if math.isfinite(r[0]) else math.inf, r[1]))
     n = len(rows)
     names = [r[1] for r in rows]
-    margins = (0.35 + _names_room(names, slanted=False), 0.5 + LEGEND_ROOM, 0.15, 0.5)
+    margins = (0.35 + _names_room(names), 0.5 + LEGEND_ROOM, 0.35, 0.5)
     fig = _fixed_figure(max(1.6 + 0.2 * n, 3.0), margins)
     ax = fig.subplots()
     # One line per colour for the CIs (NaN between them) and per colour and marker for the
@@ -308,9 +391,9 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     cis: dict[str, tuple[list[float], list[float]]] = {}
     medians: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for y, (random, _, t, rel) in enumerate(rows):
-        colour = CASE_COLOURS.get(t.get("ci_case"), CASE_COLOURS[None])
+        colour = CASE_COLOURS.get(t.ci_case, CASE_COLOURS[None])
         for dy, side, marker, centre in ((0.18, "fixed", "s", 0.0), (-0.18, "random", "o", random)):
-            ci = t.get(f"ci_{side}")
+            ci = getattr(t, f"ci_{side}")
             if ci:
                 xs, ys = cis.setdefault(colour, ([], []))
                 xs += [rel(ci[0]), rel(ci[1]), math.nan]
@@ -326,7 +409,13 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(n), [short(name) for name in names], fontsize=7)
     ax.set_ylim(-0.8, n - 0.2)
-    ax.set_xlabel("difference from the test's fixed-order median (%)")
+    drawn = [x for xs, _ in [*cis.values(), *medians.values()] for x in xs if finite(x)]
+    skewed = percent_axis(ax, drawn)
+    ax.set_xlabel(
+        "difference from the test's fixed-order median (%"
+        + (", symmetric log beyond the typical difference" if skewed else "")
+        + ")"
+    )
     ax.set_ylabel("test, sorted by the random median's difference")
     ax.grid(axis="x", alpha=0.3)
     _case_legend(fig, tests)
@@ -336,11 +425,12 @@ def ci_medians_relative(tests: Sequence[dict[str, Any]]) -> Figure:
     return fig
 
 
-def _sorted_by(tests: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    return sorted(
-        tests,
-        key=lambda t: (-float(t[key]) if finite(t.get(key)) else math.inf, test_label(t, True)),
-    )
+def _sorted_by(tests: Sequence[OrderComparison], key: str) -> list[OrderComparison]:
+    def rank(t: OrderComparison) -> tuple[float, str]:
+        value = getattr(t, key)
+        return (-float(value) if finite(value) else math.inf, test_label(t, True))
+
+    return sorted(tests, key=rank)
 
 
 def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
@@ -350,29 +440,23 @@ def _test_axis(ax: Any, labels: list[str], horizontal: bool = False) -> None:
         if horizontal:
             ax.set_yticks(range(n), [short(s) for s in labels], fontsize=8)
         else:
-            ax.set_xticks(
-                range(n),
-                [short(s) for s in labels],
-                fontsize=8,
-                rotation=35,
-                ha="right",
-                rotation_mode="anchor",
-            )
+            # Upright: names slanted at an angle overlapped their neighbours' boxes.
+            ax.set_xticks(range(n), [short(s) for s in labels], fontsize=8, rotation=90)
 
 
-def kw_significance(analysis: dict[str, Any]) -> Figure:
+def kw_significance(analysis: OrderAnalysis) -> Figure:
     """Kruskal-Wallis p-values against the family-wise corrected threshold (log scale), and
     the effect size eta^2_H, tests sorted by effect size (Duplyakin et al. 2023, Fig. 2)."""
-    tests = [t for t in _sorted_by(analysis["tests"], "eta_squared") if finite(t.get("kw_p"))]
+    tests = [t for t in _sorted_by(analysis.tests, "eta_squared") if finite(t.kw_p)]
     names = [test_label(t, several_metrics(tests)) for t in tests]
     n = len(tests)
-    margins = (0.95, 0.5 + _names_room(names), 0.15, 0.5)
-    fig = _fixed_figure(5.4 + (1.0 if n <= 40 and n else 0.0), margins, gaps=(0, 0.15))
+    room = _names_room(names)
+    fig = _fixed_figure(5.0 + room, (0.95, 0.5 + room, 0.15, 0.5), gaps=(0, 0.15))
     ax_p, ax_e = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     xs = list(range(n))
     tiny = 1e-300  # p underflows to 0 for huge effects; drawn at the floor of the log axis
-    ps = [max(float(t["kw_p"]), tiny) for t in tests]
-    sig = [bool(t.get("significant")) for t in tests]
+    ps = [max(float(t.kw_p or 0.0), tiny) for t in tests]
+    sig = [t.significant for t in tests]
     for flag, colour, name in (
         (True, SIGNIFICANT, "significant"),
         (False, NOT_SIGNIFICANT, "not significant"),
@@ -382,9 +466,9 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             ax_p.plot(sel, [ps[i] for i in sel], "o", color=colour, label=f"p ({name})")
     if n > 1:
         ax_p.plot(xs, ps, "-", color="#777777", lw=0.8, zorder=0)
-    alpha = analysis.get("alpha")
-    per_test = analysis.get("alpha_per_test")
-    correction = str(analysis.get("correction") or "")
+    alpha = analysis.alpha
+    per_test = analysis.alpha_per_test
+    correction = analysis.correction
     if finite(per_test):
         ax_p.axhline(
             float(per_test),
@@ -392,11 +476,11 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
             ls="--",
             lw=1.2,
             label=f"corrected threshold ({label(correction)}, m = "
-            f"{analysis.get('family_size')}): {float(per_test):.3g}",
+            f"{analysis.family_size}): {float(per_test):.3g}",
         )
     elif correction == "holm" and finite(alpha) and n:
         # Holm's step-down compares the r-th smallest p with alpha / (m - r + 1) (Holm 1979).
-        m = int(analysis.get("family_size") or n)
+        m = analysis.family_size or n
         by_p = sorted(xs, key=lambda i: ps[i])
         levels = {i: float(alpha) / (m - r) for r, i in enumerate(by_p) if m - r > 0}
         ax_p.plot(
@@ -422,7 +506,7 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     ax_p.set_ylabel("Kruskal-Wallis p-value (log)")
     ax_p.grid(axis="y", alpha=0.3)
     ax_p.legend(fontsize=8, loc="best")
-    etas = [float(t["eta_squared"]) if finite(t.get("eta_squared")) else 0.0 for t in tests]
+    etas = [float(t.eta_squared) if finite(t.eta_squared) else 0.0 for t in tests]
     ax_e.bar(
         xs,
         etas,
@@ -438,22 +522,27 @@ def kw_significance(analysis: dict[str, Any]) -> Figure:
     return fig
 
 
-def delta_pct(analysis: dict[str, Any]) -> Figure:
-    """Delta% = (mean fixed - mean random) / mean fixed x 100 per test, sorted
-    (Duplyakin et al. 2023, Fig. 4); bars coloured by significance."""
-    tests = [t for t in analysis["tests"] if finite(t.get("delta_pct"))]
-    tests.sort(key=lambda t: (float(t["delta_pct"]), test_label(t, True)))
+def delta_pct(tests: Sequence[OrderComparison]) -> Figure:
+    """Delta% per test, sorted (Duplyakin et al. 2023, Fig. 4), of the medians the tables
+    show: (median fixed - median random) / median fixed x 100; bars coloured by
+    significance, on a symmetric-log axis when one test's effect dwarfs the others'."""
+    tests = [t for t in tests if finite(t.delta_median_pct)]
+    tests.sort(key=lambda t: (float(t.delta_median_pct or 0.0), test_label(t, True)))
     n = len(tests)
     names = [test_label(t, several_metrics(tests)) for t in tests]
-    margins = (0.35 + _names_room(names, slanted=False), 0.55, 0.15, 0.4)
+    margins = (0.35 + _names_room(names), 0.55, 0.35, 0.4)
     fig = _fixed_figure(max(1.6 + 0.28 * n if n <= 40 else 5.0, 2.5), margins)
     ax = fig.subplots()
     ys = list(range(n))
-    vals = [float(t["delta_pct"]) for t in tests]
-    sig = [bool(t.get("significant")) for t in tests]
+    vals = [float(t.delta_median_pct or 0.0) for t in tests]
+    sig = [t.significant for t in tests]
     ax.barh(ys, vals, color=[SIGNIFICANT if s else NOT_SIGNIFICANT for s in sig], height=0.7)
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_xlabel("Δ% = (mean fixed − mean random) / mean fixed (%)")
+    skewed = percent_axis(ax, vals)
+    ax.set_xlabel(
+        "Δ median % = (median fixed − median random) / median fixed"
+        + (" (symmetric log beyond the typical |Δ|)" if skewed else "")
+    )
     ax.set_ylabel("test" if n <= 40 else "test rank by Δ%")
     _test_axis(ax, names, horizontal=True)
     ax.grid(axis="x", alpha=0.3)
@@ -465,16 +554,116 @@ def delta_pct(analysis: dict[str, Any]) -> Figure:
         fontsize=8,
         loc="best",
     )
-    ax.set_title("How much faster or slower is the fixed order? Δ% per test", fontsize=12)
+    ax.set_title("How much faster or slower is the fixed order? Δ median % per test", fontsize=12)
     return fig
 
 
-def ci_case_counts(analysis: dict[str, Any]) -> Figure:
+def effect_distribution(order: OrderAnalysis) -> Figure:
+    """Across every comparison (the paper's summary of its 1,880 configurations): how
+    many shifted by how much (Δ median %, symmetric-log bins) and how strongly (eta^2_H),
+    significant ones stacked in the warm colour."""
+    import numpy as np
+
+    tests = order.tests
+    fig = _fixed_figure(3.4, (0.8, 0.75, 0.15, 0.55), grid=(1, 2), gaps=(0.8, 0.0))
+    ax_d, ax_e = fig.subplots(1, 2)
+    deltas = np.array(
+        [float(t.delta_median_pct or 0.0) for t in tests if finite(t.delta_median_pct)]
+    )
+    sig_d = np.array([t.significant for t in tests if finite(t.delta_median_pct)], dtype=bool)
+    if deltas.size:
+        top = max(float(np.abs(deltas).max()), 1.0)
+        edges = np.geomspace(1.0, top * 1.001, 12)
+        bins = np.concatenate([-edges[::-1], [0.0], edges]).tolist()
+        ax_d.hist(
+            [deltas[sig_d], deltas[~sig_d]],
+            bins=bins,
+            stacked=True,
+            color=[SIGNIFICANT, NOT_SIGNIFICANT],
+            label=["significant", "not significant"],
+        )
+        ax_d.set_xscale("symlog", linthresh=1.0)
+    ax_d.xaxis.set_major_formatter(FuncFormatter(_percent_ticks))
+    ax_d.xaxis.set_minor_formatter(NullFormatter())
+    ax_d.set_xlabel("Δ median % (symmetric log beyond ±1%)")
+    ax_d.set_ylabel("comparisons (count)")
+    ax_d.legend(fontsize=8, loc="upper right")
+    etas = np.array([float(t.eta_squared) for t in tests if finite(t.eta_squared)])
+    sig_e = np.array([t.significant for t in tests if finite(t.eta_squared)], dtype=bool)
+    if etas.size:
+        ax_e.hist(
+            [etas[sig_e], etas[~sig_e]],
+            bins=np.linspace(0, max(float(etas.max()), 0.01), 21).tolist(),
+            stacked=True,
+            color=[SIGNIFICANT, NOT_SIGNIFICANT],
+        )
+    ax_e.set_xlabel("effect size eta²_H")
+    ax_e.set_ylabel("comparisons (count)")
+    for ax in (ax_d, ax_e):
+        ax.grid(axis="y", alpha=0.3)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    hits = len(order.significant)
+    fig.suptitle(
+        f"Across {len(tests):,} comparisons: order matters in {hits:,} "
+        f"({100 * hits / max(len(tests), 1):.0f}%)",
+        fontsize=12,
+    )
+    return fig
+
+
+def p_distribution(order: OrderAnalysis) -> Figure:
+    """Across every comparison: the Kruskal-Wallis p-values (log bins), significant ones in
+    the warm colour, and the corrected threshold; under no order effect at all they would
+    spread evenly over (0, 1)."""
+    import numpy as np
+
+    rows = [(max(float(t.kw_p), 1e-300), t.significant) for t in order.tests if finite(t.kw_p)]
+    ps = np.array([p for p, _ in rows])
+    sig = np.array([s for _, s in rows], dtype=bool)
+    fig = _fixed_figure(3.2, (0.8, 0.6, 0.25, 0.45))
+    ax = fig.subplots()
+    if ps.size:
+        low = min(float(np.log10(ps.min())), -4.0)
+        edges = np.logspace(low, 0.0, 30).tolist()
+        ax.hist(
+            [ps[sig], ps[~sig]],
+            bins=edges,
+            stacked=True,
+            color=[SIGNIFICANT, NOT_SIGNIFICANT],
+            label=["significant", "not significant"],
+        )
+        ax.set_xscale("log")
+        ax.set_xlim(10.0**low, 1.0)
+        ax.xaxis.set_major_formatter(_power_of_ten)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.legend(fontsize=8, loc="upper left")
+    level = order.alpha_per_test
+    if finite(level):
+        ax.axvline(float(level), color=SIGNIFICANT, ls="--", lw=1.2)
+        ax.text(
+            float(level),
+            0.97,
+            f"corrected threshold {float(level):.2g} ",
+            transform=ax.get_xaxis_transform(),
+            ha="right",
+            va="top",
+            fontsize=8,
+            color=SIGNIFICANT,
+        )
+    ax.set_xlabel("Kruskal-Wallis p-value (log)")
+    ax.set_ylabel("comparisons (count)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"p-values of the {len(ps):,} comparisons", fontsize=12)
+    return fig
+
+
+def ci_case_counts(analysis: OrderAnalysis) -> Figure:
     """How many tests fall in each CI case (Duplyakin et al. 2023, Fig. 6)."""
-    fig = _fixed_figure(3.4, (0.6, 0.55, 0.15, 0.4), width_in=6.5)
+    fig = _fixed_figure(3.4, (0.85, 0.55, 0.15, 0.4), width_in=6.5)
     ax = fig.subplots()
     cases: list[int | None] = [1, 2, 3, None]
-    counts = [sum(1 for t in analysis["tests"] if t.get("ci_case") == c) for c in cases]
+    counts = [sum(1 for t in analysis.tests if t.ci_case == c) for c in cases]
     for i, (c, k) in enumerate(zip(cases, counts)):
         bar = ax.bar([i], [k], color=CASE_COLOURS[c], label=CASE_NAMES[c])
         ax.bar_label(bar, fontsize=9)
@@ -523,11 +712,11 @@ def _order_scatter(ax: Any, frame: pd.DataFrame, x: pd.Series) -> None:
 def _order_points(ax: Any, kind: str, x: Any, y: Any) -> None:
     """One order kind's trials as points, in its colour and marker."""
     colour, marker = ORDER_STYLE.get(kind, ("#555555", "x"))
-    ax.plot(
+    _points(
+        ax,
         x,
         y,
         marker=marker,
-        linestyle="none",
         color=colour,
         alpha=0.55,
         markersize=4.5,
@@ -542,26 +731,27 @@ def _order_rank(kind: str) -> tuple[int, str]:
 
 def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     """One test's trials: value against position in the run, and against time; fixed and
-    random order marked apart. Position effects show as a trend on the left, drift and
+    random order marked apart, and trials whose ``unhealthy`` column is true (where the
+    frame has one) ringed. Position effects show as a trend on the left, drift and
     warm-up on the right.
 
     A report draws one per test and metric, so it is drawn cheaply: its layout is fixed
     rather than solved (matplotlib's constrained layout draws a figure several times to
     place it), and its axes carry a few ticks each (every tick is four artists to draw)."""
     fig = Figure(figsize=(WIDTH_IN, 3.3))
-    fig.subplots_adjust(left=0.1, right=0.99, bottom=0.2, top=0.86, wspace=0.05)
+    fig.subplots_adjust(left=0.11, right=0.96, bottom=0.2, top=0.86, wspace=0.05)
     ax_pos, ax_time = fig.subplots(1, 2, sharey=True)
     import pandas as pd
 
     # A long-format CSV may leave positions empty: those trials have no point on the left.
     _order_scatter(ax_pos, frame, pd.to_numeric(frame["position"], errors="coerce").astype(float))
     ax_pos.set_xlabel("position in the run (0 = first)")
-    ax_pos.set_ylabel(label(metric))
+    metric_axis(ax_pos, metric)
     ax_pos.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
     ax_pos.yaxis.set_major_locator(MaxNLocator(nbins=5))  # shared with ax_time
     x, xlabel = time_axis(frame)
     _order_scatter(ax_time, frame, x)
-    ax_time.set_xlabel(xlabel)
+    ax_time.set_xlabel(xlabel, loc="left")  # the date's offset takes the right
     if str(x.dtype).startswith("datetime"):
         import matplotlib.dates as mdates
 
@@ -570,11 +760,23 @@ def trials_over_run(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         ax_time.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     else:
         ax_time.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    if "unhealthy" in frame.columns and frame["unhealthy"].any():
+        sick = frame["unhealthy"].to_numpy(dtype=bool)
+        position = pd.to_numeric(frame["position"], errors="coerce").astype(float)
+        for ax, xs in ((ax_pos, position), (ax_time, x)):
+            ax.scatter(
+                xs[sick],
+                frame.loc[sick, "value"],
+                s=70,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.1,
+                label="unhealthy",
+            )
     for ax in (ax_pos, ax_time):
         ax.grid(alpha=0.3)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax_pos.legend(fontsize=8, loc="best")
-    fig.suptitle(f"{label(test)}: each trial by position and by time", fontsize=11)
+    fig.suptitle(f"{short(test, 70)}: each trial by position and by time", fontsize=11)
     return fig
 
 
@@ -624,7 +826,8 @@ def trials_overview(frame: pd.DataFrame, metric: str) -> Figure:
             med = float(np.median(rel))
             bars += [centre - width * 0.4, centre + width * 0.4, math.nan]
             bar_ys += [med, med, math.nan]
-    fig = _fixed_figure(3.4, (0.8, 0.15 + _names_room(drawn), 0.1, 0.45))
+    room = _names_room(drawn)
+    fig = _fixed_figure(2.8 + room, (1.15, 0.15 + room, 0.1, 0.45))
     ax = fig.subplots()
     for kind, (xs, ys) in points.items():
         if xs:
@@ -633,7 +836,9 @@ def trials_overview(frame: pd.DataFrame, metric: str) -> Figure:
     ax.axhline(0, color="#777777", lw=0.8, zorder=0)
     ax.set_xlim(-0.6, max(len(drawn), 1) - 0.4)
     _test_axis(ax, drawn)
-    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    every = [v for ys in points.values() for chunk in ys[1] for v in chunk.tolist()]
+    if not percent_axis(ax, every, axis="y"):
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
     ax.set_ylabel("% from the fixed median")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(
@@ -655,10 +860,11 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
     workers = sorted(frame["worker"].astype(str).unique())
     kinds = sorted(frame["order"].astype(str).unique(), key=_order_rank)
     slanted = len(workers) > 4
+    room = _names_room(workers) if slanted else 0.15
     fig = _fixed_figure(
-        3.4,
-        (0.95, 0.45 + (_names_room(workers) if slanted else 0.15), 0.15, 0.4),
-        width_in=min(WIDTH_IN, 3.0 + 1.2 * len(workers) * len(kinds) / 2),
+        3.0 + room,
+        (0.95, 0.45 + room, 0.15, 0.4),
+        width_in=min(WIDTH_IN, max(5.5, 3.0 + 1.2 * len(workers) * len(kinds) / 2)),
     )
     ax = fig.subplots()
     width = 0.8 / max(len(kinds), 1)
@@ -672,11 +878,11 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
             if len(vals) == 0:
                 continue
             centre = w - 0.4 + width * (k + 0.5)
-            ax.plot(
+            _points(
+                ax,
                 centre + jitter(len(vals), width),
                 vals,
                 marker=marker,
-                linestyle="none",
                 color=colour,
                 alpha=0.5,
                 markersize=4,
@@ -694,15 +900,13 @@ def per_worker(frame: pd.DataFrame, test: str, metric: str) -> Figure:
         range(len(workers)),
         [short(w, 20) for w in workers],
         fontsize=8,
-        rotation=20 if slanted else 0,
-        ha="right" if slanted else "center",
+        rotation=90 if slanted else 0,
     )
     ax.set_xlabel("worker")
-    ax.set_ylabel(label(metric))
+    metric_axis(ax, metric)
     ax.grid(axis="y", alpha=0.3)
-    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.legend(fontsize=8, loc="best")
-    ax.set_title(f"{label(test)}: per worker, fixed and random", fontsize=11)
+    fig.suptitle(f"{short(test, 30)}: per worker, fixed and random", fontsize=10)
     return fig
 
 
@@ -880,7 +1084,7 @@ def tile_map(
                 range(len(lx)),
                 [short(v, 8) for v in lx],
                 fontsize=7,
-                rotation=45 if len(lx) > 4 else 0,
+                rotation=90 if sum(len(short(v, 8)) + 1 for v in lx) > 14 else 0,
             )
             ax.set_yticks(range(len(ly)), [short(v, 8) for v in ly], fontsize=7)
             parts = [

@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
-from washout.data.outputs import write_output
+from washout.analysis.parallel import Progress, run_jobs
 from washout.report import document, figures
-from washout.report.parallel import Progress, run_jobs
+from washout.report.render import Rendered, Settings
 from washout.version import __version__
 
 if TYPE_CHECKING:
     import jinja2
     import pandas as pd
 
+    from washout.analysis.result import Analysis
     from washout.sweep.result import SweepResult
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -47,7 +48,7 @@ def _svgs(
     workers: int | None = None,
 ) -> dict[str, Markup]:
     """Every figure drawn and written as SVG, keyed by its key, on ``workers`` processes
-    (:func:`washout.report.parallel.run_jobs`: by default every usable core), while this
+    (:func:`washout.analysis.parallel.run_jobs`: by default every usable core), while this
     one compiles the ``templates`` that will take them (they need no figure)."""
     jobs = [partial(_svg, item) for item in items]
     texts = run_jobs(jobs, progress, workers, partial(_compile, templates))
@@ -98,11 +99,18 @@ def render_html(
         sweep_html=sweep_html,
         matters=report.order_matters,
         version=__version__,
+        csv_uri=_data_uri(report.tests_csv[1]) if report.tests_csv else "",
     )
 
 
-def write_html(path: str | Path, report: document.Report, progress: Progress | None = None) -> Path:
-    """:func:`render_html` written to ``path`` (UTF-8); returns the path."""
-    out = Path(path)
-    write_output(out, render_html(report, progress))
-    return out
+def _data_uri(csv_text: str) -> str:
+    """The CSV as a ``data:`` URI, so the page links its whole table and stays one file."""
+    import base64
+
+    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv_text.encode()).decode()
+
+
+def render(analysis: Analysis, settings: Settings) -> Rendered:
+    """The ``html`` format: the report of ``analysis`` as one self-contained file."""
+    report = document.build_report(analysis, settings.stem)
+    return Rendered(render_html(report, settings.progress, settings.workers))

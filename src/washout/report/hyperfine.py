@@ -7,7 +7,8 @@ and ``exit_codes`` are those of the successful trials, so every exit code is 0, 
 ``user``/``system`` are null where washout did not measure them). CSV: hyperfine's columns
 ``command,mean,stddev,median,user,system,min,max`` plus ``parameter_NAME`` per parameter.
 Markdown: hyperfine's table, Mean ± σ, Min, Max in one unit, and Relative: the order-safe
-ratio to the fastest test (:mod:`washout.stats.compare`).
+ratio to the fastest test (:mod:`washout.stats.compare`) with its CI; hyperfine writes a
+standard deviation after ``±`` there, which a ratio of paired runs does not have.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def csv_results(comparison: Comparison, commands: Mapping[str, str], parameters:
 
 def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str:
     """hyperfine's Markdown table: Command, Mean ± σ, Min, Max (one unit, chosen by the
-    smallest mean) and Relative (1.00 for the fastest, else ratio ± error)."""
-    from washout.report.terminal import time_unit
+    smallest mean) and Relative (1.00 for the fastest, else the ratio and its CI)."""
+    from washout.analysis.units import time_unit
+    from washout.report.text import ratio_ci
 
     summaries = comparison.summaries
     timed = comparison.metric == "wall"
@@ -94,7 +96,7 @@ def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str
             rel = "1.00"
         elif s.test in relative:
             r = relative[s.test]
-            rel = f"{r.ratio:.2f}" + (f" ± {r.error:.2f}" if r.error is not None else "")
+            rel = f"{r.ratio:.2f} ({ratio_ci(r.ratio_ci, r.confidence)})"
         else:
             rel = ""
         command = commands.get(s.test, s.test).replace("|", "\\|")

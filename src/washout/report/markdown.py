@@ -11,12 +11,15 @@ from __future__ import annotations
 import html
 import re
 from functools import partial
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from washout.data.outputs import write_output
+from washout.analysis.parallel import run_jobs
 from washout.report import document, figures
-from washout.report.parallel import Progress, run_jobs
+from washout.report.render import Rendered, Settings
 from washout.version import __version__
+
+if TYPE_CHECKING:
+    from washout.analysis.result import Analysis
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
 _MD_LINE_START = re.compile(r"^(?:\d+[.)]|[#+=-])")
@@ -55,30 +58,31 @@ def _png(item: document.FigureItem) -> bytes:
     return figures.png(item.draw())
 
 
-def _figure_lines(item: document.FigureItem, folder: Path, md_dir: Path) -> list[str]:
-    rel = (folder / f"{item.key}.png").relative_to(md_dir).as_posix()
+def _figure_lines(item: document.FigureItem, folder: str) -> list[str]:
     return [
-        f"![{md_text(item.title)}]({rel})",
+        f"![{md_text(item.title)}]({folder}/{item.key}.png)",
         "",
         f"*{md_text(item.title)}.* {md_text(item.caption)}",
         "",
     ]
 
 
-def markdown_text(
-    report: document.Report,
-    folder: Path,
-    md_dir: Path,
-    progress: Progress | None = None,
-    workers: int | None = None,
-) -> str:
-    """The Markdown of ``report``; writes its figures as PNGs into ``folder``, drawn on
-    ``workers`` processes (:func:`washout.report.parallel.run_jobs`: by default every
-    usable core)."""
+def render(analysis: Analysis, settings: Settings) -> Rendered:
+    """The ``md`` format: the report of ``analysis`` as Markdown, its figures as PNGs in
+    the folder ``STEM-figures`` beside it (linked relatively, so the pair can be moved
+    together), drawn on ``settings.workers`` processes."""
+    report = document.build_report(analysis, settings.stem)
+    folder = f"{settings.stem}-figures"
     items = report.all_figures()
-    pngs = run_jobs([partial(_png, item) for item in items], progress, workers)
-    for item, png in zip(items, pngs, strict=True):
-        write_output(folder / f"{item.key}.png", png)
+    pngs = run_jobs([partial(_png, item) for item in items], settings.progress, settings.workers)
+    files = {f"{folder}/{item.key}.png": png for item, png in zip(items, pngs, strict=True)}
+    if report.tests_csv:
+        files[report.tests_csv[0]] = report.tests_csv[1].encode()
+    return Rendered(markdown_text(report, folder), files, (f"{folder}/*.png",))
+
+
+def markdown_text(report: document.Report, folder: str) -> str:
+    """The Markdown of ``report``, its figures linked in ``folder``."""
     lines = [f"# {md_text(report.title)}", ""]
     if report.verdict:
         lines += [f"**{md_text(report.verdict)}**", ""]
@@ -91,45 +95,49 @@ def markdown_text(
         lines += ["### Spec", ""] + _code_block(report.spec_text) + [""]
     if report.comparison is not None:
         lines += ["## Comparison", ""] + md_table(report.comparison) + [""]
+        lines += [md_text(report.comparison.caption) + ".", ""]
+        if report.ranking_heading:
+            lines += [md_text(report.ranking_heading) + ":", ""]
         lines += [f"- {md_text(line)}" for line in report.ranking] + (
             [""] if report.ranking else []
         )
     if report.tests is not None:
         lines += ["## Per-test results", ""]
+        if report.tests_note:
+            lines += [md_text(report.tests_note), ""]
         lines += (md_table(report.tests) if report.tests.rows else ["No test to show."]) + [""]
+        if report.legend:
+            lines += [md_text(report.legend), ""]
+        if report.tests_csv:
+            name = report.tests_csv[0]
+            lines += [f"Every comparison, every field: [{md_text(name)}]({name}).", ""]
         if report.warnings:
             lines += ["### Warnings", ""]
             lines += [f"- **{md_text(t)}**: {md_text(w)}" for t, w in report.warnings] + [""]
     if report.findings:
         lines += ["## Why: carryover, drift and claims", ""]
         lines += [f"- {md_text(f)}" for f in report.findings] + [""]
+    if report.context_findings:
+        lines += ["## Context: environment size, working directory, ASLR", ""]
+        if report.context is not None:
+            lines += md_table(report.context) + ["", md_text(report.context.caption) + ".", ""]
+        lines += [f"- {md_text(f)}" for f in report.context_findings] + [""]
     for section in report.sections:
         lines += [f"## {md_text(section.title)}", ""]
         if section.intro:
             lines += [md_text(section.intro), ""]
+        for title, table in section.tables:
+            lines += [f"### {md_text(title)}", ""] + md_table(table) + [""]
+            if table.caption:
+                lines += [md_text(table.caption) + ".", ""]
         for item in section.figures:
-            lines += _figure_lines(item, folder, md_dir)
+            lines += _figure_lines(item, folder)
     if report.sweep:
         lines += ["## Parameter space", "", md_text(report.sweep.summary), ""]
         for title, table in report.sweep.tables:
             lines += [f"### {md_text(title)}", ""]
             lines += (md_table(table) if table.rows else ["None."]) + [""]
         for item in report.sweep.figures:
-            lines += _figure_lines(item, folder, md_dir)
+            lines += _figure_lines(item, folder)
     lines += [f"<sub>Made by washout {__version__}.</sub>", ""]
     return "\n".join(lines)
-
-
-def write_markdown(
-    path: str | Path, report: document.Report, progress: Progress | None = None
-) -> Path:
-    """Write the report (:func:`washout.report.document.build_report`) as Markdown to
-    ``path`` and its figures as PNGs into the folder ``<stem>-figures`` beside it (linked
-    relatively, so the pair can be moved together). Returns ``path``."""
-    out = Path(path)
-    folder = out.parent / f"{out.stem}-figures"
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob("*.png"):
-        stale.unlink()
-    write_output(out, markdown_text(report, folder, out.parent, progress))
-    return out

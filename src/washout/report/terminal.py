@@ -1,8 +1,17 @@
-"""Terminal rendering of an order analysis: what a person reads first.
+"""The terminal output: an analysis as a person reads it first, and the live table of a run.
 
-A verdict line, then one row per comparison with the significant ones marked, Delta% and the
-median-CI case in words, then the warnings. ``washout analyze`` prints it and the post-run
-summary reuses it.
+From an :class:`~washout.analysis.result.Analysis` (:func:`render`, the ``table`` format):
+the verdict, the per-comparison table (its CIs left to the wide outputs), its warnings, why
+in words, the notes and what was left out, then hyperfine's table and summary last, as
+hyperfine ends; for a sweep, its conclusions. ``washout analyze``, the run's summary and
+the sweep commands print it. Every cell and sentence comes from :mod:`washout.report.text`,
+as in the Markdown and HTML reports.
+
+Tables are laid out here, in rich's look (``┃`` and ``━╇━`` under the header, ``│``
+between cells), in one pass over the cells: rich's own tables, which measure every cell
+several times, were most of the summary of a run of thousands of tests (bench/RESULTS.md,
+"The run's summary of many tests"). A narrow terminal folds the text columns, never a
+number.
 """
 
 from __future__ import annotations
@@ -10,289 +19,213 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
+from washout.report import text
+from washout.report.render import Rendered, Settings
+
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import RenderableType
 
-    from washout.harness.engine import Experiment
-    from washout.stats.compare import Comparison, Ranking
-    from washout.stats.order import OrderAnalysis, OrderComparison
+    from washout.analysis.result import Analysis
+    from washout.stats.compare import Comparison
+    from washout.sweep.result import SweepResult
+
+STYLES: dict[str, str] = {
+    "bold": "\x1b[1m",
+    "red": "\x1b[31m",
+    "green": "\x1b[32m",
+    "yellow": "\x1b[33m",
+    "dim": "\x1b[2m",
+    "bold red": "\x1b[1;31m",
+    "bold green": "\x1b[1;32m",
+}
+RESET = "\x1b[0m"
+NARROWEST = 8
+"""The narrowest a folded text column gets, in characters."""
 
 
-# Significant comparisons named on the verdict line; the table marks them all.
-_NAMED = 5
+class Lines:
+    """Lines of output, each in a style when colours are on."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+        self.lines: list[str] = []
+
+    def add(self, line: str, style: str | None = None) -> None:
+        if style and self.color:
+            line = f"{STYLES[style]}{line}{RESET}"
+        self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
 
 
-def _pct(value: float) -> str:
-    """A percentage with two significant digits, without exponents."""
-    return f"{value:.2g}%" if value < 10 else f"{value:.0f}%"
+def render(analysis: Analysis, settings: Settings) -> Rendered:
+    """The ``table`` format (see the module doc): plain text, or with ANSI colours with
+    ``settings.color``; tables fit ``settings.width`` (None: no limit)."""
+    out = Lines(settings.color)
+    write_analysis(out, analysis, settings.width)
+    return Rendered(out.text())
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def verdict_line(analysis: OrderAnalysis) -> str:
-    """One sentence: does order matter, over how many comparisons, at what level."""
-    m = analysis.family_size
-    if analysis.correction == "bonferroni" and analysis.alpha_per_test is not None:
-        level = f"Bonferroni, alpha/{m} = {analysis.alpha_per_test:.3g}"
+def write_analysis(out: Lines, analysis: Analysis, width: int | None) -> None:
+    """The analysis' lines (module doc)."""
+    if analysis.sweep is not None:
+        write_sweep(out, analysis.sweep, width)
     else:
-        level = f"{analysis.correction.capitalize()}, alpha = {analysis.alpha:g}, m = {m}"
-    hits = len(analysis.significant)
-    if analysis.verdict == "order-matters":
-        shown = [
-            t.test if t.worker is None else f"{t.test}@{t.worker}"
-            for t in analysis.significant[:_NAMED]
-        ]
-        names = ", ".join(shown) + (f" and {hits - _NAMED} more" if hits > _NAMED else "")
-        return (
-            f"ORDER MATTERS: {hits} of {m} comparisons differ between fixed and random "
-            f"order ({level}): {names}"
-        )
-    if m == 0:
-        return "No comparison possible: no test has both fixed- and random-order trials"
-    line = f"No evidence that order matters: 0 of {m} comparisons significant ({level})"
-    shifts = analysis.detectable_span()
-    if shifts:
-        lo, hi = _pct(shifts[0]), _pct(shifts[1])
-        span = lo if lo == hi else f"{lo} to {hi}"
-        line += f"; these trials would detect shifts of about {span} with 80% power"
-    return line
+        matters = analysis.verdict == "order-matters"
+        style = "bold red" if matters else "bold green" if analysis.order else "bold"
+        out.add(text.verdict(analysis), style)
+    if analysis.order is not None and analysis.order.tests:
+        write_table(out, text.order_table(analysis.order), width, narrow=True)
+        out.add(table_legend(), "dim")
+        warnings = text.order_warnings(analysis.order)
+        if warnings:
+            out.add("warnings:", "yellow")
+            for name, warning in warnings:
+                out.add(f"  {name}: {warning}", "yellow")
+    from washout.report.words import context_words, render_words
+
+    for line in render_words(analysis):
+        out.add(line)
+    if analysis.context is not None and analysis.context.rows:
+        write_table(out, text.context_table(analysis.context), width)
+    for line in context_words(analysis):
+        out.add(line)
+    for line in text.left_out(analysis):
+        out.add(line, "dim")
+    for line in text.health_lines(analysis):
+        out.add(line, "yellow" if analysis.health and analysis.health.unhealthy else None)
+    if analysis.health is not None:
+        for line in text.stratum_lines(analysis.health):
+            out.add(f"  {line}")
+    if analysis.energy:
+        out.add("Energy per trial, gross and net of the machine at rest:", "bold")
+        write_table(out, text.energy_table(analysis.energy), width)
+    if analysis.comparison is not None:  # last, as hyperfine ends
+        write_comparison(out, analysis.comparison, width)
 
 
-def _case(t: OrderComparison) -> str:
-    from washout.stats.order import CASE_WORDS
-
-    return "-" if t.ci_case is None else f"{t.ci_case} {CASE_WORDS[t.ci_case]}"
-
-
-def render_analysis(analysis: OrderAnalysis) -> RenderableType:
-    """The analysis as a rich renderable: verdict, table, warnings."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    matters = analysis.verdict == "order-matters"
-    verdict = Text(verdict_line(analysis), style="bold red" if matters else "bold green")
-    by_worker = any(t.worker is not None for t in analysis.tests)
-    show_metric = len({t.metric for t in analysis.tests}) > 1
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("", width=1)
-    table.add_column("test", overflow="fold")
-    if show_metric:
-        table.add_column("metric", overflow="fold")
-    if by_worker:
-        table.add_column("worker", overflow="fold")
-    for name in ("n F/R", "median F", "median R", "Delta%", "KW p", "eta2_H"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("CI case", no_wrap=True)
-    for t in analysis.tests:
-        cells = ["*" if t.significant else "", t.test] + ([t.metric] if show_metric else [])
-        if by_worker:
-            cells.append(t.worker or "")
-        cells += [
-            f"{t.n_fixed}/{t.n_random}",
-            _fmt(t.median_fixed, ".6g"),
-            _fmt(t.median_random, ".6g"),
-            _fmt(t.delta_pct, "+.2f"),
-            _fmt(t.kw_p, ".2g"),
-            _fmt(t.eta_squared, ".3f"),
-            _case(t),
-        ]
-        # Text, not str: a test named "[red]x" is data, never rich markup.
-        table.add_row(*map(Text, cells), style="red" if t.significant else None)
-    parts: list[RenderableType] = [verdict, table]
-    if any(t.significant for t in analysis.tests):
-        parts.append(Text("* significant after the family-wise correction", style="dim"))
-    notes = [
-        f"{t.test}/{t.metric}{'' if t.worker is None else '@' + t.worker}: {w}"
-        for t in analysis.tests
-        for w in t.warnings
-    ]
-    if notes:
-        parts.append(Text("warnings:", style="yellow"))
-        parts.extend(Text(f"  {n}", style="yellow") for n in notes)
-    return Group(*parts)
-
-
-TIME_UNITS: tuple[tuple[str, float], ...] = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
-"""hyperfine's units for a time, largest first: a value is shown in the largest unit it
-reaches (so 0.0093 s is 9.3 ms)."""
-SECOND_METRICS: tuple[str, ...] = ("wall", "user", "system")
-
-
-def time_unit(seconds: float) -> tuple[str, float]:
-    """The unit (name, size in seconds) to show ``seconds`` in."""
-    for name, size in TIME_UNITS:
-        if abs(seconds) >= size:
-            return name, size
-    return TIME_UNITS[-1]
-
-
-def seconds(value: float | None, unit: tuple[str, float] | None = None) -> str:
-    """A time with hyperfine's automatic unit (or the given one) and its decimals (three
-    for seconds, one otherwise): ``1.020 s``, ``9.3 ms``; ``-`` if none."""
-    if value is None:
-        return "-"
-    name, size = unit or time_unit(value)
-    return f"{value / size:.{3 if name == 's' else 1}f} {name}"
-
-
-def byte_size(value: float | None) -> str:
-    """Bytes in binary units, as sizes are written in a spec: ``12.3 MiB``; ``-`` if none."""
-    if value is None:
-        return "-"
-    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.3g} {name}"
-    return f"{value:.0f} B"
-
-
-def metric_value(metric: str, value: float | None, unit: tuple[str, float] | None = None) -> str:
-    """A value of ``metric``: a time with its unit, bytes for ``max_rss``, else 4 digits."""
-    if metric in SECOND_METRICS:
-        return seconds(value, unit)
-    if metric == "max_rss":
-        return byte_size(value)
-    return "-" if value is None else f"{value:.4g}"
-
-
-def ranking_line(r: Ranking, metric: str) -> str:
-    """hyperfine's sentence, its ± covering the CI, then the CI and where it comes from."""
-    error = f" ± {r.error:.2f}" if r.error is not None else ""
-    how = "faster than" if metric == "wall" else f"better on {metric} than"
-    line = f"{r.ratio:.2f}{error} times {how} {r.test!r}"
-    if r.ratio_ci is not None and r.confidence is not None:
-        line += (
-            f"  ({r.confidence:.0%} CI {r.ratio_ci[0]:.3g}…{r.ratio_ci[1]:.3g}, "
-            f"{r.n_runs} random-order runs, paired by run)"
-        )
-    else:
-        line += f"  ({r.n_runs} random-order runs: too few for a CI)"
-    return line
-
-
-COMPARISON_COLUMNS: tuple[str, ...] = (
-    "test",
-    "mean ± σ",
-    "median",
-    "min … max",
-    "user",
-    "system",
-    "max RSS",
-    "runs",
-)
-
-
-def comparison_rows(comparison: Comparison) -> list[list[str]]:
-    """One row of :data:`COMPARISON_COLUMNS` per test, times in hyperfine's unit of its mean."""
-    m = comparison.metric
-    rows = []
-    for s in comparison.summaries:
-        unit = time_unit(s.mean) if m in SECOND_METRICS else None
-        spread = "" if s.stddev is None else f" ± {metric_value(m, s.stddev, unit)}"
-        rows.append(
-            [
-                s.test,
-                metric_value(m, s.mean, unit) + spread,
-                metric_value(m, s.median, unit),
-                f"{metric_value(m, s.min, unit)} … {metric_value(m, s.max, unit)}",
-                seconds(s.user),
-                seconds(s.system),
-                byte_size(s.max_rss),
-                str(s.runs),
-            ]
-        )
-    return rows
-
-
-def disagreement_note(r: Ranking) -> str:
-    """What to say when fixed and random orders disagree about a ratio."""
+def table_legend() -> str:
+    """What the order table's columns mean, under it in a terminal."""
     return (
-        f"fixed and random orders disagree about this ratio (fixed order: {r.fixed_ratio:.2f}, "
-        f"Kruskal-Wallis p = {r.interaction_p:.2g}): order changed it; the random-order "
-        "estimate is the order-safe one"
+        "Δ median % = (median fixed − median random) / median fixed; p (KW): Kruskal-Wallis; "
+        "significant: after the family-wise correction"
     )
 
 
-def render_comparison(comparison: Comparison) -> RenderableType:
-    """The per-test table (mean ± σ, median, min … max, user, system, max RSS, runs), then
-    "A ran r ± e times faster than B" for every other test, a note where fixed and random
-    orders disagree, and hyperfine's warnings."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
+def write_table(
+    out: Lines, table: text.Table, width: int | None = None, narrow: bool = False
+) -> None:
+    """A :class:`~washout.report.text.Table` in rich's look (module doc); ``narrow`` leaves
+    out its wide columns; highlighted rows in red."""
+    shown = [i for i, c in enumerate(table.columns) if not (narrow and c in table.wide)]
+    names = [table.columns[i] for i in shown]
+    rows = [[row[i] for i in shown] for row in table.rows]
+    numeric = [name in table.numeric for name in names]
+    widths = [max([len(n), *(len(r[j]) for r in rows)]) for j, n in enumerate(names)]
+    if width is not None:
+        _fit(widths, numeric, width)
 
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column(COMPARISON_COLUMNS[0], overflow="fold")
-    for name in COMPARISON_COLUMNS[1:]:
-        table.add_column(name, justify="right", no_wrap=True)
-    for cells in comparison_rows(comparison):
-        table.add_row(*map(Text, cells))
-    parts: list[RenderableType] = [table]
+    def line(cells: list[str], sep: str) -> list[str]:
+        parts = [_fold(c, w) for c, w in zip(cells, widths)]
+        height = max(len(p) for p in parts)
+        lines = []
+        for k in range(height):
+            pieces = []
+            for p, w, right in zip(parts, widths, numeric):
+                piece = p[k] if k < len(p) else ""
+                pieces.append(f" {piece.rjust(w) if right else piece.ljust(w)} ")
+            lines.append(sep.join(pieces).rstrip())
+        return lines
+
+    for header in line(names, "┃"):
+        out.add(header, "bold")
+    out.add("╇".join("━" * (w + 2) for w in widths))
+    flags = table.highlight or [False] * len(rows)
+    for row, flag in zip(rows, flags):
+        for shown_line in line(row, "│"):
+            out.add(shown_line, "red" if flag else None)
+
+
+def _fit(widths: list[int], numeric: list[bool], width: int) -> None:
+    """Narrow the widest text columns, in place, until the table fits ``width`` (or they
+    reach :data:`NARROWEST`)."""
+    while sum(w + 3 for w in widths) - 1 > width:
+        foldable = [j for j, w in enumerate(widths) if not numeric[j] and w > NARROWEST]
+        if not foldable:
+            return
+        widest = max(foldable, key=lambda j: widths[j])
+        widths[widest] -= 1
+
+
+def _fold(cell: str, width: int) -> list[str]:
+    """A cell's lines at ``width`` characters: words kept whole where they fit, longer
+    ones cut."""
+    if len(cell) <= width:
+        return [cell]
+    import textwrap
+
+    return textwrap.wrap(cell, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def write_comparison(out: Lines, comparison: Comparison, width: int | None = None) -> None:
+    """hyperfine's table, then its summary (named by what it is computed from), the notes
+    where fixed and random orders disagree, and hyperfine's warnings."""
+    write_table(out, text.comparison_table(comparison), width)
     if comparison.rankings:
-        parts += [Text("Summary", style="bold"), Text(f"  {comparison.rankings[0].fastest!r} ran")]
-        for r in comparison.rankings:
-            parts.append(Text(f"    {ranking_line(r, comparison.metric)}"))
-            if r.orders_disagree:
-                parts.append(Text(f"      {disagreement_note(r)}", style="yellow"))
-    for s in comparison.summaries:
-        for w in s.warnings:
-            parts.append(Text(f"Warning ({s.test}): {w}", style="yellow"))
-    return Group(*parts)
+        out.add(text.summary_heading(comparison), "bold")
+        for head, lines in text.ranking_lines(comparison):
+            out.add(f"  {head}")
+            for line in lines:
+                out.add(f"    {line}")
+    for test, warning in text.comparison_warnings(comparison):
+        out.add(f"Warning ({test}): {warning}", "yellow")
 
 
-def experiment_comparison(experiment: Experiment, frame: pd.DataFrame) -> Comparison:
-    """hyperfine's comparison of an experiment's tests on wall time, or on the first test's
-    first metric when some test does not measure wall (in that metric's better direction)."""
-    from washout.stats.compare import compare_tests
-
-    tests = experiment.tests
-    metric = "wall" if all("wall" in t.metrics for t in tests) else next(iter(tests[0].metrics))
-    exp = experiment.spec.experiment
-    return compare_tests(
-        frame,
-        metric=metric,
-        alpha=exp.alpha,
-        correction=exp.correction,
-        tests=[t.name for t in tests],
-        lower_is_better=tests[0].metrics[metric].better == "lower",
-        describe=lambda v: metric_value(metric, v),
+def write_sweep(out: Lines, result: SweepResult, width: int | None = None) -> None:
+    """A sweep's conclusions: how much was measured and how well the model predicts, the
+    significant terms, the important points, and the ranges a fair comparison must cover."""
+    r2 = [v for v in result.r2_validation if v is not None]
+    status = "threshold reached" if result.terminated else "threshold NOT reached (budget)"
+    if not result.terminated and result.r2_best is not None:
+        status += f"; best worst-split R^2 {result.r2_best:.3f}"
+    out.add(
+        f"Measured {result.settings_measured} of {result.settings_total} settings "
+        f"({result.sampling_rate:.0%}) with method {result.method} ({result.sampler} "
+        f"sampling, model {result.model}, rule {result.rule}, {result.coding} "
+        f"coding): {status}"
     )
+    if r2:
+        out.add(
+            f"Validation R^2 over {len(r2)} splits: min {min(r2):.3f}, median "
+            f"{sorted(r2)[len(r2) // 2]:.3f}"
+        )
+    if result.r2_holdout is not None:
+        out.add(f"R^2 on the last batch before it was measured: {result.r2_holdout:.3f}")
+    if result.r2_unmeasured is not None:
+        out.add(f"R^2 on the unmeasured settings: {result.r2_unmeasured:.3f}")
+    if result.exact_fit:
+        out.add(
+            "The model reproduces the metric exactly (no noise left): a term is "
+            "significant if it explains any variance at all; p-values are limits."
+        )
+    intervals = text.sweep_intervals(result)
+    if intervals:
+        out.add(intervals)
+    for title, table in text.sweep_tables(result):
+        out.add(title, "bold")
+        write_table(out, table, width)
 
 
-def order_findings(experiment: Experiment, frame: pd.DataFrame) -> list[RenderableType]:
-    """What a finished run says about order: the fixed-vs-random analysis, then why in
-    words (the first trial after the reset, carryover, drift, the spec's claims), at the
-    spec's alpha and correction. Nothing for one test, or one order kind: every order is
-    then the same order, and there is no verdict to give."""
-    from washout.stats.compare import without_resource_metrics
-    from washout.stats.order import analyze_order
-    from washout.stats.why import explain, render_words
-
-    analysed = without_resource_metrics(frame)
-    if len(experiment.tests) < 2 or analysed["order"].nunique() < 2:
-        return []
-    alpha, correction = experiment.spec.experiment.alpha, experiment.spec.experiment.correction
-    verdict = analyze_order(analysed, alpha=alpha, correction=correction)
-    found = explain(
-        analysed,
-        carryover=True,
-        drift=True,
-        claims=experiment.spec.experiment.claims,
-        alpha=alpha,
-        correction=correction,
-    )
-    return [render_analysis(verdict), "\n".join(render_words(found))]
-
-
-def medians_table(frame: pd.DataFrame) -> RenderableType | None:
-    """Per test, its successful trials so far and their median wall time (the live table
-    under a run's progress bar); None before any trial succeeded."""
+def medians_table(frame: pd.DataFrame, planned: int | None = None) -> RenderableType | None:
+    """The live table under a run's progress bar (rich, which redraws it): per test, its
+    successful trials so far (of ``planned`` per test) and their median wall time; None
+    before any trial succeeded."""
     from rich.table import Table
     from rich.text import Text
 
+    from washout.analysis.units import seconds
     from washout.stats.trials import usable_trials
 
     ok, _ = usable_trials(frame[frame["metric"] == "wall"], "the live table")
@@ -302,35 +235,36 @@ def medians_table(frame: pd.DataFrame) -> RenderableType | None:
     for name, justify in (("test", "left"), ("trials", "right"), ("median", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for test, values in ok.groupby("test", observed=True)["value"]:
-        table.add_row(Text(str(test)), str(values.size), seconds(float(values.median())))
+        done = str(values.size) if planned is None else f"{values.size}/{planned}"
+        table.add_row(Text(str(test)), done, seconds(float(values.median())))
     return table
 
 
-def frame_table(frame: pd.DataFrame, keys: int = 1) -> RenderableType:
-    """A wide DataFrame as a rich table turned on its side: one column per row of ``frame``
-    (headed by its first ``keys`` fields), one line per other field. Used for the
-    OrderSage-compatible table, whose 22 columns do not fit a terminal's width."""
+def frame_table(frame: pd.DataFrame, keys: int = 1) -> text.Table:
+    """A wide DataFrame turned on its side: one column per row of ``frame`` (headed by its
+    first ``keys`` fields), one line per other field. Used for the OrderSage-compatible
+    table, whose 22 columns do not fit a terminal's width."""
     import pandas as pd
-    from rich.table import Table
-    from rich.text import Text
 
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("")
-    for row in frame.itertuples(index=False):
-        table.add_column(
-            Text(" ".join(str(v) for v in row[:keys])), justify="right", overflow="fold"
-        )
-    for i, column in enumerate(frame.columns[keys:], start=keys):
-        table.add_row(
-            Text(str(column)), *(Text("" if pd.isna(v) else str(v)) for v in frame.iloc[:, i])
-        )
-    return table
+    heads = [" ".join(str(v) for v in row[:keys]) for row in frame.itertuples(index=False)]
+    rows = [
+        [str(column), *("" if pd.isna(v) else str(v) for v in frame.iloc[:, i])]
+        for i, column in enumerate(frame.columns[keys:], start=keys)
+    ]
+    return text.Table(["", *heads], rows, numeric=set(heads))
 
 
-def to_text(renderable: RenderableType, width: int = 120) -> str:
-    """A renderable as plain text (no colour codes), for logs, files and tests."""
+def table_text(table: text.Table, width: int | None = None) -> str:
+    """A table alone as plain text."""
+    out = Lines(color=False)
+    write_table(out, table, width)
+    return out.text()
+
+
+def to_text(renderable: RenderableType, width: int | None = 120) -> str:
+    """A rich renderable (the live table) as plain text, for tests."""
     from rich.console import Console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, highlight=False).print(renderable)
+    Console(file=buffer, width=width or 200, color_system=None, highlight=False).print(renderable)
     return buffer.getvalue()

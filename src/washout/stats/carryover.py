@@ -1,101 +1,145 @@
-"""Carryover: which preceding test shifts which test, and what the first trial after the reset
-pays.
+"""Carryover: which test shifts the test after it (or the one two positions later), and what
+the first trial after the reset pays, estimated together in one model.
 
-Data: per test T and metric (and worker, when asked), T's trials in random-order runs. A
-random run is a uniform permutation of the tests (washout.harness.plan), so given that T is at
-position k >= 1 its predecessor is equally likely to be each other test, whatever k is and
-whatever happened in other runs. Among T's trials at positions >= 1, "came right after S" is
-therefore assigned at random, and comparing those trials with T's trials after other tests
-is a randomized comparison that neither a trend over positions nor the first trial's own
-cost can bias (the random assignment is what the test rests on: Edgington & Onghena,
-"Randomization Tests", 4th ed. 2007, ch. 1). Fixed, reverse and Williams runs are not used:
-their predecessors are tied to positions, so a predecessor would be confounded with drift.
-A trial's predecessor is the test one position earlier in the same run and worker, whatever
-that trial's status (a failed trial still ran and left its state).
+Data: the random-order trials of each metric (and worker, when asked). A random run is a
+uniform permutation of the tests (washout.harness.plan), so given that T is at position
+k >= 1 its predecessor is equally likely to be each other test, whatever k is and whatever
+happened in other runs; at k >= 2 the same holds for the test two positions earlier. Which
+test T followed is therefore assigned at random, which is what the comparisons rest on
+(Edgington & Onghena, "Randomization Tests", 4th ed. 2007, ch. 1). Fixed, reverse and
+Williams runs are not used: their predecessors are tied to positions, so a predecessor
+would be confounded with drift. A trial's predecessor is the test one position earlier in
+the same run and worker, whatever that trial's status (a failed trial still ran and left its
+state); a trial whose predecessor (or, at k >= 2, the test two positions earlier) was not
+recorded is left out.
 
-Per test and metric:
+The model is the carry-over model of cross-over trials (Jones & Kenward, "Design and
+Analysis of Cross-Over Trials", 3rd ed. 2014, sections 1.5 and 5.2: runs are the subjects,
+tests the treatments, positions the periods), one per metric (and worker), fitted by least
+squares. On the log scale (the value itself when a value is <= 0), trial i of test T in run
+r at position k is
 
-1. Scale. log(value) when all of the test's values are > 0, so effects are relative and
-   Delta% = 100 (exp(d) - 1) for a difference d of mean logs; otherwise the value itself and
-   Delta% = 100 d / |mean of the comparison group|.
-2. Run level (run-to-run differences taken out by within-run centring). A trial's deviation
-   is its log value minus its test's mean log value at the same kind of position (first
-   after the reset, or later), so the first trial's cost does not leak into the level; the
-   run level seen by a trial is the mean deviation of the *other* trials of its run and
-   metric (leave one out, so a test's own effect is not shrunk). The level is subtracted
-   when that makes the test's values at positions >= 1 less variable than the raw ones
-   (a choice made without the predecessor labels, so it cannot favour any pair), which is
-   the case when runs differ in level more than trials do. ``run_adjusted`` says which.
-3. Predecessor pairs. Trials after S against trials after the other predecessors, both at
-   positions >= 1. Delta% and its interval come from the difference of the mean (log)
-   values with Student's pooled-variance t (the labels are exchangeable under the null, so
-   the variances are equal). The p-value comes from the same t-test on the values' ranks
-   within the test, scaled to (0, 1): the rank transform (Conover & Iman 1981, "Rank
-   transformations as a bridge between parametric and nonparametric statistics", Am.
-   Statist. 35(3)), close to Mann-Whitney's test. A few outliers (a daemon waking up) cannot
-   make a pair significant, and it stays close to the randomization distribution of the
-   ranks (Pitman 1937, "Significance tests which may be applied to samples from any
-   populations", JRSS Suppl. 4(1)). A metric with only two values gets Fisher's exact test
-   instead, because the normal approximation fails there. The calibration suite
-   (tests/test_calibration.py, bench/calibration.py) checks the false-positive rate.
-4. Blame. A real effect of B on C makes "after B" part of every other predecessor's
-   comparison group. So the pairs are found step by step: per test, the most significant
-   pair is set aside and the others are compared again without its trials, until none is
-   significant; each set-aside pair is finally compared with the predecessors that were not
-   set aside.
-5. First after the reset (predecessor ``(reset)``): T's trials at position 0 against the
-   straight line fitted to its trials at positions >= 1 (after predecessors not set aside),
-   extrapolated to position 0: the coefficient of a position-0 indicator in the least-squares
-   fit y = a + b * position + f * [position = 0] (the same fit on the ranks gives t and p),
-   with Student's t on n - 3 degrees of freedom (Draper & Smith, "Applied Regression
-   Analysis", 3rd ed. 1998, ch. 14: dummy variables). So a trend over positions is not
-   mistaken for a first-trial effect. The extrapolation costs much precision (4-10 times
-   the variance of a plain comparison of position 0 with later positions), so the trend is
-   only fitted when its slope over positions >= 1 differs from 0 at level ``TREND_LEVEL``
-   (a lenient pretest: a trend too weak to pass it is also too weak to pass for a
-   first-trial effect at a family-wise level; the calibration suite checks this); otherwise
-   b = 0 and the test has n - 2 degrees of freedom.
-6. Pooled first after the reset, per metric (and worker): the mean of the log-scale tests'
-   f (on the ranks for p), standard error sqrt(sum se^2) / m, Welch-Satterthwaite degrees of
-   freedom (Welch 1947, Biometrika 34(1/2)). Treating the tests as independent ignores that
-   they share runs; the run level that is shared enters their f with opposite signs, so
-   this errs on the conservative side.
-7. Family-wise over every pair, first-after-reset row and pooled row of the call (all tests,
-   predecessors, metrics, workers), by Bonferroni (default) or Holm (washout.stats.family).
-   ``ci`` is the Bonferroni-simultaneous interval of Delta%: Student's t at 1 - alpha/(2m).
+    y_i = u_r + mu_T + f_T [k = 0] + g_T(S1) [k >= 1] + h_T(S2) [k >= 2] + b_T k + e_i,
+
+- u_r the run's level (every trial of a run shares it: load, frequency, a noisy
+  neighbour), when subtracting the mean deviation of the other trials of a run makes the
+  tests' later trials less variable (deviations from each test's mean at the same kind of
+  position, first or later; a choice made without the predecessors, so it cannot favour any
+  pair; ``run_adjusted``);
+- f_T the first trial after the reset (S1 = the reset);
+- g_T(S) what predecessor S leaves to T, coded so that sum_S g_T(S) = 0;
+- h_T(S) what the test S two positions earlier leaves, measured from T's second trial after
+  the reset (k = 1, where no test ran two positions earlier), so a lag-2 effect does not
+  pass for a first-trial effect. Modelled with at least ``LAG2_TESTS`` tests (with three,
+  the test two positions earlier is the one that did not run right before, so lag 2 cannot
+  be told from lag 1) and when a typical test has at least ``LAG2_TRIALS`` trials at
+  positions >= 2 per test that can precede it there (with fewer, the terms would take the
+  degrees of freedom the other comparisons need, and a lag-2 effect is too weak to pass for
+  lag 1 at a family-wise level: the calibration suite checks both);
+- b_T a straight line over positions (drift), so the first trial is compared with the line
+  through T's later trials extrapolated to position 0 (Draper & Smith, "Applied Regression
+  Analysis", 3rd ed. 1998, ch. 14: dummy variables), not with a level a drift moved. It is
+  always fitted: choosing it by a pretest makes the first-trial comparison too often
+  significant when the chosen slope is noise;
+- e_i independent, with a variance of T's own.
+
+Fitting. The run levels are absorbed by weighted within-run centring (Frisch & Waugh 1933,
+"Partial time regressions as compared with individual trends", Econometrica 1(4); Lovell 1963,
+JASA 58(304)); the rest by weighted least squares with weights 1 / sigma_T^2 estimated from
+the residuals of an unweighted fit (feasible generalized least squares: Carroll & Ruppert,
+"Transformation and Weighting in Regression", 1988, section 2.1), with the Moore-Penrose
+inverse, so a comparison the data cannot make is found and left out (NaN): c'beta is
+estimable iff c lies in the row space of the design (Searle, "Linear Models", 1971, section
+5.4). Because every effect is in one fit, a real "C after B" cannot pass for "A after B"
+through the run levels (a level estimated without it carries C's shift to the other trials of
+its run, whose predecessor is then never B).
+
+Variances. The trials fall into variance groups: per test; for a pair its first trials after
+the reset apart, and the trials after a predecessor set aside (below) apart, since a real
+effect can change their spread (on ranks, a large effect bunches them at one end); the
+trials a comparison compares are exchangeable under its null, so they share one. A group's
+variance is its squared residuals over the sum of its (1 - h_ii), h the hat matrix's diagonal
+(the per-group version of HC2: MacKinnon & White 1985, "Some heteroskedasticity-consistent
+covariance matrix estimators with improved finite sample properties", J. Econometrics 29(3));
+Var(c'beta) = sum_i (c' N^+ x_i w_i)^2 sigma_g(i)^2 (N the weighted normal matrix), with
+Satterthwaite's degrees of freedom over the groups (Satterthwaite 1946, "An approximate
+distribution of estimates of variance components", Biometrics Bulletin 2(6)). A group with
+less than half a degree of freedom takes its test's variance; a comparison resting on a test
+without any is not made.
+
+What is reported, per comparison:
+- pairs: "T right after S" (lag 1) against T after its other predecessors, "T two positions
+  after S" (lag 2) against T two positions after the others: g_T(S) minus the mean of the
+  other g_T (h_T); ``(reset)``: f_T minus the mean of the g_T, the first trial against the
+  line through the later ones;
+- Delta% = 100 (exp(d) - 1) of the estimate d (100 d / |mean of T's later values| on the raw
+  scale), with its Bonferroni-simultaneous interval d +- t_{df, 1 - alpha/(2m)} se;
+- t and p from the same model fitted to aligned ranks: y minus its run level from the fit
+  above, ranked within the test and scaled to (0, 1) (the aligned rank transform: Salter &
+  Fawcett 1993, "The ART test of interaction", Commun. Statist. Simul. 22(1); Conover & Iman
+  1981, "Rank transformations as a bridge between parametric and nonparametric statistics",
+  Am. Statist. 35(3)), so a few outliers (a daemon waking up) cannot make a finding; a
+  metric with only two values (a count of 0 or 1 errors) gets Fisher's exact test of the
+  trials compared instead (Fisher 1935, "The logic of inductive inference", JRSS 98(1)),
+  because the normal approximation fails there;
+- pooled first trial after the reset, per metric (and worker): the mean of the tests' resets,
+  one contrast of the same model (with two tests only this mean is estimable: each test's
+  own is confounded with the run levels).
+
+Blame. A real effect of B on C makes "after B" part of every other predecessor's reference,
+so the pairs are found step by step (per test and lag): the most significant pair is set
+aside and the others are compared again with the predecessors not set aside, until no new
+pair is significant; a set-aside pair is compared with those not set aside.
+
+Family-wise over every comparison of the call (pairs of both lags, first-after-reset rows and
+pooled rows, over tests, metrics and workers), by Bonferroni (default) or Holm
+(washout.stats.family). The calibration suite (tests/test_calibration.py,
+bench/calibration.py) checks every false-positive rate, also beside real effects of the
+other kinds.
 
 This is the carryover question of Duplyakin et al. (USENIX ATC 2023, "Avoiding the Ordering
 Trap"): an order effect is usually one test leaving state (caches, page cache, allocator,
-thermal) that the next one inherits, or a reset that leaves the first test to pay for it.
+thermal) that the next one or two inherit, or a reset that leaves the first test to pay for
+it. State that outlives two tests in between (lag 3) is not modelled, and is then blamed on
+lag-1 and lag-2 pairs (docs/why.md gives how often).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+    import scipy.sparse as sparse
 
 RESET = "(reset)"
 RANDOM_ORDER = "random"
-TREND_LEVEL = 0.2
-"""A test's trend over positions >= 1 is taken out of its first-after-reset comparison when
-its slope differs from 0 at this level (step 5 of the module doc)."""
+LAG2_TESTS = 4
+"""Lag-2 carryover is modelled from this many tests per run on (the module doc)."""
+JOINT_COLUMNS = 800
+"""Largest model fitted jointly (with run levels); a larger one is fitted test by test."""
+LAG2_TRIALS = 5
+"""... and when a typical test has this many trials at positions >= 2 per test that can run
+two positions before it (the module doc)."""
+_NONE = -2  # no test two positions earlier: the trial is first after the reset
+_RESET, _LAG1, _LAG2, _MEAN, _TREND = range(5)  # kinds of column; the first three = the lag
 
 
 @dataclass(frozen=True)
 class CarryoverPair:
-    """One comparison: test ``test`` right after ``predecessor`` versus after other tests
-    (for ``(reset)``: at position 0 versus its trend over later positions).
+    """One comparison: test ``test`` right after ``predecessor`` (``lag`` 1), or two positions
+    after it (``lag`` 2), versus after other tests; for ``(reset)``: its first trial after the
+    reset versus its later ones.
 
     ``mean_after`` and ``mean_other`` are plain means of the raw values; ``delta_pct`` and
-    ``ci`` come from the model (run-adjusted, log scale) and are what the test judges.
+    ``ci`` come from the model (log scale, run levels taken out) and are what it judges.
     """
 
     test: str
@@ -112,20 +156,12 @@ class CarryoverPair:
     p: float
     significant: bool
     run_adjusted: bool
+    lag: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci"] = list(self.ci)
         return d
-
-
-class _Cell(TypedDict):
-    """The fields a cell's ``CarryoverPair`` rows share."""
-
-    test: str
-    metric: str
-    worker: str | None
-    run_adjusted: bool
 
 
 @dataclass(frozen=True)
@@ -147,7 +183,7 @@ class FirstAfterReset:
 
 
 @dataclass(frozen=True)
-class CarryoverResult:
+class CarryoverResult(FrameView):
     """All pairs, largest |Delta%| first, the pooled first-after-reset rows, and the family
     they were corrected over."""
 
@@ -177,11 +213,18 @@ class CarryoverResult:
     def significant(self) -> list[CarryoverPair]:
         return [p for p in self.pairs if p.significant]
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per pair (:func:`carryover_frame`)."""
+        return carryover_frame(self)
+
 
 def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
-    """``ok`` with a ``predecessor`` column: the test one position earlier in the same run
-    and worker (looked up among all recorded trials), ``(reset)`` at position 0, NaN when the
-    previous position was not recorded (or the trial's own position is unknown)."""
+    """``ok`` with ``predecessor`` and ``predecessor2`` columns: the tests one and two
+    positions earlier in the same run and worker (looked up among all recorded trials),
+    ``(reset)`` where the run starts there (position 0 for the first, 1 for the second; the
+    second is None at position 0), NaN when that position was not recorded (or the trial's
+    own position is unknown)."""
+    import numpy as np
     import pandas as pd
 
     if pd.to_numeric(df["position"], errors="coerce").isna().all():
@@ -192,104 +235,20 @@ def with_predecessors(df: pd.DataFrame, ok: pd.DataFrame) -> pd.DataFrame:
     everything = df.copy()
     if "worker" not in everything.columns:
         everything["worker"] = "local"
-    everything["position"] = pd.to_numeric(everything["position"], errors="coerce") + 1
-    slots = (
-        everything.loc[everything["position"].notna(), ["worker", "run", "position", "test"]]
-        .drop_duplicates(["worker", "run", "position"])
-        .rename(columns={"test": "predecessor"})
-    )
+    everything["position"] = pd.to_numeric(everything["position"], errors="coerce")
+    keys = ["worker", "run", "position"]
+    slots = everything.loc[everything["position"].notna(), [*keys, "test"]].drop_duplicates(keys)
+    where = pd.MultiIndex.from_frame(slots[keys].astype({"position": float}))
+    names = slots["test"].astype(str).to_numpy(dtype=object)
     out = ok.copy()
-    out["position"] = pd.to_numeric(out["position"], errors="coerce")
-    out = out.merge(slots, on=["worker", "run", "position"], how="left")
-    out["predecessor"] = out["predecessor"].astype(object)
-    out.loc[(out["position"] == 0).to_numpy(dtype=bool), "predecessor"] = RESET
+    out["position"] = pd.to_numeric(out["position"], errors="coerce").astype(float)
+    for lag, name in ((1, "predecessor"), (2, "predecessor2")):
+        earlier = out[keys].assign(position=out["position"] - lag)
+        found = where.get_indexer(pd.MultiIndex.from_frame(earlier))
+        out[name] = np.where(found >= 0, names[found], None)
+        out.loc[(out["position"] == lag - 1).to_numpy(dtype=bool), name] = RESET
+    out.loc[(out["position"] == 0).to_numpy(dtype=bool), "predecessor2"] = None
     return out
-
-
-def model_values(
-    trials: pd.DataFrame, cell: np.ndarray, run_keys: list[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(y, log_scale, run_adjusted)``: each trial's value on the model's scale with its run
-    level taken out where that helps (steps 1 and 2 of the module doc), and per cell (test x
-    metric [x worker], numbered by ``cell``) whether the log scale and the run adjustment were
-    used. ``trials`` needs value, position (0 = first after the reset) and ``run_keys``."""
-    import numpy as np
-
-    value = trials["value"].to_numpy(dtype=float)
-    first = trials["position"].to_numpy() == 0
-    cells = int(cell.max()) + 1 if len(cell) else 0
-    log_scale = np.ones(cells, dtype=bool)
-    np.logical_and.at(log_scale, cell, value > 0)
-    on_log = log_scale[cell]
-    z = np.where(on_log, np.log(np.where(value > 0, value, 1.0)), value)
-    # deviation from the test's mean at the same kind of position; only log-scale tests
-    kind = cell * 2 + first
-    typical = np.bincount(kind, z, 2 * cells) / np.maximum(np.bincount(kind, None, 2 * cells), 1)
-    dev = np.where(on_log, z - typical[kind], 0.0)
-    run = trials.groupby(run_keys, sort=False, observed=True).ngroup().to_numpy()
-    total, count = np.bincount(run, dev), np.bincount(run, on_log.astype(float))
-    others = count[run] - 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        level = np.where(on_log & (others > 0), (total[run] - dev) / others, np.nan)
-    later = ~first & np.isfinite(level)
-    raw_var = _cell_variance(z, cell, later, cells)
-    adj_var = _cell_variance(z - np.nan_to_num(level), cell, later, cells)
-    run_adjusted = log_scale & (adj_var < raw_var)
-    y = np.where(run_adjusted[cell], z - np.nan_to_num(level), z)
-    return y, log_scale, run_adjusted
-
-
-def _cell_variance(x: np.ndarray, cell: np.ndarray, mask: np.ndarray, cells: int) -> np.ndarray:
-    """Per cell, the variance of ``x`` over the masked rows (NaN with fewer than 2)."""
-    import numpy as np
-
-    n = np.bincount(cell[mask], None, cells)
-    s = np.bincount(cell[mask], x[mask], cells)
-    mean = s / np.maximum(n, 1)
-    ss = np.bincount(cell[mask], (x[mask] - mean[cell[mask]]) ** 2, cells)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 1, ss / (n - 1), np.nan)
-
-
-def _student_p(t: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """Two-sided p of Student's t (NaN where t or the degrees of freedom are undefined)."""
-    import numpy as np
-    from scipy.special import stdtr
-
-    with np.errstate(invalid="ignore"):
-        return np.where(
-            np.isnan(t) | ~(df > 0), np.nan, 2.0 * stdtr(np.where(df > 0, df, 1.0), -np.abs(t))
-        )
-
-
-def _delta_pct(diff: np.ndarray, log_scale: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """Delta% of a difference: 100 (exp(d) - 1) on the log scale, 100 d / |base| otherwise."""
-    import numpy as np
-
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return np.where(log_scale, 100.0 * np.expm1(diff), 100.0 * diff / np.abs(base))
-
-
-@dataclass
-class _Moments:
-    """Sums over T's trials at positions >= 1, per (cell, predecessor) slot."""
-
-    n: np.ndarray
-    y: np.ndarray
-    yy: np.ndarray
-    k: np.ndarray
-    kk: np.ndarray
-    ky: np.ndarray
-    raw: np.ndarray
-
-    def pooled(self, keep: np.ndarray, cells: int, slots: int) -> _Moments:
-        """Per cell, the sums over the kept slots."""
-        import numpy as np
-
-        def total(a: np.ndarray) -> np.ndarray:
-            return np.where(keep, a, 0.0).reshape(cells, slots).sum(axis=1)
-
-        return _Moments(*(total(getattr(self, f)) for f in self.__dataclass_fields__))
 
 
 def carryover(
@@ -300,16 +259,14 @@ def carryover(
     by_worker: bool = False,
     metric: str | None = None,
 ) -> CarryoverResult:
-    """Every (test, predecessor, metric[, worker]) comparison, largest |Delta%| first, and
-    the first trial after the reset per test and pooled; see the module doc.
+    """Every (test, predecessor, lag, metric[, worker]) comparison and the first trial after
+    the reset per test and pooled, largest |Delta%| first; see the module doc.
 
     ``by_worker``: analyse each worker separately when the data has several (a worker's own
     caches and daemons are what carries over); otherwise all workers are pooled and
     ``worker`` is None. ``metric``: only that metric (default: every metric).
     """
     import numpy as np
-    import pandas as pd
-    from scipy.special import stdtrit
 
     level, method = check_alpha(alpha), check_method(correction)
     ok, excluded = usable_trials(df, "carryover analysis")
@@ -317,231 +274,57 @@ def carryover(
         ok = ok[ok["metric"] == metric]
     ok = ok[ok["order"] == RANDOM_ORDER]
     ok = with_predecessors(df, ok)
-    ok = ok[ok["predecessor"].notna()].reset_index(drop=True)
-    split = by_worker and ok["worker"].nunique() > 1
-    cell_keys = ["worker", "test", "metric"] if split else ["test", "metric"]
+    known = ok["predecessor"].notna() & ~(
+        (ok["position"] >= 2).to_numpy(dtype=bool) & ok["predecessor2"].isna()
+    )
+    ok = ok[known].reset_index(drop=True)
     if ok.empty:
         return CarryoverResult([], [], level, method, 0, None, 0, excluded, (RANDOM_ORDER,))
-
-    cell_frame = ok.groupby(cell_keys, sort=True, observed=True)
-    cell = cell_frame.ngroup().to_numpy()
-    cell_index = cell_frame.size().index
-    cells = len(cell_index)
-    y, log_scale, run_adjusted = model_values(ok, cell, ["worker", "run", "metric"])
-    centre = np.bincount(cell, y, cells) / np.bincount(cell, None, cells)
-    y = y - centre[cell]  # differences only: centred sums stay accurate
-
-    labels = sorted(ok["predecessor"].astype(str).unique(), key=lambda s: (s != RESET, s))
-    slots = len(labels)
-    pred = pd.Categorical(ok["predecessor"].astype(str), categories=labels).codes
-    position = ok["position"].to_numpy(dtype=float)
-    value = ok["value"].to_numpy(dtype=float)
-    first = position == 0
-    slot = cell * slots + pred
-    size = cells * slots
-    later = ~first
-
-    def sums(x: np.ndarray | None, where: np.ndarray) -> np.ndarray:
-        return np.bincount(slot[where], None if x is None else x[where], size)
-
-    def moments_of(
-        x: np.ndarray,
-    ) -> tuple[_Moments, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """The sums the statistics need of ``x``: per slot at positions >= 1, per cell at 0."""
-        later_sums = _Moments(
-            sums(None, later),
-            sums(x, later),
-            sums(x * x, later),
-            sums(position, later),
-            sums(position**2, later),
-            sums(position * x, later),
-            sums(value, later),
-        )
-        n, total, squares, raw = (
-            np.bincount(cell[first], w, cells)
-            for w in (None, x[first], x[first] ** 2, value[first])
-        )
-        return later_sums, (n, total, squares, raw)
-
-    # significance from ranks within the cell (scaled to (0, 1)): outliers cannot make it
-    cell_size = np.bincount(cell, None, cells)
-    score = pd.Series(y).groupby(cell).rank().to_numpy() / (cell_size[cell] + 1.0) - 0.5
-    moments, first_sums = moments_of(y)
-    rank_moments, rank_first_sums = moments_of(score)
-    n0, raw0 = first_sums[0], first_sums[3]
-    # a metric with two values (a count of 0 or 1 errors) gets exact tests: with one value
-    # rare, the normal approximation of a rank test is far off at family-wise levels
-    high = value == pd.Series(value).groupby(cell).transform("max").to_numpy()
-    two_valued = pd.Series(value).groupby(cell).nunique().to_numpy() == 2
-    high_later, high_first = (
-        sums(high.astype(float), later),
-        np.bincount(cell[first], high[first].astype(float), cells),
-    )
-    slot_cell = np.repeat(np.arange(cells), slots)
-    slot_label = np.tile(np.arange(slots), cells)
-    test_of_cell = cell_index.get_level_values("test").astype(str).to_numpy(dtype=object)
-    label_of_slot = np.array(labels, dtype=object)[slot_label]
-    is_pair = (
-        (moments.n > 0) & (label_of_slot != RESET) & (label_of_slot != test_of_cell[slot_cell])
-    )
+    split = by_worker and ok["worker"].nunique() > 1
     group_keys = ["worker", "metric"] if split else ["metric"]
-    group_frame = cell_index.to_frame(index=False)[group_keys]
-    group_of_cell = pd.MultiIndex.from_frame(group_frame).factorize()[0]
-    groups = int(group_of_cell.max()) + 1
-
-    flagged = np.zeros(size, dtype=bool)
+    keys, parts = [], []
+    for key, frame in ok.groupby(group_keys, sort=True, observed=True):
+        keys.append((str(key[-1]), str(key[0]) if split else None))
+        parts += [
+            (len(keys) - 1, _Group.of(part, *keys[-1], joint=joint))
+            for part, joint in _parts(frame)
+        ]
+    # A real effect of B on C is part of every other predecessor's comparison group, so the
+    # pairs are found step by step: each test's most significant pair (per lag) is set aside
+    # and the others are compared again with the predecessors not set aside, until no new
+    # pair is significant; a set-aside pair is compared with those not set aside.
+    flagged = [np.zeros(len(g.layout.labels), dtype=bool) for _, g in parts]
     while True:
-        ranked = _statistics(
-            rank_moments,
-            is_pair,
-            flagged,
-            cells,
-            slots,
-            slot_cell,
-            rank_first_sums,
-            log_scale,
-            centre,
-            group_of_cell,
-            groups,
-        )
-        if two_valued.any():
-            _exact_two_valued(
-                ranked,
-                two_valued,
-                high_later,
-                high_first,
-                is_pair & ~flagged,
-                moments.n,
-                n0,
-                cells,
-                slots,
-                slot_cell,
-            )
-        family = np.concatenate([ranked["pair_p"][is_pair], ranked["reset_p"], ranked["pool_p"]])
-        significant, per_test = adjust(family.tolist(), level, method)
-        pair_sig = np.zeros(size, dtype=bool)
-        pair_sig[is_pair] = significant[: int(is_pair.sum())]
-        candidates = pair_sig & ~flagged
-        if not candidates.any():
+        found = [g.comparisons(f) for (_, g), f in zip(parts, flagged)]
+        pairs = [c for rows_of_part, _ in found for c in rows_of_part]
+        pooled = [
+            _pooled([p for (k, _), (_, p) in zip(parts, found) if k == i]) for i in range(len(keys))
+        ]
+        family = [c.p for c in [*pairs, *pooled]]
+        significant, per_test = adjust(family, level, method)
+        start, new = 0, False
+        for (_, g), (rows_of_part, _), f in zip(parts, found, flagged):
+            hit = np.array(significant[start : start + len(rows_of_part)], dtype=bool)
+            start += len(rows_of_part)
+            new |= g.set_aside(np.array([c.p for c in rows_of_part]), hit & ~f, f)
+        if not new:
             break
-        p_rank = np.where(candidates, ranked["pair_p"], np.inf).reshape(cells, slots)
-        best = p_rank.argmin(axis=1)
-        new = np.isfinite(p_rank[np.arange(cells), best])
-        flagged[np.arange(cells)[new] * slots + best[new]] = True
-
-    stats = _statistics(
-        moments,
-        is_pair,
-        flagged,
-        cells,
-        slots,
-        slot_cell,
-        first_sums,
-        log_scale,
-        centre,
-        group_of_cell,
-        groups,
-    )
-    m = int(np.isfinite(family).sum())
-    reset_sig = significant[int(is_pair.sum()) : int(is_pair.sum()) + cells]
-    pool_sig = significant[int(is_pair.sum()) + cells :]
-
-    def interval(
-        diff: np.ndarray,
-        se: np.ndarray,
-        df_: np.ndarray,
-        log: np.ndarray,
-        base: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        q = stdtrit(np.where(df_ > 0, df_, 1.0), 1.0 - level / (2 * max(m, 1)))
-        return (_delta_pct(diff - q * se, log, base), _delta_pct(diff + q * se, log, base))
-
-    pair_lo, pair_hi = interval(
-        stats["pair_diff"],
-        stats["pair_se"],
-        stats["pair_df"],
-        log_scale[slot_cell],
-        stats["pair_base"],
-    )
-    reset_lo, reset_hi = interval(
-        stats["reset_diff"], stats["reset_se"], stats["reset_df"], log_scale, stats["reset_base"]
-    )
-    pool_lo, pool_hi = interval(
-        stats["pool_diff"],
-        stats["pool_se"],
-        stats["pool_df"],
-        np.ones(groups, dtype=bool),
-        np.ones(groups),
-    )
-
-    rows: list[CarryoverPair] = []
-    for c, key in enumerate(cell_index):
-        key = key if isinstance(key, tuple) else (key,)
-        test, met = (key[1], key[2]) if split else (key[0], key[1])
-        common = _Cell(
-            test=str(test),
-            metric=str(met),
-            worker=str(key[0]) if split else None,
-            run_adjusted=bool(run_adjusted[c]),
-        )
-        if n0[c] > 0:
-            rows.append(
-                CarryoverPair(
-                    predecessor=RESET,
-                    n_after=int(n0[c]),
-                    n_other=int(stats["reset_n"][c]),
-                    mean_after=float(raw0[c] / n0[c]),
-                    mean_other=float(stats["reset_raw"][c]),
-                    delta_pct=float(stats["reset_delta"][c]),
-                    ci=(float(reset_lo[c]), float(reset_hi[c])),
-                    t=float(ranked["reset_t"][c]),
-                    p=float(ranked["reset_p"][c]),
-                    significant=bool(reset_sig[c]),
-                    **common,
-                )
-            )
-        for s in range(slots):
-            i = c * slots + s
-            if not is_pair[i]:
-                continue
-            rows.append(
-                CarryoverPair(
-                    predecessor=labels[s],
-                    n_after=int(moments.n[i]),
-                    n_other=int(stats["pair_n_other"][i]),
-                    mean_after=float(moments.raw[i] / moments.n[i]),
-                    mean_other=float(stats["pair_raw_other"][i]),
-                    delta_pct=float(stats["pair_delta"][i]),
-                    ci=(float(pair_lo[i]), float(pair_hi[i])),
-                    t=float(ranked["pair_t"][i]),
-                    p=float(ranked["pair_p"][i]),
-                    significant=bool(pair_sig[i]),
-                    **common,
-                )
-            )
+    m = int(np.isfinite(np.array(family, dtype=float)).sum())
+    rows = [c.pair(level, m, s) for c, s in zip(pairs, significant)]
+    first_rows = [
+        c.first_after_reset(level, m, s)
+        for c, s in zip(pooled, significant[len(pairs) :])
+        if c.tests > 0
+    ]
     rows.sort(
         key=lambda q: (
             -abs(q.delta_pct) if np.isfinite(q.delta_pct) else 0.0,
             q.p if np.isfinite(q.p) else 2.0,
         )
     )
-    group_index = pd.MultiIndex.from_frame(group_frame).unique()
-    pooled = [
-        FirstAfterReset(
-            metric=str(g[-1] if isinstance(g, tuple) else g),
-            worker=str(g[0]) if split else None,
-            tests=int(stats["pool_tests"][i]),
-            delta_pct=float(stats["pool_delta"][i]),
-            ci=(float(pool_lo[i]), float(pool_hi[i])),
-            p=float(ranked["pool_p"][i]),
-            significant=bool(pool_sig[i]),
-        )
-        for i, g in enumerate(group_index)
-        if stats["pool_tests"][i] > 0
-    ]
     return CarryoverResult(
         pairs=rows,
-        first_after_reset=pooled,
+        first_after_reset=first_rows,
         alpha=level,
         correction=method,
         family_size=m,
@@ -552,146 +335,760 @@ def carryover(
     )
 
 
-def _statistics(
-    moments: _Moments,
-    is_pair: np.ndarray,
-    flagged: np.ndarray,
-    cells: int,
-    slots: int,
-    slot_cell: np.ndarray,
-    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    log_scale: np.ndarray,
-    centre: np.ndarray,
-    group_of_cell: np.ndarray,
-    groups: int,
-) -> dict[str, np.ndarray]:
-    """Steps 3, 5 and 6 of the module doc with the ``flagged`` pairs set aside: per pair
-    (slot), per cell and per group of cells, the difference on the model's scale, its
-    standard error, degrees of freedom, t, p and Delta%."""
+@dataclass(frozen=True)
+class _Comparison:
+    """One contrast of a group's model: the estimate on the model's scale with its standard
+    error and degrees of freedom (for Delta% and the interval), t and p from the ranks (or
+    Fisher's exact test), and the plain description of the trials compared."""
+
+    test: str
+    predecessor: str
+    lag: int
+    metric: str
+    worker: str | None
+    run_adjusted: bool
+    n_after: int
+    n_other: int
+    mean_after: float
+    mean_other: float
+    estimate: float
+    se: float
+    df: float
+    log_scale: bool
+    base: float
+    t: float
+    p: float
+    rank_estimate: float = float("nan")
+    rank_se: float = float("nan")
+    rank_df: float = float("nan")
+    tests: int = 0
+
+    def interval(self, level: float, m: int) -> tuple[float, float, float]:
+        """Delta% and its Bonferroni-simultaneous interval over a family of ``m``."""
+        import numpy as np
+        from scipy.special import stdtrit
+
+        q = stdtrit(self.df, 1.0 - level / (2 * max(m, 1))) if self.df > 0 else np.nan
+        lo, mid, hi = (
+            _delta_pct(self.estimate + k * q * self.se, self.log_scale, self.base)
+            for k in (-1, 0, 1)
+        )
+        return mid, lo, hi
+
+    def pair(self, level: float, m: int, significant: bool) -> CarryoverPair:
+        delta, lo, hi = self.interval(level, m)
+        return CarryoverPair(
+            test=self.test,
+            predecessor=self.predecessor,
+            metric=self.metric,
+            worker=self.worker,
+            n_after=self.n_after,
+            n_other=self.n_other,
+            mean_after=self.mean_after,
+            mean_other=self.mean_other,
+            delta_pct=delta,
+            ci=(lo, hi),
+            t=self.t,
+            p=self.p,
+            significant=significant,
+            run_adjusted=self.run_adjusted,
+            lag=self.lag,
+        )
+
+    def first_after_reset(self, level: float, m: int, significant: bool) -> FirstAfterReset:
+        delta, lo, hi = self.interval(level, m)
+        return FirstAfterReset(
+            metric=self.metric,
+            worker=self.worker,
+            tests=self.tests,
+            delta_pct=delta,
+            ci=(lo, hi),
+            p=self.p,
+            significant=significant,
+        )
+
+
+def _delta_pct(diff: float, log_scale: bool, base: float) -> float:
+    """Delta% of a difference: 100 (exp(d) - 1) on the log scale, 100 d / |base| otherwise."""
+    import math
+
+    if not math.isfinite(diff):
+        return math.nan
+    if log_scale:
+        return 100.0 * math.expm1(min(diff, 700.0))
+    return 100.0 * diff / abs(base) if base else math.nan
+
+
+@dataclass(frozen=True)
+class _Design:
+    """A group's design without the run levels: the columns of every test (each zero outside
+    its test's trials), each trial's test and run, and which trials have a run level."""
+
+    matrix: sparse.csr_matrix
+    test: np.ndarray
+    run: np.ndarray
+    runs: int
+    adjusted: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """Weighted least squares of one response on a design with the run levels absorbed."""
+
+    design: _Design
+    beta: np.ndarray
+    run_mean: np.ndarray
+    """Per run, the weighted mean of its adjusted trials' design rows (xbar_r)."""
+    weights: np.ndarray
+    inverse: np.ndarray
+    row_space: np.ndarray
+    run_level: np.ndarray
+    residual: np.ndarray
+    leverage: np.ndarray
+    scale: float
+    """The largest |y| after taking out the run means: below 1e-9 of it is rounding error."""
+
+    def variances(self, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(variance, dof)`` per variance group (numbered by ``group``, each within
+        one test): the group's squared residuals over its sum of (1 - h_ii); a group without
+        degrees of freedom of its own (below one half) takes its test's (NaN for a test
+        without any)."""
+        import numpy as np
+
+        size = int(group.max()) + 1
+        tests = int(self.design.test.max()) + 1
+        test_of = np.zeros(size, dtype=int)
+        test_of[group] = self.design.test
+        free = 1.0 - self.leverage
+        squares = self.residual**2
+        dof = np.bincount(group, free, size)
+        test_dof = np.bincount(self.design.test, free, tests)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            variance = np.bincount(group, squares, size) / dof
+            test_variance = np.bincount(self.design.test, squares, tests) / test_dof
+        own = dof >= 0.5
+        variance = np.where(own, variance, test_variance[test_of])
+        dof = np.where(own, dof, test_dof[test_of])
+        bad = ~(dof >= 0.5)
+        return np.where(bad, np.nan, variance), np.where(bad, 0.0, dof)
+
+    def contrasts(
+        self, c: np.ndarray, group: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(estimate, se, df)`` of each column of ``c`` (NaN where it is not estimable or
+        not defined): the sandwich variance over the variance groups ``group`` (one number
+        per trial) with Satterthwaite's degrees of freedom (module doc)."""
+        import numpy as np
+
+        if c.shape[1] == 0:
+            empty = np.empty(0)
+            return empty, empty, empty
+        defined = np.isfinite(c).all(axis=0)
+        c = np.where(defined, c, 0.0)
+        estimable = defined & (
+            np.linalg.norm(c - self.row_space @ (self.row_space.T @ c), axis=0)
+            <= 1e-7 * np.maximum(np.linalg.norm(c, axis=0), 1e-300)
+        )
+        estimate = self.beta @ c
+        g = _centred_times(self.design, self.run_mean, self.inverse @ c) * self.weights[:, None]
+        variance, dof = self.variances(group)
+        share = np.zeros((variance.size, c.shape[1]))
+        np.add.at(share, group, g * g)
+        material = share > 1e-9 * np.maximum(share.sum(axis=0), 1e-300)
+        part = share * np.nan_to_num(variance)[:, None]
+        var = part.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            df = var**2 / (part**2 / np.where(dof > 0, dof, 1.0)[:, None]).sum(axis=0)
+        # a group without degrees of freedom leaves the comparisons it enters undefined
+        usable = estimable & ~(material & ~(dof > 0)[:, None]).any(axis=0)
+        nan = np.full(c.shape[1], np.nan)
+        return (
+            np.where(usable, estimate, nan),
+            np.where(usable, np.sqrt(np.maximum(var, 0.0)), nan),
+            np.where(usable, np.where(var > 0, df, 1e12), nan),  # no spread: any df
+        )
+
+
+def _fit(design: _Design, y: np.ndarray, weights: np.ndarray) -> _Fit:
+    """Weighted least squares of ``y`` on ``design`` plus a level per run for the adjusted
+    trials (absorbed by weighted within-run centring), with the residuals and the hat
+    matrix's diagonal the variances need (module doc). The design is sparse (a column lives
+    on one test's trials), so the centred design x_i - xbar_r is never formed: N = X'WX -
+    sum_r W_r xbar_r xbar_r', and likewise for the products below."""
+    import numpy as np
+    import scipy.sparse as sparse
+
+    x, run, runs = design.matrix, design.run, design.runs
+    w = weights
+    on = design.adjusted
+    wa = np.where(on, w, 0.0)
+    total = np.bincount(run, wa, runs)
+    safe = np.where(total > 0, total, 1.0)
+    by_run = sparse.csr_matrix((wa / safe[run], (run, np.arange(run.size))), shape=(runs, run.size))
+    x_bar = np.asarray((by_run @ x).todense())
+    y_bar = by_run @ y
+    normal = np.asarray((x.T @ x.multiply(w[:, None])).todense()) - (x_bar.T * total) @ x_bar
+    values, vectors = np.linalg.eigh(normal)
+    keep = values > 1e-10 * max(float(values.max(initial=0.0)), 1e-300)
+    row_space = vectors[:, keep]
+    inverse = (row_space / values[keep]) @ row_space.T
+    y_c = y - np.where(on, y_bar[run], 0.0)
+    beta = inverse @ (x.T @ (w * y_c) - x_bar.T @ np.bincount(run, wa * y_c, runs))
+    residual = y_c - _centred_times(design, x_bar, beta)
+    scale = float(np.abs(y_c).max(initial=0.0))  # a residual below rounding error is none
+    m = np.asarray(x @ inverse)
+    mean = x_bar @ inverse
+    quad = np.asarray(x.multiply(m).sum(axis=1)).ravel()
+    cross = np.einsum("ij,ij->i", m, x_bar[run])
+    bar = np.einsum("ij,ij->i", mean, x_bar)[run]
+    leverage = w * np.where(on, quad - 2.0 * cross + bar, quad)
+    leverage += np.where(on, wa / safe[run], 0.0)
+    return _Fit(
+        design,
+        beta,
+        x_bar,
+        w,
+        inverse,
+        row_space,
+        y_bar - x_bar @ beta,
+        np.where(np.abs(residual) > 1e-9 * scale, residual, 0.0),
+        leverage,
+        scale,
+    )
+
+
+def _centred_times(design: _Design, run_mean: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(x_i - xbar_r) v per trial (xbar_r, the run's row of ``run_mean``, only for the
+    adjusted trials), for a vector or the columns of a matrix."""
     import numpy as np
 
-    in_pool = is_pair & ~flagged
-    pool = moments.pooled(in_pool, cells, slots)
-    out: dict[str, np.ndarray] = {}
+    shift = (run_mean @ v)[design.run]
+    on = design.adjusted if v.ndim == 1 else design.adjusted[:, None]
+    return np.asarray(design.matrix @ v) - np.where(on, shift, 0.0)
+
+
+def _weights(fit: _Fit, group: np.ndarray) -> np.ndarray:
+    """1 / sigma^2 per trial from a fit's variances by ``group`` (a group without an
+    estimate, or with none above 0, gets the typical weight)."""
+    import numpy as np
+
+    var, _ = fit.variances(group)
+    good = np.isfinite(var) & (var > 0)
+    typical = float(np.median(var[good])) if good.any() else 1.0
+    var = np.where(good, np.maximum(var, 1e-12 * typical), typical)
+    return 1.0 / var[group]
+
+
+def _model(design: _Design, y: np.ndarray) -> _Fit:
+    """The fit the comparisons come from: unweighted, then weighted by the tests' variances
+    (per test, not per variance group: a group whose values bunch up, the first trials'
+    ranks with a large first-trial effect, would otherwise pin the run levels)."""
+    import numpy as np
+
+    return _fit(design, y, _weights(_fit(design, y, np.ones_like(y)), design.test))
+
+
+def _aligned_ranks(model: _Fit, effect: np.ndarray) -> _Fit:
+    """The model on aligned ranks: the residuals plus one kind of ``effect`` (everything else
+    the fit found taken out), ranked within each test and scaled to (0, 1) (module doc).
+    Unweighted: ranks within a test spread alike in every test."""
+    import numpy as np
+    import pandas as pd
+
+    test = model.design.test
+    aligned = model.residual + effect
+    aligned[np.abs(aligned) <= 1e-9 * model.scale] = 0.0  # rounding error is a tie
+    rank = pd.Series(aligned).groupby(test).rank().to_numpy()
+    score = rank / (np.bincount(test)[test] + 1.0) - 0.5
+    return _fit(model.design, score, np.ones_like(score))
+
+
+def _student_p(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Two-sided p of Student's t (NaN where t or the degrees of freedom are undefined)."""
+    import numpy as np
+    from scipy.special import stdtr
+
+    t, df = np.asarray(t, dtype=float), np.asarray(df, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.where(
+            np.isnan(t) | ~(df > 0),
+            np.nan,
+            2.0 * stdtr(np.where(df > 0, df, 1.0), -np.abs(np.nan_to_num(t))),
+        )
+
+
+def _t(estimate: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """estimate / se; with no spread, 0 for no difference and undefined (NaN: no comparison)
+    for any other, since a handful of ranks can fall exactly on a line by chance."""
+    import numpy as np
+
     with np.errstate(invalid="ignore", divide="ignore"):
-        # pairs: after S against the pool of the other predecessors not set aside
-        mine = np.where(in_pool, 1.0, 0.0)
-        n_a, n_o = moments.n, pool.n[slot_cell] - mine * moments.n
-        y_o = pool.y[slot_cell] - mine * moments.y
-        yy_o = pool.yy[slot_cell] - mine * moments.yy
-        mean_a, mean_o = moments.y / n_a, y_o / n_o
-        ss = (moments.yy - moments.y * mean_a) + (yy_o - y_o * mean_o)
-        df = n_a + n_o - 2
-        se = np.sqrt(np.maximum(ss, 0.0) / df * (1.0 / n_a + 1.0 / n_o))
-        diff = mean_a - mean_o
-        out["pair_diff"], out["pair_se"], out["pair_df"] = diff, se, df
-        out["pair_t"] = _t(diff, se)
-        out["pair_p"] = np.where(is_pair & (n_o > 0), _student_p(out["pair_t"], df), np.nan)
-        out["pair_n_other"] = n_o
-        out["pair_raw_other"] = (pool.raw[slot_cell] - mine * moments.raw) / n_o
-        out["pair_base"] = mean_o + centre[slot_cell]
-        out["pair_delta"] = _delta_pct(diff, log_scale[slot_cell], out["pair_base"])
+        return np.where(se > 0, estimate / se, np.where(estimate == 0, 0.0, np.nan))
 
-        # first after the reset: position 0 against the line through positions >= 1
-        n0, y0, yy0, raw0 = first
-        n1 = pool.n
-        k_bar, y_bar = pool.k / n1, pool.y / n1
-        sxx = pool.kk - n1 * k_bar**2
-        sxy = pool.ky - n1 * k_bar * y_bar
-        varies = sxx > 1e-9 * np.maximum(n1, 1)
-        slope = np.where(varies, sxy / np.where(varies, sxx, 1.0), 0.0)
-        syy = pool.yy - n1 * y_bar**2
-        slope_t = _t(
-            slope,
-            np.sqrt(np.maximum(syy - slope * sxy, 0.0) / (n1 - 2) / np.where(varies, sxx, 1.0)),
-        )
-        sloped = varies & (_student_p(slope_t, n1 - 2) < TREND_LEVEL)
-        slope = np.where(sloped, slope, 0.0)
-        intercept = y_bar - slope * k_bar
-        residual = syy - slope * sxy
-        mean0 = y0 / n0
-        df = n0 + n1 - np.where(sloped, 3, 2)
-        s2 = (np.maximum(yy0 - n0 * mean0**2, 0.0) + np.maximum(residual, 0.0)) / df
-        leverage = np.where(sloped, k_bar**2 / np.where(sloped, sxx, 1.0), 0.0)
-        se = np.sqrt(s2 * (1.0 / n0 + 1.0 / n1 + leverage))
-        diff = mean0 - intercept
-        valid = (n0 > 0) & (n1 > 0) & (df > 0)
-        out["reset_diff"], out["reset_se"], out["reset_df"] = diff, se, df
-        out["reset_t"] = _t(diff, se)
-        out["reset_p"] = np.where(valid, _student_p(out["reset_t"], df), np.nan)
-        out["reset_n"], out["reset_raw"] = n1, pool.raw / n1
-        out["reset_base"] = intercept + centre
-        out["reset_delta"] = _delta_pct(diff, log_scale, out["reset_base"])
 
-        # pooled over the log-scale tests of a metric (and worker)
-        use = valid & log_scale & np.isfinite(se) & np.isfinite(diff)
-        var = np.where(use, se**2, 0.0)
-        k = np.bincount(group_of_cell[use], None, groups)
-        mean = np.bincount(group_of_cell[use], diff[use], groups) / k
-        total_var = np.bincount(group_of_cell, var, groups)
-        df = total_var**2 / np.bincount(
-            group_of_cell[use], var[use] ** 2 / out["reset_df"][use], groups
+def _run_adjusted(z: np.ndarray, test: np.ndarray, first: np.ndarray, run: np.ndarray) -> bool:
+    """Whether subtracting their run's level makes the tests' later trials less variable
+    (summed over the tests): the level a trial sees is the mean deviation of the other trials
+    of its run, a deviation being a value minus its test's mean at the same kind of position
+    (module doc). One answer for all the tests: with only some tests given run levels, the
+    levels would take most of what those tests' trials say."""
+    import numpy as np
+
+    tests = int(test.max()) + 1
+    kind = test * 2 + first
+    typical = np.bincount(kind, z, 2 * tests) / np.maximum(np.bincount(kind, None, 2 * tests), 1)
+    dev = z - typical[kind]
+    total, count = np.bincount(run, dev), np.bincount(run)
+    others = count[run] - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level = np.where(others > 0, (total[run] - dev) / others, np.nan)
+    later = ~first & np.isfinite(level)
+
+    def spread(x: np.ndarray) -> float:
+        n = np.bincount(test[later], None, tests)
+        mean = np.bincount(test[later], x[later], tests) / np.maximum(n, 1)
+        return float(np.bincount(test[later], (x[later] - mean[test[later]]) ** 2, tests).sum())
+
+    return bool(later.any()) and spread(z - np.nan_to_num(level)) < spread(z)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One metric's (and worker's) model, fitted once: on the log (or raw) values for Delta%
+    and its interval, on the aligned ranks for t and p; and what describes each comparison."""
+
+    metric: str
+    worker: str | None
+    names: list[str]
+    test: np.ndarray
+    value: np.ndarray
+    position: np.ndarray
+    pred1: np.ndarray
+    pred2: np.ndarray
+    log_scale: bool
+    run_adjusted: bool
+    layout: _Layout
+    model: _Fit
+    ranks: tuple[_Fit | None, _Fit | None]
+    """The model on the ranks aligned for lag 1 and for lag 2 (None without such columns;
+    those of the first trials depend on the pairs set aside: :meth:`comparisons`)."""
+    reset_ranks: dict[bytes, _Fit] = field(default_factory=dict, compare=False)
+    """The model on the ranks aligned for the first trials, per set of pairs set aside."""
+
+    @staticmethod
+    def of(frame: pd.DataFrame, metric: str, worker: str | None, joint: bool) -> _Group:
+        """The model of ``frame``'s trials (one metric and worker); ``joint``: with run
+        levels when they help (else without, as for a test fitted on its own)."""
+        import numpy as np
+
+        # the tests of these runs: those fitted here and those that ran before them
+        seen = {*frame["test"].astype(str), *frame["predecessor"].astype(str)}
+        seen |= set(frame["predecessor2"].dropna().astype(str))
+        names = sorted(seen - {RESET})
+        code = {name: i for i, name in enumerate(names)}
+        test = frame["test"].astype(str).map(code).to_numpy()
+        position = frame["position"].to_numpy(dtype=float)
+        value = frame["value"].to_numpy(dtype=float)
+        pred1 = frame["predecessor"].astype(str).map(code).fillna(-1).to_numpy(dtype=int)
+        second = frame["predecessor2"]
+        pred2 = np.where(
+            second.isna().to_numpy(),
+            _NONE,
+            second.astype(str).map(code).fillna(-1).to_numpy(dtype=float),
+        ).astype(int)
+        run = frame.groupby(["worker", "run"], sort=False, observed=True).ngroup().to_numpy()
+        runs = int(run.max()) + 1
+        log_scale = bool((value > 0).all())
+        y = np.log(value) if log_scale else value
+        adjusted = np.full(test.size, joint and _run_adjusted(y, test, position == 0, run))
+        adjusted &= np.bincount(run, None, runs)[run] >= 2
+        tests = len(names)
+        deep = np.bincount(test[position >= 2], None, tests)[np.unique(test)]
+        lag2 = tests >= LAG2_TESTS and bool(np.median(deep) >= LAG2_TRIALS * (tests - 1))
+        layout = _Layout.of(test, position, pred1, pred2, tests, lag2)
+        design = _Design(layout.matrix, test, run, runs, adjusted)
+        model = _model(design, y)
+        lags = [
+            _aligned_ranks(model, layout.matrix[:, mine] @ model.beta[mine]) if mine.any() else None
+            for mine in (layout.kinds == _LAG1, layout.kinds == _LAG2)
+        ]
+        return _Group(
+            metric,
+            worker,
+            names,
+            test,
+            value,
+            position,
+            pred1,
+            pred2,
+            log_scale,
+            bool(adjusted.any()),
+            layout,
+            model,
+            (lags[0], lags[1]),
         )
-        se = np.sqrt(total_var) / k
-        out["pool_tests"], out["pool_diff"], out["pool_se"], out["pool_df"] = k, mean, se, df
-        out["pool_t"] = _t(mean, se)
-        out["pool_p"] = np.where(k > 0, _student_p(out["pool_t"], df), np.nan)
-        out["pool_delta"] = 100.0 * np.expm1(mean)
+
+    def comparisons(self, flagged: np.ndarray) -> tuple[list[_Comparison], _Comparison]:
+        """Every comparison of the layout, and the pooled first trial after the reset, with
+        the ``flagged`` pairs set aside from the other comparisons' reference."""
+        import numpy as np
+
+        lay = self.layout
+        lags = np.array([lag for _, _, lag in lay.labels] + [0])
+        estimate, se, df, r_estimate, r_se, r_df = (np.full(lags.size, np.nan) for _ in range(6))
+        contrasts = lay.contrasts(flagged)
+        # aligned for the first trials: their effect is each test's reset contrast (the first
+        # trial against the predecessors not set aside), added back to its first trials
+        key = (flagged & (lags[:-1] == 1)).tobytes()
+        if key not in self.reset_ranks:
+            effect = np.zeros(self.test.size)
+            for i, (code, _, lag) in enumerate(lay.labels):
+                if lag == 0:
+                    at = (self.test == code) & (self.position == 0)
+                    effect[at] = self.model.beta @ contrasts[:, i]
+            self.reset_ranks[key] = _aligned_ranks(self.model, effect)
+        for lag, ranks in enumerate((self.reset_ranks[key], *self.ranks)):
+            which = lags == lag
+            if ranks is None or not which.any():
+                continue
+            group = self.variance_groups(flagged, first_apart=lag > 0)
+            for fit, targets in (
+                (self.model, (estimate, se, df)),
+                (ranks, (r_estimate, r_se, r_df)),
+            ):
+                for target, part in zip(targets, fit.contrasts(contrasts[:, which], group)):
+                    target[which] = part
+        t = _t(r_estimate, r_se)
+        p = _student_p(t, r_df)
+        later = self.position >= 1
+        distinct = np.array(
+            [np.unique(self.value[self.test == i]).size for i in range(len(self.names))]
+        )
+        rows = []
+        for i, (code, label, lag) in enumerate(lay.labels):
+            mine = self.test == code
+            if lag == 0:
+                after, other = mine & ~later, mine & later
+            else:
+                pred = self.pred1 if lag == 1 else self.pred2
+                at = mine & (self.position >= lag) & (pred >= 0)
+                after = at & (pred == label)
+                aside = {lay.labels[j][1] for j in lay.groups_of(code, lag) if flagged[j]}
+                other = at & (pred != label) & ~np.isin(pred, list(aside))
+            p_i = float(p[i])
+            if distinct[code] == 2 and np.isfinite(p_i):
+                p_i = _fisher(self.value, after, other)
+            rows.append(
+                _Comparison(
+                    test=self.names[code],
+                    predecessor=RESET if lag == 0 else self.names[label],
+                    lag=max(lag, 1),
+                    metric=self.metric,
+                    worker=self.worker,
+                    run_adjusted=self.run_adjusted,
+                    n_after=int(after.sum()),
+                    n_other=int(other.sum()),
+                    mean_after=_mean(self.value[after]),
+                    mean_other=_mean(self.value[other]),
+                    estimate=float(estimate[i]),
+                    se=float(se[i]),
+                    df=float(df[i]),
+                    log_scale=self.log_scale,
+                    base=_mean(self.value[mine & later]),
+                    t=float(t[i]),
+                    p=p_i,
+                )
+            )
+        pooled = _Comparison(
+            test="",
+            predecessor=RESET,
+            lag=1,
+            metric=self.metric,
+            worker=self.worker,
+            run_adjusted=self.run_adjusted,
+            n_after=int((~later).sum()),
+            n_other=int(later.sum()),
+            mean_after=_mean(self.value[~later]),
+            mean_other=_mean(self.value[later]),
+            estimate=float(estimate[-1]),
+            se=float(se[-1]),
+            df=float(df[-1]),
+            log_scale=self.log_scale,
+            base=_mean(self.value[later]),
+            t=float(t[-1]),
+            p=float(p[-1]),
+            rank_estimate=float(r_estimate[-1]),
+            rank_se=float(r_se[-1]),
+            rank_df=float(r_df[-1]),
+            tests=lay.reset_tests,
+        )
+        return rows, pooled
+
+    def variance_groups(self, flagged: np.ndarray, first_apart: bool) -> np.ndarray:
+        """Per trial, its variance group: its test, and whether it follows (at lag 1 or 2) a
+        predecessor set aside or (``first_apart``) is a first trial after the reset. Under a
+        comparison's null the trials it compares are exchangeable and share a variance;
+        trials that a real effect moves may not (their ranks bunch up at one end). So the
+        pairs are judged with the first trials apart, the first trials with them in."""
+        import numpy as np
+        import pandas as pd
+
+        aside = [np.full(self.test.size, -1), np.full(self.test.size, -1)]
+        for j, (code, label, lag) in enumerate(self.layout.labels):
+            if lag and flagged[j]:
+                pred = self.pred1 if lag == 1 else self.pred2
+                hit = (self.test == code) & (pred == label) & (self.position >= lag)
+                aside[lag - 1][hit] = label
+        first = (self.position == 0) & first_apart
+        keys = pd.MultiIndex.from_arrays([self.test, first, aside[0], aside[1]])
+        return keys.factorize()[0]
+
+    def set_aside(self, p: np.ndarray, candidates: np.ndarray, flagged: np.ndarray) -> bool:
+        """Flag, per test and lag, the candidate pair with the smallest p (in place); whether
+        any was."""
+        new = False
+        for group in self.layout.groups:
+            mine = [j for j in group if candidates[j]]
+            if mine:
+                flagged[min(mine, key=lambda j: p[j])] = True
+                new = True
+        return new
+
+
+def _parts(frame: pd.DataFrame) -> list[tuple[pd.DataFrame, bool]]:
+    """One metric's (and worker's) trials in the parts that are modelled on their own, and
+    whether with run levels: tests that never share a run share no parameter (a study of
+    several machine types), so each set of tests linked by runs is its own model; one with
+    more than ``JOINT_COLUMNS`` columns is fitted test by test, without run levels (the joint
+    fit's cost grows with the cube of its columns, some 2 (tests per run)^2)."""
+    import numpy as np
+    import pandas as pd
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    test = frame["test"].astype(str).factorize()[0]
+    run = frame.groupby(["worker", "run"], sort=False, observed=True).ngroup().to_numpy()
+    tests = int(test.max()) + 1
+    links = coo_matrix(
+        (np.ones(test.size), (test, tests + run)), shape=(tests + run.max() + 1,) * 2
+    )
+    _, label = connected_components(links, directed=False)
+    out = []
+    for component in pd.unique(label[test]):
+        part = frame[label[test] == component]
+        k = part["test"].nunique()
+        if 2 * k * (k + 1) <= JOINT_COLUMNS:
+            out.append((part, True))
+        else:
+            out += [(one, False) for _, one in part.groupby("test", sort=True, observed=True)]
     return out
 
 
-def _exact_two_valued(
-    ranked: dict[str, np.ndarray],
-    two_valued: np.ndarray,
-    high_later: np.ndarray,
-    high_first: np.ndarray,
-    in_pool: np.ndarray,
-    n_later: np.ndarray,
-    n_first: np.ndarray,
-    cells: int,
-    slots: int,
-    slot_cell: np.ndarray,
-) -> None:
-    """In cells whose metric takes two values, replace the pair and first-after-reset
-    p-values by Fisher's exact test of the share of the higher value (Fisher 1935, "The logic
-    of inductive inference", JRSS 98(1); two-sided by doubling the smaller tail, capped at 1):
-    the randomization distribution itself, hypergeometric for a 0/1 outcome. The first trial
-    after the reset is compared with all later trials (no trend)."""
+def _pooled(parts: list[_Comparison]) -> _Comparison:
+    """The pooled first trial after the reset over parts fitted on their own (independent):
+    their mean weighted by their tests (over the log-scale parts when the scales differ),
+    its variance the sum of theirs, Satterthwaite's degrees of freedom, for the model and for
+    the ranks alike."""
+    import math
+    from dataclasses import replace
+
     import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    logs = [c for c in parts if c.log_scale and c.tests > 0]
+    use = logs if logs and len(logs) < len(parts) else [c for c in parts if c.tests > 0]
+    total = sum(c.tests for c in use)
+
+    def combine(pairs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+        parts_var = [(c.tests / total) ** 2 * se**2 for c, (_, se, _) in zip(use, pairs)]
+        var = sum(parts_var)
+        estimate = sum(c.tests / total * e for c, (e, _, _) in zip(use, pairs))
+        shares = [v**2 / d for v, (_, _, d) in zip(parts_var, pairs) if v > 0]
+        if var == 0:  # no spread at all: as good as a normal quantile
+            df = 1e12
+        else:  # NaN where no part has a finite variance (tests fitted on too few trials)
+            df = var**2 / sum(shares) if shares else math.nan
+        return estimate, math.sqrt(var), df
+
+    if not use:
+        return parts[0]
+    estimate, se, df = combine([(c.estimate, c.se, c.df) for c in use])
+    r_estimate, r_se, r_df = combine([(c.rank_estimate, c.rank_se, c.rank_df) for c in use])
+    t = float(_t(np.array(r_estimate), np.array(r_se)))
+    return replace(
+        use[0],
+        n_after=sum(c.n_after for c in use),
+        n_other=sum(c.n_other for c in use),
+        estimate=estimate,
+        se=se,
+        df=df,
+        base=sum(c.tests / total * c.base for c in use),
+        t=t,
+        p=float(_student_p(np.array(t), np.array(r_df))),
+        rank_estimate=r_estimate,
+        rank_se=r_se,
+        rank_df=r_df,
+        tests=total,
+    )
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean()) if x.size else float("nan")
+
+
+def _fisher(value: np.ndarray, after: np.ndarray, other: np.ndarray) -> float:
+    """Fisher's exact test of the share of the higher value, after against other (two-sided
+    by doubling the smaller tail, capped at 1): the randomization distribution itself,
+    hypergeometric for a 0/1 outcome."""
     from scipy.stats import hypergeom
 
-    def fisher(
-        x: np.ndarray, n: np.ndarray, k_other: np.ndarray, n_other: np.ndarray
-    ) -> np.ndarray:
-        total, k = n + n_other, x + k_other
-        with np.errstate(invalid="ignore"):
-            tails = np.minimum(hypergeom.sf(x - 1, total, k, n), hypergeom.cdf(x, total, k, n))
-        return np.minimum(1.0, 2.0 * tails)
-
-    pool_n = np.where(in_pool, n_later, 0.0).reshape(cells, slots).sum(axis=1)
-    pool_high = np.where(in_pool, high_later, 0.0).reshape(cells, slots).sum(axis=1)
-    mine = in_pool.astype(float)
-    pairs = two_valued[slot_cell] & np.isfinite(ranked["pair_p"])
-    exact = fisher(
-        high_later,
-        n_later,
-        pool_high[slot_cell] - mine * high_later,
-        pool_n[slot_cell] - mine * n_later,
-    )
-    ranked["pair_p"] = np.where(pairs, exact, ranked["pair_p"])
-    resets = two_valued & np.isfinite(ranked["reset_p"])
-    ranked["reset_p"] = np.where(
-        resets, fisher(high_first, n_first, pool_high, pool_n), ranked["reset_p"]
-    )
+    high = value == value[after | other].max()
+    x, n = int((high & after).sum()), int(after.sum())
+    k, total = int((high & (after | other)).sum()), int((after | other).sum())
+    if n == 0 or total == n:
+        return float("nan")
+    tails = min(hypergeom.sf(x - 1, total, k, n), hypergeom.cdf(x, total, k, n))
+    return float(min(1.0, 2.0 * tails))
 
 
-def _t(diff: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """diff / se; with no spread, 0 for no difference and undefined (NaN: no comparison) for
-    any other, since a handful of ranks can fall exactly on a line by chance."""
-    import numpy as np
+@dataclass(frozen=True)
+class _Layout:
+    """The columns of a group's design (module doc) and the comparisons to report:
+    ``labels`` (test, predecessor code or -1 for the reset, lag 0 for the reset, 1 or 2)."""
 
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.nan))
+    matrix: sparse.csr_matrix
+    kinds: np.ndarray
+    """Per column, the kind of effect: ``_MEAN``, ``_RESET``, ``_LAG1``, ``_LAG2``, ``_TREND``."""
+    labels: list[tuple[int, int, int]]
+    levels: list[np.ndarray]
+    """Per label, the coefficients giving its level (a row of the contrast before centring)."""
+    groups: list[list[int]]
+    """Indices into ``labels`` of each factor (a test's predecessors at one lag)."""
+    reset_columns: list[int]
+
+    @property
+    def reset_tests(self) -> int:
+        return len(self.reset_columns)
+
+    @staticmethod
+    def of(
+        test: np.ndarray,
+        position: np.ndarray,
+        pred1: np.ndarray,
+        pred2: np.ndarray,
+        tests: int,
+        lag2: bool,
+    ) -> _Layout:
+        import numpy as np
+        import scipy.sparse as sparse
+
+        n = test.size
+        columns: list[np.ndarray] = []  # per column, its nonzero rows and their values
+        values: list[np.ndarray] = []
+        kinds: list[int] = []
+        labels: list[tuple[int, int, int]] = []
+        levels: list[list[tuple[int, float]]] = []
+        groups: list[list[int]] = []
+        reset_columns: list[int] = []
+
+        def add(x: np.ndarray, kind: int) -> int:
+            columns.append(np.flatnonzero(x))
+            values.append(x[columns[-1]].astype(float))
+            kinds.append(kind)
+            return len(columns) - 1
+
+        for t in np.unique(test).tolist():
+            mine = test == t
+            later = mine & (position >= 1)
+            add(mine, _MEAN)
+            if (mine & (position == 0)).any() and later.any():
+                f = add(mine & (position == 0), _RESET)
+                reset_columns.append(f)
+                labels.append((t, -1, 0))
+                levels.append([(f, 1.0)])
+            # lag 1: effect coding, sum of the predecessors' effects 0
+            seen = sorted(set(pred1[later & (pred1 >= 0)].tolist()))
+            if len(seen) >= 2:
+                cols = [
+                    add((later & (pred1 == s)).astype(float) - (later & (pred1 == seen[-1])), _LAG1)
+                    for s in seen[:-1]
+                ]
+                group = []
+                for j, s in enumerate(seen):
+                    group.append(len(labels))
+                    labels.append((t, s, 1))
+                    levels.append([(cols[j], 1.0)] if j < len(cols) else [(c, -1.0) for c in cols])
+                groups.append(group)
+            # lag 2: treatment coding against the second trial after the reset
+            if lag2:
+                deep = mine & (position >= 2)
+                seen2 = sorted(set(pred2[deep & (pred2 >= 0)].tolist()))
+                cols2 = [add(deep & (pred2 == s), _LAG2) for s in seen2]
+                if len(seen2) >= 2:
+                    group = []
+                    for s, c in zip(seen2, cols2):
+                        group.append(len(labels))
+                        labels.append((t, s, 2))
+                        levels.append([(c, 1.0)])
+                    groups.append(group)
+            if len(set(position[later].tolist())) >= 2:
+                add(np.where(mine, position, 0.0), _TREND)
+        matrix = sparse.csc_matrix(
+            (
+                np.concatenate(values or [np.empty(0)]),
+                (
+                    np.concatenate(columns or [np.empty(0, dtype=int)]),
+                    np.repeat(np.arange(len(columns)), [c.size for c in columns]),
+                ),
+            ),
+            shape=(n, len(columns)),
+        ).tocsr()
+        dense_levels = []
+        for entries in levels:
+            row = np.zeros(matrix.shape[1])
+            for c, v in entries:
+                row[c] = v
+            dense_levels.append(row)
+        return _Layout(matrix, np.array(kinds), labels, dense_levels, groups, reset_columns)
+
+    def groups_of(self, test: int, lag: int) -> list[int]:
+        """The labels of ``test``'s predecessors at ``lag`` (empty without such a factor)."""
+        return next(
+            (
+                g
+                for g in self.groups
+                if self.labels[g[0]][0] == test and self.labels[g[0]][2] == lag
+            ),
+            [],
+        )
+
+    def contrasts(self, flagged: np.ndarray) -> np.ndarray:
+        """One column per label and a last one for the pooled reset: a pair's level minus the
+        mean level of the test's other predecessors at that lag that are not ``flagged`` (NaN
+        when there is none); a reset's coefficient minus the mean level of the test's
+        predecessors not flagged; the pooled reset the mean of the tests' resets."""
+        import numpy as np
+
+        full = self.matrix.shape[1]
+        c = np.zeros((full, len(self.labels) + 1))
+        for group in self.groups:
+            for i in group:
+                reference = [j for j in group if j != i and not flagged[j]]
+                c[:, i] = (
+                    self.levels[i] - np.mean([self.levels[j] for j in reference], axis=0)
+                    if reference
+                    else np.nan
+                )
+        resets = [i for i, label in enumerate(self.labels) if label[2] == 0]
+        for i in resets:
+            group = [j for j in self.groups_of(self.labels[i][0], 1) if not flagged[j]]
+            c[:, i] = self.levels[i]
+            if group:
+                c[:, i] -= np.mean([self.levels[j] for j in group], axis=0)
+        if resets:
+            c[:, -1] = c[:, resets].mean(axis=1)
+        return c
 
 
 def carryover_frame(result: CarryoverResult) -> pd.DataFrame:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class ClaimSide:
 
 
 @dataclass(frozen=True)
-class ClaimResult:
+class ClaimResult(FrameView):
     """One claim on one metric, under fixed and under random order. ``ratio`` and
     ``ratio_ci`` are the random-order (order-safe) estimate; ``interaction_p`` tests whether
     the per-run ratio differs between fixed and random runs."""
@@ -183,6 +184,10 @@ class ClaimResult:
         d["fixed"] = self.fixed.to_dict() if self.fixed else None
         d["random"] = self.random.to_dict() if self.random else None
         return d
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per order kind (:func:`claims_frame`)."""
+        return claims_frame([self])
 
 
 def _known(text: str, name: str, tests: Sequence[str]) -> None:

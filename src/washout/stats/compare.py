@@ -8,16 +8,17 @@ and the means of the resource metrics ``user``, ``system`` (CPU seconds of the t
 process tree) and ``max_rss`` (bytes) where trials have them.
 
 The ranking compares every other test with the fastest (the lowest median under random
-order): "F ran r ± e times faster than T". ``r`` is the Hodges-Lehmann estimate of the
-per-run ratio T / F over the random-order runs (the order-safe estimate), paired by run,
-with Tukey's distribution-free CI: the claims module's machinery
-(:func:`washout.stats.claims.per_run_log_ratios`, :func:`~washout.stats.claims.hodges_lehmann`),
-not a second one. The CIs are simultaneous over the k - 1 comparisons by Bonferroni
-(two-sided at 1 - alpha / (k - 1)); ``e`` is the larger distance from ``r`` to an end of
-its CI, so r ± e covers the CI. Fixed and random orders disagree about a comparison when
-the per-run log ratios of fixed-order runs differ from those of random-order runs
-(two-sample Kruskal-Wallis, the claims' interaction test), family-wise over the
-comparisons (Bonferroni or Holm).
+order): "F ran r times faster than T". ``r`` is the Hodges-Lehmann estimate of the
+per-run ratio T / F over the random-order runs (the order-safe estimate), paired by run as
+a claim is (:mod:`washout.stats.claims`: a test's trials in one run averaged, the log
+ratio of each run where both tests succeeded), with Tukey's distribution-free CI
+(:func:`~washout.stats.claims.hodges_lehmann`). The per-run means of every test are
+computed in one pass over the trials, so k tests cost k - 1 ratios, not a pass over the
+data per pair. The CIs are simultaneous over the k - 1 comparisons by Bonferroni
+(two-sided at 1 - alpha / (k - 1)); a ratio is significant when its CI excludes 1. Fixed
+and random orders disagree about a comparison when the per-run log ratios of fixed-order
+runs differ from those of random-order runs (two-sample Kruskal-Wallis, the claims'
+interaction test), family-wise over the comparisons (Bonferroni or Holm).
 
 Warnings follow hyperfine: a trial is a statistical outlier when its modified z-score
 0.6745 (x - median) / MAD exceeds 14 in absolute value (Iglewicz & Hoaglin 1993, "How to
@@ -32,9 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from washout.data.health import HEALTH_METRICS
 from washout.data.longformat import RESOURCE_METRICS, is_in
-from washout.stats.claims import Claim, hodges_lehmann, per_run_log_ratios
+from washout.stats.claims import EVALUATED_ORDERS, hodges_lehmann
 from washout.stats.family import adjust, check_alpha, check_method
+from washout.stats.frames import FrameView
 from washout.stats.trials import usable_trials
 
 if TYPE_CHECKING:
@@ -85,20 +88,24 @@ class TestSummary:
 
 @dataclass(frozen=True)
 class Ranking:
-    """``fastest`` ran ``ratio`` ± ``error`` times faster than ``test`` (random order, paired
-    by run); ``fixed_ratio`` is the same estimate over fixed-order runs and
-    ``orders_disagree`` whether the two differ significantly (family-wise)."""
+    """``fastest`` ran ``ratio`` times faster than ``test`` (random order, paired by run),
+    with its CI at ``confidence``; ``fixed_ratio`` is the same estimate over fixed-order
+    runs and ``orders_disagree`` whether the two differ significantly (family-wise)."""
 
     fastest: str
     test: str
     ratio: float
     ratio_ci: tuple[float, float] | None
     confidence: float | None
-    error: float | None
     n_runs: int
     fixed_ratio: float | None
     interaction_p: float | None
     orders_disagree: bool
+
+    @property
+    def significant(self) -> bool:
+        """Whether the ratio's CI excludes 1 (a difference, in either direction)."""
+        return self.ratio_ci is not None and not self.ratio_ci[0] <= 1.0 <= self.ratio_ci[1]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -107,7 +114,7 @@ class Ranking:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(FrameView):
     """The per-test summaries (in the tests' order) and the ranking against the fastest
     (empty for a single test, without random-order runs of two tests together, or when a
     value is not positive: a ratio needs positive values)."""
@@ -117,17 +124,45 @@ class Comparison:
     rankings: tuple[Ranking, ...]
     alpha: float
     correction: str
+    better: str | None = "lower"
+    """Which values are better, ``lower`` or ``higher``; None when the source does not say
+    (the ranking then starts from the lowest, and says "lower", not "better")."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "alpha": self.alpha,
             "correction": self.correction,
+            "better": self.better,
             "summaries": [s.to_dict() for s in self.summaries],
             "rankings": [r.to_dict() for r in self.rankings],
         }
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per test: hyperfine's figures (its trial times left out) and, but for
+        the fastest, its ratio to the fastest with the CI and whether it is significant."""
+        import pandas as pd
 
+        ranked = {r.test: r for r in self.rankings}
+        rows = []
+        for s in self.summaries:
+            row = {k: v for k, v in s.to_dict().items() if k not in ("times", "warnings")}
+            r = ranked.get(s.test)
+            lo, hi = r.ratio_ci if r is not None and r.ratio_ci else (None, None)
+            row |= {
+                "ratio": r.ratio if r else None,
+                "ratio_ci_lo": lo,
+                "ratio_ci_hi": hi,
+                "significant": r.significant if r else None,
+                "warnings": "; ".join(s.warnings),
+            }
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+AROUND_TRIALS: tuple[str, ...] = (*RESOURCE_METRICS, *HEALTH_METRICS)
+"""The metrics washout measures of every trial, whatever its test: out of the analyses
+unless named."""
 COMPARED_TESTS = 20
 """Most tests ``analyze`` and reports give the comparison: it is for a handful of commands;
 a study of hundreds of configurations gets the order analysis alone."""
@@ -135,11 +170,12 @@ a study of hundreds of configurations gets the order analysis alone."""
 
 def compared_metric(df: pd.DataFrame, metric: str | None = None) -> str | None:
     """The metric to compare tests on: ``metric`` if given, else ``wall``, else the first of
-    the trials' own metrics (not a resource metric); None if the trials have no metric."""
+    the trials' own metrics (not one of :data:`AROUND_TRIALS`); None if the trials have no
+    metric."""
     if metric is not None:
         return metric
     present = sorted(df["metric"].dropna().astype(str).unique())
-    own = [m for m in present if m not in RESOURCE_METRICS] or present
+    own = [m for m in present if m not in AROUND_TRIALS] or present
     if not own:
         return None
     return "wall" if "wall" in own else own[0]
@@ -173,12 +209,14 @@ def trial_warnings(times_in_trial_order: np.ndarray, first: str) -> tuple[str, .
 
 
 def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """``df`` without the rows of :data:`RESOURCE_METRICS`, unless ``metric`` names one:
-    the default analyses cover the spec's own metrics, so measuring CPU time and RSS does not
-    change their family-wise correction."""
-    if metric in RESOURCE_METRICS or "metric" not in df.columns:
+    """``df`` without the rows of the resource and the health metrics (:data:`AROUND_TRIALS`)
+    but the kind ``metric`` names, if it names one: the default analyses cover the spec's own
+    metrics, so measuring CPU time, RSS and each trial's health does not change their
+    family-wise correction."""
+    if "metric" not in df.columns:
         return df
-    keep = ~is_in(df["metric"], RESOURCE_METRICS)
+    dropped = [m for kind in (RESOURCE_METRICS, HEALTH_METRICS) if metric not in kind for m in kind]
+    keep = ~is_in(df["metric"], dropped)
     return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
 
 
@@ -209,12 +247,14 @@ def _summary(
     )
 
 
-def _slower_over_faster(test: str, best: str, lower_is_better: bool) -> Claim:
-    """The claim whose per-run ratio is ``test / best`` (``best / test`` when higher is
-    better): at least 1 when ``best`` is better."""
-    if lower_is_better:
-        return Claim(f"{test} > {best}", test, ">", 1.0, best)
-    return Claim(f"{best} > {test}", best, ">", 1.0, test)
+def per_run_means(ok: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The mean of each test's successful trials of ``metric`` in each fixed- or random-order
+    run: one row per (order, worker, run), one column per test, NaN where a test has no
+    trial in a run (the pairing of :func:`washout.stats.claims.per_run_log_ratios`, for
+    every test at once)."""
+    sel = ok[(ok["metric"] == metric) & is_in(ok["order"], EVALUATED_ORDERS)]
+    means = sel.groupby(["order", "worker", "run", "test"], observed=True)["value"].mean()
+    return means.unstack("test")
 
 
 def compare_tests(
@@ -225,16 +265,20 @@ def compare_tests(
     correction: str = "bonferroni",
     tests: Sequence[str] | None = None,
     lower_is_better: bool = True,
+    better_known: bool = True,
     describe: Callable[[float], str] = str,
 ) -> Comparison:
     """Summarise every test on ``metric`` and rank them against the fastest (module doc).
 
     ``tests`` gives their order (default: sorted); with ``lower_is_better`` False (a
-    throughput, say) the best test has the highest median and the ratios are best / other.
+    throughput, say) the best test has the highest median and the ratios are best / other;
+    ``better_known`` False: the source does not say which way is better.
     ``describe(value)`` prints a first run's value in the slow-first-run warning. Trials
     are taken in the order they ran: ``started`` where the frame has it, else worker, run
     and position.
     """
+    import numpy as np
+
     from washout.stats.power import kruskal_rows
 
     level, method = check_alpha(alpha), check_method(correction)
@@ -259,41 +303,47 @@ def compare_tests(
     random = here[here["order"] == "random"]
     medians = random.groupby("test", observed=True)["value"].median()
     ranked = [t for t in names if t in medians.index]
+    better = ("lower" if lower_is_better else "higher") if better_known else None
     if len(ranked) < 2 or bool((here["value"] <= 0).any()):  # ratios need positive values
-        return Comparison(metric, tuple(summaries), (), level, method)
+        return Comparison(metric, tuple(summaries), (), level, method, better)
     sign = 1.0 if lower_is_better else -1.0
     fastest = min(ranked, key=lambda t: sign * float(medians[t]))
     others = [t for t in ranked if t != fastest]
     confidence = max(1.0 - level / len(others), 0.0)
-    logs = [
-        per_run_log_ratios(ok, _slower_over_faster(t, fastest, lower_is_better), metric)
-        for t in others
+    per_run = per_run_means(ok, metric)
+    logs = np.log(per_run.to_numpy(dtype=float))
+    column = {str(t): i for i, t in enumerate(per_run.columns)}
+    orders = per_run.index.get_level_values("order").astype(str).to_numpy()
+    best = logs[:, column[fastest]]
+    pairs = []  # per other test: its log ratios to the fastest, fixed-order and random-order
+    for t in others:
+        ratio = sign * (logs[:, column[t]] - best)  # at least 0 when ``fastest`` is better
+        both = ~np.isnan(ratio)
+        pairs.append({o: ratio[both & (orders == o)] for o in EVALUATED_ORDERS})
+    both_orders = [i for i, lr in enumerate(pairs) if lr["fixed"].size and lr["random"].size]
+    interaction = [
+        float(kruskal_rows(pairs[i]["fixed"], pairs[i]["random"])[1][0]) for i in both_orders
     ]
-    both = [i for i, lr in enumerate(logs) if lr["fixed"].size and lr["random"].size]
-    interaction = [float(kruskal_rows(logs[i]["fixed"], logs[i]["random"])[1][0]) for i in both]
-    differs = dict(zip(both, adjust(interaction, level, method)[0]))
-    p_of = dict(zip(both, interaction))
+    differs = dict(zip(both_orders, adjust(interaction, level, method)[0]))
+    p_of = dict(zip(both_orders, interaction))
     rankings = []
     for i, t in enumerate(others):
-        if not logs[i]["random"].size:
+        if not pairs[i]["random"].size:
             continue
-        estimate, ci, achieved = hodges_lehmann(logs[i]["random"], confidence)
-        ratio = math.exp(estimate)
-        ratio_ci = (math.exp(ci[0]), math.exp(ci[1])) if ci else None
-        fixed = logs[i]["fixed"]
+        estimate, ci, achieved = hodges_lehmann(pairs[i]["random"], confidence)
+        fixed = pairs[i]["fixed"]
         rankings.append(
             Ranking(
                 fastest=fastest,
                 test=t,
-                ratio=ratio,
-                ratio_ci=ratio_ci,
+                ratio=math.exp(estimate),
+                ratio_ci=(math.exp(ci[0]), math.exp(ci[1])) if ci else None,
                 confidence=achieved,
-                error=max(ratio - ratio_ci[0], ratio_ci[1] - ratio) if ratio_ci else None,
-                n_runs=int(logs[i]["random"].size),
+                n_runs=int(pairs[i]["random"].size),
                 fixed_ratio=math.exp(hodges_lehmann(fixed, confidence)[0]) if fixed.size else None,
                 interaction_p=p_of.get(i),
                 orders_disagree=bool(differs.get(i, False)),
             )
         )
     rankings.sort(key=lambda r: r.ratio)
-    return Comparison(metric, tuple(summaries), tuple(rankings), level, method)
+    return Comparison(metric, tuple(summaries), tuple(rankings), level, method, better)

@@ -17,7 +17,7 @@ A context *level* is one combination of the values of the columns present. Per t
 metric (x worker), over its successful trials of every order kind with a context:
 
 - **Values**: what the machine and the design do to a trial is taken out first, as the
-  carryover analysis does (:func:`washout.stats.carryover.model_values`): on the log scale
+  carryover analysis did before its joint model (:func:`run_level_values`): on the log scale
   where all the test's values are positive, the run's level (the mean deviation of the
   other trials of its run) where that makes the test less variable, then the mean of the
   trial's stratum (order kind x first after the reset or not); the result is put back in
@@ -62,9 +62,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from washout.data.longformat import ASLR_WORDS, CONTEXT_COLUMNS
 from washout.errors import WashoutError
 from washout.stats.family import adjust as familywise
 from washout.stats.family import check_alpha, check_method
@@ -75,8 +76,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-CONTEXT_COLUMNS: tuple[str, ...] = ("context_env_bytes", "context_cwd_bytes", "context_aslr")
-"""The long format's context columns, each optional (see the module doc)."""
+    from washout.stats.claims import ClaimResult
+    from washout.stats.compare import Comparison
+
 
 BEYOND, WITHIN, UNDECIDED, UNKNOWN = "beyond", "within", "undecided", "unknown"
 """:func:`against_context`'s verdicts: the margin exceeds the spread's upper bound; it is at
@@ -195,13 +197,6 @@ class ContextResult:
         )
 
 
-ASLR_WORDS: dict[str, float] = {
-    **dict.fromkeys(("true", "1", "1.0", "on", "yes"), 1.0),
-    **dict.fromkeys(("false", "0", "0.0", "off", "no"), 0.0),
-}
-"""How a ``context_aslr`` entry may be written (any case), as 1.0 (on) or 0.0 (off)."""
-
-
 def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """The context columns present with a value somewhere, as floats (``context_aslr`` 1/0,
     NaN where a trial has none), and their names; a one-line error when there are none or an
@@ -216,7 +211,7 @@ def context_values(df: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
         raw = df[column]
         if column == "context_aslr":
             words = raw.astype(str).str.strip().str.lower()
-            values = words.map(ASLR_WORDS).to_numpy(dtype=float)
+            values = words.map(ASLR_WORDS).astype(float).to_numpy()
             whole = ~np.isnan(values)
             expected = "expected true or false"
         else:
@@ -293,16 +288,14 @@ def adjusted_values(
     """Each trial's value with what the machine and the design did to it taken out, and per
     group (test x metric [x worker]) whether its run level was (the module doc): on the log
     scale where the group's values are all positive, the run level of
-    :func:`washout.stats.carryover.model_values` (the other trials of the run, where that
+    :func:`run_level_values` (the other trials of the run, where that
     makes the group less variable), then the mean of the trial's stratum (order kind x first
     after the reset or not) replaced by the group's own mean, back in the metric's unit."""
     import numpy as np
     import pandas as pd
 
-    from washout.stats.carryover import model_values
-
     trials = ok.assign(position=pd.to_numeric(ok["position"], errors="coerce"))
-    y, log_scale, run_adjusted = model_values(trials, group, ["worker", "run", "metric"])
+    y, log_scale, run_adjusted = run_level_values(trials, group, ["worker", "run", "metric"])
     first = (trials["position"] == 0).to_numpy()
     order = pd.factorize(trials["order"].astype(str))[0]
     stratum = pd.factorize(group * 2 * (order.max(initial=0) + 1) + order * 2 + first)[0]
@@ -310,6 +303,52 @@ def adjusted_values(
     centre = np.bincount(group, y, groups) / np.maximum(np.bincount(group, None, groups), 1)
     y = y - mean[stratum] + centre[group]
     return np.where(log_scale[group], np.exp(y), y), run_adjusted
+
+
+def run_level_values(
+    trials: pd.DataFrame, cell: np.ndarray, run_keys: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(y, log_scale, run_adjusted)``: each trial's value on the model's scale with its run
+    level (the mean deviation of the other trials of its run) taken out where that helps (the
+    module doc's first step), and per cell (test x metric [x worker], numbered by ``cell``)
+    whether the log scale and the run adjustment were used. ``trials`` needs value, position
+    (0 = first after the reset) and ``run_keys``."""
+    import numpy as np
+
+    value = trials["value"].to_numpy(dtype=float)
+    first = trials["position"].to_numpy() == 0
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    log_scale = np.ones(cells, dtype=bool)
+    np.logical_and.at(log_scale, cell, value > 0)
+    on_log = log_scale[cell]
+    z = np.where(on_log, np.log(np.where(value > 0, value, 1.0)), value)
+    # deviation from the test's mean at the same kind of position; only log-scale tests
+    kind = cell * 2 + first
+    typical = np.bincount(kind, z, 2 * cells) / np.maximum(np.bincount(kind, None, 2 * cells), 1)
+    dev = np.where(on_log, z - typical[kind], 0.0)
+    run = trials.groupby(run_keys, sort=False, observed=True).ngroup().to_numpy()
+    total, count = np.bincount(run, dev), np.bincount(run, on_log.astype(float))
+    others = count[run] - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level = np.where(on_log & (others > 0), (total[run] - dev) / others, np.nan)
+    later = ~first & np.isfinite(level)
+    raw_var = _cell_variance(z, cell, later, cells)
+    adj_var = _cell_variance(z - np.nan_to_num(level), cell, later, cells)
+    run_adjusted = log_scale & (adj_var < raw_var)
+    y = np.where(run_adjusted[cell], z - np.nan_to_num(level), z)
+    return y, log_scale, run_adjusted
+
+
+def _cell_variance(x: np.ndarray, cell: np.ndarray, mask: np.ndarray, cells: int) -> np.ndarray:
+    """Per cell, the variance of ``x`` over the masked rows (NaN with fewer than 2)."""
+    import numpy as np
+
+    n = np.bincount(cell[mask], None, cells)
+    s = np.bincount(cell[mask], x[mask], cells)
+    mean = s / np.maximum(n, 1)
+    ss = np.bincount(cell[mask], (x[mask] - mean[cell[mask]]) ** 2, cells)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 1, ss / (n - 1), np.nan)
 
 
 def _spread(
@@ -447,7 +486,8 @@ class ContextMargin:
     ``beyond`` (the margin exceeds every test's upper bound: no context level moved any of
     them that far), ``within`` (some test's lower bound reaches the margin: the context alone
     demonstrably moves it that far), ``undecided`` (in between), ``unknown`` (a test has no
-    interval: too few trials per context level, or no context row).
+    interval: too few trials per context level, or no context row). ``about``: the
+    comparison it judges (a claim, or hyperfine's ranking: ``A vs B``).
     """
 
     tests: tuple[str, ...]
@@ -460,6 +500,7 @@ class ContextMargin:
     spread_ci: tuple[float, float] | None
     confidence: float | None
     verdict: str
+    about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -506,19 +547,28 @@ def against_context(
     context could make: measured without randomizing the context (or with A and B in
     different contexts, as two builds are), it could be the context's doing (Mytkowicz et
     al. 2009). Judged on the bounds, so noise alone neither clears nor condemns a margin.
+    With ``worker`` None, a result per worker (``by_worker``) gives each test the rows of
+    every worker: the comparison pools them, so the largest spread of any worker counts.
     """
     if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
         raise WashoutError(f"ratio = {ratio!r}: expected a positive number")
     margin = max(ratio, 1.0 / ratio) - 1.0
-    rows = [result.row(test, metric, worker) for test in tests]
-    bounded = [r for r in rows if r is not None and r.spread_ci is not None]
-    if len(bounded) < len(rows) or not bounded:
-        missing = [(t, r) for t, r in zip(tests, rows) if r is None or r.spread_ci is None]
-        test, row = missing[0] if missing else (None, None)
+    rows: list[tuple[str, ContextRow | None]] = []
+    for test in tests:
+        own = [
+            r
+            for r in result.rows
+            if (r.test, r.metric) == (test, metric) and worker in (None, r.worker)
+        ]
+        rows += [(test, r) for r in own] or [(test, None)]
+    unbounded = [(t, r) for t, r in rows if r is None or r.spread_ci is None]
+    if unbounded or not rows:
+        moved, row = unbounded[0] if unbounded else (None, None)
         spread = row.spread if row is not None else None
         return ContextMargin(
-            tuple(tests), metric, worker, float(ratio), margin, test, spread, None, None, UNKNOWN
+            tuple(tests), metric, worker, float(ratio), margin, moved, spread, None, None, UNKNOWN
         )
+    bounded = [r for _, r in rows if r is not None]
     upper = max(bounded, key=lambda r: r.spread_ci[1] if r.spread_ci else 0.0)
     lower = max(bounded, key=lambda r: r.spread_ci[0] if r.spread_ci else 0.0)
     if lower.spread_ci and margin <= lower.spread_ci[0]:
@@ -539,3 +589,29 @@ def against_context(
         named.spread_confidence,
         verdict,
     )
+
+
+def context_margins(
+    result: ContextResult,
+    claims: Sequence[ClaimResult] = (),
+    comparison: Comparison | None = None,
+) -> tuple[ContextMargin, ...]:
+    """Every claim's and every ranking's margin set against the spread the context alone
+    makes (:func:`against_context`): a claim's random-order ratio A / B, and each ranking's
+    ratio of a test to the fastest (hyperfine's "F ran r times faster than T"); those
+    without a ratio are left out. ``about`` names the claim, or the ranking as ``F vs T``."""
+    found = [
+        replace(against_context(result, c.ratio, (c.a, c.b), c.metric), about=c.claim)
+        for c in claims
+        if c.ratio is not None and math.isfinite(c.ratio) and c.ratio > 0
+    ]
+    if comparison is not None:
+        found += [
+            replace(
+                against_context(result, r.ratio, (r.fastest, r.test), comparison.metric),
+                about=f"{r.fastest} vs {r.test}",
+            )
+            for r in comparison.rankings
+            if math.isfinite(r.ratio) and r.ratio > 0
+        ]
+    return tuple(found)

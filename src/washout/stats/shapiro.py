@@ -7,9 +7,10 @@ and S. G. Springer, Applied Statistics 26(1), 1977, 118-121), the normal upper t
 (I. D. Hill, Applied Statistics 22(3), 1973, 424-427) and polynomials by AS 181.2. The same
 approximations, not exact quantiles, so that results agree with scipy to rounding.
 
-Why not scipy.stats.shapiro: it takes one sample per call, and importing scipy.stats costs
-0.7-0.9 s, a third of analysing a 2.3M-trial study (bench/analysis_scale.py). Here all samples of
-one size are one matrix: W is a squared correlation, a matrix-vector product.
+Why not scipy.stats.shapiro: it takes one sample per call, and importing scipy.stats is a
+large part of analysing a paper-scale study (bench/RESULTS.md, "Analysis at paper scale").
+Here all samples of one size are one matrix: W is a squared correlation, a matrix-vector
+product.
 
 Steps (AS R94): coefficients m_i = Phi^-1((i - 3/8) / (n + 1/4)) for the lower half; the
 two outermost normalised coefficients a_1, a_2 from Royston's polynomials in 1/sqrt(n), the

@@ -44,6 +44,9 @@ from scipy import linalg, special
 
 Term = tuple[int, ...]
 """A model term: the indices of its factors (one for a main effect, two for an interaction)."""
+CurveKey = tuple[Term, int, tuple[int, int] | None]
+"""A coefficient curve: (term, varied factor, (fixed factor, fixed level code) or None for a
+main effect)."""
 
 ALIAS_TOLERANCE = 1e-9
 """A column whose squared residual norm, after projecting out earlier columns, is below this
@@ -215,11 +218,31 @@ class AnovaFit:
     exact: bool = False
     """The model reproduces y exactly (RSS is rounding error): the F tests are limits."""
     coding: str = "treatment"
+    xtx_inv: np.ndarray | None = None
+    """(X'X)^-1 of the estimable columns (intercept first), for the posterior."""
 
     def predict(self, codes: np.ndarray) -> np.ndarray:
         """Predictions for settings given as level codes (levels never seen predict as
         reference)."""
         return design_matrix(codes, self.columns, self.n_levels, self.coding) @ self.coef
+
+    def draws(
+        self, codes: np.ndarray, n: int, rng: np.random.Generator, undersmooth: float = 1.0
+    ) -> np.ndarray:
+        """Posterior predictive draws (``models.Posterior``) of the final model under the
+        reference prior p(beta, sigma^2) ~ 1/sigma^2: sigma^2 from the scaled inverse
+        chi-square with df_resid degrees of freedom, beta | sigma^2 ~ N(beta_hat,
+        sigma^2 (X'X)^-1), a new measurement x'beta + N(0, sigma^2) (Gelman et al., Bayesian
+        Data Analysis, 3rd ed., §14.2). Conditional on the terms elimination kept; least
+        squares has no penalty, so ``undersmooth`` changes nothing."""
+        if self.xtx_inv is None or self.df_resid <= 0:
+            raise ValueError("no residual degrees of freedom: no posterior")
+        kept = np.flatnonzero(~self.aliased)
+        sigma = np.sqrt(noise_variances(self.rss, self.df_resid, n, rng))
+        root = np.linalg.cholesky(self.xtx_inv)
+        beta = self.coef[kept][:, None] + root @ rng.standard_normal((len(kept), n)) * sigma
+        x = design_matrix(codes, self.columns, self.n_levels, self.coding)[:, kept]
+        return (x @ beta + rng.standard_normal((len(codes), n)) * sigma).T
 
     def shares(self) -> dict[Term, float]:
         """Per-term share of variance.
@@ -242,6 +265,99 @@ class AnovaFit:
             return {term: r2 * ss / explained if explained > 0 else 0.0 for term, ss in terms}
         total = sum(t.ss for t in self.table) + self.rss
         return {term: ss / total for term, ss in terms}
+
+
+def noise_variances(rss: float, df: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws of the noise variance from its posterior under the reference prior
+    p(sigma^2) ~ 1/sigma^2: the scaled inverse chi-square with ``df`` degrees of freedom
+    and scale RSS / df (Gelman et al., Bayesian Data Analysis, 3rd ed., §14.2, eq. 14.7)."""
+    return rss / rng.chisquare(df, n) if rss > 0 else np.zeros(n)
+
+
+def coefficient_curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
+    """Coefficient curves of one term: level codes of the varied factor and coefficients."""
+    if fit.coding == "sum":
+        return _sum_curves(fit, term)
+    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
+    for j, col in enumerate(fit.columns, start=1):
+        if col.term != term or not col.curve or fit.aliased[j]:
+            continue
+        if len(col.cells) == 1:
+            ((f, lv),) = col.cells
+            key: CurveKey = (term, f, None)
+            found.setdefault(key, ([], []))
+            found[key][0].append(lv)
+            found[key][1].append(float(fit.coef[j]))
+            continue
+        for varied, fixed in ((col.cells[1], col.cells[0]), (col.cells[0], col.cells[1])):
+            key = (term, varied[0], fixed)
+            found.setdefault(key, ([], []))
+            found[key][0].append(varied[1])
+            found[key][1].append(float(fit.coef[j]))
+    return found
+
+
+def _sum_curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
+    """Sum-coded effects at every level: the last level's is minus the sum of the others'
+    (Montgomery 2017, §5.3); an interaction's (a-1)(b-1) coefficients complete to the a x b
+    table whose rows and columns sum to zero. Aliased coefficients count as 0 (R's lm)."""
+    coef = np.where(fit.aliased, 0.0, fit.coef)
+    js = [j for j, c in enumerate(fit.columns, start=1) if c.term == term]
+    sizes = [fit.n_levels[f] for f in term]
+    inner = np.zeros([n - 1 for n in sizes])
+    for j in js:
+        inner[tuple(lv for _, lv in fit.columns[j - 1].cells)] = coef[j]
+    full = np.zeros(sizes)
+    full[tuple(slice(0, n - 1) for n in sizes)] = inner
+    for axis in range(len(sizes)):  # complete each axis so it sums to zero
+        moved = np.moveaxis(full, axis, 0)  # a view: writing it writes ``full``
+        moved[-1] = -moved[:-1].sum(axis=0)
+    if len(term) == 1:
+        return {(term, term[0], None): (list(range(sizes[0])), [float(v) for v in full])}
+    a, b = term
+    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
+    for i in range(sizes[0]):
+        found[(term, b, (a, i))] = (list(range(sizes[1])), [float(v) for v in full[i, :]])
+    for k in range(sizes[1]):
+        found[(term, a, (b, k))] = (list(range(sizes[0])), [float(v) for v in full[:, k]])
+    return found
+
+
+def replicate_fits(
+    codes: np.ndarray, ys: np.ndarray, n_levels: list[int], terms: list[Term], coding: str
+) -> tuple[np.ndarray, np.ndarray, list[Column], np.ndarray]:
+    """The ANOVA with the given ``terms`` (no elimination) fitted to every row of ``ys``
+    (values at the settings ``codes``, one row per replicate) at once: one least-squares
+    projection serves every row, so a few hundred posterior draws cost about one fit.
+
+    Returns each row's shares (:meth:`AnovaFit.shares`; len(ys) x len(terms)), its
+    coefficients (intercept first, aliased columns 0), the columns and the aliased mask.
+    Type-III SS as in :func:`_type3`: SS_T = b_T' [(X'X)^-1]_TT^-1 b_T, with the uncentred
+    intercept."""
+    columns = design_columns(terms, n_levels, coding)
+    x = design_matrix(codes, columns, n_levels, coding)
+    keep = independent_columns(x.T @ x)
+    kept = np.flatnonzero(keep)
+    x = x[:, kept]
+    cov = np.linalg.inv(x.T @ x)
+    beta = (ys @ x) @ cov
+    slot = (np.array([-1] + [terms.index(c.term) for c in columns]) + 1)[kept]
+    ss = np.zeros((len(ys), len(terms) + 1))
+    for k in np.unique(slot):
+        idx = np.flatnonzero(slot == k)
+        block = np.linalg.inv(cov[np.ix_(idx, idx)])
+        ss[:, k] = np.einsum("bi,ij,bj->b", beta[:, idx], block, beta[:, idx])
+    rss = np.sum((ys - beta @ x.T) ** 2, axis=1)
+    coef = np.zeros((len(ys), len(columns) + 1))
+    coef[:, kept] = beta
+    if coding == "sum":
+        total = np.sum((ys - ys.mean(axis=1, keepdims=True)) ** 2, axis=1)
+        r2 = 1.0 - rss / np.where(total > 0, total, np.inf)
+        explained = ss[:, 1:].sum(axis=1, keepdims=True)
+        shares = r2[:, None] * ss[:, 1:] / np.where(explained > 0, explained, np.inf)
+    else:
+        shares = ss[:, 1:] / (ss.sum(axis=1) + rss)[:, None]
+    return shares, coef, columns, ~keep
 
 
 @dataclass
@@ -470,4 +586,5 @@ def fit_anova(
         removed=removed,
         exact=df_resid > 0 and sol.rss <= floor,
         coding=coding,
+        xtx_inv=sol.cov,
     )

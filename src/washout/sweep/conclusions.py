@@ -21,15 +21,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from washout.sweep.anova import AnovaFit, Term, fit_anova
+from washout.sweep.anova import AnovaFit, CurveKey, Term, coefficient_curves, fit_anova
 from washout.sweep.points import CurvePoint, curve_point
 from washout.sweep.result import Curve, ImportantPoint, TermShare
 from washout.sweep.space import Space
-
-IMPORTANT_SHARE = 0.10
-
-CurveKey = tuple[Term, int, tuple[int, int] | None]
-"""(term, varied factor, (fixed factor, fixed level code) or None for a main effect)."""
+from washout.sweep.uncertainty import (
+    IMPORTANT_SHARE,
+    LEVEL,
+    PointSpread,
+    Replicates,
+    ShareSpread,
+    point_spreads,
+    replicates,
+)
 
 
 @dataclass
@@ -47,66 +51,32 @@ class Conclusions:
     exact_fit: bool = False
     """The ANOVA reproduces the metric exactly (no noise): significant means "explains any
     variance at all" (:func:`washout.sweep.anova._f_test`)."""
+    fit: AnovaFit | None = None
+    """The ANOVA the conclusions were drawn from."""
+    spreads: dict[Term, ShareSpread] = field(default_factory=dict)
+    """Each share's interval (uncertainty.py), when the space was completed by draws; the
+    shares are then the draws' medians."""
+    point_spreads: dict[CurveKey, PointSpread] = field(default_factory=dict)
+    """Each studied curve's point over the draws."""
+    level: float | None = None
+    """The intervals' probability (None: no intervals)."""
 
     @property
     def important(self) -> set[Term]:
         return {t for t, s in self.shares.items() if s >= IMPORTANT_SHARE}
+
+    def importance(self, term: Term) -> str | None:
+        """``important``, ``may be important`` or ``not important`` by the share's interval
+        (None without intervals)."""
+        spread = self.spreads.get(term)
+        return None if spread is None else spread.importance
 
     def name(self, term: Term) -> str:
         """A term named by its parameters joined with ':'."""
         return ":".join(self.parameters[f] for f in term)
 
 
-def _curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
-    """Coefficient curves of one term: level codes of the varied factor and coefficients."""
-    if fit.coding == "sum":
-        return _sum_curves(fit, term)
-    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
-    for j, col in enumerate(fit.columns, start=1):
-        if col.term != term or not col.curve or fit.aliased[j]:
-            continue
-        if len(col.cells) == 1:
-            ((f, lv),) = col.cells
-            key: CurveKey = (term, f, None)
-            found.setdefault(key, ([], []))
-            found[key][0].append(lv)
-            found[key][1].append(float(fit.coef[j]))
-            continue
-        for varied, fixed in ((col.cells[1], col.cells[0]), (col.cells[0], col.cells[1])):
-            key = (term, varied[0], fixed)
-            found.setdefault(key, ([], []))
-            found[key][0].append(varied[1])
-            found[key][1].append(float(fit.coef[j]))
-    return found
-
-
-def _sum_curves(fit: AnovaFit, term: Term) -> dict[CurveKey, tuple[list[int], list[float]]]:
-    """Sum-coded effects at every level: the last level's is minus the sum of the others'
-    (Montgomery 2017, §5.3); an interaction's (a-1)(b-1) coefficients complete to the a x b
-    table whose rows and columns sum to zero. Aliased coefficients count as 0 (R's lm)."""
-    coef = np.where(fit.aliased, 0.0, fit.coef)
-    js = [j for j, c in enumerate(fit.columns, start=1) if c.term == term]
-    sizes = [fit.n_levels[f] for f in term]
-    inner = np.zeros([n - 1 for n in sizes])
-    for j in js:
-        inner[tuple(lv for _, lv in fit.columns[j - 1].cells)] = coef[j]
-    full = np.zeros(sizes)
-    full[tuple(slice(0, n - 1) for n in sizes)] = inner
-    for axis in range(len(sizes)):  # complete each axis so it sums to zero
-        moved = np.moveaxis(full, axis, 0)  # a view: writing it writes ``full``
-        moved[-1] = -moved[:-1].sum(axis=0)
-    if len(term) == 1:
-        return {(term, term[0], None): (list(range(sizes[0])), [float(v) for v in full])}
-    a, b = term
-    found: dict[CurveKey, tuple[list[int], list[float]]] = {}
-    for i in range(sizes[0]):
-        found[(term, b, (a, i))] = (list(range(sizes[1])), [float(v) for v in full[i, :]])
-    for k in range(sizes[1]):
-        found[(term, a, (b, k))] = (list(range(sizes[0])), [float(v) for v in full[:, k]])
-    return found
-
-
-def _more_than_one_group(space: Space, varied: int, fixed: tuple[int, int] | None) -> bool:
+def more_than_one_group(space: Space, varied: int, fixed: tuple[int, int] | None) -> bool:
     """The paper's validity check: rows (with the fixed level) grouped by every other factor."""
     codes = space.codes
     if fixed is not None:
@@ -115,10 +85,19 @@ def _more_than_one_group(space: Space, varied: int, fixed: tuple[int, int] | Non
     return others.shape[1] > 0 and len(np.unique(others, axis=0)) > 1
 
 
-def conclude(fit: AnovaFit, data: Space) -> Conclusions:
-    """Significant terms, points and ranking of a fit on the analysed settings ``data``."""
+def conclude(
+    fit: AnovaFit, data: Space, reps: Replicates | None = None, points: bool = True
+) -> Conclusions:
+    """Significant terms, points and ranking of a fit on the analysed settings ``data``.
+
+    With ``reps`` (the same ANOVA on completions of the space: uncertainty.py) each share is
+    the draws' median with its interval, and each important term's curves get how often and
+    where the draws put their points (unless not ``points``)."""
     shares = fit.shares()
     shares = {t: s for t, s in shares.items() if t in fit.terms}
+    spreads = {} if reps is None else reps.spreads()
+    if spreads:
+        shares = {t: spreads[t].median for t in shares}
     curves: dict[CurveKey, CurvePoint | None] = {}
     lines: dict[CurveKey, tuple[list[float], list[float]]] = {}
     weights: dict[Term, int] = {}
@@ -126,7 +105,7 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
         important = share >= IMPORTANT_SHARE
         if not important and len(term) > 1:
             continue
-        for key, (codes, coefs) in _curves(fit, term).items():
+        for key, (codes, coefs) in coefficient_curves(fit, term).items():
             if fit.coding == "treatment" and len(term) == 1:  # the reference level, at 0
                 codes, coefs = [0, *codes], [0.0, *coefs]
             x = data.numeric_levels(key[1])[np.asarray(codes)]
@@ -136,15 +115,28 @@ def conclude(fit: AnovaFit, data: Space) -> Conclusions:
         weights[term] = (
             sum(1 for c in fit.columns if c.term == term and c.curve) if len(term) > 1 else 1
         )
-        for key, (codes, coefs) in _curves(fit, term).items():
+        for key, (codes, coefs) in coefficient_curves(fit, term).items():
             if not all(isinstance(v, (int, float)) for v in data.levels[key[1]]):
                 continue  # no knee or turn along unordered (text) levels
             x = data.numeric_levels(key[1])[np.asarray(codes)]
-            point = curve_point(x, np.asarray(coefs))
-            if point is not None and not _more_than_one_group(data, key[1], key[2]):
-                point = None
-            curves[key] = point
-    result = Conclusions(data.parameters, shares, curves, weights, lines=lines, exact_fit=fit.exact)
+            if not more_than_one_group(data, key[1], key[2]):
+                curves[key] = None
+                continue
+            curves[key] = curve_point(x, np.asarray(coefs))
+    result = Conclusions(
+        data.parameters,
+        shares,
+        curves,
+        weights,
+        lines=lines,
+        exact_fit=fit.exact,
+        fit=fit,
+        spreads={t: spreads[t] for t in shares} if spreads else {},
+        level=None if reps is None else reps.level,
+    )
+    if reps is not None and points:
+        studied = [k for k in curves if more_than_one_group(data, k[1], k[2])]
+        result.point_spreads = point_spreads(studied, fit, reps, data)
     result.ranked = _rank(result)
     return result
 
@@ -167,24 +159,27 @@ def _rank(c: Conclusions) -> list[tuple[CurveKey, CurvePoint, float]]:
 
 
 def points_json(c: Conclusions, data: Space) -> tuple[ImportantPoint, ...]:
-    """The ranked important points (term, parameter, fixed, type, value, ratio, share)."""
+    """The ranked important points (term, parameter, fixed, type, value, ratio, share), with
+    their intervals when the conclusions have them."""
     out = []
-    for (term, varied, fixed), p, share in c.ranked:
-        value = p.value
-        numeric = data.numeric_levels(varied)
-        if all(isinstance(v, (int, float)) for v in data.levels[varied]):
-            shown: object = int(value) if float(value).is_integer() else value
-        else:
-            shown = data.levels[varied][int(np.flatnonzero(numeric == value)[0])]
+    for key, p, share in c.ranked:
+        term, varied, fixed = key
+        spread = c.point_spreads.get(key)
+        low = high = None
+        if spread is not None and spread.low is not None and spread.high is not None:
+            low, high = _shown(data, varied, spread.low), _shown(data, varied, spread.high)
         out.append(
             ImportantPoint(
                 term=c.name(term),
                 parameter=data.parameters[varied],
                 fixed=_fixed(data, fixed),
                 type=p.kind,
-                value=shown,
+                value=_shown(data, varied, p.value),
                 turn_ratio=None if not np.isfinite(p.turn_ratio) else p.turn_ratio,
                 share=share,
+                low=low,
+                high=high,
+                found=None if spread is None else spread.found,
             )
         )
     return tuple(out)
@@ -209,9 +204,15 @@ def _fixed(data: Space, fixed: tuple[int, int] | None) -> dict[str, object] | No
 
 
 def terms_json(c: Conclusions) -> tuple[TermShare, ...]:
-    """Significant terms, largest share first."""
+    """Significant terms, largest share first, with their intervals and importance when the
+    conclusions have them."""
     ranked = sorted(c.shares.items(), key=lambda kv: -kv[1])
-    return tuple(TermShare(c.name(t), s) for t, s in ranked)
+    return tuple(
+        TermShare(c.name(t), s)
+        if (spread := c.spreads.get(t)) is None
+        else TermShare(c.name(t), s, spread.low, spread.high, spread.importance)
+        for t, s in ranked
+    )
 
 
 def fair_ranges(data: Space, *conclusions: Conclusions) -> dict[str, list[list[object]]]:
@@ -320,11 +321,17 @@ def conclusions_of(
     y: np.ndarray,
     model: str,
     coding: str = "treatment",
+    completions: np.ndarray | None = None,
+    level: float = LEVEL,
+    points: bool = True,
 ) -> Conclusions:
-    """The ANOVA's conclusions on some rows (main effects only if ``model`` is anova-main)."""
+    """The ANOVA's conclusions on some rows (main effects only if ``model`` is anova-main),
+    with intervals at probability ``level`` when ``completions`` of the whole space are
+    given (uncertainty.completed_draws)."""
     data = space.subset(rows)
     data.y = y
     fit = fit_anova(
         data.codes, y, space.n_levels, interactions=model != "anova-main", coding=coding
     )
-    return conclude(fit, data)
+    reps = None if completions is None else replicates(fit, space, completions, level)
+    return conclude(fit, data, reps, points)

@@ -71,6 +71,7 @@ def summary(
         ranges=fair_ranges(data, c),
         steps=steps,
         curves=curves_json(c, data),
+        interval_level=c.level,
     )
 
 

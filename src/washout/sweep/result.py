@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from washout.errors import WashoutError
+from washout.stats.frames import FrameView
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,10 +33,15 @@ class StepResult:
 
 @dataclass(frozen=True)
 class TermShare:
-    """A significant term and its share of variance."""
+    """A significant term and its share of variance: with intervals, the estimate of the
+    fully measured space's share (the posterior median), its interval [low, high] and the
+    importance that interval gives (important, may be important, not important)."""
 
     term: str
     share: float
+    low: float | None = None
+    high: float | None = None
+    importance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,11 @@ class ImportantPoint:
     value: object
     turn_ratio: float | None
     share: float
+    low: object = None
+    """With intervals: the lowest and highest level of the interval where the draws put this
+    curve's point, and the fraction of draws that have one (``found``)."""
+    high: object = None
+    found: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ class Versus:
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(FrameView):
     """A finished sweep or exploration: how much was measured, how well the model predicts,
     the method, and the conclusions (terms, points, curves, fair ranges)."""
 
@@ -105,6 +116,8 @@ class SweepResult:
     r2_noise_ceiling: float | None = None
     stopped: str | None = None
     versus: Versus | None = None
+    interval_level: float | None = None
+    """The probability of the shares' and points' intervals (None: no intervals)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON; optional fields that do not apply are left out."""
@@ -116,6 +129,13 @@ class SweepResult:
                 continue
             out[f.name] = to_plain(value)
         return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """The important points, one row each (term, parameter, fixed, type, value, turn
+        ratio), the sweep's conclusions."""
+        import pandas as pd
+
+        return pd.DataFrame([to_plain(p) for p in self.important_points])
 
     def with_fields(self, **changes: Any) -> SweepResult:
         """A copy with some fields replaced (a runner adds its directory, a comparison its

@@ -1,8 +1,9 @@
 """Run a sweep: the incremental-sampling loop, each batch of settings measured by the engine.
 
-Each batch is one washout experiment in its own store (``DIR/batch-NNN-KEY.db``): one test
-per setting, ``repeats`` runs in fresh random orders, a reset before every run, every trial
-recorded as it finishes. A setting's value is the mean of its metric over its successful
+Each batch is one washout experiment in its own store (``DIR/batch-NNN-KEY.db``, its spec
+kept as TOML, so every washout command reads it as any other store): one test per setting,
+``repeats`` runs in fresh random orders, a reset before every run, every trial recorded as
+it finishes. A setting's value is the mean of its metric over its successful
 trials. Resume is what the engine's resume is, batch by batch: the loop is a pure function
 of the seed and the measured values, so re-running the sweep re-chooses the same batches,
 reads the finished ones from their stores and resumes the unfinished one. ``KEY`` is a hash
@@ -24,12 +25,28 @@ from typing import Any
 
 import numpy as np
 
-from washout.errors import WashoutError
+from washout.errors import WashoutError, choose
+from washout.harness.spec_toml import toml_text
 from washout.sweep.explore import require_variation, summary
-from washout.sweep.incremental import LoopOptions, LoopResult, Step, StopSampling, run_loop
+from washout.sweep.incremental import (
+    METHODS,
+    LoopOptions,
+    LoopResult,
+    Step,
+    StopSampling,
+    run_loop,
+)
 from washout.sweep.result import SweepResult
 from washout.sweep.space import Space
-from washout.sweep.spec import SweepSection, batch_spec_data, load_sweep, loop_options, sweep_space
+from washout.sweep.spec import (
+    SweepSection,
+    batch_spec,
+    batch_spec_data,
+    first_batch,
+    load_sweep,
+    loop_options,
+    sweep_space,
+)
 
 Notify = Callable[[str], None]
 
@@ -48,13 +65,12 @@ def _measure_batch(
     """Run (or resume) one batch: the mean metric of each setting over its successful trials,
     and the variance of that mean (sample variance / count; NaN with a single trial)."""
     from washout.harness.engine import Experiment, execute, reopen_store
-    from washout.harness.spec import spec_from_data
 
+    where = f"{text_source} (batch {batch})"
     data = batch_spec_data(section, rest, space, [int(r) for r in rows], batch, seed)
-    spec = spec_from_data(data, f"{text_source} (batch {batch})")
-    text = json.dumps(data, sort_keys=True)
-    experiment = Experiment.prepare(spec, text, text_source, seed=seed + batch)
-    path = batch_path(directory, batch, text)
+    spec = batch_spec(data, where)
+    experiment = Experiment.prepare(spec, toml_text(data), text_source, seed=seed + batch)
+    path = batch_path(directory, batch, json.dumps(data, sort_keys=True))
     store = reopen_store(path) if path.exists() else experiment.create_store(path)
     try:
         total = experiment.plan.total_trials
@@ -89,10 +105,10 @@ def _measure_batch(
     )
 
 
-def batch_path(directory: Path, batch: int, spec_text: str) -> Path:
-    """``DIR/batch-NNN-KEY.db``: KEY (SHA-256 of the batch's spec, 12 hex digits) ties the
-    store to exactly what it measures."""
-    key = hashlib.sha256(spec_text.encode()).hexdigest()[:12]
+def batch_path(directory: Path, batch: int, canonical: str) -> Path:
+    """``DIR/batch-NNN-KEY.db``: KEY (SHA-256 of the batch's spec as canonical JSON, 12 hex
+    digits) ties the store to exactly what it measures, whatever text the store keeps."""
+    key = hashlib.sha256(canonical.encode()).hexdigest()[:12]
     return directory / f"batch-{batch:03d}-{key}.db"
 
 
@@ -102,15 +118,22 @@ def run_sweep(
     seed: int | None = None,
     notify: Notify | None = None,
     progress: Callable[[int, int], None] | None = None,
+    method: str | None = None,
 ) -> SweepResult:
-    """Run the sweep a spec describes; returns its result (also written to sweep.json)."""
+    """Run the sweep a spec describes; returns its result (also written to sweep.json).
+    ``method`` (``ours`` or ``paper``; ``washout sweep --method``) replaces the spec's
+    ``[sweep] method``; the options the section sets still override single parts."""
     section, rest, _ = load_sweep(spec_path)
+    if method is not None:
+        choose(METHODS, method, "--method", "method")
+        section = section.model_copy(update={"method": method})
     source = str(spec_path)
     space = sweep_space(section, source)
     exp = rest.get("experiment", {})
     seed = seed if seed is not None else int(exp.get("seed", 0))
     name = str(exp.get("name", Path(spec_path).stem))
     out = Path(directory) if directory is not None else Path("washout-results") / f"{name}-sweep"
+    first_batch(section, rest, space, seed, source)  # a spec error costs nothing
     out.mkdir(parents=True, exist_ok=True)
     options = loop_options(section, seed)
     say = notify or (lambda message: None)

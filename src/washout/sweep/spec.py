@@ -20,7 +20,7 @@ threshold = 0.9
 splits = 10
 sampler = "coverage"        # the method's choices, written out: start, step, growth,
 model = "smooth"            # sampler, model, rule, conclude, coding, validation
-rule = "holdout"
+rule = "settled"           # holdout (R^2 alone), stable, paper
 validation = "folds"        # value-stratified 5-fold splits (paper: random 80/20 splits)
 conclude = "predicted"      # ANOVA on measured values + predictions for the rest
 [sweep.params]              # ordered levels
@@ -44,17 +44,22 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from washout.errors import SpecError, WashoutError
-from washout.harness.spec import check_placeholders, validation_error
-from washout.sweep.incremental import LoopOptions, method_options
+from washout.harness.spec import Spec, check_placeholders, spec_from_data, validation_error
+from washout.harness.spec_toml import toml_text
+from washout.sweep.incremental import LoopOptions, method_options, sample_sizes
 from washout.sweep.space import Space
+
+if TYPE_CHECKING:
+    from washout.harness.engine import Experiment
 
 Scalar = str | int | float | bool
 MAX_SETTINGS = 1_000_000
@@ -337,3 +342,59 @@ def batch_spec_data(
             test["env"] = section.env
         tests.append(test)
     return {**rest, "experiment": experiment, "test": tests}
+
+
+def batch_spec(data: dict[str, Any], source: str) -> Spec:
+    """The validated experiment spec of a batch's data (:func:`batch_spec_data`). A
+    problem in what a batch's tests take from the ``[sweep]`` table (command, metrics,
+    timeout ...) is named as that field of ``sweep``, where the user wrote it."""
+    try:
+        return spec_from_data(data, source)
+    except SpecError as err:
+        raise SpecError(re.sub(r"\btest\[\d+\]\.", "sweep.", str(err))) from None
+
+
+def first_batch(
+    section: SweepSection, rest: dict[str, Any], space: Space, seed: int, source: str
+) -> Experiment:
+    """The experiment of the sweep's first batch, built as a run builds it (any settings of
+    its size): every field a batch needs checked before anything is measured."""
+    from washout.harness.engine import Experiment
+
+    options = loop_options(section, seed)
+    least = 1 + sum(k - 1 for k in space.n_levels)
+    size = min(
+        sample_sizes(len(space), options.start, options.step, options.growth, least)[0],
+        options.budget or len(space),
+    )
+    data = batch_spec_data(section, rest, space, list(range(size)), 0, seed)
+    spec = batch_spec(data, source)
+    return Experiment.prepare(spec, toml_text(data), source, seed=seed)
+
+
+def validate_sweep(path: str | Path) -> str | None:
+    """``washout validate`` on a sweep spec: what the sweep will do, or a one-line error
+    naming the file, field and value; None when ``path`` holds no ``[sweep]`` table (or
+    cannot be read as TOML: the ordinary spec check says why)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8").removeprefix("\ufeff"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if "sweep" not in data:
+        return None
+    source = str(path)
+    section, rest, _ = load_sweep(path)
+    space = sweep_space(section, source)
+    seed = int(rest.get("experiment", {}).get("seed", 0))
+    experiment = first_batch(section, rest, space, seed, source)
+    options = loop_options(section, seed)
+    total = math.prod(len(v) for v in section.params.values())
+    levels = ", ".join(f"{p}: {len(v)} levels" for p, v in section.params.items())
+    excluded = f"; {total - len(space)} excluded by constraints" if total > len(space) else ""
+    return (
+        f"{source}: valid. Sweep of {len(space)} settings ({levels}{excluded}), metric "
+        f"{section.metric!r}, {section.repeats} repeats per setting; method {options.method} "
+        f"({options.sampler} sampler, model {options.model}, rule {options.rule}, threshold "
+        f"{options.threshold}); first batch: {len(experiment.tests)} settings, "
+        f"{experiment.planned_trials} trials."
+    )

@@ -1,7 +1,8 @@
 """Read a long-format CSV (as ``washout export`` writes it) back into a DataFrame.
 
 The columns are :data:`washout.data.longformat.COLUMNS`; ``position``, ``worker``, ``started`` and
-``ended`` may be absent (``worker`` then means the local machine). Every row is checked: an
+``ended`` may be absent (``worker`` then means the local machine); the context columns
+(:data:`~washout.data.longformat.CONTEXT_COLUMNS`) are read where present. Every row is checked: an
 unknown order kind or status, or a value that is neither empty (no value: a failed trial, or
 output that gave no number) nor a finite number ("nan", "inf", "12 ms"), is a one-line error
 naming the file, line, field and value. Names are kept verbatim (a test
@@ -16,7 +17,16 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES, is_in, label_column
+from washout.data.longformat import (
+    COLUMNS,
+    CONTEXT_COLUMNS,
+    LABELS,
+    ORDER_KINDS,
+    STATUSES,
+    is_in,
+    label_column,
+    typed_context,
+)
 from washout.errors import SourceError
 
 if TYPE_CHECKING:
@@ -172,8 +182,8 @@ def read_long_csv(
     import numpy as np
 
     path = Path(path)
-    wanted = (
-        COLUMNS if columns is None else tuple(c for c in COLUMNS if c in columns or c in _CHECKED)
+    wanted = tuple(
+        c for c in (*COLUMNS, *CONTEXT_COLUMNS) if columns is None or c in columns or c in _CHECKED
     )
     reading = _arrow_reading(path, wanted) if arrow else None
     import pandas as pd  # after the parse has started: the parse runs while pandas is imported
@@ -193,9 +203,10 @@ def read_long_csv(
     if "worker" in wanted and "worker" not in frame.columns:
         frame["worker"] = label_column(np.zeros(len(frame), dtype=np.int64), ["local"])
     for column in wanted:
-        if column not in frame.columns:
+        if column not in frame.columns and column not in CONTEXT_COLUMNS:  # those: optional
             frame[column] = pd.NA
-    return frame[list(wanted)], check
+    typed_context(frame, lambda i: f"{path}: line {line_of(frame.index[i])}")
+    return frame[[c for c in wanted if c in frame.columns]], check
 
 
 def _pandas_read(path: Path, wanted: tuple[str, ...]) -> pd.DataFrame:
@@ -285,7 +296,7 @@ def _arrow_table(path: Path, read: list[str]) -> object:
 
     label = pa.dictionary(pa.int32(), pa.string())
     types = {"run": pa.int64(), "position": pa.int64(), "value": pa.float64()}
-    types |= {c: label for c in LABELS} | {c: pa.string() for c in _STAMPS}
+    types |= {c: label for c in LABELS} | {c: pa.string() for c in (*_STAMPS, *CONTEXT_COLUMNS)}
     return arrow_csv.read_csv(
         path,
         # blocks of 8 MB: a few per core at paper scale, and few dictionaries to unify

@@ -18,7 +18,14 @@ from washout.data.importers.longcsv import (
     check_one_ok_row_per_trial,
     numeric_column,
 )
-from washout.data.longformat import COLUMNS, LABELS, ORDER_KINDS, STATUSES
+from washout.data.longformat import (
+    COLUMNS,
+    CONTEXT_COLUMNS,
+    LABELS,
+    ORDER_KINDS,
+    STATUSES,
+    typed_context,
+)
 from washout.errors import SourceError
 
 if TYPE_CHECKING:
@@ -76,7 +83,9 @@ def read_long_export(path: Path, fmt: str) -> tuple[pd.DataFrame, Callable[[], N
         check_choice(checked, "status", STATUSES, path)
         check_one_ok_row_per_trial(checked, path)
 
-    return frame[list(COLUMNS)].reset_index(drop=True), check
+    typed_context(frame, lambda i: f"{path}: row {i + 1}")
+    context = [c for c in CONTEXT_COLUMNS if c in frame.columns]
+    return frame[[*COLUMNS, *context]].reset_index(drop=True), check
 
 
 def _parquet(path: Path) -> pd.DataFrame:

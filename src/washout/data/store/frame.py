@@ -142,11 +142,13 @@ def long_frame(
     include_superseded: bool,
     stamps: bool = True,
     resources: bool = False,
+    context: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """The long format of the store behind ``conn`` (what it holds:
     :meth:`washout.data.store.reader.Store.long_frame`); ``live`` is the SQL condition of a
     trial that is not superseded, ``tests`` each test's name and metrics in spec order,
-    ``copy`` the current columnar copy if there is one.
+    ``copy`` the current columnar copy if there is one, ``context`` the context columns
+    its trials have (:data:`~washout.data.longformat.CONTEXT_COLUMNS`), after the others.
 
     A trial without a value for one of its test's metrics (failed, timed out,
     interrupted, or unparsable output) still has its row, with value NaN; a test
@@ -155,12 +157,11 @@ def long_frame(
     import numpy as np
     import pandas as pd
 
+    from washout.data.health import HEALTH_METRICS
     from washout.data.longformat import COLUMNS, RESOURCE_METRICS, label_column
 
-    metrics_of = {
-        name: [*ms, *(m for m in RESOURCE_METRICS if resources and m not in ms)]
-        for name, ms in tests
-    }
+    measured = (*RESOURCE_METRICS, *HEALTH_METRICS) if resources else ()
+    metrics_of = {name: [*ms, *(m for m in measured if m not in ms)] for name, ms in tests}
     test_names = [name for name, _ in tests]
     statuses = [*FINISHED, "interrupted", SUPERSEDED]
     wanted = [c for c in COLUMNS if stamps or c not in ("started", "ended")]
@@ -215,6 +216,10 @@ def long_frame(
                 hit = has & (keys[at] == want)
                 value[hit] = m_value[at[hit]]
 
+    if resources:  # a health measure not taken has no row (its absence is not a value)
+        taken = _taken(value, test_code[trial_of_row], metric_of_row, names, test_names, tests)
+        trial_of_row, metric_of_row, value = trial_of_row[taken], metric_of_row[taken], value[taken]
+
     order_code, order_names = pd.factorize(np.array([r[2] for r in runs], dtype=object))
     worker_code, worker_names = pd.factorize(np.array([r[4] for r in runs], dtype=object))
     columns = {
@@ -227,11 +232,9 @@ def long_frame(
         "status": label_column(status[trial_of_row], statuses),
         "worker": label_column(worker_code[r_at][trial_of_row], list(worker_names)),
     }
+    which = "1" if include_superseded else live
     if stamps:
-        which = "1" if include_superseded else live
-        times = conn.execute(
-            f"SELECT started, ended FROM trial WHERE status != 'running' AND {which} ORDER BY id"
-        ).fetchall()
+        times = _trial_rows(conn, which, ("started", "ended"))
         for i, column in enumerate(("started", "ended")):
             out = np.array([row[i] for row in times], dtype=object)
             out[pd.isna(out)] = np.nan  # NULL (never ended) as NaN, like any missing value
@@ -239,7 +242,47 @@ def long_frame(
     # The arrays as they are: copying them into pandas' 2-D blocks cost 25-35 ms at 2.3M
     # rows; each column's dtype kept (time stamps stay object, not inferred as str).
     series = {c: pd.Series(columns[c], dtype=columns[c].dtype, copy=False) for c in wanted}
+    if context:  # nullable: a trial of another session may have none (NA)
+        found_context = _trial_rows(conn, which, context)
+        for i, column in enumerate(context):
+            kind = "boolean" if column == "context_aslr" else "Int64"
+            values = pd.array([row[i] for row in found_context], dtype=kind)
+            series[column] = pd.Series(values[trial_of_row])
     return pd.DataFrame(series, copy=False)
+
+
+def _taken(
+    value: np.ndarray,
+    test_of_row: np.ndarray,
+    metric_of_row: np.ndarray,
+    names: list[str],
+    test_names: list[str],
+    tests: list[tuple[str, list[str]]],
+) -> np.ndarray:
+    """Which rows to keep: all but a health measure's without a value where the test does
+    not name that metric itself (a test's own metric keeps its row, NaN or not)."""
+    import numpy as np
+
+    from washout.data.health import HEALTH_METRICS
+
+    own = dict(tests)
+    code_of = {m: i for i, m in enumerate(names)}
+    added = np.zeros((len(test_names), len(names) + 1), dtype=bool)  # the last: code -1
+    for t, test in enumerate(test_names):
+        for m in HEALTH_METRICS:
+            if m in code_of and m not in own.get(test, ()):
+                added[t, code_of[m]] = True
+    return ~(added[test_of_row, metric_of_row] & np.isnan(value))
+
+
+def _trial_rows(
+    conn: sqlite3.Connection, which: str, names: tuple[str, ...]
+) -> list[tuple[object, ...]]:
+    """Columns ``names`` of every finished trial (``which``: the SQL condition of the trials
+    read, as :func:`_trial_codes` reads them), in id order: the order of its trial ids."""
+    return conn.execute(
+        f"SELECT {', '.join(names)} FROM trial WHERE status != 'running' AND {which} ORDER BY id"
+    ).fetchall()
 
 
 def _lookup(into: list[str], names: list[str]) -> np.ndarray:

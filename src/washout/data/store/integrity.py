@@ -93,6 +93,9 @@ VALUE_TYPES: dict[str, dict[str, tuple[str, ...]]] = {
         "stderr_tail": (_TEXT, _NULL),
         "cpus": (_TEXT, _NULL),
         "superseded": (_INT,),
+        "context_env_bytes": (_INT, _NULL),
+        "context_cwd_bytes": (_INT, _NULL),
+        "context_aslr": (_INT, _NULL),
     },
     "metric": {"trial_id": (_INT,), "name": (_TEXT,), "value": (_REAL, _INT)},
     "event": {"time": (_TEXT,), "worker": (_TEXT, _NULL), "kind": (_TEXT,), "message": (_TEXT,)},
@@ -110,9 +113,15 @@ VALUE_RANGES: dict[str, dict[str, str]] = {
         "runs_per_kind": "runs_per_kind BETWEEN 1 AND 1000000",
         "planned_trials": "planned_trials >= 0",
     },
+    "trial": {
+        "context_env_bytes": "context_env_bytes IS NULL OR context_env_bytes >= 0",
+        "context_cwd_bytes": "context_cwd_bytes IS NULL OR context_cwd_bytes > 0",
+        "context_aslr": "context_aslr IS NULL OR context_aslr IN (0, 1)",
+    },
 }
 """What the experiment's numbers must be for it to be planned again (a spec's own limits:
-a seed is not negative, 1 to 1,000,000 runs per order kind)."""
+a seed is not negative, 1 to 1,000,000 runs per order kind), and a trial's context (bytes
+are not negative, ASLR is on or off)."""
 
 
 def _texts(value: object) -> bool:
@@ -128,7 +137,12 @@ JSON_COLUMNS: dict[str, tuple[str, Callable[[object], bool], str, str]] = {
     "run": ("permutation", _texts, "a list of names", "1"),
     "environment": ("data", lambda v: isinstance(v, dict), "an object", "1"),
     "columnar_state": ("names", _lists_of_texts, "an object of name lists", "1"),
-    "meta": ("value", _texts, "a list of names", "key IN ('sessions', 'spec_redacted')"),
+    "meta": (
+        "value",
+        _texts,
+        "a list of names",
+        "key IN ('sessions', 'spec_redacted', 'context')",
+    ),
 }
 """Columns holding JSON: what its value must be (and in words), and which rows hold it."""
 REFERENCES: tuple[tuple[str, str, str], ...] = (
@@ -265,13 +279,23 @@ def _value_problem(conn: sqlite3.Connection) -> str | None:
                     expected = " or ".join(wanted[column])
                     return f"{where}: {column} = {_shown(found)}: expected {expected}"
     for table, ranges in VALUE_RANGES.items():
-        for column, condition in ranges.items():
-            if table in tables:
-                row = conn.execute(
-                    f"SELECT {column} FROM {table} WHERE NOT ({condition}) LIMIT 1"
-                ).fetchone()
-                if row is not None:
-                    return f"{table}: {column} = {_shown(row[0])}: expected {condition}"
+        present = (
+            {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if table in tables
+            else set()
+        )
+        checked = {c: condition for c, condition in ranges.items() if c in present}
+        if not checked:
+            continue
+        # one scan of the table for all its conditions, each a column of 0 or 1
+        row = conn.execute(
+            f"SELECT {', '.join(f'NOT ({c}), {column}' for column, c in checked.items())}"
+            f" FROM {table} WHERE {' OR '.join(f'NOT ({c})' for c in checked.values())} LIMIT 1"
+        ).fetchone()
+        if row is not None:
+            for (column, condition), broken, bad in zip(checked.items(), row[::2], row[1::2]):
+                if broken:
+                    return f"{table}: {column} = {_shown(bad)}: expected {condition}"
     if "experiment" in tables:
         (count,) = conn.execute("SELECT count(*) FROM experiment").fetchone()
         if count != 1:

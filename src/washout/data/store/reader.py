@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store.columnar import Columns, read_columns
 from washout.data.store.integrity import (
     DAMAGED_CODES,
@@ -37,7 +38,13 @@ from washout.data.store.journal import (
     read_pending,
 )
 from washout.data.store.lock import writer_of
-from washout.data.store.schema import SCHEMA_VERSION, SUPERSEDED, ExperimentRecord, is_store
+from washout.data.store.schema import (
+    CONTEXT_KINDS,
+    SCHEMA_VERSION,
+    SUPERSEDED,
+    ExperimentRecord,
+    is_store,
+)
 from washout.errors import StoreWriteError, WashoutError
 from washout.version import __version__
 
@@ -117,7 +124,7 @@ def checked_version(conn: sqlite3.Connection, path: Path, readonly: bool) -> tup
             ) from None
         raise WashoutError(f"{path}: cannot read: {err}") from None
     found = "none" if row is None else str(row[0])
-    if found not in ("1", str(SCHEMA_VERSION)):
+    if found not in [str(v) for v in range(1, SCHEMA_VERSION + 1)]:
         raise WashoutError(
             f"{path}: schema_version = {found}: this washout "
             f"({__version__}) reads schema versions 1 to {SCHEMA_VERSION}"
@@ -248,6 +255,29 @@ class Store:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'spec_redacted'").fetchone()
         found = [] if row is None else json.loads(row[0])
         return [what for (what,) in _typed(((w,) for w in found), str)]
+
+    @reports_damage
+    def context(self) -> tuple[list[str], int] | None:
+        """What the experiment randomizes per trial (``[experiment] context``, or ``run
+        --context``: washout.harness.plan.CONTEXT_KINDS) and its number of levels; None
+        where nothing."""
+        rows = dict(
+            self._conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('context', 'context_levels')"
+            ).fetchall()
+        )
+        if "context" not in rows:
+            return None
+        kinds = [kind for (kind,) in _typed(((k,) for k in json.loads(rows["context"])), str)]
+        if any(kind not in CONTEXT_KINDS for kind in kinds) or not kinds:
+            raise ValueError(f"meta: context = {rows['context']!r}")
+        return kinds, int(rows.get("context_levels", ""))
+
+    def context_columns(self) -> tuple[str, ...]:
+        """The long format's context columns of this store's trials (none if it
+        randomizes nothing)."""
+        kinds = (self.context() or ([], 0))[0]
+        return tuple(c for c, kind in zip(CONTEXT_COLUMNS, CONTEXT_KINDS) if kind in kinds)
 
     @reports_damage
     def sessions(self) -> list[str]:
@@ -396,6 +426,18 @@ class Store:
             for test, n, first in _typed(rows, str, int, int)
         ]
 
+    @reports_damage
+    def ok_durations(self, worker_id: int) -> list[tuple[str, float]]:
+        """(test, duration) of a worker's current ok trials, in the order they were
+        written (the idle arm's lengths: :mod:`washout.harness.idle`)."""
+        rows = self._conn.execute(
+            "SELECT t.test, t.duration FROM trial t JOIN run r ON r.id = t.run_id"
+            f" WHERE r.worker_id = ? AND t.status = 'ok' AND {self._live}"
+            " AND t.duration IS NOT NULL ORDER BY t.id",
+            (worker_id,),
+        )
+        return [(test, float(d)) for test, d in _typed(rows, str, _NUMBER)]
+
     # -- the long format -----------------------------------------------------------------
     @reports_damage
     def long_frame(
@@ -413,7 +455,8 @@ class Store:
         the caller needs; the time stamps (a third of the reading time of a large store)
         are read only when asked for, every other column always. ``resources``: every trial
         also has a row per :data:`~washout.data.longformat.RESOURCE_METRICS` (NaN where the
-        executor could not measure it).
+        executor could not measure it) and per health measure taken around it
+        (:data:`~washout.data.health.HEALTH_METRICS`; none for a measure not taken).
 
         Its queries read one snapshot (one read transaction), so trials a writer finishes
         meanwhile cannot pair one query's rows with another's. The cyclic garbage collector
@@ -439,6 +482,7 @@ class Store:
                 include_superseded,
                 stamps,
                 resources,
+                self.context_columns(),
             )
         finally:
             if snapshot and self._conn.in_transaction:

@@ -17,8 +17,13 @@ from pathlib import Path
 
 from washout.version import __version__
 
-SCHEMA_VERSION = 2
-"""2 added ``trial.superseded``; a version-1 store is upgraded when opened for writing."""
+SCHEMA_VERSION = 3
+"""2 added ``trial.superseded``, 3 the trial's context (the long format's
+:data:`~washout.data.longformat.CONTEXT_COLUMNS`: bytes of environment padding and of the
+working directory's path, ASLR 1 or 0; NULL where not randomized); an older store is
+upgraded when opened for writing, and read as it is."""
+CONTEXT_KINDS: tuple[str, ...] = ("env", "cwd", "aslr")
+"""What ``[experiment] context`` may randomize, in the order of the context columns."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 TABLES = """
@@ -47,7 +52,8 @@ CREATE TABLE trial (
     position INTEGER NOT NULL, test TEXT NOT NULL, attempt INTEGER NOT NULL,
     status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', exit_code INTEGER,
     started TEXT NOT NULL, ended TEXT, duration REAL, stdout_tail TEXT, stderr_tail TEXT,
-    cpus TEXT, superseded INTEGER NOT NULL DEFAULT 0);
+    cpus TEXT, superseded INTEGER NOT NULL DEFAULT 0, context_env_bytes INTEGER,
+    context_cwd_bytes INTEGER, context_aslr INTEGER);
 CREATE INDEX trial_slot ON trial (run_id, position);
 CREATE TABLE metric (
     trial_id INTEGER NOT NULL REFERENCES trial(id), name TEXT NOT NULL, value REAL NOT NULL,
@@ -56,6 +62,21 @@ CREATE TABLE event (
     id INTEGER PRIMARY KEY, time TEXT NOT NULL, worker TEXT, kind TEXT NOT NULL,
     message TEXT NOT NULL);
 """
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """The context a trial ran in, as the store keeps it (its context columns):
+    environment padding in bytes, the length of its working directory's path (``PWD``) in
+    bytes, ASLR on; None where the experiment does not randomize it."""
+
+    env_bytes: int | None
+    cwd_bytes: int | None
+    aslr: bool | None
+
+    def to_dict(self) -> dict[str, int | bool | None]:
+        return {"env_bytes": self.env_bytes, "cwd_bytes": self.cwd_bytes, "aslr": self.aslr}
+
 
 FINISHED = ("ok", "failed", "timeout")
 SUPERSEDED = "superseded"

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store.columnar import COLUMNAR_SCHEMA, write_columns
 from washout.data.store.integrity import UNWRITABLE_CODES, damaged, primary_code, value_problem
 from washout.data.store.journal import (
@@ -53,7 +54,12 @@ from washout.data.store.reader import (
     existing_store,
     file_kind,
 )
-from washout.data.store.schema import SCHEMA_VERSION, ExperimentRecord, new_store_image
+from washout.data.store.schema import (
+    SCHEMA_VERSION,
+    ExperimentRecord,
+    TrialContext,
+    new_store_image,
+)
 from washout.errors import (
     StoreBusyError,
     StoreError,
@@ -98,7 +104,8 @@ STATEMENTS: dict[str, str] = {
     "begin_trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, started)"
     " VALUES (?, ?, ?, ?, ?, 'running', ?)",
     FINISH: "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
-    " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ? WHERE id = ?",
+    " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?,"
+    " context_env_bytes = ?, context_cwd_bytes = ?, context_aslr = ? WHERE id = ?",
     "metric": "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
 }
 """Every statement a deferred write or a journal record may hold, by name: a record names
@@ -107,6 +114,15 @@ its statements and gives their parameters, never SQL."""
 
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat(timespec="microseconds")
+
+
+def _context(context: TrialContext | None) -> tuple[int | None, int | None, bool | None]:
+    """A trial's context columns (:data:`~washout.data.longformat.CONTEXT_COLUMNS`)."""
+    return (
+        (None, None, None)
+        if context is None
+        else (context.env_bytes, context.cwd_bytes, context.aslr)
+    )
 
 
 def _now() -> str:
@@ -238,8 +254,8 @@ class StoreWriter(Store):
         """Open an existing store to write it (``washout resume``): its integrity is
         checked (the whole file), then its writer lock taken (failing at once, naming the
         live holder), then every value checked, before anything is written. A version-1
-        store gains the ``superseded`` column (version 2), a store older than the columnar
-        copy its tables."""
+        store gains the ``superseded`` column (version 2), an older store the context
+        columns (version 3), a store older than the columnar copy its tables."""
         path = Path(path)
         existing_store(path)
         try:
@@ -264,12 +280,16 @@ class StoreWriter(Store):
             if problem is not None:
                 raise damaged(path, problem)
             store._log_ahead()
-            if found == "1" or "columnar_state" not in tables:
+            if found != str(SCHEMA_VERSION) or "columnar_state" not in tables:
                 with store._transaction() as c:
                     if found == "1":
                         c.execute(
                             "ALTER TABLE trial ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0"
                         )
+                    if found in ("1", "2"):
+                        for column in CONTEXT_COLUMNS:
+                            c.execute(f"ALTER TABLE trial ADD COLUMN {column} INTEGER")
+                    if found != str(SCHEMA_VERSION):
                         c.execute(
                             "UPDATE meta SET value = ? WHERE key = 'schema_version'",
                             (str(SCHEMA_VERSION),),
@@ -609,16 +629,19 @@ class StoreWriter(Store):
         stderr_tail: str,
         cpus: str | None,
         metrics: dict[str, float],
+        context: TrialContext | None = None,
         then: NextTrial | None = None,
     ) -> int | None:
-        """Record a finished trial and its metrics in one journal record (one write(2));
+        """Record a finished trial, its metrics and its ``context`` (environment padding,
+        working directory length, ASLR: :data:`~washout.data.longformat.CONTEXT_COLUMNS`)
+        in one journal record (one write(2));
         with ``then``, that record also begins the next trial (as :meth:`begin_trial`) and
         this returns its id: the next trial is still recorded as ``running`` before it
         starts.
         """
         fields = (status, reason, exit_code, _iso(started), _iso(ended), duration)
         statements: list[Statement] = [
-            (FINISH, (*fields, stdout_tail, stderr_tail, cpus, trial_id)),
+            (FINISH, (*fields, stdout_tail, stderr_tail, cpus, *_context(context), trial_id)),
             *(("metric", (trial_id, k, v)) for k, v in metrics.items()),
         ]
         next_id = None

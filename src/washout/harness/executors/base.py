@@ -122,6 +122,9 @@ class CommandResult:
     extra_metrics: dict[str, float] = field(default_factory=dict)
     """Metrics taken around the command by what ran it (a trial's roles: sampled, energy,
     counters, other roles' files), by their metric names."""
+    health: dict[str, float] = field(default_factory=dict)
+    """The command's health metrics (``washout.harness.metrics.health``), measured when
+    ``CommandOptions.health`` asked for them; one not measured is absent, never 0."""
     stdout_cut: bool = False
     stderr_cut: bool = False
 
@@ -146,13 +149,16 @@ class CommandOptions:
     after ``timeout`` seconds (None: never), in ``cwd`` (None: the worker's workdir), with
     ``env`` added to the environment, pinned to ``cpus`` ("0-3,8"), and the last
     ``output_tail`` bytes of stdout kept (0: stdout is /dev/null) and of stderr (at least
-    TAIL_BYTES). One value that wrappers pass on, changing only what they change."""
+    TAIL_BYTES), and with ``health`` (a root, ``/`` on a real machine) the machine's health
+    counters under it read just before and just after it, outside its timing (a trial's).
+    One value that wrappers pass on, changing only what they change."""
 
     timeout: float | None
     cwd: str | None = None
     env: dict[str, str] | None = None
     cpus: str | None = None
     output_tail: int = OUTPUT_TAIL
+    health: str | None = None
 
 
 @runtime_checkable

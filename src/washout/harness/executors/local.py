@@ -31,6 +31,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from washout.data.health import INVOLUNTARY_SWITCHES, MIGRATIONS
 from washout.errors import WashoutError
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
@@ -40,6 +41,7 @@ from washout.harness.executors.base import (
     CommandResult,
     OutputTail,
 )
+from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
 from washout.harness.pinning import parse_cpus
 
 KILL_GRACE = 2.0
@@ -319,6 +321,11 @@ def _spawn(
             os.sched_setaffinity(0, own)
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, leaving it to be reaped (waitid(2), WNOWAIT)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
 class _Child:
     """A started process as the event loop sees it: its exit and its pipes, each read into
     its OutputTail.
@@ -335,18 +342,24 @@ class _Child:
         pid: int,
         pipes: dict[int, OutputTail],
         proc: subprocess.Popen[bytes] | None = None,
+        health: bool = False,
     ) -> None:
         self.loop = loop
         self.proc = proc
         """The Popen of a command started by it (told its status when reaped), else None."""
         self.pid = pid
         self.returncode: int | None = None
-        self.reaped = 0.0
-        """The ``perf_counter`` just after wait4(2) returned its status: where its wall time
-        ends, before any of washout's own work after an exit."""
+        self.exited: float | None = None
+        """The ``perf_counter`` just after its exit was seen (its pidfd readable, or
+        wait4(2) returned its status): where its wall time ends, before any of washout's own
+        work after an exit (a health reading comes after it)."""
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
         (RESOURCE_METRICS), from wait4(2)."""
+        self.health = health
+        self.health_values: dict[str, float] = {}
+        """With ``health``: its involuntary context switches (wait4) and its main thread's
+        CPU migrations (read between its exit and its reaping)."""
         self._waiter: asyncio.Future[bool] | None = None
         self._closed: asyncio.Future[bool] = loop.create_future()
         self._tails = pipes
@@ -368,20 +381,20 @@ class _Child:
         except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
             pass
 
-    def _reap(self, block: bool = True) -> None:
-        """Wait for the process (wait4, so its resource use comes with its status); without
-        ``block`` only if it has exited.
+    def _reap(self) -> None:
+        """Wait for the process (wait4, so its resource use comes with its status).
 
         A process forked by washout starts out with washout's own peak RSS as its
         ``ru_maxrss`` (Linux keeps the high-water mark of the memory it leaves at exec), so
         a peak at or below washout's own is not the trial's: ``max_rss`` is then absent
         rather than wrong."""
         if self.returncode is None:
-            pid, status, usage = os.wait4(self.pid, 0 if block else os.WNOHANG)
-            self.reaped = time.perf_counter()
-            if pid == 0:  # still running
-                return
+            _, status, usage = os.wait4(self.pid, 0)
+            if self.exited is None:
+                self.exited = time.perf_counter()
             self.returncode = os.waitstatus_to_exitcode(status)
+            if self.health:
+                self.health_values[INVOLUNTARY_SWITCHES] = float(usage.ru_nivcsw)
             if self.proc is not None:
                 self.proc.returncode = self.returncode
             self.resources = {"user": usage.ru_utime, "system": usage.ru_stime}
@@ -389,8 +402,12 @@ class _Child:
                 self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
 
     def _on_exit(self) -> None:
-        self._reap()  # exited: wait4 returns at once
+        if self.exited is None:
+            self.exited = time.perf_counter()
         self._forget_pidfd()
+        if self.health and (migrations := sched_migrations(self.pid)) is not None:
+            self.health_values[MIGRATIONS] = migrations  # a zombie until reaped, just below
+        self._reap()  # exited: wait4 returns at once
         if self._waiter is not None:
             _resolve(self._waiter, True)
 
@@ -420,10 +437,10 @@ class _Child:
         self._open.discard(fd)
         if not self._open:
             _resolve(self._closed, True)
-            if self._pidfd is not None:  # its end of output is mostly its exit: reap now,
-                self._reap(block=False)  # before the event loop gets to its pidfd
-                if self.returncode is not None:
-                    self._on_exit()
+            # its end of output is mostly its exit: seen now (not reaped, so a health
+            # reading can still read it), before the event loop gets to its pidfd
+            if self._pidfd is not None and self.returncode is None and _has_exited(self.pid):
+                self._on_exit()
 
     async def wait(self, timeout: float | None) -> bool:
         """Until the process exits (True) or ``timeout`` seconds pass (False)."""
@@ -474,6 +491,7 @@ class LocalExecutor:
     def __init__(self, name: str = "local") -> None:
         self.name = name
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._health: dict[str, LocalHealth] = {}
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
@@ -500,7 +518,9 @@ class LocalExecutor:
         raise WashoutError("washout does not reboot the machine it runs on")
 
     async def close(self) -> None:
-        return None
+        for reader in self._health.values():
+            reader.close()
+        self._health.clear()
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         return read_metric_file(Path(cwd or ".") / path)
@@ -518,14 +538,16 @@ class LocalExecutor:
         full_env = self._environment(options.env)
         cpu_set = parse_cpus(cpus) if cpus else None
         guard = _guard()
-        started = datetime.now(UTC)
-        t0 = time.perf_counter()
         if cpu_set and not cpu_set <= os.sched_getaffinity(0):
             return CommandResult.unstarted(
                 f"cannot pin to CPUs {cpus}: washout may use {sorted(os.sched_getaffinity(0))}",
-                started,
                 cpus=cpus,
             )
+        health = None if options.health is None else self._health_reader(options.health)
+        trial_cpus = cpu_set or os.sched_getaffinity(0)
+        before = health.reading(trial_cpus) if health is not None else None
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
@@ -545,7 +567,7 @@ class LocalExecutor:
             os.close(err_w)
         guard.register(pid)
         pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
-        child = _Child(asyncio.get_running_loop(), pid, pipes, proc)
+        child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None)
         try:
             try:
                 timed_out = not await child.wait(timeout)
@@ -554,14 +576,24 @@ class LocalExecutor:
                 raise
             if timed_out:
                 await child.kill_group()
-            # the command's own wall: from just before its start to just after its reaping
-            duration = child.reaped - begun
+            # the command's own wall: from just before its start to just after its exit
+            end = child.exited if child.exited is not None and not timed_out else None
+            duration = (end if end is not None else time.perf_counter()) - begun
             ended = datetime.now(UTC)
             _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
         finally:
             guard.forget(pid)
             child.close()
+        measured = dict(child.health_values)
+        if health is not None and before is not None:  # the trial's process group is gone
+            used = child.resources
+            measured |= health_values(
+                before,
+                health.reading(trial_cpus),
+                own_cpu=used["user"] + used["system"] if "user" in used else None,
+                tick=health.tick,
+            )
         code = child.returncode
         if timed_out:
             status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
@@ -585,9 +617,17 @@ class LocalExecutor:
             why,
             cpus,
             resources=child.resources,
+            health=measured,
             stdout_cut=out.cut,
             stderr_cut=err.cut,
         )
+
+    def _health_reader(self, root: str) -> LocalHealth:
+        """This machine's health reader under ``root`` (one per root, its files kept open)."""
+        reader = self._health.get(root)
+        if reader is None:
+            reader = self._health[root] = LocalHealth(root)
+        return reader
 
 
 def kill_session_processes(sessions: list[str]) -> int:

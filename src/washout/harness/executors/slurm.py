@@ -136,7 +136,8 @@ class SlurmExecutor:
         script = step_script(command, self._token, options.cwd, cpus)
         line = shlex.join([*argv, "bash", "-c", script])
         # srun runs here; the step's own script goes to the node's directory and CPUs
-        result = await self._local.run(line, replace(options, cwd=None, cpus=None))
+        # srun runs here, the trial on the node: this machine's health is not the trial's
+        result = await self._local.run(line, replace(options, cwd=None, cpus=None, health=None))
         found = list(self._marker.finditer(result.stderr))
         step = self._step.search(result.stderr)
         stderr = self._step.sub(b"", self._marker.sub(b"", result.stderr))

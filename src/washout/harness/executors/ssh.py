@@ -115,6 +115,7 @@ class SSHExecutor:
                 keep_stdout=output_tail > 0,
                 gnu_time=self.link.gnu_time,
                 read_after=None if runner.reads == self._after else self._after,
+                health=options.health,
             )
             runner.reads = self._after
             runner.start(got, framed)
@@ -181,6 +182,7 @@ class SSHExecutor:
             why,
             cpus,
             resources=got.resources,
+            health=got.health_values() if options.health is not None else {},
             stdout_cut=got.out.cut,
             stderr_cut=got.err.cut,
         )

@@ -48,7 +48,12 @@ the same way whatever came before:
   appends them to its end marker: the facts of the moment that the environment check
   before each run would otherwise read with a command of its own
   (:func:`washout.harness.environment.moment`), so that check costs no round trip,
-  and the first trial of a run follows a trial, as every other trial does.
+  and the first trial of a run follows a trial, as every other trial does;
+- for a trial (``H`` set by its request), the runner reads the machine's health counters
+  just before the first clock reading and just after the command's group is gone
+  (:data:`washout.harness.metrics.health.RUNNER_READING`, defined when the runner is
+  bash), each as a marker line on stderr, and GNU time adds the tree's involuntary
+  context switches to its ``rss`` marker.
 """
 
 from __future__ import annotations
@@ -56,12 +61,21 @@ from __future__ import annotations
 import re
 import shlex
 
+from washout.data.health import INVOLUNTARY_SWITCHES
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
     SESSION_VARIABLE,
     TAIL_BYTES,
     OutputTail,
 )
+from washout.harness.metrics.health import (
+    USER_HZ,
+    Reading,
+    health_values,
+    marker_reading,
+    runner_reading,
+)
+from washout.harness.pinning import parse_cpus
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
@@ -72,11 +86,15 @@ MARKER_ROOM = 1024
 chunks is still seen (a marker line is under 130 bytes, plus the short first lines of
 the files read after the command: about 130 more for the moment's facts)."""
 
-RUNNER = """exec 3<&0
+RUNNER = (
+    """exec 3<&0
 need() { command -v "$1" >/dev/null 2>&1 && return
 printf 'washout: needs %s (%s), which is missing on the worker\\n' "$1" "$2" >&2; exit 127; }
 trap 'kill -s KILL -- "-$g" "$g" 2>/dev/null; exit 129' USR1
-g= a=
+g= a= hh=
+[ -n "${BASH_VERSION-}" ] && eval """
+    + shlex.quote(runner_reading())
+    + """ && hh=1
 while IFS= read -r n; do
 case $n in '' | *[!0-9]*) exit 2 ;; esac
 s=
@@ -86,15 +104,17 @@ while [ "$n" -gt 0 ] && IFS= read -r l; do s="$s$l
 eval "$s"
 (while read -r _; do :; done <&3; kill -s USR1 $$) >/dev/null 2>&1 &
 w=$!
+[ -n "$H" ] && [ -n "$hh" ] && hl h0
 printf '%scpu0 ' "$m" >&2; times >&2
 t0=${EPOCHREALTIME:-$(date +%s.%N)}
-x </dev/null 3<&- &
+x </dev/null 3<&- 4<&- &
 g=$!
 printf '%spgid %s\\n' "$m" "$g" >&2
 wait "$g"; rc=$?
 t1=${EPOCHREALTIME:-$(date +%s.%N)}
 printf '%scpu1 ' "$m" >&2; times >&2
 kill -s KILL -- -"$g" "$w" 2>/dev/null; wait "$w" 2>/dev/null
+[ -n "$H" ] && [ -n "$hh" ] && hl h1
 f=
 for p in $a; do v=; read -r v <"$p"; f="$f\t$v"; done 2>/dev/null
 printf '%send %s %s %s%s\\n' "$m" "$rc" "$t0" "$t1" "$f" >&2
@@ -102,6 +122,7 @@ printf '%seot\\n' "$m"
 g=
 done
 """
+)
 """The runner's loop (see the module docstring): per request, ``eval`` of its text sets
 ``m`` (the marker prefix) and defines ``x`` (the command, run in a forked shell, where
 ``need`` exits 127 naming a tool it lacks), then
@@ -144,6 +165,7 @@ def request(
     keep_stdout: bool = True,
     gnu_time: bool = False,
     read_after: tuple[str, ...] | None = None,
+    health: str | None = None,
 ) -> bytes:
     """One command for the runner, framed: the number of lines, then a shell text that
     sets ``m`` and defines ``x`` (see :data:`RUNNER`).
@@ -154,10 +176,12 @@ def request(
     has GNU time 1.8 or later, whose ``-q`` keeps it from adding lines of its own to
     stderr) the command runs under it for ``max_rss``. ``read_after`` (paths without
     blanks or glob characters) sets the files the runner reads after this command and
-    every later one (:data:`RUNNER`); None leaves the runner's list as it is.
+    every later one (:data:`RUNNER`); None leaves the runner's list as it is. ``health``
+    (a root, ``/`` on a real machine) has the runner read the health counters around the
+    command, for its ``cpus`` (else every CPU).
     """
     mark = f"@@washout:{token}:"
-    lines = [f"m={shlex.quote(mark)}", "x() {"]
+    lines = [f"m={shlex.quote(mark)}", health_variables(health, cpus), "x() {"]
     if read_after is not None:
         assert not any(set(path) & set(" \t\n*?[") for path in read_after), read_after
         lines.insert(0, f"a={shlex.quote(' '.join(read_after))}")
@@ -175,13 +199,23 @@ def request(
     needs.append(("timeout", "needed to run trials"))
     launch += f"timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
     lines += [f"need {tool} {shlex.quote(why)}" for tool, why in needs]
-    if gnu_time:  # the peak RSS of the tree it waited for, one marker line on stderr
-        launch += f" {GNU_TIME} -q -f '{mark}rss %M'"
+    if gnu_time:  # the tree's peak RSS and involuntary switches, one marker line on stderr
+        launch += f" {GNU_TIME} -q -f '{mark}rss %M %c'"
     if not keep_stdout:
         lines.append("exec >/dev/null")
     lines += [f"exec {launch} /bin/sh -c {shlex.quote(command)}", "}"]
     text = "\n".join(lines) + "\n"
     return f"{text.count(chr(10))}\n{text}".encode()
+
+
+def health_variables(root: str | None, cpus: str | None) -> str:
+    """The request's line setting what :data:`RUNNER` reads around the command: ``H``
+    (empty: no health reading), the root ``hr`` (``/`` as empty: paths are appended) and
+    the CPUs ``hc`` (blank: every CPU)."""
+    if root is None:
+        return "H="
+    chosen = " ".join(map(str, sorted(parse_cpus(cpus)))) if cpus else ""
+    return f"H=1 hr={shlex.quote(root.rstrip('/'))} hc={shlex.quote(chosen)}"
 
 
 def markers(token: str) -> re.Pattern[bytes]:
@@ -191,7 +225,7 @@ def markers(token: str) -> re.Pattern[bytes]:
         rb"@@washout:"
         + token.encode()
         + rb":(?:(?P<cpu>cpu[01]) (?P<times>[^\n]*\n[^\n]*)"
-        + rb"|(?P<kind>pgid|end|rss)(?P<rest>[^\n]*))\n"
+        + rb"|(?P<kind>pgid|end|rss|h0|h1)(?P<rest>[^\n]*))\n"
     )
 
 
@@ -235,8 +269,12 @@ class Capture:
         self.group: int | None = None
         self.end: tuple[int, float | None] | None = None
         self.resources: dict[str, float] = {}
+        self.switches: float | None = None
+        """The tree's involuntary context switches (GNU time's ``%c``)."""
         self.after: list[str] = []
         """The first lines of the files the runner read after the command (``a``)."""
+        self.health: dict[bytes, Reading] = {}
+        """The health readings before (``h0``) and after (``h1``) the command."""
         self._cpu: dict[bytes, tuple[float, float]] = {}
         self._recent = b""
         self._held = b""
@@ -277,8 +315,11 @@ class Capture:
             fields = head.split()
             if kind == b"pgid" and len(fields) == 1 and fields[0].isdigit():
                 self.group = self.group or int(fields[0])
-            elif kind == b"rss" and len(fields) == 1 and fields[0].isdigit():
+            elif kind == b"rss" and len(fields) == 2 and all(f.isdigit() for f in fields):
                 self.resources["max_rss"] = int(fields[0]) * 1024.0  # GNU time: KiB
+                self.switches = float(fields[1])
+            elif kind in (b"h0", b"h1") and (reading := marker_reading(fields)) is not None:
+                self.health[kind] = reading
             elif kind == b"end" and len(fields) == 3 and fields[0].lstrip(b"-").isdigit():
                 self.after = [v.decode("utf-8", errors="replace") for v in after]
                 t0, t1 = nanoseconds(fields[1]), nanoseconds(fields[2])
@@ -290,6 +331,19 @@ class Capture:
                     self.resources["system"] = max(0.0, s1 - s0)
                 break
         self._recent = recent[-MARKER_ROOM:]
+
+    def health_values(self) -> dict[str, float]:
+        """The command's health metrics from the runner's readings around it and GNU
+        time's count of involuntary switches (each absent where it was not read)."""
+        values: dict[str, float] = {}
+        if self.switches is not None:
+            values[INVOLUNTARY_SWITCHES] = self.switches
+        before, after = self.health.get(b"h0"), self.health.get(b"h1")
+        if before is not None and after is not None:
+            used = self.resources
+            own = used["user"] + used["system"] if "user" in used else None
+            values.update(health_values(before, after, own_cpu=own, tick=1.0 / USER_HZ))
+        return values
 
     def stderr(self) -> bytes:
         """Stderr without the markers, at most ``keep`` bytes (TAIL_BYTES at least)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -116,6 +116,11 @@ def energy_uj(readings: list[Zones], chosen: list[str]) -> int:
                 raise MetricError(f"powercap zone {z} disappeared between readings")
             total += energy_delta_uj(before[z][1], after[z][1], after[z][2])
     return total
+
+
+def is_energy(metric: Any) -> bool:
+    """Whether a metric (a spec's ``MetricSpec``) is read from powercap: an energy."""
+    return isinstance(metric.source, Powercap)
 
 
 @dataclass(frozen=True)

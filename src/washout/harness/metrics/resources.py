@@ -13,5 +13,11 @@ from washout.harness.executors.base import CommandResult
 
 
 def resource_values(result: CommandResult, named: Container[str]) -> dict[str, float]:
-    """The trial's resource metrics, whatever its status, less those the test names itself."""
-    return {k: v for k, v in result.resources.items() if k not in named}
+    """The trial's resource metrics and its health metrics (:mod:`.health`), whatever its
+    status, less those the test names itself."""
+    return {
+        k: v
+        for part in (result.resources, result.health)
+        for k, v in part.items()
+        if k not in named
+    }

@@ -1,0 +1,450 @@
+"""Per-trial health: what else happened on the machine while a trial ran, read just before
+and just after every trial, outside its timing, and stored as the trial's ``health.*``
+metrics: out of the analyses unless a user names one, as the resource metrics are
+(:mod:`.resources`). Like them they are no source a spec chooses: every trial has them
+unless ``[experiment] health = false``. A measure the machine cannot give is absent,
+never 0.
+
+=============================== =============================================================
+``health.involuntary_switches`` involuntary context switches of the trial's process tree
+                                (getrusage(2) ``ru_nivcsw`` from wait4 locally; GNU time's
+                                ``%c`` over SSH)
+``health.migrations``           CPU migrations of the measured process, its main thread
+                                (``se.nr_migrations`` of ``/proc/PID/sched``, read when it
+                                has exited and before it is reaped; locally only: over SSH
+                                it is timeout(1)'s child, reaped by it)
+``health.other_cpu``            CPU seconds the trial's CPUs spent on anything but the
+                                trial: their busy time in ``/proc/stat`` (user, nice,
+                                system, irq, softirq, steal; proc(5)) over the trial, less
+                                the trial's own user and system time
+``health.throttles``            increase of the trial's CPUs' thermal throttle counters
+                                (``thermal_throttle/*_throttle_count``)
+``health.swap_in``,             pages swapped in and out, machine-wide (``pswpin`` and
+``health.swap_out``             ``pswpout`` of ``/proc/vmstat``)
+``health.kernel_log``           kernel log records written while the trial ran
+                                (``/dev/kmsg``, where washout may read it)
+``health.aperf_mperf``          APERF/MPERF over the trial's CPUs: the mean ratio of their
+                                actual to their nominal clock while busy (below 1: clocked
+                                down; above 1: turbo); from ``/dev/cpu/N/msr``, locally
+``health.cpufreq_mhz``          the trial's CPUs' frequency as cpufreq reports it
+                                (``scaling_cur_freq``), the mean of the readings before and
+                                after
+=============================== =============================================================
+
+The meanings are BenchExec's and Krun's: BenchExec reads the throttle counters of a run's
+cores and ``pswpin``/``pswpout`` before and after every run, and warns of a run during
+which either increased (benchexec/systeminfo.py: ``CPUThrottleCheck``, ``SwapCheck``);
+Krun marks a process execution during which any new kernel log line appeared (not on its
+whitelist) as errored, and records per-core APERF and MPERF counts whose ratio outside
+configured bounds it reports as throttling or turbo (Barrett et al., "Virtual Machine
+Warmup Blows Hot and Cold", OOPSLA 2017; krun/amperf.py). Which trials count as
+unhealthy is decided later, from the stored values (:mod:`washout.stats.health`).
+
+The trial's CPUs are its pinned ones (``cpus``), else every CPU it may run on. Every file
+is read under a root (``[experiment] health_root``, ``/`` on a real machine), as the
+machine check reads its files (:mod:`washout.harness.machine`), so a tree laid out as the
+kernel lays out ``/proc``, ``/sys`` and ``/dev`` stands in where a machine lacks the
+hardware (the tests do); the kernel log is read only under ``/`` (it is a character
+device, never a file of a tree).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from washout.data.health import (
+    APERF_MPERF,
+    CPUFREQ_MHZ,
+    KERNEL_LOG,
+    OTHER_CPU,
+    SWAP_IN,
+    SWAP_OUT,
+    THROTTLES,
+)
+from washout.harness.machine import PER_CPU, SYS_CPU, under
+
+STAT = "/proc/stat"
+VMSTAT = "/proc/vmstat"
+KMSG = "/dev/kmsg"
+THROTTLE_FILES = tuple(PER_CPU[key] for key in ("throttle_core", "throttle_package"))
+"""Each CPU's throttle counters (paths under ``cpuN``), as the machine check reads them."""
+CUR_FREQ = "cpufreq/scaling_cur_freq"
+MSR = "/dev/cpu/{cpu}/msr"
+IA32_MPERF, IA32_APERF = 0xE7, 0xE8
+"""The MSRs counting at the nominal (TSC) rate and at the actual clock while the CPU is in
+C0 (Intel SDM Vol. 4, "IA32_MPERF", "IA32_APERF"; AMD implements the same addresses);
+``/dev/cpu/N/msr`` reads the 8-byte register whose address is the file offset (msr(4))."""
+BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+"""The fields of a ``cpuN`` line of ``/proc/stat`` that count a CPU busy: user, nice,
+system, irq, softirq, steal (proc(5); guest time is already in user and nice, idle and
+iowait are not busy)."""
+USER_HZ = 100
+"""Clock ticks per second of ``/proc/stat`` on a worker over SSH (``sysconf(_SC_CLK_TCK)``,
+the kernel's USER_HZ: 100 on every architecture Linux builds for but alpha); locally the
+value is asked of the system."""
+READ_LIMIT = 1 << 22
+"""The most of a counters file read (``/proc/stat`` of the largest machines fits)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the machine's counters, for the trial's CPUs; None where a counter
+    could not be read."""
+
+    busy: int | None = None
+    """Clock ticks the CPUs spent busy since boot (:data:`BUSY_FIELDS`), summed."""
+    throttles: int | None = None
+    """Their thermal throttle counters, summed (core and package; a package's count is
+    counted once per CPU of it among them)."""
+    swap: tuple[int, int] | None = None
+    """``pswpin`` and ``pswpout``."""
+    cpufreq_khz: float | None = None
+    """Their mean ``scaling_cur_freq``."""
+    msr: tuple[int, int] | None = None
+    """Their APERF and MPERF, summed."""
+    kernel_log: int | None = None
+    """Kernel log records since the previous reading."""
+
+
+def _delta(before: int | None, after: int | None) -> float | None:
+    """A counter's increase; None when either reading is missing or it went back (a
+    counter reset, not a negative count)."""
+    if before is None or after is None or after < before:
+        return None
+    return float(after - before)
+
+
+def health_values(
+    before: Reading, after: Reading, *, own_cpu: float | None, tick: float
+) -> dict[str, float]:
+    """The health metrics of a trial from the readings around it (pure): ``own_cpu`` is
+    the trial's user plus system seconds (None: unknown, so other processes' time is
+    too), ``tick`` the seconds of one ``/proc/stat`` clock tick."""
+    values: dict[str, float] = {}
+    busy = _delta(before.busy, after.busy)
+    if busy is not None and own_cpu is not None:
+        # /proc/stat counts whole ticks: a short trial's own time may exceed them
+        values[OTHER_CPU] = max(0.0, busy * tick - own_cpu)
+    throttles = _delta(before.throttles, after.throttles)
+    if throttles is not None:
+        values[THROTTLES] = throttles
+    if before.swap is not None and after.swap is not None:
+        for name, first, last in zip((SWAP_IN, SWAP_OUT), before.swap, after.swap):
+            if (moved := _delta(first, last)) is not None:
+                values[name] = moved
+    if before.kernel_log is not None and after.kernel_log is not None:
+        values[KERNEL_LOG] = float(after.kernel_log)
+    if before.msr is not None and after.msr is not None:
+        aperf, mperf = _delta(before.msr[0], after.msr[0]), _delta(before.msr[1], after.msr[1])
+        if aperf is not None and mperf:
+            values[APERF_MPERF] = aperf / mperf
+    if before.cpufreq_khz is not None and after.cpufreq_khz is not None:
+        values[CPUFREQ_MHZ] = (before.cpufreq_khz + after.cpufreq_khz) / 2000.0
+    return values
+
+
+def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
+    """The busy ticks of ``cpus`` summed from ``/proc/stat``; None if one of them has no
+    line there."""
+    total, found = 0, 0
+    for line in text[: text.find(b"\nintr")].split(b"\n"):  # the cpu lines come first
+        name, _, rest = line.partition(b" ")
+        number = name[3:]
+        if not name.startswith(b"cpu") or not number.isdigit() or int(number) not in cpus:
+            continue
+        fields = rest.split()
+        try:
+            total += sum(int(fields[i]) for i in BUSY_FIELDS if i < len(fields))
+        except ValueError:
+            return None
+        found += 1
+    return total if found == len(cpus) else None
+
+
+def swap_pages(text: bytes) -> tuple[int, int] | None:
+    """``pswpin`` and ``pswpout`` of ``/proc/vmstat`` (None without them)."""
+    found = []
+    for key in (b"pswpin ", b"pswpout "):
+        at = text.find(b"\n" + key) + 1 or (0 if text.startswith(key) else -1)
+        if at < 0:
+            return None
+        end = text.find(b"\n", at)
+        value = text[at + len(key) : end if end >= 0 else len(text)].strip()
+        if not value.isdigit():
+            return None
+        found.append(int(value))
+    return found[0], found[1]
+
+
+class LocalHealth:
+    """Readings of this machine's counters under ``root``, in washout's own process (no
+    process started): each file opened once and read again with ``pread`` (a file that
+    cannot be opened is remembered as such), the kernel log through one descriptor kept at
+    its end, so a reading costs a few system calls per CPU."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.tick = 1.0 / os.sysconf("SC_CLK_TCK")
+        self._fds: dict[str, int | None] = {}
+        self._sizes: dict[str, int] = {}
+        self._kmsg: int | None = None
+        self._kmsg_tried = False
+
+    def _fd(self, path: str) -> int | None:
+        """A descriptor of ``path`` under the root, opened once; None for anything but a
+        regular file or a device (opened without blocking: a FIFO where a counter should
+        be never holds the event loop)."""
+        if path not in self._fds:
+            try:
+                fd = os.open(under(self.root, path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                self._fds[path] = None
+                return None
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+                os.close(fd)
+                fd = -1
+            self._fds[path] = fd if fd >= 0 else None
+        return self._fds[path]
+
+    def _bytes(self, path: str, size: int | None = None, offset: int = 0) -> bytes | None:
+        """``size`` bytes of ``path`` at ``offset``; without a size the whole file, read
+        at once into a buffer a little larger than it was last time (a ``/proc`` file is
+        made anew at every read: read in pieces it could change between them)."""
+        fd = self._fd(path)
+        if fd is None:
+            return None
+        try:
+            if size is not None:
+                return os.pread(fd, size, offset)
+            room = self._sizes.get(path, 4096)
+            while len(data := os.pread(fd, room, 0)) >= room and room < READ_LIMIT:
+                room *= 2
+            self._sizes[path] = len(data) + 4096
+            return data
+        except OSError:
+            return None
+
+    def _number(self, path: str) -> int | None:
+        data = self._bytes(path, 64)
+        text = data.strip() if data is not None else b""
+        return int(text) if text.isdigit() else None
+
+    def _summed(self, paths: list[str]) -> int | None:
+        """The sum of the numbers in ``paths`` (None when none of them can be read)."""
+        numbers = [n for n in map(self._number, paths) if n is not None]
+        return sum(numbers) if numbers else None
+
+    def _msr(self, cpu: int, register: int) -> int | None:
+        data = self._bytes(MSR.format(cpu=cpu), 8, register)
+        return int.from_bytes(data, "little") if data is not None and len(data) == 8 else None
+
+    def _kernel_log(self) -> int | None:
+        """Records written to the kernel log since the last call (None: unreadable here).
+        The first call opens ``/dev/kmsg`` at its end (its ``SEEK_END``: Documentation/
+        ABI/testing/dev-kmsg), so no earlier record counts."""
+        if not self._kmsg_tried:
+            self._kmsg_tried = True
+            path = under(self.root, KMSG)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return None
+            if not stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None
+            os.lseek(fd, 0, os.SEEK_END)
+            self._kmsg = fd
+        if self._kmsg is None:
+            return None
+        records = 0
+        while True:
+            try:
+                if not os.read(self._kmsg, 8192):  # one record per read
+                    return records
+            except BlockingIOError:
+                return records
+            except BrokenPipeError:  # records overwritten before they were read: go on
+                pass
+            except OSError:
+                return None
+            records += 1
+
+    def reading(self, cpus: set[int]) -> Reading:
+        """The counters now, for ``cpus``."""
+        stat_text, vmstat = self._bytes(STAT), self._bytes(VMSTAT)
+        listed = sorted(cpus)
+        dirs = [f"{SYS_CPU}/cpu{n}" for n in listed]
+        freqs = [self._number(f"{d}/{CUR_FREQ}") for d in dirs]
+        aperf = [self._msr(n, IA32_APERF) for n in listed]
+        mperf = [self._msr(n, IA32_MPERF) for n in listed]
+        return Reading(
+            busy=busy_ticks(stat_text, cpus) if stat_text is not None else None,
+            throttles=self._summed([f"{d}/{f}" for d in dirs for f in THROTTLE_FILES]),
+            swap=swap_pages(vmstat) if vmstat is not None else None,
+            cpufreq_khz=_mean(freqs),
+            msr=_both(_total(aperf), _total(mperf)),
+            kernel_log=self._kernel_log(),
+        )
+
+    def close(self) -> None:
+        for fd in [*self._fds.values(), self._kmsg]:
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
+        self._kmsg, self._kmsg_tried = None, False
+
+
+def _total(values: list[int | None]) -> int | None:
+    """The sum of every CPU's value; None when one is missing (or there is none)."""
+    if not values or None in values:
+        return None
+    return sum(v for v in values if v is not None)
+
+
+def _mean(values: list[int | None]) -> float | None:
+    total = _total(values)
+    return None if total is None else total / len(values)
+
+
+def _both(first: int | None, second: int | None) -> tuple[int, int] | None:
+    return None if first is None or second is None else (first, second)
+
+
+def sched_migrations(pid: int) -> float | None:
+    """``se.nr_migrations`` of a process's main thread from ``/proc/PID/sched`` (kernels
+    built with CONFIG_SCHED_DEBUG), readable until it is reaped; None otherwise."""
+    try:
+        with open(f"/proc/{pid}/sched", "rb") as f:
+            text = f.read(16384)
+    except OSError:
+        return None
+    at = text.find(b"\nse.nr_migrations")
+    if at < 0:
+        return None
+    value = text[at:].split(b"\n", 2)[1].rpartition(b":")[2].strip()
+    return float(value) if value.isdigit() else None
+
+
+RUNNER_READING = r"""hl() {
+local hw=$1 hv= hk= hd= hb= ht= hi= ho= hs=0 hf=0 hm=- hp= hn=0
+if [ "${hvr-/}" != "$hr" ]; then
+  hvr=$hr hvi=-1 hall= hth= hfq=
+  { mapfile -t hv < "$hr@VMSTAT@"; } 2>/dev/null
+  for hk in "${!hv[@]}"; do case ${hv[hk]} in "pswpin "*) hvi=$hk; break ;; esac; done
+  { mapfile -t hv < "$hr@STAT@"; } 2>/dev/null
+  for hk in "${hv[@]}"; do
+    case $hk in cpu[0-9]*) hk=${hk%% *} hall="$hall ${hk#cpu}" ;; cpu*) ;; *) break ;; esac
+  done
+  set -- $hall
+  [ -d "$hr@SYS_CPU@/cpu${1-}/@THROTTLE_DIR@" ] && hth=1
+  [ -r "$hr@SYS_CPU@/cpu${1-}/@CUR_FREQ@" ] && hfq=1
+fi
+if [ -z "$hc" ]; then
+  { read -r hk hv < "$hr@STAT@"; } 2>/dev/null
+  set -f; set -- $hv; set +f
+  [ "$hk" = cpu ] && [ $# -ge 10 ] && hb=$((@BUSY@))
+  set -- $hall
+else
+  { hv=$(<"$hr@STAT@"); } 2>/dev/null
+  set -f; set -- ${hv%%$'\n'intr*}; set +f
+  while [ $# -ge 11 ]; do
+    case $1 in
+      cpu[0-9]*)
+        case " $hc " in
+          *" ${1#cpu} "*) hn=$((hn + 1)) hb=$((${hb:-0} + @BUSY_AFTER_NAME@)) ;;
+        esac ;;
+      cpu) ;;
+      *) break ;;
+    esac
+    shift 11
+  done
+  set -- $hc
+  [ "$hn" -eq $# ] || hb=
+fi
+if [ "$hvi" -ge 0 ]; then
+  { mapfile -t -s "$hvi" -n 2 hv < "$hr@VMSTAT@"; } 2>/dev/null
+  case ${hv[0]-}/${hv[1]-} in
+    "pswpin "*"/pswpout "*) hi=${hv[0]#* } ho=${hv[1]#* } ;;
+    *) hvr=- ;;
+  esac
+fi
+if [ -n "$hth$hfq" ]; then
+  for hk; do
+    hd="$hr@SYS_CPU@/cpu$hk"
+    if [ -n "$hth" ]; then
+      for hp in @THROTTLE@; do read -r hv < "$hd/$hp" && ht=$((${ht:-0} + hv)); done
+    fi
+    [ -n "$hfq" ] && read -r hv < "$hd/@CUR_FREQ@" && hs=$((hs + hv)) hf=$((hf + 1))
+  done 2>/dev/null
+fi
+if [ -z "$hr" ] && [ -z "${hko-}" ]; then
+  hko=1; { exec 4<@KMSG@; } 2>/dev/null || hko=-
+fi
+if [ -z "$hr" ] && [ "$hko" = 1 ]; then
+  hm=0
+  while read -t 0 -u 4; do
+    mapfile -t -n 1 -u 4 hv
+    case ${hv[0]-} in " "*) ;; *) hm=$((hm + 1)) ;; esac
+  done 2>/dev/null
+fi
+printf '%s%s %s %s %s %s %s %s %s %s\n' "$m" "$hw" "${hb:--}" "${ht:--}" "${hi:--}" \
+  "${ho:--}" "$hs" "$hf" "$#" "$hm" >&2
+}
+"""
+"""The health reading of an SSH worker's runner (bash: ``$(<file)``, ``mapfile`` and
+``read -t 0`` read ``/proc`` and the kernel log without a process): ``hl h0`` before the
+command and ``hl h1`` after it print one marker line each, ``busy throttles pswpin pswpout
+freq_sum freq_count cpus kernel_log`` for the CPUs in ``$hc`` (blank: all) under the root
+``$hr`` (``-`` where a counter cannot be read). What the machine has is found once per
+runner and root (its CPUs, whether they have throttle counters and cpufreq, which line of
+``/proc/vmstat`` is ``pswpin``: then read alone); an unpinned trial's busy time is the
+first line of ``/proc/stat`` alone. The kernel log (under root ``/`` only) is
+``/dev/kmsg`` held open on descriptor 4 from the runner's first reading (the records
+already there are read then): each reading takes the records written since the last, one
+``read`` each while ``read -t 0`` (poll(2): no waiting for a reader to be woken) says
+there is one, counting the records, not their key/value lines (those start with a blank:
+Documentation/ABI/testing/dev-kmsg); where the log cannot be opened (a user under
+``kernel.dmesg_restrict``) the count is absent."""
+
+
+def runner_reading() -> str:
+    """:data:`RUNNER_READING` with this module's paths and busy fields filled in."""
+    after_name = " + ".join(f"${i + 2}" for i in BUSY_FIELDS)  # $1 is the line's name
+    throttle_dir = {path.split("/")[0] for path in THROTTLE_FILES}
+    assert len(throttle_dir) == 1
+    values = {
+        "STAT": STAT,
+        "VMSTAT": VMSTAT,
+        "BUSY": " + ".join(f"${i + 1}" for i in BUSY_FIELDS),  # the cpu line's, name apart
+        "BUSY_AFTER_NAME": after_name,
+        "SYS_CPU": SYS_CPU,
+        "THROTTLE_DIR": throttle_dir.pop(),
+        "THROTTLE": " ".join(THROTTLE_FILES),
+        "CUR_FREQ": CUR_FREQ,
+        "KMSG": KMSG,
+    }
+    text = RUNNER_READING
+    for name, value in values.items():
+        text = text.replace(f"@{name}@", value)
+    return text
+
+
+def marker_reading(fields: list[bytes]) -> Reading | None:
+    """A :data:`RUNNER_READING` marker's fields (after ``h0``/``h1``) as a Reading; None
+    when they are not in its form."""
+    if len(fields) != 8:
+        return None
+    numbers = [int(f) if f.isdigit() else None for f in fields]
+    busy, throttles, swap_in, swap_out, freq_sum, freq_count, cpus, kernel_log = numbers
+    return Reading(
+        busy=busy,
+        throttles=throttles,
+        swap=_both(swap_in, swap_out),
+        cpufreq_khz=freq_sum / freq_count
+        if freq_sum is not None and freq_count and freq_count == cpus
+        else None,
+        kernel_log=kernel_log,
+    )
