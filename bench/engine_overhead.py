@@ -37,7 +37,8 @@ no change inside washout's engine can meet it.
 ``--stored-wall`` (goal: the stored median wall of `true` and `sleep 0.01` within 0.1 ms of
 `hyperfine -N`'s median): `washout run CMD --runs 300` and `hyperfine -N --runs 300 CMD`
 in turn, ``--repeat`` times, each command's median compared: what washout stores as
-``wall`` holds the command's own time, not the harness's.
+``wall`` holds the command's own time, not the harness's. In turn with them, the same
+without the launcher (``WASHOUT_LAUNCHER=off``: started from washout's own process).
 
 Needs hyperfine: `apt-get install -y hyperfine` (Debian/Ubuntu) or `cargo install hyperfine`.
 
@@ -327,12 +328,19 @@ WALL_COMMANDS = ("true", "sleep 0.01")
 """The commands whose stored wall is compared with hyperfine's (``--stored-wall``)."""
 
 
-def stored_median_wall(work: Path, command: str, runs: int) -> float:
+WITHOUT_LAUNCHER = {**os.environ, "WASHOUT_LAUNCHER": "off"}
+"""washout's environment where it starts local commands itself (as without a compiler)."""
+
+
+def stored_median_wall(
+    work: Path, command: str, runs: int, env: dict[str, str] | None = None
+) -> float:
     """The median ``wall`` washout stores for ``runs`` trials of ``command`` (quick form)."""
     db = work / "wall.db"
     for suffix in ("", "-wal", "-shm", "-trials"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    run_child([WASHOUT, "run", command, "--runs", str(runs), "--db", str(db), "--quiet"], cwd=work)
+    argv = [WASHOUT, "run", command, "--runs", str(runs), "--db", str(db), "--quiet"]
+    run_child(argv, cwd=work, env=env)
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
             "SELECT m.value FROM metric m JOIN trial t ON t.id = m.trial_id"
@@ -355,8 +363,10 @@ def hyperfine_median(command: str, runs: int, work: Path) -> float:
 
 
 def stored_wall(repeat: int, runs: int = 300) -> None:
-    """``--stored-wall``: the stored median wall against hyperfine -N's, A B A B."""
+    """``--stored-wall``: the stored median wall against hyperfine -N's, A B A B (and, in
+    turn with them, washout's without its launcher)."""
     diffs: dict[str, list[float]] = {command: [] for command in WALL_COMMANDS}
+    without: dict[str, list[float]] = {command: [] for command in WALL_COMMANDS}
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
         work = Path(tmp)
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
@@ -364,18 +374,21 @@ def stored_wall(repeat: int, runs: int = 300) -> None:
             for command in WALL_COMMANDS:
                 ours = stored_median_wall(work, command, runs)
                 theirs = hyperfine_median(command, runs, work)
+                own = stored_median_wall(work, command, runs, WITHOUT_LAUNCHER)
                 diffs[command].append(ours - theirs)
+                without[command].append(own - theirs)
                 print(
                     f"  {command}: stored median {ours * 1e3:.3f} ms, hyperfine -N median "
-                    f"{theirs * 1e3:.3f} ms, difference {(ours - theirs) * 1e3:+.3f} ms; "
-                    f"load {load()}",
+                    f"{theirs * 1e3:.3f} ms, difference {(ours - theirs) * 1e3:+.3f} ms "
+                    f"(without the launcher {(own - theirs) * 1e3:+.3f} ms); load {load()}",
                     flush=True,
                 )
     for command, found in diffs.items():
         d = median(found)
         print(
             f"goal stored wall of {command!r} within 0.1 ms of hyperfine -N's: "
-            f"{d * 1e3:+.3f} ms (median of {repeat})  {verdict(abs(d) <= 1e-4)}"
+            f"{d * 1e3:+.3f} ms (median of {repeat})  {verdict(abs(d) <= 1e-4)}; without "
+            f"the launcher {median(without[command]) * 1e3:+.3f} ms"
         )
     print(f"load average: {load()} (at end)")
 

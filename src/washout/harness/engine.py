@@ -50,6 +50,7 @@ from washout.harness.environment import EnvironmentWatch, check_same, fingerprin
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
+from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
@@ -132,6 +133,8 @@ class Outcome:
     store_error: str | None = None
     """Why the store could not be written (the session stopped; what was committed holds)."""
     worker_errors: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the run's summary says about how it measured (each also an event)."""
     session: str = field(default_factory=lambda: token_hex(8))
     """The random token that marks the processes of this session's trials
     (SESSION_VARIABLE in their environment), recorded in the store."""
@@ -898,6 +901,12 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    program, why = launcher_program()
+    if program is None and any(ex.local for ex in executors):
+        note = no_launcher_note(why)
+        store.event("launcher", note)
+        outcome.notes.append(note)
+        log.warning("%s", note)
     try:
         await require_met(executors, experiment.spec.experiment.require)
     except WashoutError as err:

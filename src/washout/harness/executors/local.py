@@ -41,6 +41,8 @@ from washout.harness.executors.base import (
     CommandResult,
     OutputTail,
 )
+from washout.harness.launcher.build import launcher_program
+from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
 from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
 from washout.harness.pinning import parse_cpus
 
@@ -343,6 +345,7 @@ class _Child:
         pipes: dict[int, OutputTail],
         proc: subprocess.Popen[bytes] | None = None,
         health: bool = False,
+        launcher: Launcher | None = None,
     ) -> None:
         self.loop = loop
         self.proc = proc
@@ -353,6 +356,12 @@ class _Child:
         """The ``perf_counter`` just after its exit was seen (its pidfd readable, or
         wait4(2) returned its status): where its wall time ends, before any of washout's own
         work after an exit (a health reading comes after it)."""
+        self.wall: float | None = None
+        """Its wall time as its launcher measured it (None: started by washout itself)."""
+        self.launcher = launcher
+        """The launcher that started it, while it is watched through it."""
+        self.launcher_gone: str | None = None
+        """Why its launcher ended before saying how the command ended (None: it did not)."""
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
         (RESOURCE_METRICS), from wait4(2)."""
@@ -368,7 +377,9 @@ class _Child:
         for fd in self._tails:  # blocking, but only read when readable: never blocks
             loop.add_reader(fd, self._on_output, fd)
         self._pidfd: int | None = None
-        if HAVE_PIDFD:
+        if launcher is not None:  # its launcher says when it ends
+            loop.add_reader(launcher.socket.fileno(), self._on_reply)
+        elif HAVE_PIDFD:
             self._pidfd = os.pidfd_open(pid)
             loop.add_reader(self._pidfd, self._on_exit)
         else:
@@ -411,6 +422,30 @@ class _Child:
         if self._waiter is not None:
             _resolve(self._waiter, True)
 
+    @property
+    def ended(self) -> bool:
+        """Whether its end is known (or its launcher's, which leaves it unknown)."""
+        return self.returncode is not None or self.launcher_gone is not None
+
+    def _on_reply(self) -> None:
+        """Its launcher's reply: how it ended, or the launcher's own end."""
+        assert self.launcher is not None
+        self.loop.remove_reader(self.launcher.socket.fileno())
+        try:
+            end = self.launcher.finished()
+        except LauncherGone as gone:
+            self.launcher_gone = str(gone)
+        else:
+            self.wall = end.wall
+            self.returncode = os.waitstatus_to_exitcode(end.status)
+            self.resources = {"user": end.user, "system": end.system, "max_rss": end.max_rss}
+            if self.health:
+                self.health_values[INVOLUNTARY_SWITCHES] = float(end.involuntary)
+                if end.migrations is not None:
+                    self.health_values[MIGRATIONS] = end.migrations
+        if self._waiter is not None:
+            _resolve(self._waiter, True)
+
     def _forget_pidfd(self) -> None:
         if self._pidfd is not None:
             self.loop.remove_reader(self._pidfd)
@@ -444,7 +479,7 @@ class _Child:
 
     async def wait(self, timeout: float | None) -> bool:
         """Until the process exits (True) or ``timeout`` seconds pass (False)."""
-        if self.returncode is not None:
+        if self.ended:
             return True
         waiter = self._waiter = self.loop.create_future()
         timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter, False)
@@ -475,6 +510,8 @@ class _Child:
     def close(self) -> None:
         """Stop watching the process and close its pipes (whatever state it is in)."""
         self._forget_pidfd()
+        if self.launcher is not None and not self.ended:
+            self.loop.remove_reader(self.launcher.socket.fileno())
         for fd in self._tails:
             if fd in self._open:
                 self.loop.remove_reader(fd)
@@ -491,7 +528,10 @@ class LocalExecutor:
     def __init__(self, name: str = "local") -> None:
         self.name = name
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._blocks: dict[tuple[tuple[str, str], ...], tuple[int, bytes]] = {}
         self._health: dict[str, LocalHealth] = {}
+        self._idle: list[Launcher] = []
+        """Launchers between commands (one per command running at once)."""
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
@@ -504,6 +544,56 @@ class LocalExecutor:
         if found is None:
             found = self._environments[key] = {**os.environ, **(env or {})}
         return found
+
+    def _environment_block(self, env: dict[str, str] | None) -> tuple[int, bytes]:
+        """:meth:`_environment` as a launcher's request carries it (built once per ``env``)."""
+        key = tuple(env.items()) if env else ()
+        found = self._blocks.get(key)
+        if found is None:
+            found = self._blocks[key] = environment_block(self._environment(env))
+        return found
+
+    def _launcher(self) -> Launcher | None:
+        """An idle launcher, a new one if none is, or None where there is no launcher."""
+        program = launcher_program()[0]
+        if program is None:
+            return None
+        while self._idle:
+            found = self._idle.pop()
+            if found.alive():
+                return found
+            found.close()
+        return Launcher(program)
+
+    def _launch(
+        self,
+        launcher: Launcher,
+        command: tuple[str, tuple[str, ...]],
+        options: CommandOptions,
+        outputs: tuple[int, ...],
+        cpu_set: set[int] | None,
+    ) -> tuple[int, Launcher]:
+        """Start ``command`` from ``launcher`` (from a new one if that one has ended since
+        its last command): its pid and the launcher it runs under."""
+        for attempt in (0, 1):
+            try:
+                pid = launcher.start(
+                    *command,
+                    self._environment_block(options.env),
+                    outputs,
+                    options.cwd,
+                    cpu_set,
+                    options.health is not None,
+                )
+                return pid, launcher
+            except LauncherGone:
+                launcher.close()
+                if attempt:
+                    raise
+                program = launcher_program()[0]
+                assert program is not None
+                launcher = Launcher(program)
+        raise AssertionError("unreachable")
 
     async def connect(self) -> None:
         return None
@@ -521,6 +611,9 @@ class LocalExecutor:
         for reader in self._health.values():
             reader.close()
         self._health.clear()
+        for launcher in self._idle:
+            launcher.close()
+        self._idle.clear()
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         return read_metric_file(Path(cwd or ".") / path)
@@ -551,10 +644,24 @@ class LocalExecutor:
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
+        launcher: Launcher | None = None
         try:
             executable, argv = _start(command, full_env.get("PATH"))
-            pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
-        except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
+            launcher = self._launcher()
+            if launcher is not None:  # timed in C, from a process of its own size
+                outputs = (err_w,) if out_r is None else (out_w, err_w)
+                begun, proc = time.perf_counter(), None
+                pid, launcher = self._launch(
+                    launcher, (executable, argv), options, outputs, cpu_set
+                )
+            else:
+                pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
+        except (OSError, subprocess.SubprocessError, LauncherGone) as error:
+            # e.g. CPUs not on this machine, a missing program or directory
+            if launcher is not None and not isinstance(error, OSError):
+                launcher.close()
+            elif launcher is not None:
+                self._idle.append(launcher)
             for fd in (out_r, err_r):
                 if fd is not None:
                     os.close(fd)
@@ -567,7 +674,7 @@ class LocalExecutor:
             os.close(err_w)
         guard.register(pid)
         pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
-        child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None)
+        child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)
         try:
             try:
                 timed_out = not await child.wait(timeout)
@@ -578,13 +685,17 @@ class LocalExecutor:
                 await child.kill_group()
             # the command's own wall: from just before its start to just after its exit
             end = child.exited if child.exited is not None and not timed_out else None
-            duration = (end if end is not None else time.perf_counter()) - begun
+            duration = child.wall or (end if end is not None else time.perf_counter()) - begun
             ended = datetime.now(UTC)
             _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
         finally:
             guard.forget(pid)
             child.close()
+            if launcher is not None and child.returncode is not None:
+                self._idle.append(launcher)  # kept only where it said how the command ended
+            elif launcher is not None:
+                launcher.close()
         measured = dict(child.health_values)
         if health is not None and before is not None:  # the trial's process group is gone
             used = child.resources
@@ -595,7 +706,15 @@ class LocalExecutor:
                 tick=health.tick,
             )
         code = child.returncode
-        if timed_out:
+        if child.launcher_gone is not None:
+            status, why = (
+                "lost",
+                (
+                    f"washout's launcher ended during the command ({child.launcher_gone}): its "
+                    "outcome is unknown; its process group was killed"
+                ),
+            )
+        elif timed_out:
             status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
         elif code != 0:
             status = "failed"
