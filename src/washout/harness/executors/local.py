@@ -518,6 +518,12 @@ class _Child:
             os.close(fd)
 
 
+_IDLE_LAUNCHERS: list[Launcher] = []
+"""Launchers between commands, shared by every local executor of this process (one per
+command running at once; one executor is made per controller-side command): each ends
+when washout does, at the end of its socket."""
+
+
 class LocalExecutor:
     """Runs commands on this machine."""
 
@@ -530,8 +536,6 @@ class LocalExecutor:
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._blocks: dict[tuple[tuple[str, str], ...], tuple[int, bytes]] = {}
         self._health: dict[str, LocalHealth] = {}
-        self._idle: list[Launcher] = []
-        """Launchers between commands (one per command running at once)."""
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
@@ -558,42 +562,12 @@ class LocalExecutor:
         program = launcher_program()[0]
         if program is None:
             return None
-        while self._idle:
-            found = self._idle.pop()
+        while _IDLE_LAUNCHERS:
+            found = _IDLE_LAUNCHERS.pop()
             if found.alive():
                 return found
             found.close()
         return Launcher(program)
-
-    def _launch(
-        self,
-        launcher: Launcher,
-        command: tuple[str, tuple[str, ...]],
-        options: CommandOptions,
-        outputs: tuple[int, ...],
-        cpu_set: set[int] | None,
-    ) -> tuple[int, Launcher]:
-        """Start ``command`` from ``launcher`` (from a new one if that one has ended since
-        its last command): its pid and the launcher it runs under."""
-        for attempt in (0, 1):
-            try:
-                pid = launcher.start(
-                    *command,
-                    self._environment_block(options.env),
-                    outputs,
-                    options.cwd,
-                    cpu_set,
-                    options.health is not None,
-                )
-                return pid, launcher
-            except LauncherGone:
-                launcher.close()
-                if attempt:
-                    raise
-                program = launcher_program()[0]
-                assert program is not None
-                launcher = Launcher(program)
-        raise AssertionError("unreachable")
 
     async def connect(self) -> None:
         return None
@@ -611,9 +585,6 @@ class LocalExecutor:
         for reader in self._health.values():
             reader.close()
         self._health.clear()
-        for launcher in self._idle:
-            launcher.close()
-        self._idle.clear()
 
     async def read_file(self, path: str, cwd: str | None = None) -> bytes:
         return read_metric_file(Path(cwd or ".") / path)
@@ -649,22 +620,35 @@ class LocalExecutor:
             executable, argv = _start(command, full_env.get("PATH"))
             launcher = self._launcher()
             if launcher is not None:  # timed in C, from a process of its own size
-                outputs = (err_w,) if out_r is None else (out_w, err_w)
                 begun, proc = time.perf_counter(), None
-                pid, launcher = self._launch(
-                    launcher, (executable, argv), options, outputs, cpu_set
+                pid = launcher.start(
+                    executable,
+                    argv,
+                    self._environment_block(options.env),
+                    (err_w,) if out_r is None else (out_w, err_w),
+                    cwd,
+                    cpu_set,
+                    health is not None,
                 )
             else:
                 pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
         except (OSError, subprocess.SubprocessError, LauncherGone) as error:
             # e.g. CPUs not on this machine, a missing program or directory
-            if launcher is not None and not isinstance(error, OSError):
-                launcher.close()
-            elif launcher is not None:
-                self._idle.append(launcher)
             for fd in (out_r, err_r):
                 if fd is not None:
                     os.close(fd)
+            if isinstance(error, LauncherGone):  # the command may have started: not again
+                assert launcher is not None
+                launcher.close()
+                return CommandResult.lost(
+                    f"washout's launcher ended as it started the command ({error}): its "
+                    "outcome is unknown",
+                    started,
+                    time.perf_counter() - t0,
+                    cpus,
+                )
+            if launcher is not None:
+                _IDLE_LAUNCHERS.append(launcher)
             return CommandResult.unstarted(
                 f"could not start: {error}", started, time.perf_counter() - t0, cpus
             )
@@ -693,7 +677,7 @@ class LocalExecutor:
             guard.forget(pid)
             child.close()
             if launcher is not None and child.returncode is not None:
-                self._idle.append(launcher)  # kept only where it said how the command ended
+                _IDLE_LAUNCHERS.append(launcher)  # kept where it said how the command ended
             elif launcher is not None:
                 launcher.close()
         measured = dict(child.health_values)
