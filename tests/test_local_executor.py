@@ -123,6 +123,19 @@ def test_a_plain_command_starts_the_program_found_on_path(tmp_path: Path) -> Non
     assert result.stdout == b"from-prog\n"
 
 
+def test_a_relative_directory_and_program_are_washouts_own(
+    tmp_path: Path, waiting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative working directory, and a program named relative to it, are relative to
+    washout's own directory, however the command starts (the launcher's own is ``/``)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "prog").write_text("#!/bin/sh\npwd\n")
+    (tmp_path / "sub" / "prog").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert run("./sub/prog").stdout == f"{tmp_path}\n".encode()
+    assert run("./prog", cwd="sub").stdout == f"{tmp_path / 'sub'}\n".encode()
+
+
 STARTS = [("launcher", None), ("launcher", "/"), ("posix_spawn", None), ("popen", "/")]
 """Every way a command starts: from a launcher (with a working directory or without), or
 without one, by posix_spawn (no working directory) or Popen (one)."""

@@ -427,10 +427,7 @@ class StoreWriter(Store):
         try:
             self._journal.restart()
         except OSError as err:
-            raise StoreWriteError(
-                f"{self._journal.path}: cannot write: {err.strerror}; every trial recorded "
-                f"before is intact: make room or fix the file, then 'washout resume {self.path}'"
-            ) from None
+            raise self._journal_error(err) from None
         self._unfolded = False
         self._folded_at = time.monotonic()
 
@@ -455,10 +452,7 @@ class StoreWriter(Store):
         try:
             self._journal.append(record)
         except OSError as err:
-            raise StoreWriteError(
-                f"{self._journal.path}: cannot write: {err.strerror}; every trial recorded "
-                f"before is intact: make room or fix the file, then 'washout resume {self.path}'"
-            ) from None
+            raise self._journal_error(err) from None
         self._unfolded = True
 
     def _write(self, statements: list[Statement], defer: bool) -> None:
@@ -471,6 +465,15 @@ class StoreWriter(Store):
         if not defer:
             with self._transaction():
                 pass
+
+    def _journal_error(self, err: OSError) -> StoreWriteError:
+        """A refused journal write as a one-line error; a full disk in the words the store
+        itself uses for one (SQLite's), whichever file filled it."""
+        why = f"database or disk is full ({err.strerror})" if err.errno == errno.ENOSPC else None
+        return StoreWriteError(
+            f"{self._journal.path}: cannot write: {why or err.strerror}; every trial recorded "
+            f"before is intact: make room or fix the file, then 'washout resume {self.path}'"
+        )
 
     def _write_error(self, err: sqlite3.OperationalError) -> Exception:
         """A refused write as a one-line error (or ``err`` itself if it is not one)."""

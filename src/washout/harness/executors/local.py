@@ -518,6 +518,16 @@ class _Child:
             os.close(fd)
 
 
+def _absolute(cwd: str | None) -> str | None:
+    """A command's working directory as the launcher (whose own is ``/``) must be told it:
+    washout's own, or ``cwd`` relative to it, as a start from washout would use. Where
+    washout's own directory is gone, ``cwd`` as given."""
+    try:
+        return os.path.join(os.getcwd(), cwd or "")
+    except FileNotFoundError:
+        return cwd
+
+
 _IDLE_LAUNCHERS: list[Launcher] = []
 """Launchers between commands, shared by every local executor of this process (one per
 command running at once; one executor is made per controller-side command): each ends
@@ -626,7 +636,7 @@ class LocalExecutor:
                     argv,
                     self._environment_block(options.env),
                     (err_w,) if out_r is None else (out_w, err_w),
-                    cwd,
+                    _absolute(cwd),
                     cpu_set,
                     health is not None,
                 )
