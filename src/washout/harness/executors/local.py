@@ -18,6 +18,7 @@ with it, however washout ended (SIGKILL included).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import fcntl
 import functools
 import os
@@ -532,6 +533,14 @@ _IDLE_LAUNCHERS: list[Launcher] = []
 """Launchers between commands, shared by every local executor of this process (one per
 command running at once; one executor is made per controller-side command): each ends
 when washout does, at the end of its socket."""
+
+
+@atexit.register
+def _end_idle_launchers() -> None:
+    """End and reap the idle launchers as washout exits (killed, it leaves them to end at
+    the end of their sockets)."""
+    while _IDLE_LAUNCHERS:
+        _IDLE_LAUNCHERS.pop().close()
 
 
 class LocalExecutor:
