@@ -10,24 +10,35 @@ cancel out. Per run: the same with a fixed K and two numbers of runs; the slope 
 minus K x the per-trial cost is the cost of a run (environment capture, reset bookkeeping).
 
 The quick form (goal: marginal cost per trial <= 1.2x `hyperfine -N true` with one
-command and with two): `washout run true [/bin/true] --runs R --quiet` for two values of R
+command and <= 1.3x with two): `washout run true [/bin/true] --runs R --quiet` for two values of R
 (R trials of each command, as hyperfine's `--runs`; the slope divides by the trials the
 stores hold); the slope per trial includes every per-run cost (with one command each run
 is one trial) and the summary's analysis of the extra trials, since that is what a
 hyperfine user pays.
 
 The engine starts a plain command such as `true` directly (anything with shell syntax with
-`/bin/sh -c COMMAND`), and commits one SQLite transaction per trial (its finish together with
-the next trial's start). hyperfine is shown three ways: `-N true` (exec, no shell: the
+`/bin/sh -c COMMAND`), and records each trial by one write(2) to the store's trial journal
+(its finish together with the next trial's start), folded into SQLite at most every 0.1 s.
+hyperfine is shown three ways: `-N true` (exec, no shell: the
 goal's yardstick and exactly the process washout starts), `-N '/bin/sh -c true'` (what washout
 starts for a command with shell syntax) and with its default shell (which subtracts the
 shell's own start-up).
 
 The floor (what any Python controller that records every trial durably pays):
-a loop that starts `true` with ``os.posix_spawn`` and reaps it with ``os.wait4``, alone and
-with one SQLite transaction per trial (WAL, ``synchronous=NORMAL``, as the store: the
-trial's row and its three resource metrics), in this process. If the floor is above a
-goal, no change inside washout's engine can meet it.
+a loop that starts `true` with ``os.posix_spawn`` and reaps it with ``os.wait4``, alone,
+with one SQLite transaction per trial (WAL, ``synchronous=NORMAL``: the trial's row and its
+three resource metrics) and with one write(2) of the same record as a line of JSON to an
+append-only file (washout's trial journal), in this process. If the floor is above a goal,
+no change inside washout's engine can meet it.
+
+``--quick-only``: only the quick form and `hyperfine -N --runs 2000 true`, interleaved
+(A B A B), ``--repeat`` times.
+
+``--stored-wall`` (goal: the stored median wall of `true` and `sleep 0.01` within 0.1 ms of
+`hyperfine -N`'s median): `washout run CMD --runs 300` and `hyperfine -N --runs 300 CMD`
+in turn, ``--repeat`` times, each command's median compared: what washout stores as
+``wall`` holds the command's own time, not the harness's. In turn with them, the same
+without the launcher (``WASHOUT_LAUNCHER=off``: started from washout's own process).
 
 Needs hyperfine: `apt-get install -y hyperfine` (Debian/Ubuntu) or `cargo install hyperfine`.
 
@@ -72,6 +83,8 @@ def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True):  # -> C
 
 QUICK_FORMS = {"one command": ["true"], "two commands": ["true", "/bin/true"]}
 """The quick form's two cases: `true` twice under two names (both exec'd directly)."""
+QUICK_LIMITS = {"one command": 1.2, "two commands": 1.3}
+"""The goal per case: marginal cost per trial at most this times `hyperfine -N true`'s."""
 
 
 def stored_trials(db: Path) -> int:
@@ -103,12 +116,17 @@ def quick_slope(work: Path, commands: list[str], runs: tuple[int, int]) -> tuple
     )
 
 
-def python_floor(trials: int, work: Path, commit: bool) -> float:
+def python_floor(trials: int, work: Path, record: str) -> float:
     """Wall per trial of the floor loop (module docstring): start `true` with posix_spawn,
-    reap it with wait4, and with ``commit`` record it in one SQLite transaction."""
+    reap it with wait4, and record it (``record``): not at all (``none``), in one SQLite
+    transaction (``commit``) or by one write(2) to an append-only file (``journal``)."""
     true = "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"
     conn = None
-    if commit:
+    journal = None
+    if record == "journal":
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        journal = os.open(work / "floor.journal", flags)
+    if record == "commit":
         db = work / "floor.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -134,9 +152,15 @@ def python_floor(trials: int, work: Path, commit: bool) -> float:
                 + [(row, "max_rss", usage.ru_maxrss * 1024.0)],
             )
             conn.execute("COMMIT")
+        if journal is not None:
+            line = [("ok", duration), ("user", usage.ru_utime), ("system", usage.ru_stime)]
+            line.append(("max_rss", usage.ru_maxrss * 1024.0))
+            os.write(journal, (json.dumps(line) + "\n").encode())
     wall = (time.perf_counter() - t0) / trials
     if conn is not None:
         conn.close()
+    if journal is not None:
+        os.close(journal)
     return wall
 
 
@@ -169,6 +193,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10, help="runs per order for the trial slope")
     parser.add_argument("--k", type=int, nargs=2, default=(10, 110), help="two test counts")
+    parser.add_argument(
+        "--quick-only", action="store_true", help="only the quick form and hyperfine -N true"
+    )
+    parser.add_argument(
+        "--stored-wall", action="store_true", help="only the stored wall against hyperfine's"
+    )
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
         sys.exit(
@@ -176,6 +206,12 @@ def main() -> None:
             "(Debian/Ubuntu) or `cargo install hyperfine`, then re-run"
         )
     header("Engine overhead per trial and per run (bench/engine_overhead.py)")
+    if args.quick_only:
+        quick_only(args.repeat)
+        return
+    if args.stored_wall:
+        stored_wall(args.repeat)
+        return
     k1, k2 = args.k
     r = args.runs
     trials = (2 * r * k1, 2 * r * k2)
@@ -188,6 +224,7 @@ def main() -> None:
         quick_cpu: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
         floor_bare: list[float] = []
         floor_commit: list[float] = []
+        floor_journal: list[float] = []
         r1, r2 = 5, 55
         for _ in range(args.repeat):
             t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
@@ -211,8 +248,9 @@ def main() -> None:
                 mean, cpu = hyperfine_mean(argv, n, work)
                 sink.append(mean)
                 cpu_sink.append(cpu)
-            floor_bare.append(python_floor(2000, work, commit=False))
-            floor_commit.append(python_floor(2000, work, commit=True))
+            floor_bare.append(python_floor(2000, work, "none"))
+            floor_commit.append(python_floor(2000, work, "commit"))
+            floor_journal.append(python_floor(2000, work, "journal"))
             print(
                 f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
                 f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
@@ -220,7 +258,8 @@ def main() -> None:
                 f"shell {hf_shell[-1] * 1e3:.3f} ms; quick form "
                 + ", ".join(f"{label} {quick[label][-1] * 1e3:.3f} ms" for label in QUICK_FORMS)
                 + f"; floor {floor_bare[-1] * 1e3:.3f} ms, with a commit "
-                f"{floor_commit[-1] * 1e3:.3f} ms; load {load()}",
+                f"{floor_commit[-1] * 1e3:.3f} ms, with a journal write "
+                f"{floor_journal[-1] * 1e3:.3f} ms; load {load()}",
                 flush=True,
             )
     per_trial = median(slopes)
@@ -252,6 +291,7 @@ def main() -> None:
         ("`hyperfine true` (default shell, shell start-up subtracted)", median(hf_shell)),
         ("floor: Python posix_spawn + wait4 loop", median(floor_bare)),
         ("floor with one SQLite commit per trial (durable recording)", median(floor_commit)),
+        ("floor with one journal write(2) per trial (as durable)", median(floor_journal)),
     ]
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
@@ -269,19 +309,113 @@ def main() -> None:
     )
     ratio = per_trial / median(hf_n)
     print(f"goal per trial <= 1.5x hyperfine -N true: {ratio:.2f}x  {verdict(ratio <= 1.5)}")
-    for label in QUICK_FORMS:
+    for label, limit in QUICK_LIMITS.items():
         q = median(quick[label]) / median(hf_n)
         print(
-            f"goal quick form, {label}, per trial <= 1.2x hyperfine -N true: {q:.2f}x  "
-            f"{verdict(q <= 1.2)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)"
+            f"goal quick form, {label}, per trial <= {limit}x hyperfine -N true: {q:.2f}x  "
+            f"{verdict(q <= limit)} (CPU per trial {median(quick_cpu[label]) * 1e3:.3f} ms)"
         )
     print(f"  against the same processes (-N '/bin/sh -c true'): {per_trial / median(hf_sh):.2f}x")
     print(
-        f"floor (Python start + reap, one commit per trial): "
-        f"{median(floor_commit) / median(hf_n):.2f}x hyperfine -N true "
-        f"({median(floor_bare) / median(hf_n):.2f}x without the commit): no controller in "
-        "Python that commits each trial before the next can go below it"
+        f"floor (Python start + reap): {median(floor_bare) / median(hf_n):.2f}x hyperfine -N "
+        f"true; with one journal write per trial {median(floor_journal) / median(hf_n):.2f}x, "
+        f"with one commit per trial {median(floor_commit) / median(hf_n):.2f}x"
     )
+    print(f"load average: {load()} (at end)")
+
+
+WALL_COMMANDS = ("true", "sleep 0.01")
+"""The commands whose stored wall is compared with hyperfine's (``--stored-wall``)."""
+
+
+WITHOUT_LAUNCHER = {**os.environ, "WASHOUT_LAUNCHER": "off"}
+"""washout's environment where it starts local commands itself (as without a compiler)."""
+
+
+def stored_median_wall(
+    work: Path, command: str, runs: int, env: dict[str, str] | None = None
+) -> float:
+    """The median ``wall`` washout stores for ``runs`` trials of ``command`` (quick form)."""
+    db = work / "wall.db"
+    for suffix in ("", "-wal", "-shm", "-trials"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    argv = [WASHOUT, "run", command, "--runs", str(runs), "--db", str(db), "--quiet"]
+    run_child(argv, cwd=work, env=env)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT m.value FROM metric m JOIN trial t ON t.id = m.trial_id"
+            " WHERE m.name = 'wall' AND t.status = 'ok'"
+        ).fetchall()
+    return median([v for (v,) in rows])
+
+
+def hyperfine_median(command: str, runs: int, work: Path) -> float:
+    """hyperfine -N's median wall time of ``command`` over ``runs`` runs."""
+    out = work / "hf.json"
+    subprocess.run(
+        ["hyperfine", "-N", "--runs", str(runs), "--warmup", "20", "--style", "none"]
+        + ["--export-json", str(out), command],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return float(json.loads(out.read_text())["results"][0]["median"])
+
+
+def stored_wall(repeat: int, runs: int = 300) -> None:
+    """``--stored-wall``: the stored median wall against hyperfine -N's, A B A B (and, in
+    turn with them, washout's without its launcher)."""
+    diffs: dict[str, list[float]] = {command: [] for command in WALL_COMMANDS}
+    without: dict[str, list[float]] = {command: [] for command in WALL_COMMANDS}
+    with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
+        work = Path(tmp)
+        washout_wall(work, 2, 1)  # warm caches (imports, page cache)
+        for _ in range(repeat):
+            for command in WALL_COMMANDS:
+                ours = stored_median_wall(work, command, runs)
+                theirs = hyperfine_median(command, runs, work)
+                own = stored_median_wall(work, command, runs, WITHOUT_LAUNCHER)
+                diffs[command].append(ours - theirs)
+                without[command].append(own - theirs)
+                print(
+                    f"  {command}: stored median {ours * 1e3:.3f} ms, hyperfine -N median "
+                    f"{theirs * 1e3:.3f} ms, difference {(ours - theirs) * 1e3:+.3f} ms "
+                    f"(without the launcher {(own - theirs) * 1e3:+.3f} ms); load {load()}",
+                    flush=True,
+                )
+    for command, found in diffs.items():
+        d = median(found)
+        print(
+            f"goal stored wall of {command!r} within 0.1 ms of hyperfine -N's: "
+            f"{d * 1e3:+.3f} ms (median of {repeat})  {verdict(abs(d) <= 1e-4)}; without "
+            f"the launcher {median(without[command]) * 1e3:+.3f} ms"
+        )
+    print(f"load average: {load()} (at end)")
+
+
+def quick_only(repeat: int) -> None:
+    """The quick form against `hyperfine -N --runs 2000 true`, A B A B, ``repeat`` times."""
+    quick: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
+    hf: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
+        work = Path(tmp)
+        washout_wall(work, 2, 1)  # warm caches (imports, page cache)
+        for _ in range(repeat):
+            for label, commands in QUICK_FORMS.items():
+                quick[label].append(quick_slope(work, commands, (10, 1010))[0])
+                hf.append(hyperfine_mean(["-N", "true"], 2000, work)[0])
+                print(
+                    f"  {label}: quick form {quick[label][-1] * 1e3:.3f} ms/trial, hyperfine "
+                    f"-N true {hf[-1] * 1e3:.3f} ms, ratio {quick[label][-1] / hf[-1]:.2f}x; "
+                    f"load {load()}",
+                    flush=True,
+                )
+    for label, limit in QUICK_LIMITS.items():
+        q = median(quick[label]) / median(hf)
+        print(
+            f"goal quick form, {label}, per trial <= {limit}x hyperfine -N true: {q:.2f}x  "
+            f"{verdict(q <= limit)} (median of {repeat}; hyperfine {median(hf) * 1e3:.3f} ms)"
+        )
     print(f"load average: {load()} (at end)")
 
 

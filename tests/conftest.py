@@ -194,6 +194,7 @@ SLOW = {
         "test_short_energy_trials_are_said",
     },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
+    "test_launcher.py": {"test_max_rss_is_the_commands_own_as_gnu_time_says"},
     "test_local_executor.py": {"test_timeout_kills_the_whole_group"},
     "test_logging.py": {"test_the_log_is_silent_by_default_and_grows_with_v"},
     "test_metric_sources.py": {
@@ -320,6 +321,9 @@ SLOW = {
         "test_damage_readers_never_meet_is_found_before_any_write",
     },
     "test_stats_equivalence.py": {"test_a_wrong_decision_stays_within_alpha_at_the_margin"},
+    "test_store_journal.py": {
+        "test_sigkill_while_appending_and_folding_loses_nothing_and_doubles_nothing",
+    },
     "test_store_lifecycle.py": {
         "test_a_full_disk_stops_in_one_line_with_the_data_intact_and_resumable",
         "test_a_store_appears_only_whole",

@@ -16,7 +16,14 @@ from washout.harness.executors.local import LocalExecutor
 
 
 def run(command: str, timeout: float | None = 30, **options) -> CommandResult:
-    return asyncio.run(LocalExecutor().run(command, CommandOptions(timeout, **options)))
+    async def once() -> CommandResult:
+        executor = LocalExecutor()
+        try:
+            return await executor.run(command, CommandOptions(timeout, **options))
+        finally:
+            await executor.close()
+
+    return asyncio.run(once())
 
 
 def gone(pid: int, within: float = 5.0) -> bool:
@@ -33,11 +40,17 @@ def gone(pid: int, within: float = 5.0) -> bool:
     return False
 
 
-@pytest.fixture(params=["pidfd", "thread"])
+@pytest.fixture(params=["launcher", "pidfd", "thread"])
 def waiting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways of learning that a child exited: a pidfd in the loop, or a thread."""
+    """Every way of learning that a child exited: its launcher's reply, or (without a
+    launcher, as where there is no C compiler) a pidfd in the loop or a thread."""
+    if request.param == "launcher":
+        if local.launcher_program()[0] is None:
+            pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
+        return request.param
     if request.param == "pidfd" and not local.HAVE_PIDFD:
         pytest.skip("no pidfds on this kernel")
+    monkeypatch.setattr(local, "launcher_program", lambda: (None, "as if no compiler"))
     monkeypatch.setattr(local, "HAVE_PIDFD", request.param == "pidfd")
     return request.param
 
@@ -110,29 +123,60 @@ def test_a_plain_command_starts_the_program_found_on_path(tmp_path: Path) -> Non
     assert result.stdout == b"from-prog\n"
 
 
-@pytest.mark.parametrize("cwd", [None, "/"], ids=["posix_spawn", "popen"])
-def test_a_command_gets_only_its_three_streams_and_default_signals(cwd: str | None) -> None:
-    """Whichever way it starts (posix_spawn; Popen for a working directory), a command
+def test_a_relative_directory_and_program_are_washouts_own(
+    tmp_path: Path, waiting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative working directory, and a program named relative to it, are relative to
+    washout's own directory, however the command starts (the launcher's own is ``/``)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "prog").write_text("#!/bin/sh\npwd\n")
+    (tmp_path / "sub" / "prog").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert run("./sub/prog").stdout == f"{tmp_path}\n".encode()
+    assert run("./prog", cwd="sub").stdout == f"{tmp_path / 'sub'}\n".encode()
+
+
+STARTS = [("launcher", None), ("launcher", "/"), ("posix_spawn", None), ("popen", "/")]
+"""Every way a command starts: from a launcher (with a working directory or without), or
+without one, by posix_spawn (no working directory) or Popen (one)."""
+
+
+@pytest.fixture
+def starting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The working directory of a command started as the test's ``start`` parameter says."""
+    start, cwd = request.param
+    if start != "launcher":
+        monkeypatch.setattr(local, "launcher_program", lambda: (None, "as if no compiler"))
+    elif local.launcher_program()[0] is None:
+        pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
+    return cwd
+
+
+@pytest.mark.parametrize("starting", STARTS, ids=[f"{s}-{c}" for s, c in STARTS], indirect=True)
+def test_a_command_gets_only_its_three_streams_and_default_signals(starting: str | None) -> None:
+    """Whichever way it starts (a launcher; posix_spawn; Popen for a working directory), a command
     inherits no descriptor but stdin, stdout and stderr, not even one washout's own parent
     left inheritable, and SIGPIPE at its default, which Python ignores."""
     kept_r, kept_w = os.pipe()
     os.set_inheritable(kept_w, True)
     try:
-        listed = run("ls /proc/$$/fd", cwd=cwd)  # the shell's, listed by ls
+        listed = run("ls /proc/$$/fd", cwd=starting)  # the shell's, listed by ls
     finally:
         os.close(kept_r)
         os.close(kept_w)
     assert listed.stdout.split() == [b"0", b"1", b"2"]
-    piped = run("kill -s PIPE $$", cwd=cwd)
+    piped = run("kill -s PIPE $$", cwd=starting)
     assert piped.reason == f"killed by signal {signal.SIGPIPE}"
+    interrupted = run("kill -s INT $$", cwd=starting)  # the launcher ignores it; not its child
+    assert interrupted.reason == f"killed by signal {signal.SIGINT}"
 
 
-@pytest.mark.parametrize("cwd", [None, "/"], ids=["posix_spawn", "popen"])
-def test_pinning_reaches_the_command_and_leaves_washout_as_it_was(cwd: str | None) -> None:
+@pytest.mark.parametrize("starting", STARTS, ids=[f"{s}-{c}" for s, c in STARTS], indirect=True)
+def test_pinning_reaches_the_command_and_leaves_washout_as_it_was(starting: str | None) -> None:
     """A command runs on its CPUs (inherited from the starting thread, which takes them
     for the start only): washout's own CPUs are the same afterwards."""
     own = os.sched_getaffinity(0)
     cpu = min(own)
-    result = run("grep Cpus_allowed_list /proc/self/status", cpus=str(cpu), cwd=cwd)
+    result = run("grep Cpus_allowed_list /proc/self/status", cpus=str(cpu), cwd=starting)
     assert result.stdout.split()[-1] == str(cpu).encode()
     assert os.sched_getaffinity(0) == own

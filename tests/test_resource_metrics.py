@@ -15,7 +15,7 @@ from conftest import washout
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.longformat import RESOURCE_METRICS
-from washout.harness.executors import ssh_connection, ssh_wrapper
+from washout.harness.executors import local, ssh_connection, ssh_wrapper
 from washout.harness.executors.base import CommandOptions, CommandResult
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
@@ -43,11 +43,18 @@ def check_heavy(result: CommandResult, mib: int = 200, rss: bool = True) -> None
         assert "max_rss" not in used
 
 
-def test_local_trials_measure_their_process_tree() -> None:
+@pytest.mark.parametrize("launcher", [True, False], ids=["launcher", "no-launcher"])
+def test_local_trials_measure_their_process_tree(
+    launcher: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Above this process's own peak (the test runner's), which a trial cannot be told from.
     with open("/proc/self/status") as status:
         own = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
     mib = own // 1024 + 200
+    if not launcher:  # as where there is no C compiler
+        monkeypatch.setattr(local, "launcher_program", lambda: (None, "as if no compiler"))
+    elif local.launcher_program()[0] is None:
+        pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
 
     async def go() -> tuple[CommandResult, CommandResult]:
         ex = LocalExecutor()
@@ -58,8 +65,10 @@ def test_local_trials_measure_their_process_tree() -> None:
     heavy, light = run_async(go())
     check_heavy(heavy, mib)
     assert light.resources["user"] + light.resources["system"] < 0.1
-    # Forked from washout, `true` starts with washout's own peak RSS: not its own, absent.
-    assert "max_rss" not in light.resources
+    if launcher:  # started from the launcher (under a megabyte): `true`'s own peak
+        assert 0 < light.resources["max_rss"] < 4 * MIB
+    else:  # started by washout, `true` starts with washout's own peak RSS: absent
+        assert "max_rss" not in light.resources
 
 
 def test_every_trial_stores_its_resource_metrics(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Trial rows in the store: committed as running before a trial starts, then finished."""
+"""Trial rows in the store: recorded as running before a trial starts, then finished, each
+time in one append to the trial journal that the store folds in."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +33,18 @@ def finished(metrics: dict[str, float], status: str = "ok") -> dict[str, Any]:
     )
 
 
-def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path) -> None:
+def after_a_crash(path: Path, copy: Path) -> sqlite3.Connection:
+    """What ``resume`` would find if the writer of ``path`` were killed right now: its
+    files copied as they are (store, log, trial journal), reopened (which folds the
+    journal) and closed; a plain SQLite connection to the copy."""
+    for suffix in ("", "-wal", "-trials"):
+        if Path(f"{path}{suffix}").exists():
+            shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+    StoreWriter.reopen(copy).close()
+    return sqlite3.connect(copy)
+
+
+def test_finishing_a_trial_can_begin_the_next_in_the_same_record(tmp_path: Path) -> None:
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 2, "now", "test")
     store = StoreWriter.create(tmp_path / "e.db", record, [("a", "true", []), ("b", "true", [])])
     run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
@@ -40,7 +53,9 @@ def test_finishing_a_trial_can_begin_the_next_in_the_same_commit(tmp_path: Path)
     fields = finished({"wall": 0.5})
     second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))
     assert second is not None and second != first
-    reader = sqlite3.connect(tmp_path / "e.db")  # what a crash right now would leave
+    appended = (tmp_path / "e.db-trials").read_bytes().count(b"\n")
+    assert appended == 3  # the header, then one line for both
+    reader = after_a_crash(tmp_path / "e.db", tmp_path / "crashed.db")
     assert reader.execute("SELECT id, test, status FROM trial ORDER BY id").fetchall() == [
         (first, "a", "ok"),
         (second, "b", "running"),
@@ -56,7 +71,8 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     """A run's row, environment and reset records wait for its first trial's start, and
     its ``done`` for its last result: a crash before either leaves neither (the run then
     has no started trial, or is re-judged by its trials); the run's id is the one its row
-    gets, asking again gives it, and closing the store commits what waits."""
+    gets, asking again gives it, and closing the store commits what waits. None of it is
+    in SQLite before a fold: the journal holds it."""
     record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
     path = tmp_path / "e.db"
     store = StoreWriter.create(path, record, [("a", "true", [])])
@@ -67,16 +83,19 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     now = datetime.now(UTC)
     store.record_environment(worker, 0, {"kernel": "k"}, "f", defer=True)
     store.record_reset(run_id, now, now, "no reset configured", defer=True)
-    reader = sqlite3.connect(path)  # what a crash right now would leave
+    reader = sqlite3.connect(path)
+    crashes = iter(range(10))
 
     def seen() -> tuple[int, str | None, int]:
-        (envs,) = reader.execute("SELECT count(*) FROM environment").fetchone()
-        status = reader.execute("SELECT status FROM run WHERE id = ?", (run_id,)).fetchone()
-        (trials,) = reader.execute("SELECT count(*) FROM trial").fetchone()
+        crashed = after_a_crash(path, tmp_path / f"crash{next(crashes)}.db")
+        (envs,) = crashed.execute("SELECT count(*) FROM environment").fetchone()
+        status = crashed.execute("SELECT status FROM run WHERE id = ?", (run_id,)).fetchone()
+        (trials,) = crashed.execute("SELECT count(*) FROM trial").fetchone()
         return envs, status and status[0], trials
 
     assert seen() == (0, None, 0)
     trial = store.begin_trial(run_id, 0, "a", 0, now)
+    assert reader.execute("SELECT count(*) FROM trial").fetchone() == (0,)  # a start never folds
     assert seen() == (1, "running", 1)
     store.set_run_status(run_id, "done", defer=True)
     assert seen() == (1, "running", 1)
@@ -84,7 +103,9 @@ def test_a_runs_deferred_records_are_committed_with_the_next_write_or_at_close(
     assert seen() == (1, "done", 1)
     store.set_run_status(run_id, "aborted", defer=True)
     store.close()
-    assert seen() == (1, "aborted", 1)
+    status = reader.execute("SELECT status FROM run WHERE id = ?", (run_id,)).fetchone()
+    assert status == ("aborted",)
+    assert reader.execute("SELECT count(*) FROM trial").fetchone() == (1,)
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -190,6 +190,7 @@ def _analyze(
         notes=tuple(
             n
             for n in (
+                None if info is None else info.journaled_note,
                 *ctx.notes,
                 order_note,
                 *_why_notes({**carryover_failed, **why.failed}),

@@ -227,6 +227,8 @@ def _summary(
 
     state = progress_of(store)
     out = _console(stderr=False)
+    for note in outcome.notes:
+        out.print(f"Note: {note}", style="yellow")
     out.print(f"Data: {store.path}")
     out.print(f"Seed: {outcome.seed}  (same spec and seed give the same schedule)")
     out.print(

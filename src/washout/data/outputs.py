@@ -6,7 +6,7 @@
   any file of an SQLite store: the database (its magic), its write-ahead log, its shared
   memory and its rollback journal (their magic numbers, SQLite "Database File Format" 4.1
   and "Write-Ahead Logging"), washout's writer lock (its JSON), or a name SQLite or washout
-  would take for one of them beside a store (``X.db-wal``, ``-shm``, ``-journal``,
+  would take for one of them beside a store (``X.db-wal``, ``-shm``, ``-journal``, ``-trials``,
   ``-lock``), and never over the command's own input.
 - **Whole or not at all.** A regular file is written to a temporary file beside it, synced,
   and renamed over it (rename(2) is atomic): a full disk, an error or a kill leaves the old
@@ -32,7 +32,7 @@ from typing import IO
 from washout.data.store.schema import SQLITE_MAGIC
 from washout.errors import WashoutError
 
-SIBLINGS = ("-wal", "-shm", "-journal", "-lock")
+SIBLINGS = ("-wal", "-shm", "-journal", "-lock", "-trials")
 """The files beside a store ``X.db``: SQLite's log, shared memory and rollback journal,
 and washout's writer lock."""
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (

@@ -45,6 +45,19 @@ class SourceInfo:
     generation: str | None = None
     # With ``defer_checks``: a long CSV's row checks, not yet run (raises the one-line error).
     check: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    journaled: int = 0
+    """A store's finished trials still in its trial journal: not in what was read."""
+
+    @property
+    def journaled_note(self) -> str | None:
+        """What a reader tells of trials it could not read yet (None: there are none)."""
+        if not self.journaled:
+            return None
+        return (
+            f"{self.path}: note: {self.journaled} finished trial(s) are in its trial journal, "
+            "not in the store yet, nor in what follows (a running washout folds them in "
+            f"between runs; for a stopped one, 'washout resume {self.path}' does)"
+        )
 
     @property
     def what(self) -> str:
@@ -94,9 +107,11 @@ def load_trials(
     except OSError as err:
         raise SourceError(f"{path}: cannot read: {err.strerror}") from None
     if head.startswith(SQLITE_MAGIC):
-        from washout.data.store import read_long
+        from washout.data.store import Store
 
-        return read_long(path, columns=columns, resources=resources), SourceInfo(path, "store")
+        with Store.open(path) as store:
+            frame = store.long_frame(columns=columns, resources=resources)
+            return frame, SourceInfo(path, "store", journaled=store.journaled())
     exported = exported_format(head)
     if exported is not None:
         from washout.data.importers.longexport import read_long_export

@@ -36,7 +36,7 @@ from secrets import token_hex
 from typing import Any
 
 from washout.data.store import FINISHED, ExperimentRecord, Store
-from washout.data.store.writer import NextTrial, StoreWriter
+from washout.data.store.writer import FOLD_SECONDS, NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
     StoreExistsError,
@@ -50,6 +50,7 @@ from washout.harness.environment import EnvironmentWatch, check_same, fingerprin
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
+from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
@@ -132,6 +133,8 @@ class Outcome:
     store_error: str | None = None
     """Why the store could not be written (the session stopped; what was committed holds)."""
     worker_errors: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the run's summary says about how it measured (each also an event)."""
     session: str = field(default_factory=lambda: token_hex(8))
     """The random token that marks the processes of this session's trials
     (SESSION_VARIABLE in their environment), recorded in the store."""
@@ -540,7 +543,12 @@ class _Worker:
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            result = await runner.run(command, options)
+            # a trial that runs for a while is shown running (its start folded in)
+            fold = asyncio.get_running_loop().call_later(FOLD_SECONDS, self.store.fold_during_trial)
+            try:
+                result = await runner.run(command, options)
+            finally:
+                fold.cancel()
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id,
@@ -753,7 +761,7 @@ class _Worker:
             log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
             for restart in range(LOST_RUN_RESTARTS + 1):
                 try:
-                    self.store.checkpoint_if_due()
+                    self.store.fold_if_due()
                     await self.check_environment(run.index)
                     await self.reset(run_id)
                     await self.run_trials(run.index, run_id, list(run.tests), run.contexts)
@@ -893,6 +901,12 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
+    program, why = launcher_program()
+    if program is None and any(ex.local for ex in executors):
+        note = no_launcher_note(why)
+        store.event("launcher", note)
+        outcome.notes.append(note)
+        log.warning("%s", note)
     try:
         await require_met(executors, experiment.spec.experiment.require)
     except WashoutError as err:
@@ -1009,7 +1023,7 @@ def execute(
     boundary; 2: stopping now). SIGTERM stops now, like a second Ctrl-C, and sets
     ``Outcome.terminated``.
     """
-    store.hold_checkpoints()  # the log is folded in before a run, never between two trials
+    store.hold_checkpoints()  # the log is checkpointed before a run, never between two trials
     recover(experiment, store)
     outcome = Outcome(
         db=store.path,

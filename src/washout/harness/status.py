@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Progress:
     """How far an experiment is: planned and done slots (``done`` is exactly what
-    ``resume`` skips), runs, trials by status, the live writer (host, pid, started; None
-    when no washout process writes the store) and an ETA from the mean trial duration."""
+    ``resume`` skips), runs, trials by status, finished trials in the trial journal not
+    folded into the store yet (counted nowhere else), the live writer (host, pid, started;
+    None when no washout process writes the store) and an ETA from the mean trial
+    duration."""
 
     name: str
     seed: int
@@ -32,6 +34,7 @@ class Progress:
     interrupted: int
     running: int
     superseded: int
+    journaled: int
     writer: dict[str, Any] | None
     eta_seconds: float | None
 
@@ -73,6 +76,7 @@ def progress_of(store: Store) -> Progress:
         interrupted=counts.get("interrupted", 0),
         running=counts.get("running", 0),
         superseded=counts.get("superseded", 0),
+        journaled=store.journaled(),
         writer=writer_of(store.path),
         eta_seconds=None if mean is None else (planned - done) * mean / schedules,
     )
@@ -109,6 +113,15 @@ def describe(store: Store) -> str:
         f"failed {p.failed}, timed out {p.timeout}, interrupted {p.interrupted}"
         + (f", superseded {p.superseded}" if p.superseded else "")
     )
+    if p.journaled:
+        lines.append(
+            f"{p.journaled} more finished trial(s) in the trial journal, not counted above: "
+            + (
+                "folded into the store between runs"
+                if p.writer is not None
+                else f"`washout resume {store.path}` folds them in"
+            )
+        )
     context = store.context()
     if context is not None:
         lines.append(f"context randomized per trial: {', '.join(context[0])} ({context[1]} levels)")

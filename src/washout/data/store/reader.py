@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +30,14 @@ from washout.data.store.integrity import (
     primary_code,
     reports_damage,
 )
+from washout.data.store.journal import (
+    FOLDED_KEY,
+    JournalDamage,
+    journal_damaged,
+    journal_path,
+    read_pending,
+)
+from washout.data.store.lock import writer_of
 from washout.data.store.schema import (
     CONTEXT_KINDS,
     SCHEMA_VERSION,
@@ -330,6 +339,30 @@ class Store:
             " FROM trial GROUP BY s"
         )
         return dict(_typed(rows, str, int))
+
+    def journaled(self) -> int:
+        """Finished trials in the store's trial journal, not folded into it yet
+        (:mod:`~washout.data.store.journal`): a live writer folds them after trials and
+        between runs, ``resume`` what a stopped one left; no read of the store sees them
+        before. A live writer that starts the journal afresh meanwhile is read again."""
+        try:
+            try:
+                return self._pending_finished()
+            except JournalDamage:
+                if writer_of(self.path) is None:
+                    raise
+                time.sleep(0.05)  # a live writer may have started it afresh meanwhile
+                return self._pending_finished()
+        except JournalDamage as err:
+            raise journal_damaged(self.path, err) from None
+        except OSError as err:
+            raise WashoutError(f"{journal_path(self.path)}: cannot read: {err.strerror}") from None
+
+    def _pending_finished(self) -> int:
+        """Finished trials in the journal after the mark of its last fold."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
+        folded = row[0] if row is not None and isinstance(row[0], str) else None
+        return read_pending(self.path, folded).finished
 
     @reports_damage
     def runs_done(self) -> int:

@@ -1,12 +1,16 @@
 """Writing a store: :class:`StoreWriter`, the engine's, one process at a time.
 
-A process killed at any moment loses at most the trial in flight: a trial row is
-committed as ``running`` when it starts and committed again, with its metrics, when it
-ends; ``resume`` marks rows left ``running`` as ``interrupted`` and re-runs their runs
-whole, keeping the earlier partial attempts marked ``superseded``.
-``synchronous=NORMAL`` in WAL mode survives a killed process (the OS keeps the log) without
-an fsync per trial; a power cut can lose the last trials, never corrupt the file (SQLite
-documentation, "Write-Ahead Logging" and PRAGMA synchronous).
+A process killed at any moment loses at most the trial in flight: a trial is recorded as
+``running`` when it starts and again, with its metrics, when it ends, each time in the
+trial journal (:mod:`~washout.data.store.journal`: one write(2), where a commit costs ten
+times more), which every transaction folds into SQLite first; the engine folds it between
+runs when due (:meth:`StoreWriter.fold_if_due`), and :meth:`~StoreWriter.close` and
+:meth:`~StoreWriter.reopen` (``resume``) fold what is left. ``resume`` marks rows left
+``running`` as ``interrupted`` and re-runs their runs whole, keeping the earlier partial
+attempts marked ``superseded``. ``synchronous=NORMAL`` in WAL mode survives a killed process
+(the OS keeps the log) without an fsync per commit, as the journal does; a power cut can
+lose the last trials, never corrupt the file (SQLite documentation, "Write-Ahead Logging"
+and PRAGMA synchronous).
 
 A new store appears under its name whole: its first image (schema, experiment, tests) is
 written into an unnamed file and linked in once complete (:func:`_place`), so a process
@@ -16,12 +20,14 @@ killed while creating it leaves nothing, or a store ``resume`` takes.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +36,16 @@ from typing import Any
 from washout.data.longformat import CONTEXT_COLUMNS
 from washout.data.store.columnar import COLUMNAR_SCHEMA, write_columns
 from washout.data.store.integrity import UNWRITABLE_CODES, damaged, primary_code, value_problem
+from washout.data.store.journal import (
+    FINISH,
+    FOLDED_KEY,
+    JournalDamage,
+    JournalWriter,
+    Statement,
+    folded_mark,
+    journal_damaged,
+    read_pending,
+)
 from washout.data.store.lock import WriterLock, describe_writer, only_name, writer_of
 from washout.data.store.reader import (
     Store,
@@ -58,14 +74,55 @@ NextTrial = tuple[int, int, str, int, datetime]
 """A trial to begin: (run id, position, test name, attempt, start time)."""
 
 CHECKPOINT_COMMITS = 1000
-"""Commits between two checkpoints while an experiment runs (:meth:`StoreWriter.hold_checkpoints`):
-about 4,300 log pages (17 MB) at the 4-4.3 pages per commit of a run of `true` (measured),
-where SQLite's automatic checkpoint comes every 1,000 pages. Larger gains nothing: a
-checkpoint's cost grew with the pages it copied (45 ms per 1,000 commits here)."""
+"""Trial writes between two checkpoints while an experiment runs
+(:meth:`StoreWriter.hold_checkpoints`): about 4,300 log pages (17 MB) at the 4-4.3 pages a
+trial wrote when each was its own commit (measured), where SQLite's automatic checkpoint
+comes every 1,000 pages. Larger gains nothing: a checkpoint's cost grew with the pages it
+copied (45 ms per 1,000 commits here)."""
+
+FOLD_SECONDS = 0.1
+"""After a finished trial and between two runs, the journal is folded into SQLite once
+this long has passed since the last fold (:meth:`StoreWriter.fold_if_due`): ``washout
+status`` and readers of a live store see a trial at most this much (and the trial after
+it) late, while trials of a short command (a no-op: 0.5-1.3 ms) pay one commit per
+hundred or more of them, not one each. A trial's start never folds: position 0 follows its
+reset as later positions follow their predecessor, by one append."""
+
+RESTART_BYTES = 16 << 20
+"""A journal this large is started afresh after a fold (about 30,000 trials of a wall-only
+test); until then a fold reads it from where the last one stopped."""
+
+STATEMENTS: dict[str, str] = {
+    "environment": "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
+    " VALUES (?, ?, ?, ?, ?)",
+    "fingerprint": "UPDATE worker SET fingerprint = ? WHERE id = ?",
+    "run": "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
+    " VALUES (?, ?, ?, ?, ?, 'pending')",
+    "reset": "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
+    " status = 'running' WHERE id = ?",
+    "run_status": "UPDATE run SET status = ? WHERE id = ?",
+    "begin_trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, started)"
+    " VALUES (?, ?, ?, ?, ?, 'running', ?)",
+    FINISH: "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
+    " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?,"
+    " context_env_bytes = ?, context_cwd_bytes = ?, context_aslr = ? WHERE id = ?",
+    "metric": "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
+}
+"""Every statement a deferred write or a journal record may hold, by name: a record names
+its statements and gives their parameters, never SQL."""
 
 
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat(timespec="microseconds")
+
+
+def _context(context: TrialContext | None) -> tuple[int | None, int | None, bool | None]:
+    """A trial's context columns (:data:`~washout.data.longformat.CONTEXT_COLUMNS`)."""
+    return (
+        (None, None, None)
+        if context is None
+        else (context.env_bytes, context.cwd_bytes, context.aslr)
+    )
 
 
 def _now() -> str:
@@ -122,8 +179,16 @@ class StoreWriter(Store):
     def __init__(self, conn: sqlite3.Connection, path: Path, lock: WriterLock) -> None:
         super().__init__(conn, path)
         self._lock = lock
-        self._deferred: list[tuple[str, tuple[object, ...]]] = []
-        """Writes that go with the next transaction (``defer`` of :meth:`_write`)."""
+        self._journal = JournalWriter(path)
+        self._unfolded = True
+        """Whether the journal may hold records not folded yet (at first: an earlier
+        writer's)."""
+        self._folded_at = time.monotonic()
+        self._deferred: list[Statement] = []
+        """Writes that go with the next transaction or journal record (``defer`` of
+        :meth:`_write`)."""
+        self._next_trial: int | None = None
+        """The id the next trial gets (chosen by the writer, as run ids are)."""
         self._runs: dict[tuple[int, int], int] | None = None
         """Every run's id by (worker id, run index), read once by the writer and kept up to
         date by it (a deferred row is not in the table yet): :meth:`run_id`."""
@@ -167,12 +232,19 @@ class StoreWriter(Store):
         except OSError as err:
             lock.release()
             raise StoreWriteError(f"{path}: cannot create: {err.strerror}") from None
-        store = cls(connect(path, readonly=False), path, lock)
+        try:
+            store = cls(connect(path, readonly=False), path, lock)
+        except BaseException:
+            lock.release()
+            path.unlink(missing_ok=True)  # a store that never held a trial
+            raise
+        store._unfolded = False  # a journal there is a removed store's: never folded here
         try:
             store._log_ahead()
+            store._restart_journal()  # a journal left by a removed store of this name
         except BaseException:
             store.close()
-            for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), store._journal.path):
                 made.unlink(missing_ok=True)  # a store that never held a trial
             raise
         return store
@@ -197,7 +269,12 @@ class StoreWriter(Store):
         except BaseException:
             conn.close()
             raise
-        store = cls(conn, path, lock)
+        try:
+            store = cls(conn, path, lock)
+        except BaseException:
+            lock.release()
+            conn.close()
+            raise
         try:
             problem = value_problem(conn)
             if problem is not None:
@@ -220,7 +297,11 @@ class StoreWriter(Store):
                     if "columnar_state" not in tables:  # a store older than the columnar copy
                         for statement in COLUMNAR_SCHEMA:
                             c.execute(statement)
+            with store._transaction():  # what the journal holds (a killed writer's)
+                pass
+            store._restart_journal()
         except BaseException:
+            store._journal.close()
             store._lock.release()
             conn.close()
             raise
@@ -242,11 +323,13 @@ class StoreWriter(Store):
         cache, readers fall back to the SQL tables, and the session's trials are intact."""
         try:
             try:
-                if self._deferred:
-                    with self._transaction():
-                        pass
+                if self._lock.held:
+                    if self._deferred or self._unfolded:
+                        with self._transaction():
+                            pass
+                    self._restart_journal()
             except (StoreWriteError, sqlite3.Error):
-                pass  # what was committed holds; no trial ran after these records
+                pass  # what was recorded holds (the journal is folded by 'resume')
             if self._lock.held:
                 try:
                     self.write_columns()
@@ -254,6 +337,7 @@ class StoreWriter(Store):
                     log.warning("%s: columnar copy not written: %s", self.path, err)
         finally:
             self._deferred.clear()
+            self._journal.close()
             self._lock.release()
             super().close()
 
@@ -263,18 +347,22 @@ class StoreWriter(Store):
     # -- transactions --------------------------------------------------------------------
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT), which also
-        commits the writes deferred until then (``defer`` of :meth:`_write`), before its own.
+        """One atomic, committed unit of work (BEGIN IMMEDIATE ... COMMIT), which first
+        folds the journal (:meth:`_fold`), then commits the writes deferred until then
+        (``defer`` of :meth:`_write`), before its own: every write and read after it sees
+        every trial recorded before.
 
         A write the disk or file system refuses (full, read-only, I/O error) rolls back
-        and becomes a one-line :class:`StoreWriteError`: every earlier commit is intact.
+        and becomes a one-line :class:`StoreWriteError`: every earlier commit is intact,
+        and so is the journal.
         """
+        folded = False
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             deferred, self._deferred = self._deferred, []  # tried once, with this transaction
             try:
-                for sql, params in deferred:
-                    self._conn.execute(sql, params)
+                folded = self._fold()
+                self._run(deferred)
                 yield self._conn
             except BaseException:
                 if self._conn.in_transaction:
@@ -289,17 +377,103 @@ class StoreWriter(Store):
                 except sqlite3.Error:
                     pass  # SQLite rolled back on its own (it may, on SQLITE_FULL)
             raise self._write_error(err) from None
+        if folded:
+            self._unfolded = False
+            self._folded_at = time.monotonic()
+            if self._journal.size > RESTART_BYTES:
+                self._restart_journal()
 
-    def _write(self, statements: list[tuple[str, tuple[object, ...]]], defer: bool) -> None:
-        """Statements in one transaction now, or with ``defer`` in the next transaction
-        rather than one of their own: a run's row and records before its first trial go
-        with that trial's start, and the run's end with its last trial's result, so a run
-        of one trial costs two commits, not six. Either way they are committed before the next
-        trial starts (or when the store is closed)."""
+    def _fold(self) -> bool:
+        """Inside a transaction: apply the journal's records not folded yet, drop a last
+        record cut short (a killed writer's, noted as an event) and mark how far it is
+        folded (``meta``), so that a writer killed after the commit never applies a
+        record twice. Whether it read the journal."""
+        if not self._unfolded:
+            return False
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
+        try:
+            pending = read_pending(self.path, None if row is None else row[0])
+            for record in pending.records:
+                self._run(record)
+        except (JournalDamage, KeyError, sqlite3.IntegrityError, sqlite3.ProgrammingError) as err:
+            raise journal_damaged(self.path, err) from None
+        if pending.torn and pending.token is not None:
+            self._conn.execute(
+                "INSERT INTO event (time, worker, kind, message) VALUES (?, NULL, ?, ?)",
+                (
+                    _now(),
+                    "resume",
+                    f"the trial journal's last record was cut short ({pending.torn} bytes, "
+                    "written when washout was killed): dropped",
+                ),
+            )
+        if pending.token is not None:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (FOLDED_KEY, folded_mark(pending)),
+            )
+        self._commits += len(pending.records)
+        return True
+
+    def _run(self, statements: list[Statement]) -> None:
+        for name, params in statements:
+            self._conn.execute(STATEMENTS[name], params)
+
+    def _restart_journal(self) -> None:
+        """Start the journal afresh (everything in it is folded and marked): when a writer
+        opens the store (a record cut short is gone with it), closes it, and once it holds
+        :data:`RESTART_BYTES`; not after every fold, since truncating a file with pages
+        in the cache took milliseconds here (4.6 ms a time, measured under load)."""
+        try:
+            self._journal.restart()
+        except OSError as err:
+            raise self._journal_error(err) from None
+        self._unfolded = False
+        self._folded_at = time.monotonic()
+
+    def fold_during_trial(self) -> None:
+        """Fold the journal while a trial runs (the engine calls this once the trial has run
+        :data:`FOLD_SECONDS`), so that readers see it ``running`` and what came before it;
+        a fold the store refuses now is tried again after the trial, which reports it."""
+        try:
+            self._fold_when_due()
+        except StoreWriteError as err:
+            log.warning("%s: fold during a trial: %s", self.path, err)
+
+    def _fold_when_due(self) -> None:
+        """Fold the journal if :data:`FOLD_SECONDS` passed since the last fold."""
+        if self._unfolded and time.monotonic() - self._folded_at >= FOLD_SECONDS:
+            with self._transaction():
+                pass
+
+    def _append(self, statements: list[Statement]) -> None:
+        """The deferred writes and ``statements`` as one journal record, one write(2)."""
+        record, self._deferred = self._deferred + statements, []
+        try:
+            self._journal.append(record)
+        except OSError as err:
+            raise self._journal_error(err) from None
+        self._unfolded = True
+
+    def _write(self, statements: list[Statement], defer: bool) -> None:
+        """Statements in one transaction now, or with ``defer`` in the next transaction or
+        journal record rather than one of their own: a run's row and records before its
+        first trial go with that trial's start, and the run's end with its last trial's
+        result. Either way they are recorded before the next trial starts (or when the
+        store is closed)."""
         self._deferred += statements
         if not defer:
             with self._transaction():
                 pass
+
+    def _journal_error(self, err: OSError) -> StoreWriteError:
+        """A refused journal write as a one-line error; a full disk in the words the store
+        itself uses for one (SQLite's), whichever file filled it."""
+        why = f"database or disk is full ({err.strerror})" if err.errno == errno.ENOSPC else None
+        return StoreWriteError(
+            f"{self._journal.path}: cannot write: {why or err.strerror}; every trial recorded "
+            f"before is intact: make room or fix the file, then 'washout resume {self.path}'"
+        )
 
     def _write_error(self, err: sqlite3.OperationalError) -> Exception:
         """A refused write as a one-line error (or ``err`` itself if it is not one)."""
@@ -323,10 +497,13 @@ class StoreWriter(Store):
         the log is the committed data (SQLite documentation, "Write-Ahead Logging")."""
         self._conn.execute("PRAGMA wal_autocheckpoint = 0")
 
-    def checkpoint_if_due(self) -> None:
-        """Fold the log into the store if :data:`CHECKPOINT_COMMITS` commits went into it
-        since the last time; PASSIVE, so a reader of the live store (``washout status``)
-        is never waited for (what it still reads is folded next time)."""
+    def fold_if_due(self) -> None:
+        """Between two runs: fold the journal into SQLite if :data:`FOLD_SECONDS` passed
+        since the last fold (as after every finished trial), then the log into the store's file if
+        :data:`CHECKPOINT_COMMITS` trial writes went into it since the last time; PASSIVE,
+        so a reader of the live store (``washout status``) is never waited for (what it
+        still reads is folded next time)."""
+        self._fold_when_due()
         if self._commits >= CHECKPOINT_COMMITS:
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -380,11 +557,10 @@ class StoreWriter(Store):
         self._write(
             [
                 (
-                    "INSERT INTO environment (worker_id, run_index, captured, data, fingerprint)"
-                    " VALUES (?, ?, ?, ?, ?)",
+                    "environment",
                     (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
                 ),
-                ("UPDATE worker SET fingerprint = ? WHERE id = ?", (fingerprint, worker_id)),
+                ("fingerprint", (fingerprint, worker_id)),
             ],
             defer,
         )
@@ -411,43 +587,36 @@ class StoreWriter(Store):
             return self._runs[key]
         new = self._runs[key] = self._next_run
         self._next_run += 1
-        sql = (
-            "INSERT INTO run (id, worker_id, idx, order_kind, permutation, status)"
-            " VALUES (?, ?, ?, ?, ?, 'pending')"
-        )
-        self._write([(sql, (new, worker_id, index, order, json.dumps(permutation)))], defer)
+        self._write([("run", (new, worker_id, index, order, json.dumps(permutation)))], defer)
         return new
 
     def record_reset(
         self, run_id: int, started: datetime, ended: datetime, info: str, *, defer: bool = False
     ) -> None:
         """The run's reset: when it ran and what it said; the run is then ``running``."""
-        sql = (
-            "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
-            " status = 'running' WHERE id = ?"
-        )
-        self._write([(sql, (_iso(started), _iso(ended), info, run_id))], defer)
+        self._write([("reset", (_iso(started), _iso(ended), info, run_id))], defer)
 
     def set_run_status(self, run_id: int, status: str, *, defer: bool = False) -> None:
         """``done``, ``aborted`` or ``warmup``."""
-        self._write([("UPDATE run SET status = ? WHERE id = ?", (status, run_id))], defer)
+        self._write([("run_status", (status, run_id))], defer)
 
     def begin_trial(
         self, run_id: int, position: int, test: str, attempt: int, started: datetime
     ) -> int:
-        """Commit a trial as ``running`` (before it runs: a crash leaves it to be seen)."""
-        with self._transaction() as c:
-            return self._insert_running(c, (run_id, position, test, attempt, started))
+        """Record a trial as ``running`` (before it runs: a crash leaves it to be seen), with
+        the writes deferred until then, in one journal record; its id."""
+        statement, trial_id = self._running((run_id, position, test, attempt, started))
+        self._append([statement])
+        return trial_id
 
-    @staticmethod
-    def _insert_running(c: sqlite3.Connection, trial: NextTrial) -> int:
+    def _running(self, trial: NextTrial) -> tuple[Statement, int]:
+        """The statement that records ``trial`` as ``running``, and the id it gets."""
+        if self._next_trial is None:  # read once: this process writes every trial after
+            (last,) = self._conn.execute("SELECT max(id) FROM trial").fetchone()
+            self._next_trial = (last or 0) + 1
+        trial_id, self._next_trial = self._next_trial, self._next_trial + 1
         run_id, position, test, attempt, started = trial
-        cur = c.execute(
-            "INSERT INTO trial (run_id, position, test, attempt, status, started)"
-            " VALUES (?, ?, ?, ?, 'running', ?)",
-            (run_id, position, test, attempt, _iso(started)),
-        )
-        return int(cur.lastrowid)  # type: ignore[arg-type]
+        return ("begin_trial", (trial_id, run_id, position, test, attempt, _iso(started))), trial_id
 
     def finish_trial(
         self,
@@ -468,40 +637,23 @@ class StoreWriter(Store):
     ) -> int | None:
         """Record a finished trial, its metrics and its ``context`` (environment padding,
         working directory length, ASLR: :data:`~washout.data.longformat.CONTEXT_COLUMNS`)
-        in one transaction; with ``then``, that transaction also begins the next trial (as
-        :meth:`begin_trial`) and returns its id.
-
-        One commit per trial instead of two when trials follow each other: the next trial
-        is still committed as ``running`` before it starts.
+        in one journal record (one write(2));
+        with ``then``, that record also begins the next trial (as :meth:`begin_trial`) and
+        this returns its id: the next trial is still recorded as ``running`` before it
+        starts.
         """
-        with self._transaction() as c:
-            c.execute(
-                "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
-                " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?,"
-                " context_env_bytes = ?, context_cwd_bytes = ?, context_aslr = ? WHERE id = ?",
-                (
-                    status,
-                    reason,
-                    exit_code,
-                    _iso(started),
-                    _iso(ended),
-                    duration,
-                    stdout_tail,
-                    stderr_tail,
-                    cpus,
-                    *(
-                        (None, None, None)
-                        if context is None
-                        else (context.env_bytes, context.cwd_bytes, context.aslr)
-                    ),
-                    trial_id,
-                ),
-            )
-            c.executemany(
-                "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
-                [(trial_id, k, v) for k, v in metrics.items()],
-            )
-            return None if then is None else self._insert_running(c, then)
+        fields = (status, reason, exit_code, _iso(started), _iso(ended), duration)
+        statements: list[Statement] = [
+            (FINISH, (*fields, stdout_tail, stderr_tail, cpus, *_context(context), trial_id)),
+            *(("metric", (trial_id, k, v)) for k, v in metrics.items()),
+        ]
+        next_id = None
+        if then is not None:
+            begin, next_id = self._running(then)
+            statements.append(begin)
+        self._append(statements)
+        self._fold_when_due()
+        return next_id
 
     def forget_trial(self, trial_id: int) -> None:
         """Remove a trial committed as ``running`` that never started (its worker was
@@ -526,3 +678,23 @@ class StoreWriter(Store):
             return c.execute(
                 "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
             ).rowcount
+
+
+def _folding_first(read: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the store that first folds what the writer's journal holds."""
+
+    @functools.wraps(read)
+    def folded(self: StoreWriter, *args: Any, **kwargs: Any) -> Any:
+        if self._unfolded:
+            with self._transaction():
+                pass
+        return read(self, *args, **kwargs)
+
+    return folded
+
+
+for _name, _read in vars(Store).items():
+    # Every read through the writer sees every trial it recorded (the engine's own reads:
+    # resume's slots, the session's exit code, a sweep's next batch).
+    if callable(_read) and not _name.startswith("_") and _name not in ("open", "close"):
+        setattr(StoreWriter, _name, _folding_first(_read))

@@ -142,6 +142,14 @@ class CommandResult:
         ended = datetime.now(UTC) if duration else started
         return cls("failed", None, b"", b"", started, ended, duration, reason, cpus)
 
+    @classmethod
+    def lost(
+        cls, reason: str, started: datetime, duration: float, cpus: str | None = None
+    ) -> CommandResult:
+        """A command whose outcome is unknown (what carried it ended): no exit code and no
+        output; it ends now."""
+        return cls("lost", None, b"", b"", started, datetime.now(UTC), duration, reason, cpus)
+
 
 @dataclass(frozen=True)
 class CommandOptions:

@@ -18,6 +18,7 @@ with it, however washout ended (SIGKILL included).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import fcntl
 import functools
 import os
@@ -41,6 +42,8 @@ from washout.harness.executors.base import (
     CommandResult,
     OutputTail,
 )
+from washout.harness.launcher.build import launcher_program
+from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
 from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
 from washout.harness.pinning import parse_cpus
 
@@ -265,10 +268,12 @@ def _spawn(
     outputs: tuple[int, int],
     cwd: str | None,
     cpu_set: set[int] | None,
-) -> tuple[int, subprocess.Popen[bytes] | None]:
+) -> tuple[int, subprocess.Popen[bytes] | None, float]:
     """Start a command in a session of its own, stdin from /dev/null and ``outputs`` as its
-    stdout and stderr, with nothing else of washout's open; its pid (and Popen if it made
-    one).
+    stdout and stderr, with nothing else of washout's open; its pid, Popen if it made one,
+    and the ``perf_counter`` just before the start (where its wall time begins: everything
+    washout prepares for a start comes before it, as hyperfine starts its clock just before
+    it spawns).
 
     ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs washout less than
     half of ``subprocess.Popen``'s CPU per start (bench/RESULTS.md, "Engine overhead per
@@ -292,6 +297,7 @@ def _spawn(
                 (os.POSIX_SPAWN_DUP2, stdout, 1),
                 (os.POSIX_SPAWN_DUP2, stderr, 2),
             ]
+            begun = time.perf_counter()
             pid = os.posix_spawn(
                 executable,
                 argv,
@@ -300,7 +306,8 @@ def _spawn(
                 setsigdef=_DEFAULT_SIGNALS,
                 setsid=True,
             )
-            return pid, None
+            return pid, None, begun
+        begun = time.perf_counter()
         proc = subprocess.Popen(
             argv,
             executable=executable,
@@ -311,10 +318,15 @@ def _spawn(
             env=env,
             start_new_session=True,
         )
-        return proc.pid, proc
+        return proc.pid, proc, begun
     finally:
         if own is not None:
             os.sched_setaffinity(0, own)
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, leaving it to be reaped (waitid(2), WNOWAIT)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 class _Child:
@@ -334,6 +346,7 @@ class _Child:
         pipes: dict[int, OutputTail],
         proc: subprocess.Popen[bytes] | None = None,
         health: bool = False,
+        launcher: Launcher | None = None,
     ) -> None:
         self.loop = loop
         self.proc = proc
@@ -341,7 +354,15 @@ class _Child:
         self.pid = pid
         self.returncode: int | None = None
         self.exited: float | None = None
-        """``time.perf_counter()`` when its exit was seen, before anything else is done."""
+        """The ``perf_counter`` just after its exit was seen (its pidfd readable, or
+        wait4(2) returned its status): where its wall time ends, before any of washout's own
+        work after an exit (a health reading comes after it)."""
+        self.wall: float | None = None
+        """Its wall time as its launcher measured it (None: started by washout itself)."""
+        self.launcher = launcher
+        """The launcher that started it, while it is watched through it."""
+        self.launcher_gone: str | None = None
+        """Why its launcher ended before saying how the command ended (None: it did not)."""
         self.resources: dict[str, float] = {}
         """CPU seconds and peak RSS of the process and its waited-for descendants
         (RESOURCE_METRICS), from wait4(2)."""
@@ -357,7 +378,9 @@ class _Child:
         for fd in self._tails:  # blocking, but only read when readable: never blocks
             loop.add_reader(fd, self._on_output, fd)
         self._pidfd: int | None = None
-        if HAVE_PIDFD:
+        if launcher is not None:  # its launcher says when it ends
+            loop.add_reader(launcher.socket.fileno(), self._on_reply)
+        elif HAVE_PIDFD:
             self._pidfd = os.pidfd_open(pid)
             loop.add_reader(self._pidfd, self._on_exit)
         else:
@@ -391,11 +414,36 @@ class _Child:
                 self.resources["max_rss"] = usage.ru_maxrss * 1024.0  # Linux counts KiB
 
     def _on_exit(self) -> None:
-        self.exited = time.perf_counter()
+        if self.exited is None:
+            self.exited = time.perf_counter()
         self._forget_pidfd()
         if self.health and (migrations := sched_migrations(self.pid)) is not None:
             self.health_values[MIGRATIONS] = migrations  # a zombie until reaped, just below
         self._reap()  # exited: wait4 returns at once
+        if self._waiter is not None:
+            _resolve(self._waiter, True)
+
+    @property
+    def ended(self) -> bool:
+        """Whether its end is known (or its launcher's, which leaves it unknown)."""
+        return self.returncode is not None or self.launcher_gone is not None
+
+    def _on_reply(self) -> None:
+        """Its launcher's reply: how it ended, or the launcher's own end."""
+        assert self.launcher is not None
+        self.loop.remove_reader(self.launcher.socket.fileno())
+        try:
+            end = self.launcher.finished()
+        except LauncherGone as gone:
+            self.launcher_gone = str(gone)
+        else:
+            self.wall = end.wall
+            self.returncode = os.waitstatus_to_exitcode(end.status)
+            self.resources = {"user": end.user, "system": end.system, "max_rss": end.max_rss}
+            if self.health:
+                self.health_values[INVOLUNTARY_SWITCHES] = float(end.involuntary)
+                if end.migrations is not None:
+                    self.health_values[MIGRATIONS] = end.migrations
         if self._waiter is not None:
             _resolve(self._waiter, True)
 
@@ -425,10 +473,14 @@ class _Child:
         self._open.discard(fd)
         if not self._open:
             _resolve(self._closed, True)
+            # its end of output is mostly its exit: seen now (not reaped, so a health
+            # reading can still read it), before the event loop gets to its pidfd
+            if self._pidfd is not None and self.returncode is None and _has_exited(self.pid):
+                self._on_exit()
 
     async def wait(self, timeout: float | None) -> bool:
         """Until the process exits (True) or ``timeout`` seconds pass (False)."""
-        if self.returncode is not None:
+        if self.ended:
             return True
         waiter = self._waiter = self.loop.create_future()
         timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter, False)
@@ -459,10 +511,36 @@ class _Child:
     def close(self) -> None:
         """Stop watching the process and close its pipes (whatever state it is in)."""
         self._forget_pidfd()
+        if self.launcher is not None and not self.ended:
+            self.loop.remove_reader(self.launcher.socket.fileno())
         for fd in self._tails:
             if fd in self._open:
                 self.loop.remove_reader(fd)
             os.close(fd)
+
+
+def _absolute(cwd: str | None) -> str | None:
+    """A command's working directory as the launcher (whose own is ``/``) must be told it:
+    washout's own, or ``cwd`` relative to it, as a start from washout would use. Where
+    washout's own directory is gone, ``cwd`` as given."""
+    try:
+        return os.path.join(os.getcwd(), cwd or "")
+    except FileNotFoundError:
+        return cwd
+
+
+_IDLE_LAUNCHERS: list[Launcher] = []
+"""Launchers between commands, shared by every local executor of this process (one per
+command running at once; one executor is made per controller-side command): each ends
+when washout does, at the end of its socket."""
+
+
+@atexit.register
+def _end_idle_launchers() -> None:
+    """End and reap the idle launchers as washout exits (killed, it leaves them to end at
+    the end of their sockets)."""
+    while _IDLE_LAUNCHERS:
+        _IDLE_LAUNCHERS.pop().close()
 
 
 class LocalExecutor:
@@ -475,6 +553,7 @@ class LocalExecutor:
     def __init__(self, name: str = "local") -> None:
         self.name = name
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._blocks: dict[tuple[tuple[str, str], ...], tuple[int, bytes]] = {}
         self._health: dict[str, LocalHealth] = {}
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
@@ -488,6 +567,26 @@ class LocalExecutor:
         if found is None:
             found = self._environments[key] = {**os.environ, **(env or {})}
         return found
+
+    def _environment_block(self, env: dict[str, str] | None) -> tuple[int, bytes]:
+        """:meth:`_environment` as a launcher's request carries it (built once per ``env``)."""
+        key = tuple(env.items()) if env else ()
+        found = self._blocks.get(key)
+        if found is None:
+            found = self._blocks[key] = environment_block(self._environment(env))
+        return found
+
+    def _launcher(self) -> Launcher | None:
+        """An idle launcher, a new one if none is, or None where there is no launcher."""
+        program = launcher_program()[0]
+        if program is None:
+            return None
+        while _IDLE_LAUNCHERS:
+            found = _IDLE_LAUNCHERS.pop()
+            if found.alive():
+                return found
+            found.close()
+        return Launcher(program)
 
     async def connect(self) -> None:
         return None
@@ -535,13 +634,40 @@ class LocalExecutor:
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
         err_r, err_w = os.pipe()
+        launcher: Launcher | None = None
         try:
             executable, argv = _start(command, full_env.get("PATH"))
-            pid, proc = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
-        except (OSError, subprocess.SubprocessError) as error:  # e.g. CPUs not on this machine
+            launcher = self._launcher()
+            if launcher is not None:  # timed in C, from a process of its own size
+                begun, proc = time.perf_counter(), None
+                pid = launcher.start(
+                    executable,
+                    argv,
+                    self._environment_block(options.env),
+                    (err_w,) if out_r is None else (out_w, err_w),
+                    _absolute(cwd),
+                    cpu_set,
+                    health is not None,
+                )
+            else:
+                pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
+        except (OSError, subprocess.SubprocessError, LauncherGone) as error:
+            # e.g. CPUs not on this machine, a missing program or directory
             for fd in (out_r, err_r):
                 if fd is not None:
                     os.close(fd)
+            if isinstance(error, LauncherGone):  # the command may have started: not again
+                assert launcher is not None
+                launcher.close()
+                return CommandResult.lost(
+                    f"washout's launcher ended as it started the command ({error}): its "
+                    "outcome is unknown",
+                    started,
+                    time.perf_counter() - t0,
+                    cpus,
+                )
+            if launcher is not None:
+                _IDLE_LAUNCHERS.append(launcher)
             return CommandResult.unstarted(
                 f"could not start: {error}", started, time.perf_counter() - t0, cpus
             )
@@ -551,7 +677,7 @@ class LocalExecutor:
             os.close(err_w)
         guard.register(pid)
         pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
-        child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None)
+        child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)
         try:
             try:
                 timed_out = not await child.wait(timeout)
@@ -560,15 +686,19 @@ class LocalExecutor:
                 raise
             if timed_out:
                 await child.kill_group()
-            # the exit's own moment: the migrations read after it are outside the timing
+            # the command's own wall: from just before its start to just after its exit
             end = child.exited if child.exited is not None and not timed_out else None
-            duration = (end if end is not None else time.perf_counter()) - t0
+            duration = child.wall or (end if end is not None else time.perf_counter()) - begun
             ended = datetime.now(UTC)
             _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
         finally:
             guard.forget(pid)
             child.close()
+            if launcher is not None and child.returncode is not None:
+                _IDLE_LAUNCHERS.append(launcher)  # kept where it said how the command ended
+            elif launcher is not None:
+                launcher.close()
         measured = dict(child.health_values)
         if health is not None and before is not None:  # the trial's process group is gone
             used = child.resources
@@ -579,7 +709,15 @@ class LocalExecutor:
                 tick=health.tick,
             )
         code = child.returncode
-        if timed_out:
+        if child.launcher_gone is not None:
+            status, why = (
+                "lost",
+                (
+                    f"washout's launcher ended during the command ({child.launcher_gone}): its "
+                    "outcome is unknown; its process group was killed"
+                ),
+            )
+        elif timed_out:
             status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
         elif code != 0:
             status = "failed"

@@ -230,16 +230,8 @@ class SSHExecutor:
         self, started: datetime, t0: float, reason: str, got: Capture | None, cpus: str | None
     ) -> CommandResult:
         if got is None:
-            return CommandResult(
-                "lost",
-                None,
-                b"",
-                b"",
-                started,
-                datetime.now(UTC),
-                time.perf_counter() - t0,
-                f"{self.name}: {reason}",
-                cpus,
+            return CommandResult.lost(
+                f"{self.name}: {reason}", started, time.perf_counter() - t0, cpus
             )
         return CommandResult(
             "lost",

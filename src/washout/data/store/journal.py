@@ -1,0 +1,200 @@
+"""The trial journal: what the engine records between two folds, appended beside the store.
+
+A finished trial (its fields and metrics, the next trial's start, and the run's records that
+waited for them) is one line of JSON appended to ``NAME.db-trials`` (beside the store's
+real file) with one write(2), before the next trial starts. A process killed at any moment
+leaves every write it made in the page cache, exactly as a commit in WAL mode with
+``synchronous = NORMAL`` does, and a power cut can lose the last records of either
+(write(2), and SQLite, "Write-Ahead Logging" and PRAGMA synchronous); one write costs a few
+microseconds where a commit costs tens (bench/RESULTS.md, "Engine overhead per trial").
+
+The store's writer folds the journal into SQLite (:mod:`~washout.data.store.writer`): in
+the same transaction it records how far it folded (the journal's token and end, in
+``meta``); a journal started afresh gets a new token. So a writer killed while
+folding leaves either nothing folded or everything folded and marked, never a record twice.
+A record is whole when its newline is written: a last line without one (a write cut short
+by SIGKILL or a full disk) is dropped when the journal is next folded. A fold reads on from
+where the last one stopped; the journal is started afresh when a writer opens or closes
+the store, and once it is large.
+
+A record is a list of statements, each a name the writer knows and its parameters (text,
+numbers or null): no SQL is ever read from the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from washout.errors import DamagedStoreError, StoreWriteError
+
+SUFFIX = "-trials"
+"""The journal's name beside the store's real file (``-journal`` is SQLite's own)."""
+FOLDED_KEY = "journal_folded"
+"""The ``meta`` row saying how far the journal was folded: ``{"token": ..., "end": ...}``."""
+FINISH = "finish_trial"
+"""The name of the statement that finishes a trial (what a reader counts as pending)."""
+_HEADER = "washout-trials"
+_HEADER_BYTES = 256
+"""More than a header line takes: a longer first line is not one."""
+
+Scalar = str | int | float | None
+Statement = tuple[str, tuple[Scalar, ...]]
+"""A statement of a record: its name (the writer's) and its parameters."""
+
+
+def journal_path(store: str | Path) -> Path:
+    """The journal of the store at ``store``: beside its real file, as its lock is."""
+    return Path(f"{os.path.realpath(store)}{SUFFIX}")
+
+
+class JournalDamage(ValueError):
+    """A whole record of the journal that is not one washout wrote (edited, or another
+    file under its name)."""
+
+
+def journal_damaged(store: str | Path, problem: object) -> DamagedStoreError:
+    """The one-line error of a journal washout did not write as it is."""
+    path = journal_path(store)
+    return DamagedStoreError(
+        f"{store}: damaged: its trial journal {path.name}: {problem} (the store itself is "
+        f"intact: move {path} aside to use it without the journal's trials)"
+    )
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a journal holds that is not yet folded into its store."""
+
+    token: str | None
+    """The journal's token (None: no journal, or not even a whole header)."""
+    records: list[list[Statement]]
+    """Whole records after the folded point, oldest first."""
+    end: int
+    """The offset after the last whole record."""
+    torn: int
+    """Bytes after it: a last record cut short."""
+
+    @property
+    def finished(self) -> int:
+        """Finished trials among the records."""
+        return sum(name == FINISH for record in self.records for name, _ in record)
+
+
+def _statement(item: object, line: int) -> Statement:
+    if (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and isinstance(item[1], list)
+        and all(v is None or isinstance(v, (str, int, float)) for v in item[1])
+    ):
+        return item[0], tuple(item[1])
+    raise JournalDamage(f"record {line}: not a statement: {str(item)[:80]!r}")
+
+
+def read_pending(store: str | Path, folded: str | None) -> Pending:
+    """The records of the store's journal after the point ``folded`` (its ``meta`` value,
+    None if never folded) says were folded; :class:`JournalDamage` for a whole record
+    washout did not write."""
+    try:
+        f = journal_path(store).open("rb")
+    except FileNotFoundError:
+        return Pending(None, [], 0, 0)
+    with f:
+        first = f.readline(_HEADER_BYTES)
+        if not first.endswith(b"\n"):  # not even a whole header: nothing appended under it
+            return Pending(None, [], 0, len(first))
+        try:
+            header = json.loads(first)
+        except (ValueError, UnicodeDecodeError):
+            header = None
+        if not isinstance(header, dict) or header.get(_HEADER) != 1:
+            raise JournalDamage("its first line is not a washout journal's header")
+        token = str(header.get("token"))
+        start = len(first)
+        mark = _mark(folded)
+        if mark is not None and mark[0] == token:
+            start = max(start, mark[1])  # read on from where the last fold stopped
+        f.seek(start)
+        data = f.read()
+    records: list[list[Statement]] = []
+    at = 0
+    while (cut := data.find(b"\n", at)) >= 0:
+        line = len(records) + 1
+        try:
+            items = json.loads(data[at:cut])
+        except (ValueError, UnicodeDecodeError):
+            raise JournalDamage(f"record {line} after byte {start}: not JSON") from None
+        if not isinstance(items, list):
+            raise JournalDamage(f"record {line} after byte {start}: not a list of statements")
+        records.append([_statement(item, line) for item in items])
+        at = cut + 1
+    return Pending(token, records, start + at, len(data) - at)
+
+
+def _mark(folded: str | None) -> tuple[str, int] | None:
+    """The (token, end) of a ``meta`` mark, None if there is none or it is not one."""
+    try:
+        mark = json.loads(folded) if folded is not None else None
+        return (str(mark["token"]), int(mark["end"])) if isinstance(mark, dict) else None
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def folded_mark(pending: Pending) -> str:
+    """The ``meta`` value saying ``pending`` is folded."""
+    return json.dumps({"token": pending.token, "end": pending.end})
+
+
+class JournalWriter:
+    """The writer's end of a journal: appends whole records, one write(2) each."""
+
+    def __init__(self, store: Path) -> None:
+        self.path = journal_path(store)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC)
+        except OSError as err:
+            raise StoreWriteError(f"{self.path}: cannot open: {err.strerror}") from None
+        self._size = os.fstat(self._fd).st_size
+        self.appended = 0
+        """Records appended since the journal was last started afresh."""
+
+    @property
+    def size(self) -> int:
+        """The journal's length in bytes."""
+        return self._size
+
+    def restart(self) -> None:
+        """Start the journal afresh under a new token (its records are folded)."""
+        os.ftruncate(self._fd, 0)
+        self._size = 0
+        self._write((json.dumps({_HEADER: 1, "token": secrets.token_hex(8)}) + "\n").encode())
+        self.appended = 0
+
+    def append(self, record: list[Statement]) -> None:
+        """One record, whole in one write(2); a write cut short (a full disk) is taken back
+        and raised as OSError."""
+        self._write((json.dumps(record, separators=(",", ":")) + "\n").encode())
+        self.appended += 1
+
+    def _write(self, data: bytes) -> None:
+        try:
+            written = os.write(self._fd, data)
+        except OSError:
+            os.ftruncate(self._fd, self._size)
+            raise
+        if written != len(data):
+            os.ftruncate(self._fd, self._size)
+            raise OSError(errno.ENOSPC, "a record cut short: " + os.strerror(errno.ENOSPC))
+        self._size += written
+
+    def close(self) -> None:
+        """Close the descriptor; safe twice."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,205 @@
+/*
+ * washout's launcher: a small long-lived process that starts trials for washout, so a
+ * trial is started from a process of about a megabyte rather than from washout's Python
+ * (about a hundred), and is timed here, around its start and its exit, in C.
+ *
+ * Why it exists (docs/design.md, "The launcher"):
+ * - Linux's execve records the high-water RSS of the memory it leaves in the process's
+ *   maxrss (fs/exec.c, exec_mmap: setmax_mm_hiwater_rss(&tsk->signal->maxrss, old_mm)), and
+ *   a vfork child leaves its parent's memory: a command started by washout reported
+ *   washout's peak as its own. Started from here, it reports at most this process's.
+ * - The wall time runs from just before vfork to just after waitid sees the exit (as
+ *   hyperfine's clock runs around its spawn and wait), with none of washout's work inside.
+ *
+ * Protocol, on a unix stream socket (its descriptor is argv[1]), native byte order:
+ *   request:  header of six uint32 (payload length, argc, envc, flags, descriptors, 0),
+ *             sent with the trial's stdout and stderr (or stderr only) as SCM_RIGHTS, then
+ *             the payload: executable, working directory ("" for none), CPUs (a comma list,
+ *             "" for none), argv[argc], env[envc], each NUL-terminated.
+ *   replies:  ten int64 each: kind (1 started, 2 finished), pid, errno (with the step that
+ *             failed: 1 chdir, 2 exec, 3 affinity, 4 vfork), wait status, wall ns, user ns,
+ *             system ns, max RSS KiB, involuntary switches, CPU migrations (-1: not read).
+ * Flags: 1 read the CPU migrations of the exited process (/proc/PID/sched) before reaping.
+ * End of file on the socket ends the launcher.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int SOCK;
+
+enum { MAX_FDS = 2, STEP_CHDIR = 1, STEP_EXEC = 2, STEP_AFFINITY = 3, STEP_FORK = 4 };
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+static void reply(const int64_t r[10]) {
+    const char *p = (const char *)r;
+    size_t n = 10 * sizeof(int64_t);
+    while (n > 0) {
+        ssize_t put = write(SOCK, p, n);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) exit(0); /* washout is gone */
+        p += put;
+        n -= (size_t)put;
+    }
+}
+
+static int64_t migrations(pid_t pid) {
+    char path[64], text[16384];
+    snprintf(path, sizeof path, "/proc/%d/sched", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    text[n] = 0;
+    char *at = strstr(text, "\nse.nr_migrations");
+    if (at == NULL) return -1;
+    char *colon = strchr(at + 1, ':');
+    if (colon == NULL) return -1;
+    return strtoll(colon + 1, NULL, 10);
+}
+
+/* Set by the vfork child (which shares this memory) when it cannot exec. */
+static volatile int child_errno, child_step;
+
+static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int fds[], int nfds) {
+    char *exe = payload, *cwd = exe + strlen(exe) + 1, *cpus = cwd + strlen(cwd) + 1;
+    char *p = cpus + strlen(cpus) + 1;
+    char **argv = calloc(argc + 1, sizeof *argv), **envp = calloc(envc + 1, sizeof *envp);
+    for (uint32_t i = 0; i < argc; i++, p += strlen(p) + 1) argv[i] = p;
+    for (uint32_t i = 0; i < envc; i++, p += strlen(p) + 1) envp[i] = p;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (char *c = cpus; *c;) {
+        CPU_SET(strtol(c, &c, 10), &set);
+        if (*c == ',') c++;
+    }
+    int out = nfds == 2 ? fds[0] : -1, err = fds[nfds - 1];
+    child_errno = child_step = 0;
+    int64_t r[10] = {1, 0, 0, 0, 0, 0, 0, 0, 0, -1};
+    int64_t begun = now_ns();
+    pid_t pid = vfork();
+    if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
+        setsid();
+        signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
+        signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
+        if (*cpus && sched_setaffinity(0, sizeof set, &set) != 0) {
+            child_step = STEP_AFFINITY;
+        } else if (*cwd && chdir(cwd) != 0) {
+            child_step = STEP_CHDIR;
+        } else {
+            int null = open("/dev/null", (out < 0 ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+            dup2(null, 0);
+            dup2(out < 0 ? null : out, 1);
+            dup2(err, 2);
+            execve(exe, argv, envp);
+            child_step = STEP_EXEC;
+        }
+        child_errno = errno;
+        _exit(127);
+    }
+    if (pid < 0) {
+        child_errno = errno;
+        child_step = STEP_FORK;
+    }
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    free(argv);
+    free(envp);
+    r[1] = pid;
+    if (child_step) {
+        if (pid > 0) waitpid(pid, NULL, 0);
+        r[2] = child_errno;
+        r[3] = child_step;
+        reply(r);
+        return;
+    }
+    reply(r); /* started: washout registers its group and times it out */
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+    }
+    int64_t exited = now_ns();
+    int64_t moved = (flags & 1) ? migrations(pid) : -1; /* a zombie's, until reaped */
+    int status = 0;
+    struct rusage ru;
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+    }
+    int64_t fin[10] = {
+        2,
+        pid,
+        0,
+        status,
+        exited - begun,
+        (int64_t)ru.ru_utime.tv_sec * 1000000000 + ru.ru_utime.tv_usec * 1000,
+        (int64_t)ru.ru_stime.tv_sec * 1000000000 + ru.ru_stime.tv_usec * 1000,
+        ru.ru_maxrss,
+        ru.ru_nivcsw,
+        moved,
+    };
+    reply(fin);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    SOCK = atoi(argv[1]);
+    fcntl(SOCK, F_SETFD, FD_CLOEXEC);
+    signal(SIGPIPE, SIG_IGN); /* a reply to a washout that is gone fails; it then exits */
+    signal(SIGINT, SIG_IGN);  /* Ctrl-C is washout's to handle */
+    for (;;) {
+        uint32_t head[6];
+        int fds[MAX_FDS], nfds = 0;
+        char control[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+        struct iovec iov = {head, sizeof head};
+        struct msghdr msg = {0};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        ssize_t got;
+        while ((got = recvmsg(SOCK, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+        }
+        if (got <= 0) return 0; /* washout closed its end (or died) */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)nfds);
+            }
+        }
+        if ((size_t)got < sizeof head && read_all(SOCK, (char *)head + got, sizeof head - got))
+            return 0;
+        char *payload = malloc(head[0] + 1);
+        if (payload == NULL || read_all(SOCK, payload, head[0])) return 1;
+        payload[head[0]] = 0;
+        if (nfds < 1) return 2; /* not washout's request */
+        run(head[1], head[2], head[3], payload, fds, nfds);
+        free(payload);
+    }
+}

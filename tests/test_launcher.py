@@ -1,0 +1,157 @@
+"""The launcher (washout/harness/launcher): local commands started from a small process of
+its own, with real processes: max RSS against GNU time's, a killed launcher, no compiler."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import washout
+
+from washout.harness.executors import local
+from washout.harness.executors.base import CommandOptions, CommandResult
+from washout.harness.executors.local import LocalExecutor
+
+pytestmark = pytest.mark.skipif(
+    local.launcher_program()[0] is None, reason=f"no launcher: {local.launcher_program()[1]}"
+)
+
+GNU_TIME = "/usr/bin/time"
+
+
+def gnu_max_rss(argv: list[str]) -> float:
+    """Peak RSS in bytes of ``argv`` as GNU time -v reports it."""
+    done = subprocess.run([GNU_TIME, "-v", *argv], capture_output=True, text=True, timeout=60)
+    line = next(x for x in done.stderr.splitlines() if "Maximum resident set size" in x)
+    return int(line.rsplit(":", 1)[1]) * 1024.0
+
+
+def own_max_rss(executor: LocalExecutor, command: str) -> float:
+    async def go() -> CommandResult:
+        return await executor.run(command, CommandOptions(timeout=60))
+
+    result = asyncio.run(go())
+    assert result.status == "ok", result.reason
+    return result.resources["max_rss"]
+
+
+@pytest.mark.skipif(not Path(GNU_TIME).exists(), reason="no GNU time")
+def test_max_rss_is_the_commands_own_as_gnu_time_says(tmp_path: Path) -> None:
+    """``true``, ``sleep 0.1`` and a 400 MiB allocation, each started by the launcher and
+    by GNU time in turn: the medians within 5% (issue 31), though the test runner that
+    starts them holds a hundred times more than ``true``. One run of ``true`` varies by
+    +-7% under either (pages of its own), hence 41 and 15 of each for the small commands."""
+    alloc = tmp_path / "alloc.py"
+    alloc.write_text("b = b'x' * (400 << 20)\n")
+    executor = LocalExecutor()
+    try:
+        for command, n in (("true", 41), ("sleep 0.1", 15), (f"{sys.executable} {alloc}", 3)):
+            argv = local.argv_for(command)
+            assert argv[0] != "/bin/sh"  # the same process under both
+            pairs = [(own_max_rss(executor, command), gnu_max_rss(argv)) for _ in range(n)]
+            ours, theirs = (statistics.median(side) for side in zip(*pairs, strict=True))
+            assert abs(ours / theirs - 1) <= 0.05, (command, ours, theirs)
+    finally:
+        asyncio.run(executor.close())
+
+
+def launcher_of(pid_file: Path) -> int:
+    """The launcher of the command that wrote its pid to ``pid_file``: its parent."""
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        pass
+    stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def test_a_killed_launcher_loses_its_command_and_the_next_gets_a_new_one(tmp_path: Path) -> None:
+    """Killed during a command, the launcher cannot say how it ended: the command is
+    ``lost`` (its group killed, as a lost SSH connection's), and the next command starts
+    from a new launcher."""
+    pid_file = tmp_path / "pid"
+    executor = LocalExecutor()
+
+    async def go() -> tuple[CommandResult, CommandResult]:
+        command = f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 60"
+        task = asyncio.ensure_future(executor.run(command, CommandOptions(timeout=60)))
+        launcher = await asyncio.to_thread(launcher_of, pid_file)
+        assert Path(f"/proc/{launcher}/exe").resolve() == local.launcher_program()[0]
+        os.kill(launcher, signal.SIGKILL)
+        lost = await asyncio.wait_for(task, 10)
+        return lost, await executor.run("echo again", CommandOptions(timeout=60))
+
+    try:
+        lost, again = asyncio.run(go())
+    finally:
+        asyncio.run(executor.close())
+    assert lost.status == "lost" and "launcher ended" in lost.reason
+    sleeper = int(pid_file.read_text())
+    assert not Path(f"/proc/{sleeper}").exists() or "Z" in Path(f"/proc/{sleeper}/stat").read_text()
+    assert (again.status, again.stdout) == ("ok", b"again\n")
+
+
+def test_a_launcher_killed_mid_run_costs_no_recorded_trial(tmp_path: Path) -> None:
+    """The engine takes a lost local command as a lost worker's: the trial is kept as
+    interrupted, its run is run again whole, every other trial stays recorded."""
+    marker = tmp_path / "killed-once"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        f"""
+[experiment]
+runs = 2
+orders = ["fixed"]
+[[test]]
+name = "a"
+command = "true"
+[[test]]
+name = "kills"
+command = "test -e {marker} || {{ touch {marker}; kill -9 $PPID; sleep 30; }}"
+"""
+    )
+    db = tmp_path / "r.db"
+    washout("run", spec, "--db", db, "--quiet", timeout=120)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT test, status, superseded FROM trial").fetchall()
+    assert marker.exists()
+    kept = [(test, status) for test, status, superseded in rows if not superseded]
+    assert sorted(kept) == [("a", "ok")] * 2 + [("kills", "ok")] * 2
+    assert ("kills", "interrupted", 1) in rows
+
+
+def test_without_a_compiler_commands_start_from_washout_and_say_so(tmp_path: Path) -> None:
+    """No ``cc``: no launcher, a warning in the run's output, and ``true``'s ``max_rss``
+    absent (washout's own peak is all a child started by it can report); with one, the
+    launcher is built into the cache under its source's hash."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "CC": "no-such-cc"}
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[experiment]\nruns = 1\norders = ["fixed"]\n[[test]]\nname = "t"\ncommand = "true"\n'
+    )
+    db = tmp_path / "r.db"
+    done = washout("run", spec, "--db", db, env=env)
+    assert "Note: no launcher (no C compiler (cc) to build it)" in done.stdout
+    with sqlite3.connect(db) as conn:
+        names = {n for (n,) in conn.execute("SELECT name FROM metric")}
+    assert "wall" in names and "max_rss" not in names
+    assert not (tmp_path / "cache" / "washout").exists()
+    env["CC"] = shutil.which("cc") or "cc"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from washout.harness.launcher.build import launcher_program as p; print(p()[0])",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(built).parent == tmp_path / "cache" / "washout"
+    assert Path(built).name == local.launcher_program()[0].name  # the same source's hash

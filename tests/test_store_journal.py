@@ -1,0 +1,205 @@
+"""The trial journal's crash semantics: a writer SIGKILLed at any moment, while appending
+or while folding, loses no trial it recorded and doubles none; a torn last record is
+dropped by the next writer, and a damaged one stops it in one line with the store intact."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import washout
+from test_robustness import SLOW_SPEC
+
+from washout.data.store import ExperimentRecord, Store
+from washout.data.store.writer import StoreWriter
+from washout.errors import DamagedStoreError
+from washout.harness.engine import Experiment
+from washout.harness.spec import parse_spec_text
+
+METRICS = 40
+"""Metrics per trial: a fold of a few hundred trials then takes milliseconds, so random
+kills land inside folds as well as between appends."""
+
+WRITER = r"""
+import os, sys
+from datetime import UTC, datetime
+from washout.data.store.writer import StoreWriter
+
+db, run_index, first, fold_every, metrics = sys.argv[1], *map(int, sys.argv[2:])
+store = StoreWriter.reopen(db)
+run_id = store.run_id(store.worker_id("local", "localhost"), run_index, "fixed", ["a"], defer=True)
+now = datetime.now(UTC)
+fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.001,
+              stdout_tail="", stderr_tail="", cpus=None)
+seq = first
+trial = store.begin_trial(run_id, 0, "a", 0, now)
+os.write(1, b"ready\n")
+while True:
+    values = {f"m{k}": float(seq) for k in range(metrics)}
+    trial = store.finish_trial(trial, **fields, metrics=values, then=(run_id, 0, "a", 0, now))
+    os.write(1, str(seq).encode() + b"\n")  # acknowledged: recorded
+    seq += 1
+    if seq % fold_every == 0:
+        store.counts()  # a read through the writer folds the journal first
+"""
+"""A writer recording trials until it is killed, each acknowledged on stdout once
+``finish_trial`` returned."""
+
+
+def new_store(path: Path) -> None:
+    record = ExperimentRecord("e", "", "e.toml", 1, "alternate", 1, 1, "now", "test")
+    StoreWriter.create(path, record, [("a", "true", [])]).close()
+
+
+def acknowledged(out: bytes) -> set[int]:
+    """The sequence numbers a killed writer said it recorded (a cut last line is not)."""
+    return {int(line) for line in out.split(b"\n")[:-1]}
+
+
+@pytest.mark.timeout(240)
+def test_sigkill_while_appending_and_folding_loses_nothing_and_doubles_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "j.db"
+    new_store(db)
+    rng = random.Random(31)
+    said: set[int] = set()
+    torn = 0
+    for kill in range(24):
+        first = kill * 1_000_000
+        fold_every = rng.choice([25, 200, 1000])
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, db, *map(str, (kill, first, fold_every, METRICS))],
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        out = proc.stdout.read()
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, "the writer stopped before it was killed"
+        got = acknowledged(out)
+        assert got, "the writer was killed before it recorded a trial"
+        said |= got
+        journal = Path(f"{db}-trials").read_bytes()
+        torn += not journal.endswith(b"\n")
+    StoreWriter.reopen(db).close()  # what resume does first: fold what the last one left
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    rows = conn.execute(
+        "SELECT t.id, t.status, count(m.name), min(m.value), max(m.value) FROM trial t"
+        " LEFT JOIN metric m ON m.trial_id = t.id GROUP BY t.id"
+    ).fetchall()
+    finished = [r for r in rows if r[1] == "ok"]
+    assert all(n == METRICS and low == high for _, _, n, low, high in finished)
+    values = [int(low) for *_, low, _ in finished]
+    assert len(values) == len(set(values)), "a trial was folded in twice"
+    assert said <= set(values), f"lost: {sorted(said - set(values))[:5]}"
+    assert len(set(values) - said) <= 24  # at most the one in flight at each kill
+    assert {status for _, status, *_ in rows} <= {"ok", "running"}
+    assert len(said) > 1000
+
+
+def test_a_torn_last_record_is_dropped_and_noted(tmp_path: Path) -> None:
+    db, crashed = tmp_path / "t.db", tmp_path / "crashed.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"], defer=True)
+    store.begin_trial(run_id, 0, "a", 0, datetime.now(UTC))
+    for suffix in ("", "-wal", "-trials"):  # the files as a writer killed now leaves them,
+        shutil.copyfile(f"{db}{suffix}", f"{crashed}{suffix}")
+    record = json.dumps([["finish_trial", ["ok", "", 0, None, None, 1.0, "", "", None, 1]]])
+    with open(f"{crashed}-trials", "ab") as f:  # killed in the middle of its next append
+        f.write(record[:30].encode())
+    resumed = StoreWriter.reopen(crashed)
+    assert resumed.counts() == {"running": 1}
+    assert any("cut short (30 bytes" in message for *_, message in resumed.events())
+    resumed.close()
+    assert Path(f"{crashed}-trials").read_bytes().count(b"\n") == 1  # started afresh
+    store.close()
+
+
+def test_a_damaged_record_stops_the_writer_in_one_line_and_costs_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    new_store(db)
+    journal = Path(f"{db}-trials")
+    with journal.open("ab") as f:
+        f.write(b'[["DROP TABLE trial",[]]]\n')
+    with pytest.raises(DamagedStoreError, match=r"trial journal d\.db-trials: .*move .* aside"):
+        StoreWriter.reopen(db)
+    with Store.open(db) as store:
+        assert store.counts() == {} and store.experiment().name == "e"
+        assert store.journaled() == 0  # it finishes no trial
+
+
+def test_readers_say_what_the_journal_still_holds(tmp_path: Path) -> None:
+    """Trials recorded but not folded yet are told of by status, analyze and report (a
+    live writer holds them now; a stopped one's wait for resume), never silently left out."""
+    experiment = Experiment.prepare(parse_spec_text(SLOW_SPEC, "p.toml"), SLOW_SPEC, "p.toml")
+    db = tmp_path / "p.db"
+    store = experiment.create_store(db)
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a", "b"])
+    now = datetime.now(UTC)
+    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.001)
+    fields |= dict(stdout_tail="", stderr_tail="", cpus=None, metrics={"wall": 0.001})
+    first = store.begin_trial(run_id, 0, "a", 0, now)
+    second = store.finish_trial(first, **fields, then=(run_id, 1, "b", 0, now))  # type: ignore[arg-type]
+    assert second is not None
+    status = washout("status", db).stdout
+    assert "running (pid" in status
+    assert "1 more finished trial(s) in the trial journal" in status
+    assert "folded into the store between runs" in status
+    analyzed = washout("analyze", db, check=False)
+    assert "1 finished trial(s) are in its trial journal" in analyzed.stdout  # among the notes
+    store._journal.close()  # as if killed: the journal stays as it is, the lock goes
+    store._lock.release()
+    stopped = washout("status", db).stdout
+    assert f"`washout resume {db}` folds them in" in stopped
+    with StoreWriter.reopen(db) as resumed:
+        assert resumed.counts() == {"ok": 1, "running": 1}
+        assert resumed.journaled() == 0
+
+
+def test_a_large_journal_is_started_afresh_after_a_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folds read on from where the last one stopped; past RESTART_BYTES the journal
+    is truncated to a new header (a new token, so the old mark never skips a record)."""
+    from washout.data.store import writer
+
+    db = tmp_path / "r.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    run_id = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"], defer=True)
+    now = datetime.now(UTC)
+    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.1)
+    fields |= dict(stdout_tail="", stderr_tail="", cpus=None, metrics={"wall": 0.1})
+    journal = Path(f"{db}-trials")
+    trial = store.begin_trial(run_id, 0, "a", 0, now)
+    for _ in range(3):  # small: kept after each fold, read on from the mark
+        trial = store.finish_trial(trial, **fields, then=(run_id, 0, "a", 0, now))  # type: ignore[arg-type]
+        assert store.counts()["ok"] >= 1
+    kept = journal.read_bytes().count(b"\n")
+    assert kept == 1 + 4
+    monkeypatch.setattr(writer, "RESTART_BYTES", 0)
+    for _ in range(3):  # large: started afresh after every fold
+        trial = store.finish_trial(trial, **fields, then=(run_id, 0, "a", 0, now))  # type: ignore[arg-type]
+        store.counts()
+        assert journal.read_bytes().count(b"\n") == 1
+    store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status, count(*) FROM trial GROUP BY status").fetchall() == [
+        ("ok", 6),
+        ("running", 1),
+    ]
+    assert conn.execute("SELECT count(*) FROM metric").fetchone() == (6,)
