@@ -191,11 +191,12 @@ def half_sample_completions(
     """``n`` completions of the space (at most n x len(space)), each from the model refitted
     (``refit(codes, values)``) on a half of the measured settings drawn without
     replacement: its predictions at every setting not measured, the measured settings with
-    their values. None with fewer than 4 measured settings or 2 refits that succeeded."""
-    if len(measured) < 4:
+    their values. None where nothing is left unmeasured (every completion is the measured
+    space), with fewer than 4 measured settings, or fewer than 2 refits that succeeded."""
+    rest = np.setdiff1d(np.arange(len(space)), measured)
+    if len(measured) < 4 or not len(rest):
         return None
     rng = np.random.default_rng([seed, 2])
-    rest = np.setdiff1d(np.arange(len(space)), measured)
     out = np.empty((n, len(space)))
     out[:, measured] = y
     done = 0
