@@ -68,11 +68,13 @@ def uncertainty(part_b: dict, roles: dict) -> None:
     cover it, per space and configuration (configurations without intervals left out)."""
     print()
     print(
-        "| space | role | configuration | median rate | share error max / mean | intervals "
-        "covering the full share | mean width | importance wrong / open | points covered |"
+        "| space | role | configuration | runs | median rate | share error max / mean | "
+        "intervals covering the full share (± Monte-Carlo s.e.) | mean width | importance "
+        "wrong / open | points covered |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     totals: dict[str, dict[str, list[int]]] = {}
+    clusters: dict[str, list[tuple[int, int]]] = {}
     for space, rows in part_b.items():
         for config, q in rows.items():
             if "share_coverage" not in q:
@@ -81,21 +83,50 @@ def uncertainty(part_b: dict, roles: dict) -> None:
             inside, points = q["point_coverage"]
             widths = [r["width_mean"] for r in q["runs"] if r["width_mean"] is not None]
             width = f"{100 * sum(widths) / len(widths):.1f} pts" if widths else "-"
+            runs = [(r["shares_covered"], r["shares_scored"]) for r in q["runs"]]
             print(
-                f"| {space} | {roles.get(space, '-')} | {config} | {q['median_rate']:.3f} | "
+                f"| {space} | {roles.get(space, '-')} | {config} | {len(runs)} | "
+                f"{q['median_rate']:.3f} | "
                 f"{100 * q['share_error_max']:.1f} / {100 * q['share_error_mean']:.1f} pts | "
-                f"{_share(covered, scored)} | {width} | "
+                f"{_share(covered, scored)}{_se(runs)} | {width} | "
                 f"{q['importance_wrong']} / {q['importance_open']} | {_share(inside, points)} |"
             )
             key = f"{config} ({roles.get(space, '-')})"
             total = totals.setdefault(key, {"shares": [0, 0], "points": [0, 0]})
             total["shares"] = [a + b for a, b in zip(total["shares"], [covered, scored])]
             total["points"] = [a + b for a, b in zip(total["points"], [inside, points])]
+            clusters.setdefault(key, []).extend(runs)
     print()
-    print("| configuration (role) | intervals covering the full share | points covered |")
-    print("|---|---|---|")
+    print(
+        "| configuration (role) | runs | intervals covering the full share (± Monte-Carlo "
+        "s.e.) | points covered |"
+    )
+    print("|---|---|---|---|")
     for key, total in totals.items():
-        print(f"| {key} | {_share(*total['shares'])} | {_share(*total['points'])} |")
+        print(
+            f"| {key} | {len(clusters[key])} | {_share(*total['shares'])}{_se(clusters[key])} | "
+            f"{_share(*total['points'])} |"
+        )
+
+
+def coverage_se(runs: list[tuple[int, int]]) -> float:
+    """The Monte-Carlo standard error of a coverage pooled over seeded runs, (covered,
+    scored) per run: the shares of one run share its sample, so runs are the independent
+    units and the pooled coverage is a ratio estimate over them, with the ratio estimator's
+    variance v = sum (c_r - p k_r)^2 / (R (R - 1) kbar^2) (Cochran, Sampling Techniques,
+    3rd ed., 1977, ch. 6)."""
+    scored = [k for _, k in runs if k]
+    if len(scored) < 2:
+        return math.nan
+    p = sum(c for c, _ in runs) / sum(scored)
+    mean = sum(scored) / len(runs)
+    spread = sum((c - p * k) ** 2 for c, k in runs)
+    return math.sqrt(spread / (len(runs) * (len(runs) - 1))) / mean
+
+
+def _se(runs: list[tuple[int, int]]) -> str:
+    se = coverage_se(runs)
+    return "" if math.isnan(se) else f" ± {se:.0%}"
 
 
 def _share(part: int, whole: int) -> str:

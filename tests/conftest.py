@@ -354,8 +354,10 @@ SLOW = {
     },
     "test_sweep_uncertainty.py": {
         "test_intervals_cover_the_full_spaces_shares",
+        "test_intervals_cover_where_the_draws_alone_did_not",
         "test_importance_is_never_wrong_only_open",
         "test_no_posterior_no_intervals",
+        "test_share_interval_is_the_draws_and_the_half_samples_variance",
     },
     "test_trials_die_with_controller.py": {
         "test_resume_kills_what_a_dead_session_left_on_an_ssh_worker",

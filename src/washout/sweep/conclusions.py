@@ -324,14 +324,16 @@ def conclusions_of(
     completions: np.ndarray | None = None,
     level: float = LEVEL,
     points: bool = True,
+    halves: np.ndarray | None = None,
 ) -> Conclusions:
     """The ANOVA's conclusions on some rows (main effects only if ``model`` is anova-main),
     with intervals at probability ``level`` when ``completions`` of the whole space are
-    given (uncertainty.completed_draws)."""
+    given (uncertainty.completed_draws), widened by the half-samples' ``halves``
+    (uncertainty.half_sample_completions)."""
     data = space.subset(rows)
     data.y = y
     fit = fit_anova(
         data.codes, y, space.n_levels, interactions=model != "anova-main", coding=coding
     )
-    reps = None if completions is None else replicates(fit, space, completions, level)
+    reps = None if completions is None else replicates(fit, space, completions, level, halves)
     return conclude(fit, data, reps, points)

@@ -54,7 +54,7 @@ from washout.sweep.conclusions import Conclusions, conclusions_of
 from washout.sweep.models import Predictor, additive_model, get_model
 from washout.sweep.samplers import get_sampler
 from washout.sweep.space import Space
-from washout.sweep.uncertainty import completed_draws
+from washout.sweep.uncertainty import HALVES, completed_draws, half_sample_completions
 
 RULES = ("paper", "holdout", "stable", "settled")
 CONCLUDE = ("measured", "predicted")
@@ -431,6 +431,7 @@ def loop_conclusions(
     model: Predictor | None = None,
     intervals: bool = True,
     points: bool = True,
+    refits: bool = True,
 ) -> tuple[Conclusions, Space]:
     """The ANOVA's conclusions after a loop, and the settings they were drawn from. With
     ``conclude`` ``measured`` (the paper) the ANOVA is fitted on the measured settings only;
@@ -450,8 +451,12 @@ def loop_conclusions(
 
     With ``intervals`` every share (and with ``points`` every studied curve's point) gets
     its interval at ``options.level`` for the fully measured space's value: that model's
-    posterior predictive draws complete the space (uncertainty.py)."""
-    completions = None
+    posterior predictive draws complete the space, and (with ``refits``) the model refitted
+    on half-samples of the measured settings says how far another sample's fit would move
+    each share (uncertainty.py). Without ``refits`` the shares are the same and their
+    intervals narrower: the ``settled`` rule, which compares shares only, skips the refits.
+    """
+    completions = halves = None
     if intervals or (options.conclude == "predicted" and len(result.measured) < len(space)):
         fitted = model or conclusion_model(space, result, options)
         if intervals:
@@ -461,6 +466,16 @@ def loop_conclusions(
                 result.y,
                 fitted,
                 options.draws,
+                options.seed,
+            )
+        if completions is not None and refits:
+            fit_model = additive_model(options.model, options.threshold)
+            halves = half_sample_completions(
+                space,
+                result.measured,
+                result.y,
+                lambda codes, y: fit_model(space, codes, y, options.seed),
+                HALVES,
                 options.seed,
             )
     if options.conclude == "predicted" and len(result.measured) < len(space):
@@ -474,7 +489,7 @@ def loop_conclusions(
     terms = analysis or options.analysis or options.model
     return (
         conclusions_of(
-            space, rows, values, terms, options.coding, completions, options.level, points
+            space, rows, values, terms, options.coding, completions, options.level, points, halves
         ),
         data,
     )
@@ -486,7 +501,7 @@ def share_state(space: Space, result: LoopResult, options: LoopOptions) -> dict[
     measured."""
     if len(result.measured) < 2:
         return {}
-    c, _ = loop_conclusions(space, result, options, points=False)
+    c, _ = loop_conclusions(space, result, options, points=False, refits=False)
     return dict(c.shares)
 
 
