@@ -19,8 +19,9 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from conftest import washout
+from conftest import wait_for, washout
 from machine_tree import CPU, lay_out
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
@@ -256,6 +257,9 @@ def test_a_competing_process_shows_as_other_cpu_time_and_involuntary_switches() 
     )
     burner = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
     try:
+        # spinning before the trial starts: a Python starting on a loaded machine may take
+        # longer than the trial (other CPU time 0.18 s with two test workers at load 12)
+        wait_for(lambda: psutil.Process(burner.pid).cpu_times().user > 0.1, 30)
         result = run_async(
             _run(LocalExecutor(), trial, CommandOptions(timeout=60, cpus="0", health="/"))
         )
