@@ -380,10 +380,31 @@ experiments, marked there), they are ``slow``: ``pytest -m "not slow"`` is the f
 loop, CI runs everything. Kept here, in one place, so the list is re-measured as a whole."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+MACHINE_WIDE = frozenset({"test_machine_check.py", "test_context_run.py"})
+"""Files whose tests change or depend on this machine's kernel settings: test_machine_check
+tunes this machine (ASLR and perf's sample rate in /proc/sys, for a moment) and reads ASLR,
+test_context_run's trials see ASLR on or off. They share one group: never at the same time."""
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The pytest-xdist group ``item`` runs in (``scripts/test`` runs the suite on two
+    workers with ``--dist loadgroup``: a group's tests run one after another on one worker).
+    Every Slurm test is in one ("slurm": the single-host Slurm has one node, and a test
+    that waits for its allocation or counts its jobs must not meet another's); the files of
+    MACHINE_WIDE in another; otherwise the test's file, so a module's fixtures (an sshd,
+    Chromium, a built virtualenv) are set up once and its tests keep their order."""
+    if item.get_closest_marker("slurm"):
+        return "slurm"
+    if item.path.name in MACHINE_WIDE:
+        return "machine"
+    return item.path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests of :data:`SLOW` and the Chromium tests ``slow``; a name in SLOW that
-    its module does not define is an error, so the list cannot silently go stale."""
+    its module does not define is an error, so the list cannot silently go stale. Each test
+    gets its :func:`worker_group`."""
     stale = set()
     for item in items:
         module = getattr(item, "module", None)
@@ -391,6 +412,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         stale |= {f"{item.path.name}::{n}" for n in names if not hasattr(module, n)}
         if getattr(item, "originalname", None) in names or item.get_closest_marker("chromium"):
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     if stale:
         raise pytest.UsageError(
             f"tests/conftest.py SLOW names tests that do not exist: {', '.join(sorted(stale))}"

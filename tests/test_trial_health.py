@@ -19,8 +19,9 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from conftest import washout
+from conftest import wait_for, washout
 from machine_tree import CPU, lay_out
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
@@ -254,8 +255,15 @@ def test_a_competing_process_shows_as_other_cpu_time_and_involuntary_switches() 
         f'{sys.executable} -c "import time; t = time.process_time(); '
         "exec('while time.process_time() - t < 0.4: pass')\""
     )
-    burner = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    burner = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, "-c", "while True: pass"], start_new_session=True
+    )
     try:
+        # spinning before the trial starts (a Python starting on a loaded machine may take
+        # longer than the trial), in a session of its own as the trial is: the kernel's
+        # autogroups share a CPU between sessions, and a pytest-xdist worker's session
+        # gave the loop less than its half (other CPU time 0.17-0.20 s, 3 runs of 3)
+        wait_for(lambda: psutil.Process(burner.pid).cpu_times().user > 0.1, 30)
         result = run_async(
             _run(LocalExecutor(), trial, CommandOptions(timeout=60, cpus="0", health="/"))
         )
