@@ -4,6 +4,7 @@ a log that the tests, the reset and the setup themselves write."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -330,10 +331,18 @@ def test_engine_runs_from_inside_a_running_event_loop(tmp_path: Path) -> None:
         assert pool.submit(asyncio.run, inside()).result() == 8
 
 
-def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(tmp_path: Path) -> None:
-    """`sleep` started directly has washout as its parent; anything with shell syntax is
-    still run by /bin/sh with its meaning intact."""
+@pytest.mark.parametrize("launcher", ["on", "off"])
+def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(
+    tmp_path: Path, launcher: str
+) -> None:
+    """`grep` started directly has as its parent the process that starts commands (washout's
+    launcher, or washout itself without one), the same that starts /bin/sh for anything with
+    shell syntax, which keeps its meaning."""
+    from washout.harness.executors import local
     from washout.harness.executors.local import argv_for
+
+    if launcher == "on" and local.launcher_program()[0] is None:
+        pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
 
     assert argv_for("sleep 0.1") == ["sleep", "0.1"]
     for command in (
@@ -354,13 +363,23 @@ def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(tmp_path: 
         '[test.metrics.parent]\nstdout = "last-number"\n'
         '[[test]]\nname = "shell"\ncommand = "grep PPid /proc/self/status | cat"\n'
         '[test.metrics.parent]\nstdout = "last-number"\n'
+        '[[test]]\nname = "starter"\ncommand = "echo $PPID"\n'
+        '[test.metrics.parent]\nstdout = "last-number"\n'
     )
     db = tmp_path / "p.db"
+    env = {**os.environ, "WASHOUT_LAUNCHER": launcher}
     proc = subprocess.Popen(
         [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
         stdout=subprocess.DEVNULL,
+        env=env,
     )
     assert proc.wait(timeout=60) == 0
-    parents = exported(db).set_index("test")["value"]
-    assert parents["direct"] == proc.pid  # washout itself started grep
-    assert parents["shell"] != proc.pid  # a pipeline: the shell started grep
+    frame = exported(db)
+    parents = frame[frame["metric"] == "parent"].set_index("test")["value"]
+    # grep's parent started the shell of `echo $PPID` too: no shell between it and grep
+    assert parents["direct"] == parents["starter"]
+    assert parents["shell"] != parents["starter"]  # a pipeline: the shell started grep
+    if launcher == "off":
+        assert parents["direct"] == proc.pid  # washout itself started grep
+    else:
+        assert parents["direct"] != proc.pid  # its launcher did
