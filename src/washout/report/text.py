@@ -522,7 +522,7 @@ def stratum_lines(health: HealthJudgement, limit: int | None = SHOWN_STRATA) -> 
     for s in health.strata[:limit]:
         line = (
             f"{s.test} · {s.metric}: median {metric_value(s.metric, s.median_unhealthy)} over "
-            f"{s.unhealthy} unhealthy trials"
+            f"{s.unhealthy} unhealthy trial{'s' if s.unhealthy != 1 else ''}"
         )
         if s.median_healthy is not None:
             line += (
