@@ -94,7 +94,8 @@ from washout.harness.pinning import parse_cpus
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
 GNU_TIME = "/usr/bin/time"
-"""GNU time, used for ``max_rss`` when the worker has it (Debian package ``time``)."""
+"""GNU time, used for ``max_rss`` on a worker without a launcher when it has GNU time
+(Debian package ``time``)."""
 MARKER_ROOM = 1024
 """Bytes of stderr kept from one chunk to the next so a marker line split between two
 chunks is still seen (a marker line is under 130 bytes, plus the short first lines of
@@ -190,13 +191,14 @@ def request(
     the one missing), and execs the command under ``timeout``. Without ``keep_stdout``
     the command's stdout is /dev/null (``output_tail = 0``); with ``gnu_time`` (the worker
     has GNU time 1.8 or later, whose ``-q`` keeps it from adding lines of its own to
-    stderr) the command runs under it for ``max_rss``. ``read_after`` (paths without
-    blanks or glob characters) sets the files the runner reads after this command and
-    every later one (:data:`RUNNER`); None leaves the runner's list as it is. ``health``
-    (a root, ``/`` on a real machine) has the runner read the health counters around the
-    command, for its ``cpus`` (else every CPU). With ``launcher`` (its path on the worker)
-    the command runs under ``timeout`` through the launcher's one-shot mode instead of GNU
-    time: its plain words directly, as locally, anything else in ``/bin/sh -c``.
+    stderr) and no ``launcher`` the command runs under it for ``max_rss``. ``read_after``
+    (paths without blanks or glob characters) sets the files the runner reads after this
+    command and every later one (:data:`RUNNER`); None leaves the runner's list as it is.
+    ``health`` (a root, ``/`` on a real machine) has the runner read the health counters
+    around the command, for its ``cpus`` (else every CPU). With ``launcher`` (its path on
+    the worker) the command runs under ``timeout`` through the launcher's one-shot mode
+    instead of GNU time: its plain words directly, as locally, anything else in
+    ``/bin/sh -c``.
     """
     mark = f"@@washout:{token}:"
     lines = [f"m={shlex.quote(mark)}", health_variables(health, cpus), "x() {"]
