@@ -24,8 +24,8 @@
  * End of file on the socket ends the launcher.
  *
  * One-shot mode, for an SSH worker's runner: `launch --once MARK PROGRAM ARG...` runs one
- * command in its own process group (the caller's: timeout(1) made it), with this stdin,
- * stdout and stderr, through run() above, then writes one line on stderr,
+ * command (PROGRAM looked up on PATH) in the caller's process group (timeout(1)'s), with
+ * /dev/null as stdin and this stdout and stderr, through run(), then writes one line on stderr,
  * "MARKrun STATUS WALL_NS USER_NS SYSTEM_NS MAXRSS_KIB NIVCSW", and exits as a shell
  * would (the exit code, or 128 + the signal); 127 when PROGRAM is not on PATH.
  */
