@@ -103,16 +103,17 @@ def test_max_rss_over_ssh_is_the_commands_own_as_gnu_time_says(
 
 def test_the_stored_wall_holds_the_command_not_the_wrapper(sshd_farm: SshdFarm) -> None:
     """``true`` and ``sleep 0.01`` over SSH and by the local executor, interleaved: the
-    SSH wall is no longer than the local one plus 1 ms (before the launcher, sh, timeout
-    and GNU time inside it added several ms; bench/ssh_overhead.py measures the 0.3 ms
-    goal on a quiet machine)."""
+    SSH wall's minimum is no more than the local one's plus 0.5 ms (before the launcher,
+    sh, timeout and GNU time inside it added 2.5-4 ms to the minimum, 4-9 ms to the
+    median; minimums, because a busy machine moves medians by a millisecond;
+    bench/ssh_overhead.py measures the 0.3 ms goal on medians on a quiet machine)."""
     ex, here = worker(sshd_farm), LocalExecutor()
     if local.launcher_program()[0] is None:
         pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
 
     async def go() -> dict[str, tuple[float, float]]:
         await ex.connect()
-        medians = {}
+        fastest = {}
         try:
             for command in ("true", "sleep 0.01"):
                 walls: tuple[list[float], list[float]] = ([], [])
@@ -121,14 +122,14 @@ def test_the_stored_wall_holds_the_command_not_the_wrapper(sshd_farm: SshdFarm) 
                         result = await executor.run(command, CommandOptions(timeout=60))
                         assert result.status == "ok", result.reason
                         side.append(result.duration)
-                medians[command] = (statistics.median(walls[0]), statistics.median(walls[1]))
+                fastest[command] = (min(walls[0]), min(walls[1]))
         finally:
             await ex.close()
             await here.close()
-        return medians
+        return fastest
 
     for command, (over_ssh, locally) in run_async(go()).items():
-        assert over_ssh <= locally + 0.001, (command, over_ssh, locally)
+        assert over_ssh <= locally + 0.0005, (command, over_ssh, locally)
 
 
 def test_the_timeout_still_kills_the_commands_group(sshd_farm: SshdFarm, tmp_path: Path) -> None:
