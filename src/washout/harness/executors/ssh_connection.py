@@ -243,9 +243,8 @@ class SSHConnection:
             built = [line[len(BUILT) :] for line in said if line.startswith(BUILT)]
             missing = [line[len(MISSING) :] for line in said if line.startswith(MISSING)]
             self.launcher = built[0] if built else None
-            self.no_launcher = (
-                "" if built else (missing or ["WASHOUT_LAUNCHER=off" if turned_off() else "?"])[0]
-            )
+            off = "WASHOUT_LAUNCHER=off" if turned_off() else "its build on the worker said nothing"
+            self.no_launcher = "" if built else (missing or [off])[0]
         self._tools_checked = True
         if self.workdir and not self._workdir_made:
             if "mkdir failed" in said:
