@@ -6,11 +6,11 @@ scripts/services/sshd.sh), then measures three layers, all W workers concurrentl
 1. the floor: asyncssh's own ``conn.run("true")`` on a reused connection (one channel, the
    login shell's start-up, the command): what any SSH runner pays;
 2. washout's executor: ``SSHExecutor.run("true")`` (a request to the worker's runner, a
-   channel kept open from one command to the next, which runs it under ``timeout``, GNU
-   time where the worker has it, with the worker-side clock and CPU times; marker
-   parsing), the same without GNU time (what ``max_rss`` costs), and the same with the
-   trial's health read around it (what every trial of the engine does unless
-   ``[experiment] health = false``);
+   channel kept open from one command to the next, which runs it under ``timeout`` and
+   the worker's launcher, timed by it; marker parsing), the same without the launcher
+   (``WASHOUT_LAUNCHER=off`` at its connection: GNU time, the runner's clock, as on a
+   worker without a compiler), and the same with the trial's health read around it (what
+   every trial of the engine does unless ``[experiment] health = false``);
 3. the whole engine: an experiment of K no-op tests x R runs per order on W workers
    (the whole capture once, the check before each run, which without provenance files
    takes the facts the runner read after the previous trial, SQLite writes, progress),
@@ -24,7 +24,14 @@ this process: asyncssh, the engine, SQLite; the sshd servers are separate proces
 wall per trial per worker.
 "Overhead" is wall per trial minus the trial's own duration as measured on the worker.
 
+``--stored-wall`` measures instead what issue 31 asks of the stored wall: on one worker
+(this machine, over loopback), ``true``, ``sleep 0.01`` and ``sleep 0.1`` each run by the
+SSH executor, by the local executor and by the SSH executor without the launcher, in
+turn (A B C A B C ...), ``--trials`` times each; the medians side by side, and whether
+each SSH median is within 0.3 ms of the local one (the goal).
+
 Run: .venv/bin/python bench/ssh_overhead.py [--workers 8] [--trials 40] [--tests 5 --runs 4]
+     .venv/bin/python bench/ssh_overhead.py --stored-wall [--trials 200] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from sshd import SshdFarm  # noqa: E402
 
 from washout.harness.engine import Experiment, execute  # noqa: E402
 from washout.harness.executors.base import CommandOptions  # noqa: E402
+from washout.harness.executors.local import LocalExecutor  # noqa: E402
 from washout.harness.executors.ssh import SSHExecutor  # noqa: E402
 from washout.harness.spec import WorkerSpec, parse_spec_text  # noqa: E402
 
@@ -69,11 +77,68 @@ def workers_of(farm: SshdFarm) -> list[WorkerSpec]:
 
 Layer = tuple[float, float, float]
 """(wall per trial per worker, controller CPU per trial, median worker-side duration)"""
+COMMANDS = ("true", "sleep 0.01", "sleep 0.1")
+"""The commands whose stored wall over SSH must be within GOAL of the local executor's."""
+GOAL = 0.3e-3
+
+
+async def without_launcher(executors: list[SSHExecutor]) -> None:
+    """Connect these executors as to workers without a launcher (GNU time, the runner's
+    clock): ``WASHOUT_LAUNCHER=off`` while they connect."""
+    os.environ["WASHOUT_LAUNCHER"] = "off"
+    try:
+        await asyncio.gather(*(e.connect() for e in executors))
+    finally:
+        del os.environ["WASHOUT_LAUNCHER"]
+
+
+async def stored_walls(worker: WorkerSpec, trials: int) -> dict[str, list[list[float]]]:
+    """Per command, the stored walls of its trials over SSH, locally and over SSH without
+    the launcher, run in turn."""
+    ssh, plain, here = SSHExecutor(worker), SSHExecutor(worker), LocalExecutor()
+    await ssh.connect()
+    await without_launcher([plain])
+    assert ssh.link.launcher is not None, ssh.launcher_notes()
+    walls: dict[str, list[list[float]]] = {c: [[], [], []] for c in COMMANDS}
+    try:
+        for command in COMMANDS:
+            for _ in range(trials):
+                for side, executor in zip(walls[command], (ssh, here, plain), strict=True):
+                    result = await executor.run(command, CommandOptions(timeout=60))
+                    assert result.status == "ok", result
+                    side.append(result.duration)
+    finally:
+        await asyncio.gather(ssh.close(), plain.close(), here.close())
+    return walls
+
+
+def report_stored_walls(farm: SshdFarm, trials: int, repeat: int) -> None:
+    """Print the stored wall over SSH beside the local executor's, per repeat."""
+    worker = workers_of(farm)[0]
+    print(
+        f"{'command':<12}{'repeat':>7}{'SSH':>11}{'local':>11}{'SSH - local':>13}"
+        f"{'no launcher':>13}{'goal':>6}{'minimums: SSH - local':>23}{'no launcher':>13}"
+    )
+    for k in range(repeat):
+        walls = asyncio.run(stored_walls(worker, trials))
+        for command, sides in walls.items():
+            ssh, here, plain = (statistics.median(side) * 1e3 for side in sides)
+            low_ssh, low_here, low_plain = (min(side) * 1e3 for side in sides)
+            met = "met" if abs(ssh - here) <= GOAL * 1e3 else "no"
+            print(
+                f"{command:<12}{k + 1:>7}{ssh:>8.3f} ms{here:>8.3f} ms{ssh - here:>+10.3f} ms"
+                f"{plain:>10.3f} ms{met:>6}{low_ssh - low_here:>+20.3f} ms"
+                f"{low_plain - low_here:>+10.3f} ms"
+            )
+    print(
+        f"load average: {load()} (at end); medians (and minimums) of {trials} trials each, "
+        "A B C in turn; the goal is judged on medians"
+    )
 
 
 async def channels(workers: list[WorkerSpec], trials: int) -> list[Layer]:
-    """Layers 1, 2, 2b (no GNU time, as on a worker without it: no ``max_rss``) and 2h
-    (with the health readings), each on connections of its own, in rounds: all workers
+    """Layers 1, 2, 2b (no launcher, as on a worker without a compiler) and 2h (with the
+    health readings), each on connections of its own, in rounds: all workers
     once through layer 1, then 2, then 2b, then 2h, so a load that changes during the run
     (a shared machine) weighs on each alike."""
     conns = await asyncio.gather(
@@ -86,9 +151,8 @@ async def channels(workers: list[WorkerSpec], trials: int) -> list[Layer]:
     )
     timed, untimed = [SSHExecutor(w) for w in workers], [SSHExecutor(w) for w in workers]
     healthy = [SSHExecutor(w) for w in workers]
-    await asyncio.gather(*(e.connect() for e in timed + untimed + healthy))
-    for e in untimed:
-        e.link.gnu_time = False
+    await asyncio.gather(*(e.connect() for e in timed + healthy))
+    await without_launcher(untimed)
     durations: list[list[float]] = [[0.0], [], [], []]
 
     async def floor(i: int) -> None:
@@ -157,8 +221,17 @@ def main() -> None:
     parser.add_argument(
         "--no-health", action="store_true", help="engine layer: [experiment] health = false"
     )
+    parser.add_argument(
+        "--stored-wall",
+        action="store_true",
+        help="only the stored wall over SSH beside the local executor's (one worker)",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="--stored-wall: repeats")
     args = parser.parse_args()
-    header(f"SSH workers: controller cost per trial, {args.workers} sshd on loopback")
+    if args.stored_wall:
+        header("SSH workers: the stored wall beside the local executor's, 1 sshd on loopback")
+    else:
+        header(f"SSH workers: controller cost per trial, {args.workers} sshd on loopback")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         home = work / "home"
@@ -167,6 +240,13 @@ def main() -> None:
         os.environ.pop("SSH_AUTH_SOCK", None)
         (work / "sshd").mkdir()
         farm = SshdFarm(work / "sshd")
+        if args.stored_wall:
+            try:
+                farm.start(1)
+                report_stored_walls(farm, args.trials, args.repeat)
+            finally:
+                farm.stop_all()
+            return
         try:
             farm.start(args.workers)
             workers = workers_of(farm)
@@ -189,7 +269,7 @@ def main() -> None:
         f"{(e_wall - e_dur) * 1e3:>8.1f} ms{e_cpu * 1e3:>12.2f} ms"
     )
     print(
-        f"{'2b SSHExecutor.run(true), no GNU time':<44}{n_wall * 1e3:>16.1f} ms"
+        f"{'2b SSHExecutor.run(true), no launcher':<44}{n_wall * 1e3:>16.1f} ms"
         f"{(n_wall - n_dur) * 1e3:>8.1f} ms{n_cpu * 1e3:>12.2f} ms"
     )
     print(
@@ -210,7 +290,7 @@ def main() -> None:
     )
     print(
         f"worker-side duration of 'true' (median): executor {e_dur * 1e3:.1f} ms "
-        f"({n_dur * 1e3:.1f} ms without GNU time), "
+        f"({n_dur * 1e3:.1f} ms without the launcher), "
         f"engine {g_dur * 1e3:.1f} ms"
     )
     print(

@@ -195,6 +195,7 @@ SLOW = {
     },
     "test_importers.py": {"test_a_real_store_and_its_export_give_the_same_trials"},
     "test_launcher.py": {"test_max_rss_is_the_commands_own_as_gnu_time_says"},
+    "test_ssh_launcher.py": {"test_max_rss_over_ssh_is_the_commands_own_as_gnu_time_says"},
     "test_local_executor.py": {"test_timeout_kills_the_whole_group"},
     "test_logging.py": {"test_the_log_is_silent_by_default_and_grows_with_v"},
     "test_metric_sources.py": {

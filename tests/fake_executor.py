@@ -59,6 +59,9 @@ class FakeExecutor:
     async def connect(self) -> None:
         self.connects += 1
 
+    def launcher_notes(self) -> list[str]:
+        return []
+
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
         n = self._counts.get(command, 0)
         self._counts[command] = n + 1

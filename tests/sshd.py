@@ -66,9 +66,10 @@ def _wait_listening(port: int, deadline: float) -> None:
 
 
 class Sshd:
-    """One sshd on 127.0.0.1:``port`` serving ``user`` with ``client_key``."""
+    """One sshd on 127.0.0.1:``port`` serving ``user`` with ``client_key``; ``env`` is set
+    in every session it starts (sshd's SetEnv: a worker's own environment)."""
 
-    def __init__(self, base: Path, client_key: Path) -> None:
+    def __init__(self, base: Path, client_key: Path, env: dict[str, str] | None = None) -> None:
         self.dir = base
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -100,7 +101,7 @@ class Sshd:
                     # makes it a nested one: the machine's own rc files (pyenv init on a
                     # developer's box: half a second per command) stay out of the tests and
                     # benchmarks.
-                    "SetEnv SHLVL=1",
+                    " ".join(["SetEnv SHLVL=1", *(f"{k}={v}" for k, v in (env or {}).items())]),
                     f"Subsystem sftp {_sftp_server()}",
                 ]
             )
@@ -243,11 +244,14 @@ class SshdFarm:
         self.known_hosts.write_text("")
         self.servers: list[Sshd] = []
 
-    def start(self, n: int = 1, trust: bool = True) -> list[Sshd]:
-        """Start ``n`` servers; ``trust`` adds their host keys to ``known_hosts``."""
+    def start(
+        self, n: int = 1, trust: bool = True, env: dict[str, str] | None = None
+    ) -> list[Sshd]:
+        """Start ``n`` servers; ``trust`` adds their host keys to ``known_hosts``; ``env``
+        is set in their sessions."""
         new = []
         for _ in range(n):
-            server = Sshd(self.base / f"sshd{len(self.servers)}", self.client_key)
+            server = Sshd(self.base / f"sshd{len(self.servers)}", self.client_key, env)
             self.servers.append(server)
             server.start()
             if trust:

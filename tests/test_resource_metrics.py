@@ -1,6 +1,7 @@
 """Every trial records what its processes used: ``user`` and ``system`` CPU seconds of its
 process tree and its peak RSS ``max_rss`` in bytes, locally (wait4) and on an SSH worker
-(the shell's ``times``, GNU time), with a real CPU burner and a real allocation."""
+(the launcher's wait4; without it the shell's ``times`` and GNU time), with a real CPU
+burner and a real allocation."""
 
 from __future__ import annotations
 
@@ -134,12 +135,19 @@ stdout = "last-number"
 
 
 @pytest.mark.ssh
-@pytest.mark.parametrize("gnu_time", [True, False], ids=["gnu-time", "no-gnu-time"])
+@pytest.mark.parametrize(
+    "launcher, gnu_time",
+    [(True, False), (False, True), (False, False)],
+    ids=["launcher", "gnu-time", "no-gnu-time"],
+)
 def test_ssh_trials_measure_their_process_tree(
-    sshd_farm: SshdFarm, gnu_time: bool, monkeypatch: pytest.MonkeyPatch
+    sshd_farm: SshdFarm, launcher: bool, gnu_time: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without GNU time on the worker (its path made one that does not exist) max_rss is
-    absent, never 0; CPU time still comes from the shell."""
+    """With the launcher on the worker, its wait4 measures the tree (GNU time unused);
+    without it, GNU time's max_rss, and without GNU time either (its path made one that
+    does not exist) max_rss is absent, never 0; CPU time still comes from the shell."""
+    if not launcher:
+        monkeypatch.setenv("WASHOUT_LAUNCHER", "off")
     if not gnu_time:
         for module in (ssh_wrapper, ssh_connection):
             monkeypatch.setattr(module, "GNU_TIME", "/nonexistent/time")
@@ -157,6 +165,6 @@ def test_ssh_trials_measure_their_process_tree(
             await ex.close()
 
     heavy, light = run_async(go())
-    check_heavy(heavy, rss=gnu_time)
+    check_heavy(heavy, rss=launcher or gnu_time)
     assert light.stdout == b"out\n" and light.stderr == b"err\n"  # markers stripped
     assert light.resources["user"] + light.resources["system"] < 0.2

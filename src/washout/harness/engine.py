@@ -50,7 +50,6 @@ from washout.harness.environment import EnvironmentWatch, check_same, fingerprin
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
-from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
@@ -901,9 +900,7 @@ async def _run_all(
 ) -> None:
     """Connect, sync, compare provenance across workers, then run every worker at once."""
     executors = await _each_worker(executors, lambda ex: ex.connect(), store, outcome)
-    program, why = launcher_program()
-    if program is None and any(ex.local for ex in executors):
-        note = no_launcher_note(why)
+    for note in dict.fromkeys(note for ex in executors for note in ex.launcher_notes()):
         store.event("launcher", note)
         outcome.notes.append(note)
         log.warning("%s", note)

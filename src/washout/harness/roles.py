@@ -79,6 +79,9 @@ class ExecutorProxy:
     async def connect(self) -> None:
         await self.inner.connect()
 
+    def launcher_notes(self) -> list[str]:
+        return self.inner.launcher_notes()
+
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
         return await self.inner.run(command, options)
 
@@ -148,6 +151,9 @@ class GroupExecutor(ExecutorProxy):
 
     async def connect(self) -> None:
         await asyncio.gather(*(side.connect() for side in self.sides.values()))
+
+    def launcher_notes(self) -> list[str]:
+        return [note for side in self.sides.values() for note in side.launcher_notes()]
 
     async def kill_leftovers(self, sessions: list[str]) -> int:
         killed = await asyncio.gather(*(s.kill_leftovers(sessions) for s in self.sides.values()))

@@ -187,6 +187,11 @@ class Executor(Protocol):
     async def connect(self) -> None:
         """Open what is needed (a connection); idempotent; called again after a reset."""
 
+    def launcher_notes(self) -> list[str]:
+        """Once connected: why this worker's commands start without a launcher, so that
+        their ``wall`` and ``max_rss`` hold the harness's start of them (one line each,
+        for the run's output and events; empty when they start from one)."""
+
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
         """Run a shell command in its own process group as ``options`` say; kill the group
         at their timeout, and when washout itself dies; measure its ``RESOURCE_METRICS``."""

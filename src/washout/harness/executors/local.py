@@ -42,7 +42,7 @@ from washout.harness.executors.base import (
     CommandResult,
     OutputTail,
 )
-from washout.harness.launcher.build import launcher_program
+from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
 from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
 from washout.harness.pinning import parse_cpus
@@ -101,11 +101,9 @@ def argv_for(command: str, path: str | None = None) -> list[str]:
     return list(_start(command, path)[1])
 
 
-@functools.lru_cache(maxsize=1024)
-def _start(command: str, path: str | None) -> tuple[str, tuple[str, ...]]:
-    """The executable and argv of :func:`argv_for`. Cached, and the executable is the
-    program found on PATH, so PATH is searched once per command rather than by every
-    start (a dozen candidate paths built per trial)."""
+def plain_words(command: str) -> list[str] | None:
+    """The words of a command that needs no shell (plain words, the first not a shell
+    builtin nor an assignment), else None; an SSH worker's launcher starts those words too."""
     words = command.split()
     if (
         words
@@ -113,6 +111,17 @@ def _start(command: str, path: str | None) -> tuple[str, tuple[str, ...]]:
         and words[0] not in _SHELL_ONLY
         and "=" not in words[0]
     ):
+        return words
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _start(command: str, path: str | None) -> tuple[str, tuple[str, ...]]:
+    """The executable and argv of :func:`argv_for`. Cached, and the executable is the
+    program found on PATH, so PATH is searched once per command rather than by every
+    start (a dozen candidate paths built per trial)."""
+    words = plain_words(command)
+    if words:
         found = shutil.which(words[0], path=path)
         if found is not None:  # a name with a slash stays as given: relative to the cwd
             return (words[0] if "/" in words[0] else found), tuple(words)
@@ -590,6 +599,10 @@ class LocalExecutor:
 
     async def connect(self) -> None:
         return None
+
+    def launcher_notes(self) -> list[str]:
+        program, why = launcher_program()
+        return [] if program is not None else [no_launcher_note(why)]
 
     async def kill_leftovers(self, sessions: list[str]) -> int:
         return kill_session_processes(sessions)

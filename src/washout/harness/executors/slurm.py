@@ -115,6 +115,9 @@ class SlurmExecutor:
     async def close(self) -> None:
         return None
 
+    def launcher_notes(self) -> list[str]:
+        return []  # wall is taken on the node around the command; no rusage is kept
+
     async def kill_leftovers(self, sessions: list[str]) -> int:
         """SIGKILL what trials of dead sessions left on the node (a step of this job; steps
         of an earlier job ended with it)."""

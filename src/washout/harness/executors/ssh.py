@@ -18,8 +18,9 @@ engine keeps the trial as ``interrupted`` and re-runs its whole run); the next c
 reconnects with bounded exponential backoff, first killing the process group the lost
 command left behind. A runner that ends during a command on a live connection (killed on
 the worker) yields ``lost`` too, its command's group killed at once; the next command
-starts a new runner. ``wall`` is the worker's own clock around the command; when the
-worker's ``date`` has no ``%N`` (and there is no bash) the controller's time around the
+starts a new runner. ``wall`` is the worker's own clock around the command (its
+launcher's, built there when it first connects; without one the runner's); when there is
+neither a launcher nor a ``date`` with ``%N`` (nor bash) the controller's time around the
 whole SSH exchange is used instead (one round trip and the channel set-up included).
 No agent is installed on a worker.
 """
@@ -51,6 +52,7 @@ from washout.harness.executors.ssh_wrapper import (
     request,
     runner_command,
 )
+from washout.harness.launcher.remote import no_launcher_note
 from washout.harness.spec import WorkerSpec
 
 BACKSTOP_MARGIN = 15.0
@@ -116,6 +118,7 @@ class SSHExecutor:
                 gnu_time=self.link.gnu_time,
                 read_after=None if runner.reads == self._after else self._after,
                 health=options.health,
+                launcher=self.link.launcher,
             )
             runner.reads = self._after
             runner.start(got, framed)
@@ -186,6 +189,11 @@ class SSHExecutor:
             stdout_cut=got.out.cut,
             stderr_cut=got.err.cut,
         )
+
+    def launcher_notes(self) -> list[str]:
+        """Why this worker's commands run without a launcher, once connected (or nothing)."""
+        why = self.link.no_launcher
+        return [no_launcher_note(self.link.where(), why)] if why else []
 
     def read_after(self, paths: tuple[str, ...]) -> None:
         """From the next command on, have the runner read the first line of each of these

@@ -14,7 +14,8 @@ POSIX ``sh``, coreutils ``timeout`` (one that starts the command in a process gr
 own) and ``date`` (and util-linux ``taskset`` for ``cpus``), and a POSIX login shell (sh,
 bash, zsh, ksh; not csh or fish): the first connection checks them and names what is
 missing, and notes whether the worker has GNU time (for ``max_rss``) and whether its login
-shell is bash (then the runner's loop is the channel's command, with no second shell).
+shell is bash (then the runner's loop is the channel's command, with no second shell); it
+also builds the launcher there, or finds it built (:mod:`washout.harness.launcher.remote`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from washout.harness.executors.ssh_wrapper import (
     kill_group_script,
     remote_path,
 )
+from washout.harness.launcher.build import turned_off
+from washout.harness.launcher.remote import BUILT, MISSING, build_step
 from washout.harness.spec import WorkerSpec
 
 CONNECT_TIMEOUT = 20.0
@@ -100,6 +103,10 @@ class SSHConnection:
         """Whether the worker has GNU time (found when it first connects)."""
         self.login_bash = False
         """Whether the worker's login shell is bash (found when it first connects)."""
+        self.launcher: str | None = None
+        """The launcher's path on the worker (built when it first connects), or None."""
+        self.no_launcher = ""
+        """Why the worker has no launcher (empty when it has one)."""
         self._workdir_made = False
         self._tools_checked = False
         self.given_up: str | None = None
@@ -194,7 +201,10 @@ class SSHConnection:
         """After each (re)connection: check the tools trials need (first time), kill what a
         lost command left, make the workdir."""
         assert self._conn is not None
-        steps = []
+        steps, source = [], None
+        if not self._tools_checked and not turned_off():
+            build, source = build_step()  # first: it alone may read the channel's stdin
+            steps.append(build)
         if not self._tools_checked:
             steps.append(
                 f"for t in {' '.join(REQUIRED_TOOLS)}; do command -v $t >/dev/null "
@@ -213,7 +223,7 @@ class SSHConnection:
             steps.append(f"mkdir -p -- {remote_path(self.workdir)} || echo 'mkdir failed'")
         if not steps:
             return
-        result = await self._conn.run("; ".join(steps) + "; true", encoding=None)
+        result = await self._conn.run("; ".join(steps) + "; true", input=source, encoding=None)
         said = output(result.stdout).decode("utf-8", errors="replace").split("\n")
         lacking = [line.split()[1] for line in said if line.startswith("lacks ")]
         if lacking:
@@ -230,6 +240,11 @@ class SSHConnection:
         if not self._tools_checked:
             self.gnu_time = "has gnu time" in said
             self.login_bash = "login bash" in said
+            built = [line[len(BUILT) :] for line in said if line.startswith(BUILT)]
+            missing = [line[len(MISSING) :] for line in said if line.startswith(MISSING)]
+            self.launcher = built[0] if built else None
+            off = "WASHOUT_LAUNCHER=off" if turned_off() else "its build on the worker said nothing"
+            self.no_launcher = "" if built else (missing or [off])[0]
         self._tools_checked = True
         if self.workdir and not self._workdir_made:
             if "mkdir failed" in said:

@@ -18,19 +18,32 @@ the same way whatever came before:
   (set in the command's own forked shell, so nothing of one command reaches the next);
   no ``setsid``: sshd already starts every channel's shell in a session of its own, and
   a second session cost several ms per trial on a loaded worker;
+- ``timeout``'s child is the **launcher** in its one-shot mode (``launch --once``: the
+  local launcher's ``launch.c``, built on the worker when it first connects,
+  :mod:`washout.harness.launcher.remote`), which starts the command in the same group
+  (its plain words directly, as locally, anything else in ``/bin/sh -c``), waits for it
+  with ``wait4`` and writes one marker line on stderr: its wall, CPU times, peak RSS and
+  involuntary switches; a worker without a launcher (no ``cc``, or
+  ``WASHOUT_LAUNCHER=off``) runs the command under GNU time instead, as before it;
 - the timeout is enforced *on the worker* by ``timeout``, which SIGTERMs the whole
   group, then SIGKILLs it after a grace period, so no network delay stretches it (exit 124
   or 137 after at least the timeout counts as timed out); every command runs under it,
   with or without a timeout, so all trials pay the same; after every command whatever the
   trial left in its group is killed, so a stray child cannot perturb the next trial;
-- ``wall`` is the worker's own clock around the command (bash's ``$EPOCHREALTIME``, a
-  builtin, or ``date +%s.%N`` where there is no bash; the fork/exec of the command is
-  included, as locally), not the controller's, so it contains no network round trip;
-- the CPU time of the command's process tree is the shell builtin ``times`` after the
+- ``wall`` is the launcher's clock around the command alone (``CLOCK_MONOTONIC`` from
+  just before its vfork to just after ``waitid`` sees the exit, as locally), so the
+  runner's forked shell, ``taskset``, ``timeout`` and the launcher's own start are
+  outside it; without a launcher, or when the timeout killed it with the command, it is
+  the runner's clock around the whole chain (bash's ``$EPOCHREALTIME``, a builtin, or
+  ``date +%s.%N`` where there is no bash), with the start of sh, ``timeout`` and GNU
+  time inside it. Either is the worker's clock, not the controller's, so it contains no
+  network round trip;
+- the CPU time and peak memory (``max_rss``) of the command's process tree are the
+  launcher's ``wait4``; without it the CPU time is the shell builtin ``times`` after the
   command was waited for (its children's user and system time), read as a difference
-  from before the command; its peak memory (``max_rss``) comes from GNU time's ``%M``
-  when the worker has ``/usr/bin/time`` (it waits for the command as the shell would),
-  and is absent otherwise;
+  from before the command (also what a timed-out command keeps), and ``max_rss`` GNU
+  time's ``%M`` when the worker has ``/usr/bin/time`` (it waits for the command as the
+  shell would), absent otherwise;
 - the runner reports the group id, the resource use and the exit code with its
   timestamps as marker lines on stderr carrying a per-executor random token; they are
   picked out as stderr streams in and stripped before the output is stored; a last
@@ -52,8 +65,8 @@ the same way whatever came before:
 - for a trial (``H`` set by its request), the runner reads the machine's health counters
   just before the first clock reading and just after the command's group is gone
   (:data:`washout.harness.metrics.health.RUNNER_READING`, defined when the runner is
-  bash), each as a marker line on stderr, and GNU time adds the tree's involuntary
-  context switches to its ``rss`` marker.
+  bash), each as a marker line on stderr, and the launcher's marker (or GNU time's
+  ``rss`` marker) carries the tree's involuntary context switches.
 """
 
 from __future__ import annotations
@@ -68,6 +81,7 @@ from washout.harness.executors.base import (
     TAIL_BYTES,
     OutputTail,
 )
+from washout.harness.executors.local import plain_words
 from washout.harness.metrics.health import (
     USER_HZ,
     Reading,
@@ -80,7 +94,8 @@ from washout.harness.pinning import parse_cpus
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group (as locally)."""
 GNU_TIME = "/usr/bin/time"
-"""GNU time, used for ``max_rss`` when the worker has it (Debian package ``time``)."""
+"""GNU time, used for ``max_rss`` on a worker without a launcher when it has GNU time
+(Debian package ``time``)."""
 MARKER_ROOM = 1024
 """Bytes of stderr kept from one chunk to the next so a marker line split between two
 chunks is still seen (a marker line is under 130 bytes, plus the short first lines of
@@ -128,7 +143,8 @@ done
 ``need`` exits 127 naming a tool it lacks), then
 the command runs between the two clock readings with nothing else: the watcher is
 started before the first, and ``x`` only changes directory, exports and execs
-``taskset``/``timeout`` (and GNU ``time``, which fork the command and then only wait).
+``taskset``/``timeout`` (and the launcher or GNU ``time``, which start the command and
+then only wait; the launcher's own clock, around the command alone, is the one kept).
 Until ``timeout`` has made its group (its first step), the group is only its own
 process, so every kill names that process too. ``a`` (set by a request, kept by the
 runner) lists the files whose first lines follow the end marker's fields, each after a
@@ -166,6 +182,7 @@ def request(
     gnu_time: bool = False,
     read_after: tuple[str, ...] | None = None,
     health: str | None = None,
+    launcher: str | None = None,
 ) -> bytes:
     """One command for the runner, framed: the number of lines, then a shell text that
     sets ``m`` and defines ``x`` (see :data:`RUNNER`).
@@ -174,11 +191,14 @@ def request(
     the one missing), and execs the command under ``timeout``. Without ``keep_stdout``
     the command's stdout is /dev/null (``output_tail = 0``); with ``gnu_time`` (the worker
     has GNU time 1.8 or later, whose ``-q`` keeps it from adding lines of its own to
-    stderr) the command runs under it for ``max_rss``. ``read_after`` (paths without
-    blanks or glob characters) sets the files the runner reads after this command and
-    every later one (:data:`RUNNER`); None leaves the runner's list as it is. ``health``
-    (a root, ``/`` on a real machine) has the runner read the health counters around the
-    command, for its ``cpus`` (else every CPU).
+    stderr) and no ``launcher`` the command runs under it for ``max_rss``. ``read_after``
+    (paths without blanks or glob characters) sets the files the runner reads after this
+    command and every later one (:data:`RUNNER`); None leaves the runner's list as it is.
+    ``health`` (a root, ``/`` on a real machine) has the runner read the health counters
+    around the command, for its ``cpus`` (else every CPU). With ``launcher`` (its path on
+    the worker) the command runs under ``timeout`` through the launcher's one-shot mode
+    instead of GNU time: its plain words directly, as locally, anything else in
+    ``/bin/sh -c``.
     """
     mark = f"@@washout:{token}:"
     lines = [f"m={shlex.quote(mark)}", health_variables(health, cpus), "x() {"]
@@ -199,11 +219,15 @@ def request(
     needs.append(("timeout", "needed to run trials"))
     launch += f"timeout -k {KILL_GRACE:g} {0 if timeout is None else timeout:.3f}"
     lines += [f"need {tool} {shlex.quote(why)}" for tool, why in needs]
-    if gnu_time:  # the tree's peak RSS and involuntary switches, one marker line on stderr
+    argv = ["/bin/sh", "-c", command]
+    if launcher is not None:  # wall, rusage, one marker line on stderr
+        launch += f" {shlex.quote(launcher)} --once {shlex.quote(mark)}"
+        argv = plain_words(command) or argv
+    elif gnu_time:  # the tree's peak RSS and involuntary switches, one marker line on stderr
         launch += f" {GNU_TIME} -q -f '{mark}rss %M %c'"
     if not keep_stdout:
         lines.append("exec >/dev/null")
-    lines += [f"exec {launch} /bin/sh -c {shlex.quote(command)}", "}"]
+    lines += [f"exec {launch} {shlex.join(argv)}", "}"]
     text = "\n".join(lines) + "\n"
     return f"{text.count(chr(10))}\n{text}".encode()
 
@@ -225,7 +249,7 @@ def markers(token: str) -> re.Pattern[bytes]:
         rb"@@washout:"
         + token.encode()
         + rb":(?:(?P<cpu>cpu[01]) (?P<times>[^\n]*\n[^\n]*)"
-        + rb"|(?P<kind>pgid|end|rss|h0|h1)(?P<rest>[^\n]*))\n"
+        + rb"|(?P<kind>pgid|end|rss|run|h0|h1)(?P<rest>[^\n]*))\n"
     )
 
 
@@ -270,12 +294,16 @@ class Capture:
         self.end: tuple[int, float | None] | None = None
         self.resources: dict[str, float] = {}
         self.switches: float | None = None
-        """The tree's involuntary context switches (GNU time's ``%c``)."""
+        """The tree's involuntary context switches (the launcher's, or GNU time's ``%c``)."""
+        self.wall: float | None = None
+        """The command's wall as the launcher took it (None: it ran without one, or the
+        launcher was killed, as at a timeout)."""
         self.after: list[str] = []
         """The first lines of the files the runner read after the command (``a``)."""
         self.health: dict[bytes, Reading] = {}
         """The health readings before (``h0``) and after (``h1``) the command."""
         self._cpu: dict[bytes, tuple[float, float]] = {}
+        self._own: dict[str, float] = {}
         self._recent = b""
         self._held = b""
         self.out_ended = False
@@ -318,17 +346,25 @@ class Capture:
             elif kind == b"rss" and len(fields) == 2 and all(f.isdigit() for f in fields):
                 self.resources["max_rss"] = int(fields[0]) * 1024.0  # GNU time: KiB
                 self.switches = float(fields[1])
+            elif kind == b"run" and len(fields) == 6 and all(f.isdigit() for f in fields):
+                _, *ns, rss, switches = map(int, fields)  # launch.c's --once: ns, KiB
+                self.wall, user, system = (n / 1e9 for n in ns)
+                self._own = {"user": user, "system": system, "max_rss": rss * 1024.0}
+                self.switches = float(switches)
             elif kind in (b"h0", b"h1") and (reading := marker_reading(fields)) is not None:
                 self.health[kind] = reading
             elif kind == b"end" and len(fields) == 3 and fields[0].lstrip(b"-").isdigit():
                 self.after = [v.decode("utf-8", errors="replace") for v in after]
                 t0, t1 = nanoseconds(fields[1]), nanoseconds(fields[2])
-                wall = (t1 - t0) / 1e9 if t0 is not None and t1 is not None else None
+                wall = self.wall
+                if wall is None and t0 is not None and t1 is not None:
+                    wall = (t1 - t0) / 1e9  # the runner's clock: no launcher, or killed
                 self.end = int(fields[0]), wall
                 if len(self._cpu) == 2:
                     (u0, s0), (u1, s1) = self._cpu[b"cpu0"], self._cpu[b"cpu1"]
                     self.resources["user"] = max(0.0, u1 - u0)
                     self.resources["system"] = max(0.0, s1 - s0)
+                self.resources.update(self._own)
                 break
         self._recent = recent[-MARKER_ROOM:]
 

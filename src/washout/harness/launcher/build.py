@@ -37,15 +37,25 @@ def cache_dir() -> Path:
     return Path(base) / "washout"
 
 
+def turned_off() -> bool:
+    """Whether ``WASHOUT_LAUNCHER=off`` (or 0, no) asks for no launcher, here or on workers."""
+    return os.environ.get("WASHOUT_LAUNCHER", "").lower() in ("off", "0", "no")
+
+
+def program_name(machine: str) -> str:
+    """The compiled launcher's file name for a machine (``uname -m``): the hash of its
+    source and build flags, so a changed source is built afresh (here and on workers)."""
+    recipe = SOURCE.read_bytes() + repr((FLAGS, LINKING)).encode()
+    return f"launch-{hashlib.sha256(recipe).hexdigest()[:16]}-{machine}"
+
+
 @functools.cache
 def launcher_program() -> tuple[Path | None, str]:
     """The compiled launcher, or None and why there is none (one line, said once in a
     run's output)."""
-    if os.environ.get("WASHOUT_LAUNCHER", "").lower() in ("off", "0", "no"):
+    if turned_off():
         return None, "WASHOUT_LAUNCHER=off"
-    recipe = SOURCE.read_bytes() + repr((FLAGS, LINKING)).encode()
-    key = hashlib.sha256(recipe).hexdigest()[:16]
-    program = cache_dir() / f"launch-{key}-{platform.machine()}"
+    program = cache_dir() / program_name(platform.machine())
     if os.access(program, os.X_OK):
         return program, ""
     compiler = shutil.which(os.environ.get("CC", "cc"))

@@ -19,8 +19,15 @@
  *   replies:  ten int64 each: kind (1 started, 2 finished), pid, errno (with the step that
  *             failed: 1 chdir, 2 exec, 3 affinity, 4 vfork), wait status, wall ns, user ns,
  *             system ns, max RSS KiB, involuntary switches, CPU migrations (-1: not read).
- * Flags: 1 read the CPU migrations of the exited process (/proc/PID/sched) before reaping.
+ * Flags: 1 read the CPU migrations of the exited process (/proc/PID/sched) before reaping;
+ *        2 keep the launcher's session and process group (no setsid).
  * End of file on the socket ends the launcher.
+ *
+ * One-shot mode, for an SSH worker's runner: `launch --once MARK PROGRAM ARG...` runs one
+ * command (PROGRAM looked up on PATH) in the caller's process group (timeout(1)'s), with
+ * /dev/null as stdin and this stdout and stderr, through run(), then writes one line on stderr,
+ * "MARKrun STATUS WALL_NS USER_NS SYSTEM_NS MAXRSS_KIB NIVCSW", and exits as a shell
+ * would (the exit code, or 128 + the signal); 127 when PROGRAM is not on PATH.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -109,7 +116,7 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     int64_t begun = now_ns();
     pid_t pid = vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
-        setsid();
+        if (!(flags & 2)) setsid();
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
         if (*cpus && sched_setaffinity(0, sizeof set, &set) != 0) {
@@ -167,7 +174,52 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     reply(fin);
 }
 
+static int once(int argc, char **argv) {
+    const char *mark = argv[0], *name = argv[1], *path = getenv("PATH");
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s", name);
+    for (const char *dir = path ? path : "/usr/bin:/bin"; !strchr(name, '/');) {
+        size_t n = strcspn(dir, ":");
+        snprintf(exe, sizeof exe, "%.*s%s%s", (int)n, n ? dir : ".", "/", name);
+        if (access(exe, X_OK) == 0) break;
+        if (!dir[n]) {
+            dprintf(2, "washout: %s: command not found\n", name);
+            return 127;
+        }
+        dir += n + 1;
+    }
+    extern char **environ;
+    uint32_t envc = 0;
+    size_t size = strlen(exe) + 3;
+    for (int i = 1; i < argc; i++) size += strlen(argv[i]) + 1;
+    for (; environ[envc]; envc++) size += strlen(environ[envc]) + 1;
+    char *payload = malloc(size), *p = payload;
+    p = stpcpy(p, exe) + 1;
+    *p++ = 0; /* this directory */
+    *p++ = 0; /* these CPUs */
+    for (int i = 1; i < argc; i++) p = stpcpy(p, argv[i]) + 1;
+    for (uint32_t i = 0; i < envc; i++) p = stpcpy(p, environ[i]) + 1;
+    int pair[2], fds[2] = {fcntl(1, F_DUPFD_CLOEXEC, 3), fcntl(2, F_DUPFD_CLOEXEC, 3)};
+    if (payload == NULL || fds[0] < 0 || fds[1] < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+        return 126;
+    SOCK = pair[0]; /* run() replies there; read back below */
+    run((uint32_t)argc - 1, envc, 2, payload, fds, 2);
+    int64_t r[10];
+    if (read_all(pair[1], r, sizeof r)) return 126;
+    if (r[3]) { /* the step that failed */
+        dprintf(2, "washout: %s: %s\n", exe, strerror((int)r[2]));
+        return r[2] == ENOENT ? 127 : 126;
+    }
+    if (read_all(pair[1], r, sizeof r)) return 126;
+    dprintf(2, "%srun %lld %lld %lld %lld %lld %lld\n", mark, (long long)r[3], (long long)r[4],
+            (long long)r[5], (long long)r[6], (long long)r[7], (long long)r[8]);
+    int status = (int)r[3];
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && strcmp(argv[1], "--once") == 0) return once(argc - 2, argv + 2);
     if (argc != 2) return 2;
     SOCK = atoi(argv[1]);
     fcntl(SOCK, F_SETFD, FD_CLOEXEC);
