@@ -125,6 +125,11 @@ CONFIGS: dict[str, dict] = {
     "ours, holdout rule (R^2 alone: the default before the settled rule)": dict(
         method="ours", rule="holdout"
     ),
+    "ours, covering 2 (no stop before every 2-way cell of the kept factors is measured)": dict(
+        method="ours", cover=2
+    ),
+    "ours, covering 3 (no stop while a 3-way cell a random sample of that size would expect "
+    "2 settings in is empty)": dict(method="ours", cover=3, cover_expect=2.0),
 }
 
 
