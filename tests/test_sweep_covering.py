@@ -65,13 +65,18 @@ def _ss_o() -> Space:
     return space_from_frame(frame, "Performance-", None, "SS-O.csv")
 
 
+def _sample_at(result, step) -> np.ndarray:
+    """The settings measured when ``step`` was scored (the newest batch comes first)."""
+    return result.measured[len(result.measured) - step.measured :]
+
+
 def test_a_sample_with_an_empty_cell_does_not_stop_and_the_next_batch_fills_it() -> None:
     """SS-O seed 4 (bench/RESULTS.md, "Sweeps", parts G and H): without the covering rule it
-        stops at 29 of 972 settings with every fold's R^2 >= 0.92 and R^2 0.25 on the rest; its
-        sample has no setting with delayedInnodbLogFlush on, delayedInnodbLogWrite off and dsync
-        flushing, a cell of 81 settings a random sample of 29 would hold 2.4 of. With the rule the
-        stop is refused there, the next batch's first setting is in an empty cell, and the model
-    fitted on the 29 mispredicts that batch."""
+    stops at 29 of 972 settings with every fold's R^2 >= 0.92 and R^2 0.25 on the rest; its
+    sample has no setting with delayedInnodbLogFlush on, delayedInnodbLogWrite off and dsync
+    flushing, a cell of 81 settings a random sample of 29 would hold 2.4 of. That sample may
+    not stop under the rule, the greedy step's first proposal lies in an empty cell, and the
+    loop with the rule stops only with every such cell measured, where R^2 on the rest holds."""
     space = _ss_o()
     assert space.y is not None
     y = space.y
@@ -81,14 +86,36 @@ def test_a_sample_with_an_empty_cell_does_not_stop_and_the_next_batch_fills_it()
     assert unmeasured(space, stopped, plain) < 0.5
     everything = tuple(range(len(space.parameters)))
     empty = uncovered_cells(space, stopped.measured, 3, everything, expect=2)
-    assert empty > 0
-    covering = LoopOptions(seed=4, cover=3, cover_expect=2, budget=39)
-    held = run_loop(space, lambda idx: y[idx], covering)
-    assert not held.terminated and [s.measured for s in held.steps] == [19, 29, 39]
-    assert held.steps[1].r2_holdout == stopped.steps[1].r2_holdout  # R^2 alone would stop
-    assert not held.steps[1].passed
-    assert np.array_equal(np.sort(held.measured[10:]), np.sort(stopped.measured))
-    first = held.measured[:1]  # the newest batch comes first, its first pick first
-    after = np.concatenate([stopped.measured, first])
+    assert empty > 0  # what the rule refuses to stop on
+    assert uncovered_cells(space, stopped.measured, 2, everything) == 0  # every 2-way cell
+    first = covering_picks(space, stopped.measured, 3, everything, 10, seed=4, batch=2, expect=2)
+    after = np.concatenate([stopped.measured, first[:1]])
     assert uncovered_cells(space, after, 3, everything, expect=2) < empty  # it fills a cell
-    assert held.steps[2].r2_holdout < 0.9  # and what it measured there, the model missed
+    covering = LoopOptions(seed=4, cover=3, cover_expect=2)
+    held = run_loop(space, lambda idx: y[idx], covering)
+    assert held.terminated and len(held.measured) > 29
+    for step in held.steps:
+        if step.passed:
+            assert uncovered_cells(space, _sample_at(held, step), 3, everything, expect=2) == 0
+    assert unmeasured(space, held, covering) >= 0.9
+
+
+def test_the_loop_stops_only_with_every_cell_covered() -> None:
+    """An additive metric the model predicts from a handful of settings: R^2 alone stops
+    before every 3-way cell of its 6 factors is measured (three of 4 levels have 64); with
+    ``cover`` 3 (every cell) no step with an empty cell passes, and the loop stops once none
+    is left."""
+    space = full_grid([f"p{i}" for i in range(6)], [[0.0, 1, 2, 3]] * 4 + [[0.0, 1]] * 2)
+    rng = np.random.default_rng(5)
+    effects = np.array([3.0, 2, 1.5, 1, 0.5, 2])
+    y = 10 + space.codes @ effects + rng.normal(0, 0.05, len(space))
+    everything = tuple(range(6))
+    plain = run_loop(space, lambda idx: y[idx], LoopOptions(seed=1))
+    assert plain.terminated
+    assert uncovered_cells(space, plain.measured, 3, everything) > 0
+    covering = run_loop(space, lambda idx: y[idx], LoopOptions(seed=1, cover=3))
+    assert covering.terminated and len(covering.measured) < len(space)
+    for step in covering.steps:
+        empty = uncovered_cells(space, _sample_at(covering, step), 3, everything)
+        assert not (step.passed and empty)
+    assert uncovered_cells(space, covering.measured, 3, everything) == 0

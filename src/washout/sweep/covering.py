@@ -39,17 +39,18 @@ def cell_ids(space: Space, strength: int, factors: tuple[int, ...]) -> list[np.n
 
 
 def _uncovered_masks(
-    ids: list[np.ndarray], measured: np.ndarray, expect: float
+    ids: list[np.ndarray], measured: np.ndarray, expect: float, size: int | None = None
 ) -> list[np.ndarray]:
     """Per subset, a mask over the settings: its cell has no measured setting, and a uniform
-    random sample of as many settings would expect at least ``expect`` in it."""
-    least = expect * len(ids[0]) / max(len(measured), 1)  # the cell size that expects that
+    random sample of ``size`` settings (default: as many as are measured) would expect at
+    least ``expect`` in it."""
+    least = expect * len(ids[0]) / max(size or len(measured), 1)  # the cell size expecting that
     masks = []
     for cell in ids:
-        size = np.bincount(cell)
-        seen = np.zeros(len(size), dtype=bool)
+        members = np.bincount(cell)
+        seen = np.zeros(len(members), dtype=bool)
         seen[cell[measured]] = True
-        masks.append(~seen[cell] & (size[cell] >= least))
+        masks.append(~seen[cell] & (members[cell] >= least))
     return masks
 
 
@@ -75,14 +76,18 @@ def covering_picks(
     seed: int,
     batch: int,
     expect: float = 0,
+    size: int | None = None,
 ) -> np.ndarray:
     """At most ``k`` unmeasured settings, greedily, each covering the most cells of
-    ``strength`` over ``factors`` (those :func:`uncovered_cells` counts) left uncovered by
-    the measured and already picked ones; none once every such cell is covered."""
+    ``strength`` over ``factors`` (those :func:`uncovered_cells` counts at a sample of
+    ``size``, by default as many as are measured) left uncovered by the measured and already
+    picked ones; none once every such cell is covered. The loop passes the size the batch
+    brings the sample to, so the next stop finds the cells it will count covered, not only
+    those the last one counted."""
     if strength < 1 or len(factors) < strength:
         return np.empty(0, dtype=int)
     ids = cell_ids(space, strength, factors)
-    masks = _uncovered_masks(ids, np.asarray(measured, dtype=int), expect)
+    masks = _uncovered_masks(ids, np.asarray(measured, dtype=int), expect, size)
     tie = np.random.default_rng([seed, batch, strength]).random(len(space)) * 1e-6
     free = np.ones(len(space), dtype=bool)
     free[measured] = False

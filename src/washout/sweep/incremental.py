@@ -380,8 +380,9 @@ def run_loop(
     predicted: list[tuple[np.ndarray, np.ndarray]] = []  # (measured, predicted before) per batch
     last_signature: object = None
     last_state: tuple[int, dict[Term, float]] | None = None
-    cover_factors: tuple[int, ...] = ()  # a stop held back by uncovered cells of these
+    kept: dict[Term, float] | None = None  # the terms of the latest shares computed
     for batch, size in enumerate(sizes):
+        cover_factors = covered_factors(space, kept, options.cover_top) if options.cover else ()
         want = size - len(result.measured)
         first = covering_picks(
             space,
@@ -392,6 +393,7 @@ def run_loop(
             options.seed,
             batch,
             options.cover_expect,
+            size,
         )
         rest = np.asarray(
             sampler(space, result.measured, result.y, want, options.seed, batch), dtype=int
@@ -433,14 +435,13 @@ def run_loop(
             )
             last_state = (len(result.measured), share_state(space, result, options))
             passed = has_settled(last_state[1], before, options.settle)
-        cover_factors = ()
+            kept = last_state[1]
         if options.cover and passed:
-            kept = last_state[1] if options.rule == "settled" and last_state else None
             factors = covered_factors(space, kept, options.cover_top)
             if uncovered_cells(
                 space, result.measured, options.cover, factors, options.cover_expect
             ):
-                passed, cover_factors = False, factors
+                passed = False
         step = Step(len(result.measured), len(result.measured) / n, scores, holdout, passed)
         result.steps.append(step)
         if on_step is not None:
