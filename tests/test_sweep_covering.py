@@ -80,7 +80,7 @@ def test_a_sample_with_an_empty_cell_does_not_stop_and_the_next_batch_fills_it()
     space = _ss_o()
     assert space.y is not None
     y = space.y
-    plain = LoopOptions(seed=4)
+    plain = LoopOptions(seed=4, cover=0)  # the default before the covering rule
     stopped = run_loop(space, lambda idx: y[idx], plain)
     assert stopped.terminated and len(stopped.measured) == 29
     assert unmeasured(space, stopped, plain) < 0.5
@@ -91,7 +91,8 @@ def test_a_sample_with_an_empty_cell_does_not_stop_and_the_next_batch_fills_it()
     first = covering_picks(space, stopped.measured, 3, everything, 10, seed=4, batch=2, expect=2)
     after = np.concatenate([stopped.measured, first[:1]])
     assert uncovered_cells(space, after, 3, everything, expect=2) < empty  # it fills a cell
-    covering = LoopOptions(seed=4, cover=3, cover_expect=2)
+    covering = LoopOptions(seed=4)  # the default: cover 3, cover_expect 2
+    assert (covering.cover, covering.cover_expect) == (3, 2)
     held = run_loop(space, lambda idx: y[idx], covering)
     assert held.terminated and len(held.measured) > 29
     for step in held.steps:
@@ -110,10 +111,11 @@ def test_the_loop_stops_only_with_every_cell_covered() -> None:
     effects = np.array([3.0, 2, 1.5, 1, 0.5, 2])
     y = 10 + space.codes @ effects + rng.normal(0, 0.05, len(space))
     everything = tuple(range(6))
-    plain = run_loop(space, lambda idx: y[idx], LoopOptions(seed=1))
+    plain = run_loop(space, lambda idx: y[idx], LoopOptions(seed=1, cover=0))
     assert plain.terminated
     assert uncovered_cells(space, plain.measured, 3, everything) > 0
-    covering = run_loop(space, lambda idx: y[idx], LoopOptions(seed=1, cover=3))
+    every = LoopOptions(seed=1, cover=3, cover_expect=0)
+    covering = run_loop(space, lambda idx: y[idx], every)
     assert covering.terminated and len(covering.measured) < len(space)
     for step in covering.steps:
         empty = uncovered_cells(space, _sample_at(covering, step), 3, everything)
