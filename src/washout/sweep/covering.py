@@ -13,8 +13,15 @@ cell: R^2 on folds of the same sample cannot see what it never holds.
 The step is AETG's greedy choice over a finite candidate set (here the unmeasured settings
 of the space, rather than rows built level by level): each pick is the setting that covers
 the most cells still uncovered, ties broken at random from the seed, until no cell is left
-or the batch is full (Cohen et al. 1997, §III: the greedy pick covers at least the average
-of the candidates, so the picks needed grow with the logarithm of the cells).
+or the batch is full. Cohen et al. (1997) show that such a greedy pick covers at least the
+average share of the uncovered cells, so the picks needed grow with the logarithm of the
+number of cells.
+
+Which cells count: with ``expect`` > 0 only those a uniform random sample of the measured
+size would expect at least ``expect`` settings in (a cell of m of N settings, at n
+measured: m n / N >= expect). Every 3-way cell of a 3-parameter space is a setting, and
+covering them all is measuring everything; the cells a sample of that size can be asked to
+hold grow with it (bench/RESULTS.md, "Sweeps", part H).
 """
 
 from __future__ import annotations
