@@ -120,10 +120,16 @@ CONFIGS: dict[str, dict] = {
     "paper: stratified + ANOVA": dict(method="paper", sampler="stratified"),
     "paper: dist-aware + ANOVA": dict(method="paper", sampler="dist-aware"),
     "paper: random + MLP": dict(method="paper", model="mlp"),
-    "ours (the default: coverage + smooth, stratified folds, settled rule, predicted space, "
-    "sum coding, adaptive batches)": dict(method="ours"),
+    "ours (the default: coverage + smooth, stratified folds, settled rule, 3-way covering, "
+    "predicted space, sum coding, adaptive batches)": dict(method="ours"),
     "ours, holdout rule (R^2 alone: the default before the settled rule)": dict(
         method="ours", rule="holdout"
+    ),
+    "ours, covering 2 (no stop before every 2-way cell of the kept factors is measured)": dict(
+        method="ours", cover=2, cover_expect=0.0
+    ),
+    "ours, no covering (part G's default: R^2 and settled shares alone)": dict(
+        method="ours", cover=0
     ),
 }
 
