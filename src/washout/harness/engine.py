@@ -29,7 +29,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from secrets import token_hex
@@ -351,6 +351,7 @@ class _Worker:
         allow_mismatch: bool,
         baseline: dict[str, str],
         watch: EnvironmentWatch | GroupWatch,
+        alone: bool = False,
     ) -> None:
         self.x = experiment
         self.spec = experiment.spec
@@ -362,6 +363,9 @@ class _Worker:
         self.allow_mismatch = allow_mismatch
         self.baseline = baseline
         self.watch = watch
+        self.alone = alone
+        """Whether it is the session's only worker: its plain trials then take the fast
+        path (``CommandOptions.blocking``), nothing else needing the event loop."""
         self.worker_id = store.worker_id(executor.name, executor.host)
         self.workdir = executor.workdir
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
@@ -520,6 +524,8 @@ class _Worker:
         if command is not None and self.context is not None and level is not None:
             command, options, context = self.context.trial(level, command, options)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
+        if self.alone and runner is self.ex:  # a plain trial, nothing around it
+            options = replace(options, blocking=True)
         plain = TrialMetrics(  # the rest, taken here on the test's worker
             self._plain_metrics(test),
             Trial(self.ex, cwd, self.spec.experiment.output_tail),
@@ -957,6 +963,7 @@ async def _run_all(
             allow_mismatch,
             baselines[ex.name],
             watches[ex.name],
+            alone=len(executors) == 1,
         )
         set_up = False
         try:
