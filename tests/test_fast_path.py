@@ -67,6 +67,17 @@ def test_a_plain_command_is_waited_for_without_the_event_loop(ending: str) -> No
     assert fast("echo out; exit 3", timeout=30)[1]
 
 
+def test_a_request_larger_than_the_sockets_buffer_reaches_the_launcher_whole(
+    ending: str,
+) -> None:
+    """The start is one message (header, payload and descriptors together); an environment
+    of 400 kB, above a unix socket's default buffer, still arrives whole."""
+    env = {f"WASHOUT_BIG{i}": str(i) * 100_000 for i in range(4)}
+    command = 'printf "%s %s" "${#WASHOUT_BIG0}" "${#WASHOUT_BIG3}"'
+    result, _ = fast(command, timeout=30, blocking=True, env=env)
+    assert (result.status, result.stdout) == ("ok", b"100000 100000")
+
+
 def test_output_tails_on_the_fast_path(ending: str) -> None:
     result, _ = fast(
         "head -c 300000 /dev/zero; printf end; head -c 2000 /dev/zero >&2",
