@@ -128,18 +128,10 @@ def test_a_launcher_killed_during_a_blocking_wait_loses_the_command(tmp_path: Pa
     assert (again.status, again.stdout, turned) == ("ok", b"again\n", False)
 
 
-SHORT_TRIALS = """
-[experiment]
-name = "short"
-runs = 5000
-seed = 3
-[[test]]
-name = "a"
-command = "true"
-[[test]]
-name = "b"
-command = "true"
-"""
+SHORT_TRIALS = '[experiment]\nname = "short"\nruns = 5000\nseed = 3\n' + "".join(
+    f'[[test]]\nname = "{name}"\ncommand = "true"\n' for name in "ab"
+)
+"""Two tests of `true`, 20,000 trials of a few milliseconds each: more than a test waits for."""
 
 
 def statuses(db: Path) -> list[str]:
