@@ -192,7 +192,8 @@ class LocalHealth:
         self._sizes: dict[str, int] = {}
         self._kmsg: int | None = None
         self._kmsg_tried = False
-        self._paths: dict[frozenset[int], tuple[list[int], list[str], list[str]]] = {}
+        self._paths: dict[frozenset[int], tuple[list[str], list[str], list[str]]] = {}
+        """Per set of CPUs: its MSR, cpufreq and throttle files."""
         self._swap: tuple[int, int] | None = None
         """``pswpin`` and ``pswpout`` as last read from ``/proc/vmstat``."""
         self._swapless = False
@@ -243,9 +244,14 @@ class LocalHealth:
         numbers = [n for n in map(self._number, paths) if n is not None]
         return sum(numbers) if numbers else None
 
-    def _msr(self, cpu: int, register: int) -> int | None:
-        data = self._bytes(MSR.format(cpu=cpu), 8, register)
+    def _msr(self, path: str, register: int) -> int | None:
+        data = self._bytes(path, 8, register)
         return int.from_bytes(data, "little") if data is not None and len(data) == 8 else None
+
+    def _lacks(self, paths: list[str]) -> bool:
+        """Whether one of ``paths`` is known not to be there (could not be opened before):
+        a value that needs every one of them is then not read at all."""
+        return any(self._fds.get(path, 0) is None for path in paths)
 
     def _kernel_log(self) -> int | None:
         """Records written to the kernel log since the last call (None: unreadable here).
@@ -292,23 +298,27 @@ class LocalHealth:
         return self._swap
 
     def reading(self, cpus: set[int]) -> Reading:
-        """The counters now, for ``cpus`` (their files' paths worked out once per set)."""
+        """The counters now, for ``cpus`` (their files' paths worked out once per set; a
+        value whose files are known to be missing, as a VM's MSRs and cpufreq are, is not
+        looked for again: a dozen lookups per reading on such a machine)."""
         key = frozenset(cpus)
         if key not in self._paths:
             dirs = [f"{SYS_CPU}/cpu{n}" for n in sorted(cpus)]
             self._paths[key] = (
-                sorted(cpus),
+                [MSR.format(cpu=n) for n in sorted(cpus)],
                 [f"{d}/{CUR_FREQ}" for d in dirs],
                 [f"{d}/{f}" for d in dirs for f in THROTTLE_FILES],
             )
-        listed, freq_paths, throttle_paths = self._paths[key]
+        msrs, freq_paths, throttle_paths = self._paths[key]
         stat_text = self._bytes(STAT)
-        freqs = [self._number(path) for path in freq_paths]
-        aperf = [self._msr(n, IA32_APERF) for n in listed]
-        mperf = [self._msr(n, IA32_MPERF) for n in listed]
+        freqs = [] if self._lacks(freq_paths) else [self._number(p) for p in freq_paths]
+        lack_msr = self._lacks(msrs)
+        aperf = [] if lack_msr else [self._msr(path, IA32_APERF) for path in msrs]
+        mperf = [] if lack_msr else [self._msr(path, IA32_MPERF) for path in msrs]
+        throttles = [p for p in throttle_paths if self._fds.get(p, 0) is not None]
         return Reading(
             busy=busy_ticks(stat_text, cpus) if stat_text is not None else None,
-            throttles=self._summed(throttle_paths),
+            throttles=self._summed(throttles),
             swap=self._swap_pages(),
             cpufreq_khz=_mean(freqs),
             msr=_both(_total(aperf), _total(mperf)),
