@@ -23,19 +23,30 @@ beyond its cores, a trial's wall includes the scheduler's delay in waking the co
 (and, over SSH, the worker's shell), which grows with their recent CPU use. The header
 says which policy ran; quote it with the figures.
 
+``--load`` runs the goal's settings itself, started before the first setting and stopped
+(with everything they started) when the benchmark ends, however it ends: ``quiet`` (none),
+``hogs`` (two CPU hogs, a busy loop each) or ``mixed`` (the two CPU hogs, an I/O hog writing
+and fsyncing a file in a temporary directory, and a loop starting ``true`` processes).
+``--against WASHOUT`` runs every setting also with another washout (e.g. main's checkout:
+``/path/to/main/.venv/bin/washout``), in turn with this one (A B A B), so a change is
+measured side by side under the same load.
+
 Run: [chrt -f 1] .venv/bin/python bench/position_zero.py [--runs 100] [--tests 3]
-     [--where local ssh] [--repeat 1]
+     [--where local ssh] [--repeat 1] [--load quiet|hogs|mixed] [--against WASHOUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +65,57 @@ def spec_text(tests: int, runs: int, worker: str = "") -> str:
     return "\n".join(lines) + worker
 
 
-def run_washout(work: Path, name: str, text: str, env: dict[str, str] | None = None) -> Path:
-    """One `washout run` into ``work/name.db``; returns the store."""
+HOGS = {
+    "cpu": "while :; do :; done",
+    "io": 'while :; do dd if=/dev/zero of="$1/io" bs=64k count=64 conv=fsync 2>/dev/null; done',
+    "spawn": "while :; do /bin/true; done",
+}
+"""The load's processes, each a shell loop given the load's temporary directory."""
+LOADS = {"quiet": [], "hogs": ["cpu", "cpu"], "mixed": ["cpu", "cpu", "io", "spawn"]}
+"""The goal's settings: which of HOGS each starts."""
+
+
+@contextlib.contextmanager
+def background_load(kind: str, work: Path) -> Iterator[None]:
+    """The ``kind`` of load running meanwhile: each hog in a session of its own, its whole
+    group killed at the end, however the benchmark ends (SIGTERM included)."""
+    hogs = [
+        subprocess.Popen(
+            ["/bin/sh", "-c", HOGS[name], "hog", str(work)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for name in LOADS[kind]
+    ]
+
+    def stop(*_: object) -> None:
+        for hog in hogs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(hog.pid, signal.SIGKILL)
+            hog.wait()
+        hogs.clear()
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        yield
+    finally:
+        stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_washout(
+    work: Path,
+    name: str,
+    text: str,
+    env: dict[str, str] | None = None,
+    washout: str = WASHOUT,
+) -> Path:
+    """One `washout run` (of ``washout``) into ``work/name.db``; returns the store."""
     spec, db = work / f"{name}.toml", work / f"{name}.db"
     spec.write_text(text)
     subprocess.run(
-        [WASHOUT, "run", str(spec), "--db", str(db), "--quiet"],
+        [washout, "run", str(spec), "--db", str(db), "--quiet"],
         check=True,
         stdout=subprocess.DEVNULL,
         env=env,
@@ -167,7 +223,7 @@ def report(label: str, db: Path) -> bool:
     return ok_median and ok_analyze
 
 
-def ssh_setting(work: Path, tests: int, runs: int, name: str) -> Path:
+def ssh_setting(work: Path, tests: int, runs: int, name: str, washout: str = WASHOUT) -> Path:
     from sshd import SshdFarm
 
     home = work / "home"
@@ -179,7 +235,7 @@ def ssh_setting(work: Path, tests: int, runs: int, name: str) -> Path:
     try:
         (server,) = farm.start(1)
         worker = server.worker_toml("w", farm.known_hosts)
-        return run_washout(work, name, spec_text(tests, runs, worker), env)
+        return run_washout(work, name, spec_text(tests, runs, worker), env, washout)
     finally:
         farm.stop_all()
 
@@ -190,23 +246,34 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=3)
     parser.add_argument("--where", nargs="+", default=["local", "ssh"], choices=["local", "ssh"])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--load", choices=sorted(LOADS), default="quiet")
+    parser.add_argument("--against", help="another washout, run in turn with this one")
     args = parser.parse_args()
     header("Position 0 against later positions, identical no-op tests (bench/position_zero.py)")
     print(
         f"{args.tests} tests of `true`, {args.runs} runs per order; scheduling: "
         f"{'SCHED_FIFO (chrt -f)' if os.sched_getscheduler(0) == os.SCHED_FIFO else 'normal'}"
+        f"; load started here: {args.load} ({', '.join(LOADS[args.load]) or 'none'})"
     )
+    washouts = {"this": WASHOUT, **({"against": args.against} if args.against else {})}
     results = []
-    with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp,
+        background_load(args.load, Path(tmp)),
+    ):
         work = Path(tmp)
         for i in range(args.repeat):
             for where in args.where:
-                name = f"{where}-{i}"
-                if where == "local":
-                    db = run_washout(work, name, spec_text(args.tests, args.runs))
-                else:
-                    db = ssh_setting(work, args.tests, args.runs, name)
-                results.append(report(f"{where}, repeat {i + 1} (load {load()})", db))
+                for which, washout in washouts.items():
+                    name = f"{where}-{which}-{i}"
+                    if where == "local":
+                        text = spec_text(args.tests, args.runs)
+                        db = run_washout(work, name, text, washout=washout)
+                    else:
+                        db = ssh_setting(work, args.tests, args.runs, name, washout)
+                    label = f"{where}, {which} ({washout}), repeat {i + 1}"
+                    label += f", load started: {args.load}"
+                    results.append(report(f"{label} (load average {load()})", db))
     print(
         f"\nall goals met in {sum(results)} of {len(results)} settings; load average: "
         f"{load()} (at end)"

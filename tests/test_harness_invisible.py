@@ -34,7 +34,7 @@ read -r ns rest < /proc/$PPID/schedstat
 echo "end $ns" >> "$PROBE_LOG"
 """
 """``true`` that logs the controller's on-CPU nanoseconds at its start (with its first
-argument: the test's name; washout's own no-op has none) and at its end."""
+argument: the test's name) and at its end."""
 
 
 def spec(path: Path, runs: int, command: str = "true {name}") -> Path:
@@ -90,7 +90,7 @@ def test_the_controller_does_the_same_work_before_every_position(tmp_path: Path)
     for kind, ns, *name in (line.split() for line in log.read_text().splitlines()):
         if kind == "end":
             last_end = int(ns)
-        elif name:  # a trial (washout's no-op has no argument)
+        elif name:  # a trial
             gaps.append(None if last_end is None else int(ns) - last_end)
     positions = [p for run in by_run(db) for p in run]  # as the trials ran
     assert len(positions) == len(gaps)

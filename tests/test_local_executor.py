@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -72,6 +73,22 @@ def test_env_cwd_and_a_command_that_cannot_start(tmp_path: Path, waiting: str) -
     assert result.stdout.decode().split() == ["hello", str(tmp_path)]
     missing = run("true", cwd=str(tmp_path / "nowhere"))
     assert missing.status == "failed" and missing.reason.startswith("could not start")
+
+
+def test_a_directory_made_anew_under_its_name_is_the_one_entered(
+    tmp_path: Path, waiting: str
+) -> None:
+    """The launcher enters a command's directory for every command (it is its own, then
+    the child's): one removed and made again under the same name is the new one."""
+    where = tmp_path / "d"
+    where.mkdir()
+    (where / "old").touch()
+    assert run("ls", cwd=str(where)).stdout == b"old\n"
+    shutil.rmtree(where)
+    where.mkdir()
+    (where / "new").touch()
+    assert run("ls", cwd=str(where)).stdout == b"new\n"
+    assert run("pwd").stdout.decode().strip() == os.getcwd()
 
 
 def test_timeout_kills_the_whole_group(tmp_path: Path, waiting: str) -> None:

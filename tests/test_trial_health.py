@@ -44,6 +44,7 @@ from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.metrics.health import (
     IA32_APERF,
     IA32_MPERF,
+    LocalHealth,
     Reading,
     busy_ticks,
     health_values,
@@ -315,6 +316,31 @@ def test_parsers_of_proc_files() -> None:
     # cpufreq read on 2 of the 3 CPUs: no mean of some of them
     assert marker_reading(b"10 - - - 4000 2 3 -".split()) == Reading(busy=10)
     assert marker_reading(b"1 2 3".split()) is None
+
+
+def test_vmstat_is_read_only_where_a_swap_device_is_or_was_listed(tmp_path: Path) -> None:
+    """/proc/vmstat costs half a reading: with /proc/swaps listing no device (now and at
+    the last reading) the swap counters stand; a device listed, or one just gone (its
+    swapoff swaps pages in), and they are read; without /proc/swaps, always."""
+    root = health_tree(tmp_path / "m", msr=False)  # /proc/swaps lists a device
+    swaps, vmstat = root / "proc/swaps", root / "proc/vmstat"
+    header = swaps.read_text().splitlines(keepends=True)[0]
+    device = swaps.read_text().splitlines(keepends=True)[1]
+    reader = LocalHealth(str(root))
+    seen = [reader.reading({0}).swap]  # a device: read
+    for swap_in, listed in ((11, header), (12, header), (13, header + device), (14, header)):
+        vmstat.write_text(vmstat_text(swap_in, swap_in + 10))
+        swaps.write_text(listed)
+        seen.append(reader.reading({0}).swap)
+    reader.close()
+    # none listed now nor at the last reading: the 12 is not read
+    assert seen == [(10, 20), (11, 21), (11, 21), (13, 23), (14, 24)]
+    swaps.unlink()
+    reader = LocalHealth(str(root))
+    for swap_in in (15, 16):
+        vmstat.write_text(vmstat_text(swap_in, swap_in + 10))
+        assert reader.reading({0}).swap == (swap_in, swap_in + 10)
+    reader.close()
 
 
 def spec_text(root: Path, command: str, health: bool = True) -> str:

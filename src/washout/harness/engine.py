@@ -29,7 +29,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from secrets import token_hex
@@ -85,10 +85,6 @@ from washout.version import __version__
 log = logging.getLogger(__name__)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-NO_OP = "true"
-"""What runs on the local machine after the reset's record when no reset ran a process
-there (see _Worker.reset)."""
 
 ProgressHook = Callable[[str, int], None]
 """Called as ``hook(worker, trials_done_now)`` after every finished slot."""
@@ -350,6 +346,7 @@ class _Worker:
         allow_mismatch: bool,
         baseline: dict[str, str],
         watch: EnvironmentWatch | GroupWatch,
+        alone: bool = False,
     ) -> None:
         self.x = experiment
         self.spec = experiment.spec
@@ -361,6 +358,9 @@ class _Worker:
         self.allow_mismatch = allow_mismatch
         self.baseline = baseline
         self.watch = watch
+        self.alone = alone
+        """Whether it is the session's only worker: its plain trials then take the fast
+        path (``CommandOptions.blocking``), nothing else needing the event loop."""
         self.worker_id = store.worker_id(executor.name, executor.host)
         self.workdir = executor.workdir
         envs = [resolve_env(t.env, experiment.source) for t in experiment.tests]
@@ -461,17 +461,13 @@ class _Worker:
         """Reset the worker and record it.
 
         Trial 0 must follow washout's own work as every later trial follows its
-        predecessor: a process just run on the worker through its executor, then only
-        washout's commits, then the trial. A reset command is that process; over SSH so is
-        the previous run's last trial, or the session's capture before its first run (the
-        check takes what the runner read after it), or with provenance files the check's
-        own script on the worker; the local check reads
-        files in-process, so on the local machine without a reset a no-op runs after the
-        reset's record, and the run-level work before it leaves no mark on position 0
-        (bench/position_zero.py). A run of one test has no later position to differ
-        from, and gets none.
+        predecessor. From the reset's record on, the path to position 0 is the path
+        between two later trials: the record waits for the trial's start (one journal
+        write), then the trial's own work and its start. Locally no process runs in
+        between: trials start from the launcher, which carries none of washout's state,
+        and the no-op that used to run here made position 0 up to 2.3% faster than later
+        positions (bench/RESULTS.md, "No order effect of washout's own").
         """
-        r = self.spec.reset
         started = datetime.now(UTC)
         infos = []
         for side, reset in role_commands(self.ex, self.spec, "reset"):  # per role in a group
@@ -491,8 +487,6 @@ class _Worker:
         info = "; ".join(infos) or "no reset configured"
         self.store.record_reset(run_id, started, datetime.now(UTC), info, defer=True)
         log.debug("%s: reset: %s", self.ex.name, info)
-        if (r is None or r.kind == "none") and self.ex.local and len(self.x.tests) > 1:
-            await self.ex.run(NO_OP, CommandOptions(timeout=60, cwd=self._cwd(None)))
 
     async def trial(
         self, trial_id: int, test: Test, env: dict[str, str], level: int | None = None
@@ -519,6 +513,8 @@ class _Worker:
         if command is not None and self.context is not None and level is not None:
             command, options, context = self.context.trial(level, command, options)
         runner = around_trial(self.ex, test)  # its role, background, samples, counters
+        if self.alone and runner is self.ex:  # a plain trial, nothing around it
+            options = replace(options, blocking=True)
         plain = TrialMetrics(  # the rest, taken here on the test's worker
             self._plain_metrics(test),
             Trial(self.ex, cwd, self.spec.experiment.output_tail),
@@ -954,6 +950,7 @@ async def _run_all(
             allow_mismatch,
             baselines[ex.name],
             watches[ex.name],
+            alone=len(executors) == 1,
         )
         set_up = False
         try:

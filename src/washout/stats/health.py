@@ -235,7 +235,7 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
     ok = measures.loc[ok_status & measures["value"].notna().to_numpy()]
     ok_keys = trial_keys(ok)
     values: dict[tuple[str, int, int, str], dict[str, float]] = {}
-    for key, metric, value in zip(ok_keys, ok["metric"].astype(str), ok["value"]):
+    for key, metric, value in zip(ok_keys, _texts(ok["metric"]), ok["value"].tolist()):
         values.setdefault(key, {})[metric] = float(value)
     seconds: dict[tuple[str, int, int, str], float] = {}
     if {"started", "ended"} <= set(ok.columns):
@@ -292,12 +292,25 @@ def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ..
 
 
 def trial_keys(rows: pd.DataFrame) -> list[tuple[str, int, int, str]]:
-    """Each row's trial (:data:`TRIAL`), as plain values."""
+    """Each row's trial (:data:`TRIAL`), as plain values (columns turned into lists at
+    once: iterating a pandas column element by element was most of the quick form's
+    summary per trial)."""
     return list(
         zip(
-            rows["worker"].astype(str),
-            rows["run"].astype(int),
-            rows["position"].astype(int),
-            rows["test"].astype(str),
+            _texts(rows["worker"]),
+            rows["run"].astype(int).tolist(),
+            rows["position"].astype(int).tolist(),
+            _texts(rows["test"]),
         )
     )
+
+
+def _texts(column: pd.Series) -> list[str]:
+    """A column's values as ``str``, as ``astype(str)`` gives them, without converting the
+    column (a categorical's categories are converted, not each row)."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        names = [str(c) for c in column.cat.categories.tolist()]
+        return [names[code] if code >= 0 else "nan" for code in column.cat.codes.tolist()]
+    return [str(v) for v in column.tolist()]

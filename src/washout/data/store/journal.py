@@ -85,13 +85,18 @@ class Pending:
         return sum(name == FINISH for record in self.records for name, _ in record)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""The types of a statement's parameters as JSON gives them back (a context's ASLR is a
+boolean)."""
+
+
 def _statement(item: object, line: int) -> Statement:
     if (
-        isinstance(item, list)
+        type(item) is list
         and len(item) == 2
-        and isinstance(item[0], str)
-        and isinstance(item[1], list)
-        and all(v is None or isinstance(v, (str, int, float)) for v in item[1])
+        and type(item[0]) is str
+        and type(item[1]) is list
+        and _SCALARS.issuperset(map(type, item[1]))
     ):
         return item[0], tuple(item[1])
     raise JournalDamage(f"record {line}: not a statement: {str(item)[:80]!r}")

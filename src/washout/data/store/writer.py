@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import json
 import logging
+import operator
 import os
 import secrets
 import sqlite3
@@ -393,8 +395,7 @@ class StoreWriter(Store):
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
         try:
             pending = read_pending(self.path, None if row is None else row[0])
-            for record in pending.records:
-                self._run(record)
+            self._run([statement for record in pending.records for statement in record])
         except (JournalDamage, KeyError, sqlite3.IntegrityError, sqlite3.ProgrammingError) as err:
             raise journal_damaged(self.path, err) from None
         if pending.torn and pending.token is not None:
@@ -416,8 +417,10 @@ class StoreWriter(Store):
         return True
 
     def _run(self, statements: list[Statement]) -> None:
-        for name, params in statements:
-            self._conn.execute(STATEMENTS[name], params)
+        """Statements in their order, each run of one kind (a trial's metrics) as one
+        ``executemany``: a fold applied a trial's ten-odd statements one by one before."""
+        for name, group in itertools.groupby(statements, key=operator.itemgetter(0)):
+            self._conn.executemany(STATEMENTS[name], [params for _, params in group])
 
     def _restart_journal(self) -> None:
         """Start the journal afresh (everything in it is folded and marked): when a writer

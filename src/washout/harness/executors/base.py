@@ -167,6 +167,9 @@ class CommandOptions:
     cpus: str | None = None
     output_tail: int = OUTPUT_TAIL
     health: str | None = None
+    blocking: bool = False
+    """Nothing else needs the event loop while it runs (the engine's only worker, a plain
+    trial): an executor may wait for it without the loop (the local fast path)."""
 
 
 @runtime_checkable

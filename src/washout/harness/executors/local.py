@@ -23,6 +23,7 @@ import fcntl
 import functools
 import os
 import re
+import select
 import shutil
 import signal
 import stat
@@ -47,6 +48,10 @@ from washout.harness.launcher.client import Launcher, LauncherGone, environment_
 from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
 from washout.harness.pinning import parse_cpus
 
+BLOCKING_SECONDS = 0.1
+"""The fast path (``CommandOptions.blocking``): the longest a command is waited for
+without the event loop, and the longest between two turns the loop is given, so Ctrl-C,
+SIGTERM and the engine's timers wait at most about this long."""
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for a timed-out process group."""
 SMALL_READ, LARGE_READ = 65536, 1 << 20
@@ -384,16 +389,71 @@ class _Child:
         self._tails = pipes
         self._read_size = dict.fromkeys(pipes, SMALL_READ)
         self._open = set(pipes)
-        for fd in self._tails:  # blocking, but only read when readable: never blocks
-            loop.add_reader(fd, self._on_output, fd)
+        self._watched = False
+        """Whether the event loop watches its pipes and its end (:meth:`_watch`)."""
         self._pidfd: int | None = None
-        if launcher is not None:  # its launcher says when it ends
-            loop.add_reader(launcher.socket.fileno(), self._on_reply)
-        elif HAVE_PIDFD:
+        if launcher is None and HAVE_PIDFD:
             self._pidfd = os.pidfd_open(pid)
-            loop.add_reader(self._pidfd, self._on_exit)
-        else:
+        elif launcher is None:
             threading.Thread(target=self._wait_in_thread, daemon=True).start()
+
+    @property
+    def _end_fd(self) -> int | None:
+        """What becomes readable at its end: its launcher's socket, or its pidfd (None: a
+        thread waits for it)."""
+        return self.launcher.socket.fileno() if self.launcher is not None else self._pidfd
+
+    def _watch(self) -> None:
+        """Hand its pipes and its end to the event loop (once; before then, only
+        :meth:`wait_blocking` reads them)."""
+        if self._watched:
+            return
+        self._watched = True
+        for fd in self._open:  # blocking, but only read when readable: never blocks
+            self.loop.add_reader(fd, self._on_output, fd)
+        end = self._end_fd
+        if end is not None and not self.ended:
+            self.loop.add_reader(end, self._on_end)
+
+    def _on_end(self) -> None:
+        """Its end is readable: its launcher's reply, or its pidfd."""
+        if self.launcher is not None:
+            self._on_reply()
+        else:
+            self._on_exit()
+
+    def wait_blocking(self, seconds: float) -> bool:
+        """Wait without the event loop (poll(2) on its pipes and its end) until it has
+        ended and its pipes are closed, at most ``seconds``: whether both happened. The
+        fast path's wait (a plain trial with nothing else to run meanwhile): no callback,
+        future or loop turn per command. What is left (a longer command, a pipe an escaped
+        child holds) goes on in the event loop, from where this stopped."""
+        end = self._end_fd
+        if end is None or self._watched:
+            return False
+        poller = select.poll()
+        for fd in self._open:
+            poller.register(fd, select.POLLIN)
+        watching_end = not self.ended
+        if watching_end:
+            poller.register(end, select.POLLIN)
+        deadline = time.monotonic() + seconds
+        while self._open or not self.ended:
+            left = deadline - time.monotonic()
+            ready = poller.poll(left * 1000.0) if left > 0 else []
+            if not ready:
+                return False
+            for fd, _ in ready:
+                if fd in self._open:
+                    self._on_output(fd)  # its last read may see its exit (a pidfd's)
+                    if fd not in self._open:
+                        poller.unregister(fd)
+                elif fd == end and not self.ended:
+                    self._on_end()
+                if watching_end and self.ended:
+                    poller.unregister(end)
+                    watching_end = False
+        return True
 
     def _wait_in_thread(self) -> None:
         self._reap()
@@ -440,7 +500,8 @@ class _Child:
     def _on_reply(self) -> None:
         """Its launcher's reply: how it ended, or the launcher's own end."""
         assert self.launcher is not None
-        self.loop.remove_reader(self.launcher.socket.fileno())
+        if self._watched:
+            self.loop.remove_reader(self.launcher.socket.fileno())
         try:
             end = self.launcher.finished()
         except LauncherGone as gone:
@@ -458,7 +519,8 @@ class _Child:
 
     def _forget_pidfd(self) -> None:
         if self._pidfd is not None:
-            self.loop.remove_reader(self._pidfd)
+            if self._watched:
+                self.loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
 
@@ -478,7 +540,8 @@ class _Child:
                     self._read_size[fd] = LARGE_READ
                     _grow_pipe(fd)
                 return
-        self.loop.remove_reader(fd)
+        if self._watched:
+            self.loop.remove_reader(fd)
         self._open.discard(fd)
         if not self._open:
             _resolve(self._closed, True)
@@ -491,6 +554,7 @@ class _Child:
         """Until the process exits (True) or ``timeout`` seconds pass (False)."""
         if self.ended:
             return True
+        self._watch()
         waiter = self._waiter = self.loop.create_future()
         timer = None if timeout is None else self.loop.call_later(timeout, _resolve, waiter, False)
         try:
@@ -511,6 +575,7 @@ class _Child:
         """Read the pipes to their end. A pipe still held open after ``limit`` seconds (by
         an escaped grandchild) is given up with what it gave so far."""
         if not self._closed.done():
+            self._watch()
             timer = self.loop.call_later(limit, _resolve, self._closed, False)
             try:
                 await self._closed
@@ -520,10 +585,10 @@ class _Child:
     def close(self) -> None:
         """Stop watching the process and close its pipes (whatever state it is in)."""
         self._forget_pidfd()
-        if self.launcher is not None and not self.ended:
+        if self._watched and self.launcher is not None and not self.ended:
             self.loop.remove_reader(self.launcher.socket.fileno())
         for fd in self._tails:
-            if fd in self._open:
+            if fd in self._open and self._watched:
                 self.loop.remove_reader(fd)
             os.close(fd)
 
@@ -564,6 +629,8 @@ class LocalExecutor:
         self._environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._blocks: dict[tuple[tuple[str, str], ...], tuple[int, bytes]] = {}
         self._health: dict[str, LocalHealth] = {}
+        self._turned = time.monotonic()
+        """When the fast path last gave the event loop a turn (:meth:`_loop_turn`)."""
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
@@ -597,6 +664,16 @@ class LocalExecutor:
             found.close()
         return Launcher(program)
 
+    async def _loop_turn(self) -> None:
+        """On the fast path, give the event loop a turn (Ctrl-C, SIGTERM, timers) when
+        BLOCKING_SECONDS have passed since the last: a run of short trials never waits
+        in the loop, so without this it would not get one. Before the command starts: a
+        stop at once ends the trial before it runs."""
+        now = time.monotonic()
+        if now - self._turned >= BLOCKING_SECONDS:
+            self._turned = now
+            await asyncio.sleep(0)
+
     async def connect(self) -> None:
         return None
 
@@ -625,6 +702,8 @@ class LocalExecutor:
         remove_metric_file(Path(cwd or ".") / path)
 
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        if options.blocking:
+            await self._loop_turn()
         timeout, cwd, cpus, output_tail = (
             options.timeout,
             options.cwd,
@@ -693,7 +772,11 @@ class LocalExecutor:
         child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)
         try:
             try:
-                timed_out = not await child.wait(timeout)
+                if options.blocking:  # the fast path: the loop only if it takes longer
+                    limit = BLOCKING_SECONDS if timeout is None else min(timeout, BLOCKING_SECONDS)
+                    child.wait_blocking(limit)
+                left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - t0))
+                timed_out = not await child.wait(left)
             except asyncio.CancelledError:
                 await child.kill_group()
                 raise

@@ -106,9 +106,10 @@ class Launcher:
         )
         payload += env[1]
         head = _HEADER.pack(len(payload), len(argv), env[0], HEALTH if health else 0, 0, 0)
-        try:
-            socket.send_fds(self.socket, [head], list(outputs))
-            self.socket.sendall(payload)
+        try:  # one message, so the launcher wakes once to read it whole
+            sent = socket.send_fds(self.socket, [head, payload], list(outputs))
+            if sent < len(head) + len(payload):
+                self.socket.sendall((head + payload)[sent:])
             kind, pid, error, step, *_ = self._reply()
         except OSError as err:
             raise LauncherGone(f"cannot reach it: {err}") from None

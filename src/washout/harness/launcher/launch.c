@@ -97,6 +97,10 @@ static int64_t migrations(pid_t pid) {
 
 /* Set by the vfork child (which shares this memory) when it cannot exec. */
 static volatile int child_errno, child_step;
+/* This process's CPUs as it started (a command without CPUs of its own runs on them), and
+ * /dev/null, opened once for every command's stdin (and stdout when it is not kept). */
+static cpu_set_t own_cpus;
+static int own_cpus_read, null_fd = -1;
 
 static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int fds[], int nfds) {
     char *exe = payload, *cwd = exe + strlen(exe) + 1, *cpus = cwd + strlen(cwd) + 1;
@@ -113,28 +117,36 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     int out = nfds == 2 ? fds[0] : -1, err = fds[nfds - 1];
     child_errno = child_step = 0;
     int64_t r[10] = {1, 0, 0, 0, 0, 0, 0, 0, 0, -1};
+    /* The command's directory and CPUs become this process's own before the clock starts,
+     * and the child inherits them: no path lookup or affinity call inside its window (a
+     * start by hyperfine has none either). Set for every command: a directory made anew
+     * under the same name is entered afresh, and no command inherits the last one's. */
+    if (!own_cpus_read) {
+        own_cpus_read = sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0;
+    }
+    cpu_set_t *want = *cpus ? &set : own_cpus_read ? &own_cpus : NULL;
+    if (want != NULL && sched_setaffinity(0, sizeof *want, want) != 0) {
+        child_step = STEP_AFFINITY;
+    } else if (chdir(*cwd ? cwd : "/") != 0) {
+        child_step = STEP_CHDIR;
+    }
+    if (child_step) child_errno = errno;
+    if (null_fd < 0) null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     int64_t begun = now_ns();
-    pid_t pid = vfork();
+    pid_t pid = child_step ? -1 : vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
         if (!(flags & 2)) setsid();
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
-        if (*cpus && sched_setaffinity(0, sizeof set, &set) != 0) {
-            child_step = STEP_AFFINITY;
-        } else if (*cwd && chdir(cwd) != 0) {
-            child_step = STEP_CHDIR;
-        } else {
-            int null = open("/dev/null", (out < 0 ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-            dup2(null, 0);
-            dup2(out < 0 ? null : out, 1);
-            dup2(err, 2);
-            execve(exe, argv, envp);
-            child_step = STEP_EXEC;
-        }
+        dup2(null_fd, 0);
+        dup2(out < 0 ? null_fd : out, 1);
+        dup2(err, 2);
+        execve(exe, argv, envp);
+        child_step = STEP_EXEC;
         child_errno = errno;
         _exit(127);
     }
-    if (pid < 0) {
+    if (pid < 0 && !child_step) {
         child_errno = errno;
         child_step = STEP_FORK;
     }
@@ -190,12 +202,12 @@ static int once(int argc, char **argv) {
     }
     extern char **environ;
     uint32_t envc = 0;
-    size_t size = strlen(exe) + 3;
+    size_t size = strlen(exe) + 4;
     for (int i = 1; i < argc; i++) size += strlen(argv[i]) + 1;
     for (; environ[envc]; envc++) size += strlen(environ[envc]) + 1;
     char *payload = malloc(size), *p = payload;
     p = stpcpy(p, exe) + 1;
-    *p++ = 0; /* this directory */
+    p = stpcpy(p, ".") + 1; /* this directory (run() enters "/" for none) */
     *p++ = 0; /* these CPUs */
     for (int i = 1; i < argc; i++) p = stpcpy(p, argv[i]) + 1;
     for (uint32_t i = 0; i < envc; i++) p = stpcpy(p, environ[i]) + 1;

@@ -67,6 +67,7 @@ from washout.harness.machine import PER_CPU, SYS_CPU, under
 
 STAT = "/proc/stat"
 VMSTAT = "/proc/vmstat"
+SWAPS = "/proc/swaps"
 KMSG = "/dev/kmsg"
 THROTTLE_FILES = tuple(PER_CPU[key] for key in ("throttle_core", "throttle_package"))
 """Each CPU's throttle counters (paths under ``cpuN``), as the machine check reads them."""
@@ -147,20 +148,20 @@ def health_values(
 
 def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
     """The busy ticks of ``cpus`` summed from ``/proc/stat``; None if one of them has no
-    line there."""
-    total, found = 0, 0
-    for line in text[: text.find(b"\nintr")].split(b"\n"):  # the cpu lines come first
-        name, _, rest = line.partition(b" ")
-        number = name[3:]
-        if not name.startswith(b"cpu") or not number.isdigit() or int(number) not in cpus:
-            continue
-        fields = rest.split()
+    line there. Each CPU's line is found by its name, not by splitting the whole file."""
+    text = b"\n" + text
+    total = 0
+    for cpu in cpus:
+        at = text.find(b"\ncpu%d " % cpu)
+        if at < 0:
+            return None
+        end = text.find(b"\n", at + 1)
+        fields = text[at + 1 : end if end >= 0 else len(text)].split()[1:]
         try:
             total += sum(int(fields[i]) for i in BUSY_FIELDS if i < len(fields))
         except ValueError:
             return None
-        found += 1
-    return total if found == len(cpus) else None
+    return total
 
 
 def swap_pages(text: bytes) -> tuple[int, int] | None:
@@ -191,6 +192,12 @@ class LocalHealth:
         self._sizes: dict[str, int] = {}
         self._kmsg: int | None = None
         self._kmsg_tried = False
+        self._paths: dict[frozenset[int], tuple[list[str], list[str], list[str]]] = {}
+        """Per set of CPUs: its MSR, cpufreq and throttle files."""
+        self._swap: tuple[int, int] | None = None
+        """``pswpin`` and ``pswpout`` as last read from ``/proc/vmstat``."""
+        self._swapless = False
+        """Whether ``/proc/swaps`` listed no swap device at the last reading."""
 
     def _fd(self, path: str) -> int | None:
         """A descriptor of ``path`` under the root, opened once; None for anything but a
@@ -237,9 +244,14 @@ class LocalHealth:
         numbers = [n for n in map(self._number, paths) if n is not None]
         return sum(numbers) if numbers else None
 
-    def _msr(self, cpu: int, register: int) -> int | None:
-        data = self._bytes(MSR.format(cpu=cpu), 8, register)
+    def _msr(self, path: str, register: int) -> int | None:
+        data = self._bytes(path, 8, register)
         return int.from_bytes(data, "little") if data is not None and len(data) == 8 else None
+
+    def _lacks(self, paths: list[str]) -> bool:
+        """Whether one of ``paths`` is known not to be there (could not be opened before):
+        a value that needs every one of them is then not read at all."""
+        return any(self._fds.get(path, 0) is None for path in paths)
 
     def _kernel_log(self) -> int | None:
         """Records written to the kernel log since the last call (None: unreadable here).
@@ -272,18 +284,42 @@ class LocalHealth:
                 return None
             records += 1
 
+    def _swap_pages(self) -> tuple[int, int] | None:
+        """``pswpin`` and ``pswpout``: read from ``/proc/vmstat`` (whose every read sums
+        the kernel's per-CPU counters, 12 us here) only where ``/proc/swaps`` lists a swap
+        device now or did at the last reading; without one they cannot move, and the
+        last values stand."""
+        swaps = self._bytes(SWAPS, 4096)
+        swapless = swaps is not None and swaps.count(b"\n") <= 1  # its header alone
+        if not (swapless and self._swapless and self._swap is not None):
+            vmstat = self._bytes(VMSTAT)
+            self._swap = swap_pages(vmstat) if vmstat is not None else None
+        self._swapless = swapless
+        return self._swap
+
     def reading(self, cpus: set[int]) -> Reading:
-        """The counters now, for ``cpus``."""
-        stat_text, vmstat = self._bytes(STAT), self._bytes(VMSTAT)
-        listed = sorted(cpus)
-        dirs = [f"{SYS_CPU}/cpu{n}" for n in listed]
-        freqs = [self._number(f"{d}/{CUR_FREQ}") for d in dirs]
-        aperf = [self._msr(n, IA32_APERF) for n in listed]
-        mperf = [self._msr(n, IA32_MPERF) for n in listed]
+        """The counters now, for ``cpus`` (their files' paths worked out once per set; a
+        value whose files are known to be missing, as a VM's MSRs and cpufreq are, is not
+        looked for again: a dozen lookups per reading on such a machine)."""
+        key = frozenset(cpus)
+        if key not in self._paths:
+            dirs = [f"{SYS_CPU}/cpu{n}" for n in sorted(cpus)]
+            self._paths[key] = (
+                [MSR.format(cpu=n) for n in sorted(cpus)],
+                [f"{d}/{CUR_FREQ}" for d in dirs],
+                [f"{d}/{f}" for d in dirs for f in THROTTLE_FILES],
+            )
+        msrs, freq_paths, throttle_paths = self._paths[key]
+        stat_text = self._bytes(STAT)
+        freqs = [] if self._lacks(freq_paths) else [self._number(p) for p in freq_paths]
+        lack_msr = self._lacks(msrs)
+        aperf = [] if lack_msr else [self._msr(path, IA32_APERF) for path in msrs]
+        mperf = [] if lack_msr else [self._msr(path, IA32_MPERF) for path in msrs]
+        throttles = [p for p in throttle_paths if self._fds.get(p, 0) is not None]
         return Reading(
             busy=busy_ticks(stat_text, cpus) if stat_text is not None else None,
-            throttles=self._summed([f"{d}/{f}" for d in dirs for f in THROTTLE_FILES]),
-            swap=swap_pages(vmstat) if vmstat is not None else None,
+            throttles=self._summed(throttles),
+            swap=self._swap_pages(),
             cpufreq_khz=_mean(freqs),
             msr=_both(_total(aperf), _total(mperf)),
             kernel_log=self._kernel_log(),

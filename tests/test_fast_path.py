@@ -1,0 +1,161 @@
+"""The local fast path (``CommandOptions.blocking``, taken by the engine's only worker for
+a plain trial): the command started and waited for without the event loop, with real
+processes: its run ends at its first step, output tails, a timeout, its launcher killed
+mid-trial, and Ctrl-C at a slot boundary of a run of short trials."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_launcher import launcher_of
+from test_local_executor import gone
+from test_robustness import start, wait_for_trials, write_spec
+
+from washout.harness.executors import local
+from washout.harness.executors.base import CommandOptions, CommandResult
+from washout.harness.executors.local import LocalExecutor
+
+
+@pytest.fixture(params=["launcher", "pidfd"])
+def ending(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What the fast path waits on for a command's end: its launcher's reply, or (without a
+    launcher) its pidfd."""
+    if request.param == "launcher" and local.launcher_program()[0] is None:
+        pytest.skip(f"no launcher here: {local.launcher_program()[1]}")
+    if request.param == "pidfd":
+        if not local.HAVE_PIDFD:
+            pytest.skip("no pidfds on this kernel")
+        monkeypatch.setattr(local, "launcher_program", lambda: (None, "as if no compiler"))
+    return request.param
+
+
+def fast(command: str, **options: Any) -> tuple[CommandResult, bool]:
+    """``command`` run once by a new local executor: its result, and whether the event loop
+    had a turn meanwhile (a callback scheduled before it runs only once the run waits)."""
+
+    async def go() -> tuple[CommandResult, bool]:
+        executor = LocalExecutor()
+        turned: list[bool] = []
+        asyncio.get_running_loop().call_soon(turned.append, True)
+        try:
+            return await executor.run(command, CommandOptions(**options)), bool(turned)
+        finally:
+            await executor.close()
+
+    return asyncio.run(go())
+
+
+def test_a_plain_command_is_waited_for_without_the_event_loop(ending: str) -> None:
+    result, turned = fast("echo out; echo err >&2; exit 3", timeout=30, blocking=True)
+    assert (result.status, result.exit_code, result.stdout, result.stderr) == (
+        "failed",
+        3,
+        b"out\n",
+        b"err\n",
+    )
+    assert not turned and result.duration > 0
+    assert "user" in result.resources
+    # the same command off the fast path waits in the loop
+    assert fast("echo out; exit 3", timeout=30)[1]
+
+
+def test_a_request_larger_than_the_sockets_buffer_reaches_the_launcher_whole(
+    ending: str,
+) -> None:
+    """The start is one message (header, payload and descriptors together); an environment
+    of 400 kB, above a unix socket's default buffer, still arrives whole."""
+    env = {f"WASHOUT_BIG{i}": str(i) * 100_000 for i in range(4)}
+    command = 'printf "%s %s" "${#WASHOUT_BIG0}" "${#WASHOUT_BIG3}"'
+    result, _ = fast(command, timeout=30, blocking=True, env=env)
+    assert (result.status, result.stdout) == ("ok", b"100000 100000")
+
+
+def test_output_tails_on_the_fast_path(ending: str) -> None:
+    result, _ = fast(
+        "head -c 300000 /dev/zero; printf end; head -c 2000 /dev/zero >&2",
+        timeout=30,
+        blocking=True,
+        output_tail=1000,
+    )
+    assert result.status == "ok"
+    assert len(result.stdout) == 1000 and result.stdout.endswith(b"\0end")
+    assert result.stdout_cut and len(result.stderr) == 2000 and not result.stderr_cut
+
+
+def test_a_timeout_on_the_fast_path_kills_the_whole_group(tmp_path: Path, ending: str) -> None:
+    """Shorter than the blocking wait and longer: both end at the timeout, group and all."""
+    pids = tmp_path / "pids"
+    for timeout in (0.05, 0.5):
+        t0 = time.monotonic()
+        result, _ = fast(
+            f"trap '' TERM; sleep 300 & echo $! > {pids}; wait", timeout=timeout, blocking=True
+        )
+        assert time.monotonic() - t0 < timeout + local.KILL_GRACE + 5
+        assert result.status == "timeout" and "process group killed" in result.reason
+        assert gone(int(pids.read_text()))
+        pids.unlink()
+
+
+@pytest.mark.skipif(local.launcher_program()[0] is None, reason="no launcher here")
+def test_a_launcher_killed_during_a_blocking_wait_loses_the_command(tmp_path: Path) -> None:
+    """The launcher SIGKILLed while washout waits for it outside the event loop (from
+    another thread: the loop's own is blocked): the command is ``lost``, its group
+    killed, and the next command gets a new launcher."""
+    pid_file = tmp_path / "pid"
+    killed: list[int] = []
+
+    def kill_its_launcher() -> None:
+        killed.append(launcher_of(pid_file))
+        os.kill(killed[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_its_launcher, daemon=True)
+    killer.start()
+    command = f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 60"
+    lost, _ = fast(command, timeout=60, blocking=True)
+    killer.join(10)
+    assert Path(f"/proc/{killed[0]}").exists() is False or gone(killed[0])
+    assert lost.status == "lost" and "launcher ended" in lost.reason
+    assert gone(int(pid_file.read_text()))
+    again, turned = fast("echo again", timeout=30, blocking=True)
+    assert (again.status, again.stdout, turned) == ("ok", b"again\n", False)
+
+
+SHORT_TRIALS = '[experiment]\nname = "short"\nruns = 5000\nseed = 3\n' + "".join(
+    f'[[test]]\nname = "{name}"\ncommand = "true"\n' for name in "ab"
+)
+"""Two tests of `true`, 20,000 trials of a few milliseconds each: more than a test waits for."""
+
+
+def statuses(db: Path) -> list[str]:
+    return [s for (s,) in sqlite3.connect(db).execute("SELECT status FROM trial")]
+
+
+def test_ctrl_c_stops_a_run_of_short_trials_at_a_slot_boundary(tmp_path: Path) -> None:
+    """Trials of a few milliseconds, all on the fast path: the event loop gets a turn at
+    least every BLOCKING_SECONDS, so Ctrl-C still stops at the next slot boundary (every
+    trial kept ok, none running), and two stop at once."""
+    for presses, kept in ((1, {"ok"}), (2, {"ok", "interrupted"})):
+        db = tmp_path / f"s{presses}.db"
+        proc = start("run", write_spec(tmp_path / "s.toml", SHORT_TRIALS), "--db", db, "--quiet")
+        try:
+            wait_for_trials(db, "status = 'ok'")
+            t0 = time.monotonic()
+            for _ in range(presses):
+                proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert time.monotonic() - t0 < 5
+        assert proc.returncode == 130 and f"washout resume {db}" in out
+        found = statuses(db)
+        assert set(found) <= kept and found.count("interrupted") <= 1
+        assert 0 < len(found) < 20000
