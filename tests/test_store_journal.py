@@ -129,6 +129,17 @@ def test_a_torn_last_record_is_dropped_and_noted(tmp_path: Path) -> None:
     store.close()
 
 
+def test_the_journal_is_a_data_file_like_the_store(tmp_path: Path) -> None:
+    """Created with the store's permissions (SQLite's 0644 less the umask), not executable: os.open
+    without a mode made it 0777 less the umask, so every store came with an executable
+    NAME.db-trials beside it."""
+    db = tmp_path / "t.db"
+    new_store(db)
+    StoreWriter.reopen(db).close()
+    assert (Path(f"{db}-trials").stat().st_mode & 0o777) == (db.stat().st_mode & 0o777)
+    assert not Path(f"{db}-trials").stat().st_mode & 0o111
+
+
 def test_a_damaged_record_stops_the_writer_in_one_line_and_costs_nothing(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     new_store(db)

@@ -162,7 +162,9 @@ class JournalWriter:
     def __init__(self, store: Path) -> None:
         self.path = journal_path(store)
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC)
+            self._fd = os.open(  # as SQLite makes the store (0644 less the umask), not 0777
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+            )
         except OSError as err:
             raise StoreWriteError(f"{self.path}: cannot open: {err.strerror}") from None
         self._size = os.fstat(self._fd).st_size
