@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -214,3 +215,137 @@ def test_a_large_journal_is_started_afresh_after_a_fold(
         ("running", 1),
     ]
     assert conn.execute("SELECT count(*) FROM metric").fetchone() == (6,)
+
+
+def record_trials(store: StoreWriter, runs: int) -> None:
+    """What the engine records for ``runs`` runs of two trials (the second run aborted)
+    and a warmup, without folding: environments, resets, starts, finishes, statuses."""
+    worker = store.worker_id("local", "localhost")
+    now = datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=UTC)
+    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.002)
+    fields |= dict(stdout_tail="out", stderr_tail="", cpus="0")
+    for index in range(runs):
+        run = store.run_id(worker, index, "fixed", ["a", "b"], defer=True)
+        facts = {"load": f"0.{index}", "os": "Linux"}
+        store.record_environment(worker, index, facts, f"f{index % 2}", defer=True)
+        store.record_reset(run, now, now, "no reset configured", defer=True)
+        first = store.begin_trial(run, 0, "a", 0, now)
+        second = store.finish_trial(
+            first, **fields, metrics={"wall": 0.002, "m": float(index)}, then=(run, 1, "b", 0, now)
+        )  # type: ignore[arg-type]
+        assert second is not None
+        store.set_run_status(run, "done" if index != 1 else "aborted", defer=True)
+        store.finish_trial(second, **fields, metrics={"wall": 0.003})  # type: ignore[arg-type]
+
+
+def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row a fold writes, table by table."""
+    conn = sqlite3.connect(db)
+    try:
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+            for table in ("worker", "environment", "run", "trial", "metric")
+        }
+    finally:
+        conn.close()
+
+
+def test_a_fold_from_memory_writes_what_a_fold_of_the_file_writes(tmp_path: Path) -> None:
+    """A live writer folds the records it appended from memory (not read back); resume folds
+    a killed writer's from the file: both leave the same rows."""
+    db, crashed = tmp_path / "m.db", tmp_path / "crashed.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    record_trials(store, 5)
+    for suffix in ("", "-wal", "-trials"):  # killed now: the journal is all there is
+        shutil.copyfile(f"{db}{suffix}", f"{crashed}{suffix}")
+    assert store.counts() == {"ok": 10}  # a read through the writer folds first
+    store.close()
+    StoreWriter.reopen(crashed).close()
+    folded = tables(db)
+    assert folded == tables(crashed)
+    assert [status for *_, status in folded["run"]] == ["done", "aborted", "done", "done", "done"]
+    assert len(folded["environment"]) == 5 and len(folded["metric"]) == 15
+
+
+def test_statements_on_one_row_keep_their_order_in_a_fold(tmp_path: Path) -> None:
+    """A fold applies each kind of statement at once (a run's row before its trials'), but
+    a run's reset recorded after its status still comes after it, as in the journal."""
+    db = tmp_path / "o.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    run = store.run_id(store.worker_id("local", "localhost"), 0, "fixed", ["a"], defer=True)
+    now = datetime.now(UTC)
+    store.set_run_status(run, "aborted", defer=True)
+    store.record_reset(run, now, now, "again", defer=True)  # the run goes on: running
+    store.begin_trial(run, 0, "a", 0, now)
+    store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status, reset_info FROM run").fetchall() == [("running", "again")]
+
+
+OLD_JOURNAL = "".join(
+    line + "\n"
+    for line in (
+        '{"washout-trials": 1, "token": "5e23f8899faef448"}',
+        '[["run",[1,1,0,"fixed","[\\"a\\"]"]],["environment",[1,0,"2026-11-27T12:24:58.607297+00:00",'
+        '"{\\"load\\": \\"0.5\\", \\"os\\": \\"Linux\\"}","f00d"]],["fingerprint",["f00d",1]],'
+        '["reset",["2026-11-27T12:00:00.123456+00:00","2026-11-27T12:00:00.123456+00:00",'
+        '"no reset configured",1]],'
+        '["begin_trial",[1,1,0,"a",0,"2026-11-27T12:00:00.123456+00:00"]]]',
+        '[["finish_trial",["ok","",0,"2026-11-27T12:00:00.123456+00:00",'
+        '"2026-11-27T12:00:00.123456+00:00",0.001,"out","",null,null,null,null,1]],'
+        '["metric",[1,"wall",0.001]],["metric",[1,"user",0.0005]],'
+        '["begin_trial",[2,1,1,"a",0,"2026-11-27T12:00:00.123456+00:00"]]]',
+    )
+)
+"""The journal washout left at commit ee1c0e9 (before folds applied records from memory)
+when killed during its second trial: a run's records and its first trial's start, that
+trial's result and the second's start."""
+
+
+def test_a_journal_of_the_previous_version_is_resumed_and_written_alike(tmp_path: Path) -> None:
+    db = tmp_path / "v.db"
+    new_store(db)
+    with StoreWriter.reopen(db) as writer:
+        writer.worker_id("local", "localhost")
+    Path(f"{db}-trials").write_text(OLD_JOURNAL + '[["finish_trial",["ok"')  # and a torn one
+    with StoreWriter.reopen(db) as resumed:
+        assert resumed.counts() == {"ok": 1, "running": 1}
+        assert any("cut short (22 bytes" in message for *_, message in resumed.events())
+        assert [e["fingerprint"] for e in resumed.environments()] == ["f00d"]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT name, value FROM metric ORDER BY name").fetchall() == [
+        ("user", 0.0005),
+        ("wall", 0.001),
+    ]
+    conn.close()
+    again = tmp_path / "w.db"  # this version writes those records as the same lines
+    new_store(again)
+    store = StoreWriter.reopen(again)
+    worker = store.worker_id("local", "localhost")
+    run = store.run_id(worker, 0, "fixed", ["a"], defer=True)
+    t = datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=UTC)
+    store.record_environment(worker, 0, {"load": "0.5", "os": "Linux"}, "f00d", defer=True)
+    store.record_reset(run, t, t, "no reset configured", defer=True)
+    first = store.begin_trial(run, 0, "a", 0, t)
+    store.finish_trial(
+        first,
+        status="ok",
+        reason="",
+        exit_code=0,
+        started=t,
+        ended=t,
+        duration=0.001,
+        stdout_tail="out",
+        stderr_tail="",
+        cpus=None,
+        metrics={"wall": 0.001, "user": 0.0005},
+        then=(run, 1, "a", 0, t),
+    )
+    written = Path(f"{again}-trials").read_text().splitlines()[1:]
+    captured = re.compile(r'"\d{4}-\d\d-\d\dT[\d:.]+\+00:00","\{')  # the environment's time
+    assert [captured.sub("", line) for line in written] == [
+        captured.sub("", line) for line in OLD_JOURNAL.splitlines()[1:]
+    ]
+    store.close()

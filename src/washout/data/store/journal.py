@@ -41,6 +41,9 @@ FINISH = "finish_trial"
 _HEADER = "washout-trials"
 _HEADER_BYTES = 256
 """More than a header line takes: a longer first line is not one."""
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+"""A record as one line of JSON: made once, where ``json.dumps`` with separators makes an
+encoder per call (a record's statements hold no container twice, so no circularity check)."""
 
 Scalar = str | int | float | None
 Statement = tuple[str, tuple[Scalar, ...]]
@@ -151,9 +154,9 @@ def _mark(folded: str | None) -> tuple[str, int] | None:
         return None
 
 
-def folded_mark(pending: Pending) -> str:
-    """The ``meta`` value saying ``pending`` is folded."""
-    return json.dumps({"token": pending.token, "end": pending.end})
+def folded_mark(token: str, end: int) -> str:
+    """The ``meta`` value saying the journal ``token`` is folded up to byte ``end``."""
+    return json.dumps({"token": token, "end": end})
 
 
 class JournalWriter:
@@ -170,6 +173,9 @@ class JournalWriter:
         self._size = os.fstat(self._fd).st_size
         self.appended = 0
         """Records appended since the journal was last started afresh."""
+        self.token: str | None = None
+        """The journal's token once this writer started it afresh (None before: the file
+        may hold an earlier writer's records under its own)."""
 
     @property
     def size(self) -> int:
@@ -180,13 +186,16 @@ class JournalWriter:
         """Start the journal afresh under a new token (its records are folded)."""
         os.ftruncate(self._fd, 0)
         self._size = 0
-        self._write((json.dumps({_HEADER: 1, "token": secrets.token_hex(8)}) + "\n").encode())
+        self.token = None
+        token = secrets.token_hex(8)
+        self._write((json.dumps({_HEADER: 1, "token": token}) + "\n").encode())
+        self.token = token
         self.appended = 0
 
     def append(self, record: list[Statement]) -> None:
         """One record, whole in one write(2); a write cut short (a full disk) is taken back
         and raised as OSError."""
-        self._write((json.dumps(record, separators=(",", ":")) + "\n").encode())
+        self._write((_ENCODE(record) + "\n").encode())
         self.appended += 1
 
     def _write(self, data: bytes) -> None:

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import errno
 import functools
-import itertools
 import json
 import logging
-import operator
 import os
 import secrets
 import sqlite3
@@ -43,6 +41,7 @@ from washout.data.store.journal import (
     FOLDED_KEY,
     JournalDamage,
     JournalWriter,
+    Scalar,
     Statement,
     folded_mark,
     journal_damaged,
@@ -111,7 +110,18 @@ STATEMENTS: dict[str, str] = {
     "metric": "INSERT INTO metric (trial_id, name, value) VALUES (?, ?, ?)",
 }
 """Every statement a deferred write or a journal record may hold, by name: a record names
-its statements and gives their parameters, never SQL."""
+its statements and gives their parameters, never SQL. In the order a fold applies them
+(:meth:`StoreWriter._run`): a table's rows before the rows that refer to them."""
+_RANK = {name: rank for rank, name in enumerate(STATEMENTS)}
+_ROWS: dict[str, tuple[str, int]] = {
+    "run": ("run", 0),
+    "reset": ("run", -1),
+    "run_status": ("run", -1),
+    "begin_trial": ("trial", 0),
+    FINISH: ("trial", -1),
+}
+"""The statements that change a row that statements of another kind change too: its table,
+and where its id is among their parameters."""
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -189,6 +199,10 @@ class StoreWriter(Store):
         self._deferred: list[Statement] = []
         """Writes that go with the next transaction or journal record (``defer`` of
         :meth:`_write`)."""
+        self._journaled: list[Statement] = []
+        """The statements of the journal's records not folded yet, as this writer appended
+        them (:meth:`_fold` applies these, not the file's, once the journal is its own)."""
+        self._journaled_records = 0
         self._next_trial: int | None = None
         """The id the next trial gets (chosen by the writer, as run ids are)."""
         self._runs: dict[tuple[int, int], int] | None = None
@@ -381,6 +395,7 @@ class StoreWriter(Store):
             raise self._write_error(err) from None
         if folded:
             self._unfolded = False
+            self._journaled, self._journaled_records = [], 0
             self._folded_at = time.monotonic()
             if self._journal.size > RESTART_BYTES:
                 self._restart_journal()
@@ -389,38 +404,83 @@ class StoreWriter(Store):
         """Inside a transaction: apply the journal's records not folded yet, drop a last
         record cut short (a killed writer's, noted as an event) and mark how far it is
         folded (``meta``), so that a writer killed after the commit never applies a
-        record twice. Whether it read the journal."""
+        record twice. Whether it folded.
+
+        Once this writer has started the journal afresh, every record after its header is
+        one it appended whole, and it holds them as it wrote them: they are applied from
+        memory, not read back and decoded (most of a fold's cost: bench/RESULTS.md,
+        "Engine overhead per trial"). The journal as a file is read when a writer opens
+        the store (an earlier writer's records)."""
         if not self._unfolded:
             return False
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
+        token, end, records = self._journal.token, self._journal.size, self._journaled_records
+        torn = 0
         try:
-            pending = read_pending(self.path, None if row is None else row[0])
-            self._run([statement for record in pending.records for statement in record])
+            if token is not None:
+                self._run(self._journaled)
+            else:
+                row = self._conn.execute(
+                    "SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)
+                ).fetchone()
+                pending = read_pending(self.path, None if row is None else row[0])
+                self._run([statement for record in pending.records for statement in record])
+                token, end, records, torn = (
+                    pending.token,
+                    pending.end,
+                    len(pending.records),
+                    pending.torn,
+                )
         except (JournalDamage, KeyError, sqlite3.IntegrityError, sqlite3.ProgrammingError) as err:
             raise journal_damaged(self.path, err) from None
-        if pending.torn and pending.token is not None:
+        if torn and token is not None:
             self._conn.execute(
                 "INSERT INTO event (time, worker, kind, message) VALUES (?, NULL, ?, ?)",
                 (
                     _now(),
                     "resume",
-                    f"the trial journal's last record was cut short ({pending.torn} bytes, "
+                    f"the trial journal's last record was cut short ({torn} bytes, "
                     "written when washout was killed): dropped",
                 ),
             )
-        if pending.token is not None:
+        if token is not None:
             self._conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                (FOLDED_KEY, folded_mark(pending)),
+                (FOLDED_KEY, folded_mark(token, end)),
             )
-        self._commits += len(pending.records)
+        self._commits += records
         return True
 
     def _run(self, statements: list[Statement]) -> None:
-        """Statements in their order, each run of one kind (a trial's metrics) as one
-        ``executemany``: a fold applied a trial's ten-odd statements one by one before."""
-        for name, group in itertools.groupby(statements, key=operator.itemgetter(0)):
-            self._conn.executemany(STATEMENTS[name], [params for _, params in group])
+        """Statements as one ``executemany`` per kind, the kinds in the order of
+        :data:`STATEMENTS` (a row before the rows that refer to it), each kind's in their
+        order: a fold of a run per trial (the quick form) made seven calls per trial in
+        the journal's order, where a fold now makes eight in all. Two statements that
+        change one row (:data:`_ROWS`) keep their order: one that the kinds' order would
+        move before an earlier one of its row applies what was gathered first."""
+        groups: dict[str, list[tuple[Scalar, ...]]] = {}
+        ranks: dict[tuple[str, Scalar], int] = {}
+        """The last kind (its rank) gathered for each row of :data:`_ROWS`."""
+        for name, params in statements:
+            rank = _RANK[name]
+            row = _ROWS.get(name)
+            if row is not None:
+                key = (row[0], params[row[1]])
+                if ranks.get(key, rank) > rank:
+                    self._apply(groups)
+                    groups, ranks = {}, {}
+                ranks[key] = rank
+            if name in groups:
+                groups[name].append(params)
+            else:
+                groups[name] = [params]
+        self._apply(groups)
+
+    def _apply(self, groups: dict[str, list[tuple[Scalar, ...]]]) -> None:
+        """Each kind's statements as one ``executemany``, in the order of the kinds."""
+        for name, sql in STATEMENTS.items():
+            rows = groups.get(name)
+            if rows:
+                self._conn.executemany(sql, rows)
 
     def _restart_journal(self) -> None:
         """Start the journal afresh (everything in it is folded and marked): when a writer
@@ -432,6 +492,7 @@ class StoreWriter(Store):
         except OSError as err:
             raise self._journal_error(err) from None
         self._unfolded = False
+        self._journaled, self._journaled_records = [], 0
         self._folded_at = time.monotonic()
 
     def fold_during_trial(self) -> None:
@@ -456,6 +517,8 @@ class StoreWriter(Store):
             self._journal.append(record)
         except OSError as err:
             raise self._journal_error(err) from None
+        self._journaled += record
+        self._journaled_records += 1
         self._unfolded = True
 
     def _write(self, statements: list[Statement], defer: bool) -> None:
