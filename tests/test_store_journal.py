@@ -349,3 +349,26 @@ def test_a_journal_of_the_previous_version_is_resumed_and_written_alike(tmp_path
         captured.sub("", line) for line in OLD_JOURNAL.splitlines()[1:]
     ]
     store.close()
+
+
+def test_a_workers_fingerprint_is_written_when_it_changes(tmp_path: Path) -> None:
+    """Every run's environment is recorded with its fingerprint; the worker's row, which
+    holds the latest, is updated only when it changes (most runs: the same machine)."""
+    db = tmp_path / "f.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    worker = store.worker_id("local", "localhost")
+    run = store.run_id(worker, 0, "fixed", ["a"], defer=True)
+    for index, fingerprint in enumerate(["aa", "aa", "bb", "aa"]):
+        store.record_environment(worker, index, {"load": str(index)}, fingerprint, defer=True)
+        store.begin_trial(run, index, "a", 0, datetime.now(UTC))
+    journal = Path(f"{db}-trials").read_text()
+    assert journal.count('["fingerprint",') == 3
+    assert store.workers()[0][3] == "aa"
+    assert [(e["run_index"], e["fingerprint"]) for e in store.environments()] == [
+        (0, "aa"),
+        (1, "aa"),
+        (2, "bb"),
+        (3, "aa"),
+    ]
+    store.close()

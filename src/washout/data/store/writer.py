@@ -124,6 +124,11 @@ _ROWS: dict[str, tuple[str, int]] = {
 and where its id is among their parameters."""
 
 
+_FACTS = json.JSONEncoder(sort_keys=True, check_circular=False).encode
+"""An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
+with one encoder made once rather than one per run."""
+
+
 def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat(timespec="microseconds")
 
@@ -209,6 +214,10 @@ class StoreWriter(Store):
         """Every run's id by (worker id, run index), read once by the writer and kept up to
         date by it (a deferred row is not in the table yet): :meth:`run_id`."""
         self._next_run = 0
+        self._fingerprints: dict[int, str] = {}
+        """Each worker's fingerprint as this writer last recorded it: the worker's row is
+        updated only when it changes (forgotten when a write is refused, since what was
+        deferred with it is lost)."""
         self._commits = 0
         """Commits since the log was last folded into the file (:meth:`checkpoint_if_due`)."""
 
@@ -381,12 +390,14 @@ class StoreWriter(Store):
                 self._run(deferred)
                 yield self._conn
             except BaseException:
+                self._fingerprints.clear()
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
             self._commits += 1
         except sqlite3.OperationalError as err:
+            self._fingerprints.clear()
             if self._conn.in_transaction:
                 try:
                     self._conn.execute("ROLLBACK")
@@ -516,6 +527,7 @@ class StoreWriter(Store):
         try:
             self._journal.append(record)
         except OSError as err:
+            self._fingerprints.clear()
             raise self._journal_error(err) from None
         self._journaled += record
         self._journaled_records += 1
@@ -619,17 +631,15 @@ class StoreWriter(Store):
         *,
         defer: bool = False,
     ) -> None:
-        """A worker's captured environment (before run ``run_index``; None: at the start)."""
-        self._write(
-            [
-                (
-                    "environment",
-                    (worker_id, run_index, _now(), json.dumps(data, sort_keys=True), fingerprint),
-                ),
-                ("fingerprint", (fingerprint, worker_id)),
-            ],
-            defer,
-        )
+        """A worker's captured environment (before run ``run_index``; None: at the start),
+        and its fingerprint as the worker's latest (written when it changed)."""
+        statements: list[Statement] = [
+            ("environment", (worker_id, run_index, _now(), _FACTS(data), fingerprint))
+        ]
+        if self._fingerprints.get(worker_id) != fingerprint:
+            statements.append(("fingerprint", (fingerprint, worker_id)))
+            self._fingerprints[worker_id] = fingerprint
+        self._write(statements, defer)
 
     # -- runs and trials -----------------------------------------------------------------
     def run_id(
