@@ -21,7 +21,8 @@ from conftest import washout
 from test_robustness import SLOW_SPEC
 
 from washout.data.store import ExperimentRecord, Store
-from washout.data.store.writer import StoreWriter
+from washout.data.store.journal import FOLDED_KEY, read_pending
+from washout.data.store.writer import STATEMENTS, StoreWriter
 from washout.errors import DamagedStoreError
 from washout.harness.engine import Experiment
 from washout.harness.spec import parse_spec_text
@@ -218,8 +219,9 @@ def test_a_large_journal_is_started_afresh_after_a_fold(
 
 
 def record_trials(store: StoreWriter, runs: int) -> None:
-    """What the engine records for ``runs`` runs of two trials (the second run aborted)
-    and a warmup, without folding: environments, resets, starts, finishes, statuses."""
+    """What the engine records for ``runs`` runs of two trials, without folding:
+    environments, resets, starts, finishes, statuses; the second run aborted, then reset
+    and begun again (its reset after its status), its trial left running."""
     worker = store.worker_id("local", "localhost")
     now = datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=UTC)
     fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.002)
@@ -236,6 +238,9 @@ def record_trials(store: StoreWriter, runs: int) -> None:
         assert second is not None
         store.set_run_status(run, "done" if index != 1 else "aborted", defer=True)
         store.finish_trial(second, **fields, metrics={"wall": 0.003})  # type: ignore[arg-type]
+    again = store.run_id(worker, 1, "fixed", ["a", "b"])
+    store.record_reset(again, now, now, "again", defer=True)
+    store.begin_trial(again, 0, "a", 1, now)
 
 
 def tables(db: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -259,13 +264,36 @@ def test_a_fold_from_memory_writes_what_a_fold_of_the_file_writes(tmp_path: Path
     record_trials(store, 5)
     for suffix in ("", "-wal", "-trials"):  # killed now: the journal is all there is
         shutil.copyfile(f"{db}{suffix}", f"{crashed}{suffix}")
-    assert store.counts() == {"ok": 10}  # a read through the writer folds first
+    assert store.counts() == {"ok": 10, "running": 1}  # a read through the writer folds first
     store.close()
     StoreWriter.reopen(crashed).close()
     folded = tables(db)
     assert folded == tables(crashed)
-    assert [status for *_, status in folded["run"]] == ["done", "aborted", "done", "done", "done"]
+    assert [status for *_, status in folded["run"]] == ["done", "running", "done", "done", "done"]
     assert len(folded["environment"]) == 5 and len(folded["metric"]) == 15
+
+
+def test_a_fold_writes_what_its_statements_one_by_one_in_order_write(tmp_path: Path) -> None:
+    """A fold applies a kind of statement at once (fewer calls), and that leaves the rows
+    that applying the journal's statements one by one, in its order, leaves."""
+    db, alone = tmp_path / "f.db", tmp_path / "alone.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    record_trials(store, 6)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{db}{suffix}", f"{alone}{suffix}")
+    conn = sqlite3.connect(alone, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    (mark,) = conn.execute("SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)).fetchone()
+    conn.execute("BEGIN")
+    for record in read_pending(db, mark).records:
+        for name, params in record:
+            conn.execute(STATEMENTS[name], params)
+    conn.execute("COMMIT")
+    conn.close()
+    store.counts()  # folds
+    assert tables(db) == tables(alone)
+    store.close()
 
 
 def test_statements_on_one_row_keep_their_order_in_a_fold(tmp_path: Path) -> None:
