@@ -400,3 +400,37 @@ def test_a_workers_fingerprint_is_written_when_it_changes(tmp_path: Path) -> Non
         (3, "aa"),
     ]
     store.close()
+
+
+def test_the_log_is_checkpointed_by_its_pages_not_a_count_of_writes(tmp_path: Path) -> None:
+    """Folds of many trials write a fraction of a page per trial: the quick form (a run per
+    trial, a fold per 40) was checkpointed every ~500 trials, each a few hundred pages and
+    two syncs; the writer learns a write's pages at each checkpoint and lets the log reach
+    CHECKPOINT_PAGES, never checkpointing more often than after 1,000 writes."""
+    db = tmp_path / "c.db"
+    new_store(db)
+    store = StoreWriter.reopen(db)
+    store.hold_checkpoints()
+    worker = store.worker_id("local", "localhost")
+    now = datetime.now(UTC)
+    fields = dict(status="ok", reason="", exit_code=0, started=now, ended=now, duration=0.001)
+    fields |= dict(stdout_tail="", stderr_tail="", cpus=None)
+    sizes = [db.stat().st_size]
+    for index in range(3000):
+        run = store.run_id(worker, index, "random", ["a"], defer=True)
+        store.fold_if_due()  # before a run, as the engine does
+        sizes.append(db.stat().st_size)  # the file grows only when the log is copied in
+        store.record_environment(worker, index, {"load": str(index)}, "f", defer=True)
+        store.record_reset(run, now, now, "no reset configured", defer=True)
+        trial = store.begin_trial(run, 0, "a", 0, now)
+        store.set_run_status(run, "done", defer=True)
+        metrics = {f"m{k}": float(k) for k in range(10)}
+        store.finish_trial(trial, **fields, metrics=metrics)  # type: ignore[arg-type]
+        if index % 40 == 39:
+            store.counts()  # a fold of 40 trials
+    checkpoints = sum(b > a for a, b in zip(sizes, sizes[1:], strict=False))
+    assert checkpoints == 1  # the first, after 1,000 writes (~490 trials); then ~6,000 trials
+    wal = Path(f"{db}-wal").stat().st_size
+    assert wal < 2 * 4300 * 4096
+    assert store.counts() == {"ok": 3000}
+    store.close()

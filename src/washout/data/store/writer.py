@@ -74,12 +74,19 @@ log = logging.getLogger(__name__)
 NextTrial = tuple[int, int, str, int, datetime]
 """A trial to begin: (run id, position, test name, attempt, start time)."""
 
-CHECKPOINT_COMMITS = 1000
-"""Trial writes between two checkpoints while an experiment runs
-(:meth:`StoreWriter.hold_checkpoints`): about 4,300 log pages (17 MB) at the 4-4.3 pages a
-trial wrote when each was its own commit (measured), where SQLite's automatic checkpoint
-comes every 1,000 pages. Larger gains nothing: a checkpoint's cost grew with the pages it
-copied (45 ms per 1,000 commits here)."""
+CHECKPOINT_PAGES = 4300
+"""Log pages between two checkpoints while an experiment runs
+(:meth:`StoreWriter.hold_checkpoints`): 17 MB, what 1,000 trials wrote when each was its
+own commit (4-4.3 pages a trial, measured), where SQLite's automatic checkpoint comes every
+1,000 pages. Larger gains nothing: a checkpoint's cost grew with the pages it copied (45 ms
+per 1,000 commits here). The pages a trial write takes are learned at each checkpoint (its
+log's length), never more than :data:`FIRST_PAGES_PER_WRITE`: folds of 40 trials (the
+quick form) wrote 0.35 pages a write, folds of one trial 3.1 (measured), so a fixed count
+of writes checkpointed the quick form every ~350 pages, paying a checkpoint's syncs
+(5-10 ms here) every 500 trials."""
+FIRST_PAGES_PER_WRITE = CHECKPOINT_PAGES / 1000
+"""Pages a trial write is taken to cost until a checkpoint tells (a checkpoint after 1,000
+writes, as before they were learned)."""
 
 FOLD_SECONDS = 0.1
 """After a finished trial and between two runs, the journal is folded into SQLite once
@@ -219,7 +226,10 @@ class StoreWriter(Store):
         updated only when it changes (forgotten when a write is refused, since what was
         deferred with it is lost)."""
         self._commits = 0
-        """Commits since the log was last folded into the file (:meth:`checkpoint_if_due`)."""
+        """Trial writes (journal records and commits) since the log was last folded into
+        the file (:meth:`fold_if_due`)."""
+        self._pages_per_write = FIRST_PAGES_PER_WRITE
+        """Log pages per trial write at the last checkpoint (:data:`CHECKPOINT_PAGES`)."""
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -564,12 +574,12 @@ class StoreWriter(Store):
 
     # -- checkpoints ---------------------------------------------------------------------
     def hold_checkpoints(self) -> None:
-        """Fold the log into the store only when :meth:`checkpoint_if_due` says so, not when
+        """Fold the log into the store only when :meth:`fold_if_due` says so, not when
         a commit happens to fill it (SQLite's automatic checkpoint, every 1,000 pages).
 
         A checkpoint copies the log into the file and syncs both: 15-555 ms stalls
         between two trials of a run were measured (bench/RESULTS.md, "Engine overhead per
-        trial"); the engine calls :meth:`checkpoint_if_due` before a run's environment check
+        trial"); the engine calls :meth:`fold_if_due` before a run's environment check
         and reset, where a pause changes nothing that is measured. Fewer, larger
         checkpoints also copy a page changed by many commits once. A crash loses nothing:
         the log is the committed data (SQLite documentation, "Write-Ahead Logging")."""
@@ -577,16 +587,19 @@ class StoreWriter(Store):
 
     def fold_if_due(self) -> None:
         """Between two runs: fold the journal into SQLite if :data:`FOLD_SECONDS` passed
-        since the last fold (as after every finished trial), then the log into the store's file if
-        :data:`CHECKPOINT_COMMITS` trial writes went into it since the last time; PASSIVE,
-        so a reader of the live store (``washout status``) is never waited for (what it
-        still reads is folded next time)."""
+        since the last fold (as after every finished trial), then the log into the store's
+        file once it holds about :data:`CHECKPOINT_PAGES` pages (the trial writes since the
+        last time, by the pages a write took then); PASSIVE, so a reader of the live store
+        (``washout status``) is never waited for (what it still reads is folded next
+        time)."""
         self._fold_when_due()
-        if self._commits >= CHECKPOINT_COMMITS:
+        if self._commits * self._pages_per_write >= CHECKPOINT_PAGES:
             try:
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                _, log, _ = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.OperationalError as err:
                 raise self._write_error(err) from None
+            if log > 0:
+                self._pages_per_write = min(log / self._commits, FIRST_PAGES_PER_WRITE)
             self._commits = 0
 
     def write_columns(self) -> None:
