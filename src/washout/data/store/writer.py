@@ -111,6 +111,10 @@ STATEMENTS: dict[str, str] = {
     "run_status": "UPDATE run SET status = ? WHERE id = ?",
     "begin_trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, started)"
     " VALUES (?, ?, ?, ?, ?, 'running', ?)",
+    "trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, reason,"
+    " exit_code, started, ended, duration, stdout_tail, stderr_tail, cpus,"
+    " context_env_bytes, context_cwd_bytes, context_aslr)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     FINISH: "UPDATE trial SET status = ?, reason = ?, exit_code = ?, started = ?,"
     " ended = ?, duration = ?, stdout_tail = ?, stderr_tail = ?, cpus = ?,"
     " context_env_bytes = ?, context_cwd_bytes = ?, context_aslr = ? WHERE id = ?",
@@ -118,13 +122,16 @@ STATEMENTS: dict[str, str] = {
 }
 """Every statement a deferred write or a journal record may hold, by name: a record names
 its statements and gives their parameters, never SQL. In the order a fold applies them
-(:meth:`StoreWriter._run`): a table's rows before the rows that refer to them."""
+(:meth:`StoreWriter._run`): a table's rows before the rows that refer to them. ``trial``
+is a trial's start and finish as one row, which the writer folds in their place when both
+are in one fold (the journal holds them as two statements)."""
 _RANK = {name: rank for rank, name in enumerate(STATEMENTS)}
 _ROWS: dict[str, tuple[str, int]] = {
     "run": ("run", 0),
     "reset": ("run", -1),
     "run_status": ("run", -1),
     "begin_trial": ("trial", 0),
+    "trial": ("trial", 0),
     FINISH: ("trial", -1),
 }
 """The statements that change a row that statements of another kind change too: its table,
@@ -215,6 +222,9 @@ class StoreWriter(Store):
         """The statements of the journal's records not folded yet, as this writer appended
         them (:meth:`_fold` applies these, not the file's, once the journal is its own)."""
         self._journaled_records = 0
+        self._begun: tuple[int, int] | None = None
+        """The trial whose start is the last statement appended, and its index in
+        :attr:`_journaled` (its finish is folded with it as one ``trial`` row)."""
         self._next_trial: int | None = None
         """The id the next trial gets (chosen by the writer, as run ids are)."""
         self._runs: dict[tuple[int, int], int] | None = None
@@ -416,7 +426,7 @@ class StoreWriter(Store):
             raise self._write_error(err) from None
         if folded:
             self._unfolded = False
-            self._journaled, self._journaled_records = [], 0
+            self._journaled, self._journaled_records, self._begun = [], 0, None
             self._folded_at = time.monotonic()
             if self._journal.size > RESTART_BYTES:
                 self._restart_journal()
@@ -513,7 +523,7 @@ class StoreWriter(Store):
         except OSError as err:
             raise self._journal_error(err) from None
         self._unfolded = False
-        self._journaled, self._journaled_records = [], 0
+        self._journaled, self._journaled_records, self._begun = [], 0, None
         self._folded_at = time.monotonic()
 
     def fold_during_trial(self) -> None:
@@ -531,15 +541,17 @@ class StoreWriter(Store):
             with self._transaction():
                 pass
 
-    def _append(self, statements: list[Statement]) -> None:
-        """The deferred writes and ``statements`` as one journal record, one write(2)."""
-        record, self._deferred = self._deferred + statements, []
+    def _append(self, statements: list[Statement], kept: list[Statement] | None = None) -> None:
+        """The deferred writes and ``statements`` as one journal record, one write(2);
+        ``kept``: what of ``statements`` to fold, where the rest is folded otherwise."""
+        deferred, self._deferred = self._deferred, []
         try:
-            self._journal.append(record)
+            self._journal.append(deferred + statements)
         except OSError as err:
             self._fingerprints.clear()
             raise self._journal_error(err) from None
-        self._journaled += record
+        self._journaled += deferred
+        self._journaled += statements if kept is None else kept
         self._journaled_records += 1
         self._unfolded = True
 
@@ -696,6 +708,7 @@ class StoreWriter(Store):
         the writes deferred until then, in one journal record; its id."""
         statement, trial_id = self._running((run_id, position, test, attempt, started))
         self._append([statement])
+        self._begun = (trial_id, len(self._journaled) - 1)
         return trial_id
 
     def _running(self, trial: NextTrial) -> tuple[Statement, int]:
@@ -740,7 +753,15 @@ class StoreWriter(Store):
         if then is not None:
             begin, next_id = self._running(then)
             statements.append(begin)
-        self._append(statements)
+        begun = self._begun
+        if begun is None or begun[0] != trial_id:
+            self._append(statements)
+        else:  # its start is not folded yet: one row, not a row and its update
+            self._append(statements, statements[1:])
+            at = begun[1]
+            start = self._journaled[at][1]
+            self._journaled[at] = ("trial", (*start[:5], *statements[0][1][:-1]))
+        self._begun = None if next_id is None else (next_id, len(self._journaled) - 1)
         self._fold_when_due()
         return next_id
 
