@@ -357,20 +357,10 @@ def test_a_journal_of_the_previous_version_is_resumed_and_written_alike(tmp_path
     store.record_environment(worker, 0, {"load": "0.5", "os": "Linux"}, "f00d", defer=True)
     store.record_reset(run, t, t, "no reset configured", defer=True)
     first = store.begin_trial(run, 0, "a", 0, t)
-    store.finish_trial(
-        first,
-        status="ok",
-        reason="",
-        exit_code=0,
-        started=t,
-        ended=t,
-        duration=0.001,
-        stdout_tail="out",
-        stderr_tail="",
-        cpus=None,
-        metrics={"wall": 0.001, "user": 0.0005},
-        then=(run, 1, "a", 0, t),
-    )
+    fields = dict(status="ok", reason="", exit_code=0, started=t, ended=t, duration=0.001)
+    fields |= dict(stdout_tail="out", stderr_tail="", cpus=None)
+    metrics = {"wall": 0.001, "user": 0.0005}
+    store.finish_trial(first, **fields, metrics=metrics, then=(run, 1, "a", 0, t))  # type: ignore[arg-type]
     written = Path(f"{again}-trials").read_text().splitlines()[1:]
     captured = re.compile(r'"\d{4}-\d\d-\d\dT[\d:.]+\+00:00","\{')  # the environment's time
     assert [captured.sub("", line) for line in written] == [
