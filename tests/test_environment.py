@@ -104,9 +104,9 @@ def plain_fingerprint(facts: dict[str, object]) -> str:
 
 
 def test_fingerprint_and_mismatch_as_computed_from_scratch() -> None:
-    """Cached by the items' values, the fingerprint is still the hash of today's items;
-    only the fingerprinted facts count (a moment fact does not), role-prefixed ones too;
-    a value equal as text is the same; a changed or missing item is named."""
+    """Cached by the items' values, the fingerprint is still the hash of today's items
+    (whatever their type: compared as text); only the fingerprinted facts count (a moment
+    fact does not), role-prefixed ones too; a changed or missing item is named."""
     facts: dict[str, object] = {
         "kernel": "Linux 6.1",
         "cores": 2,
@@ -117,11 +117,12 @@ def test_fingerprint_and_mismatch_as_computed_from_scratch() -> None:
         "stat:server": "1 2 3 4 5",
     }
     seen = set()
-    for change in ({}, {"uptime_s": "6.00"}, {"file:server": "abd"}, {"cores": "3"}, {}):
+    changes = ({}, {"uptime_s": "6.00"}, {"file:server": "abd"}, {"cores": ["3"]}, {"cores": "3"})
+    for change in changes:
         facts |= change
         assert fingerprint(facts) == plain_fingerprint(facts)
         seen.add(fingerprint(facts))
-    assert len(seen) == 3  # the moment's uptime changes no fingerprint
+    assert len(seen) == 4  # the moment's uptime changes no fingerprint; any value is text
     base = {**facts, "cores": 3}
     assert mismatch("a", base, "b", dict(facts)) is None
     assert mismatch("a", base, "b", {**facts, "cores": "3", "load": "1 1 1"}) is None

@@ -344,14 +344,14 @@ def _fingerprinted(keys: frozenset[str]) -> tuple[str, ...]:
 def fingerprint(facts: dict[str, Any]) -> str:
     """A short stable hash of the fingerprinted items."""
     keys = _fingerprinted(frozenset(facts))
-    return _digest(keys, tuple(map(facts.__getitem__, keys)))
+    return _digest(keys, tuple(map(str, map(facts.__getitem__, keys))))
 
 
 @functools.lru_cache(maxsize=64)
-def _digest(keys: tuple[str, ...], values: tuple[Any, ...]) -> str:
+def _digest(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
     """:func:`fingerprint` of these items. Cached: they are the same before every run
     until a whole capture finds a change, and hashing them was a fifth of a run's check."""
-    items = {k: str(v) for k, v in zip(keys, values)}
+    items = dict(zip(keys, values))
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:16]
 
 
