@@ -42,6 +42,7 @@ from washout.harness.executors.base import CommandOptions, CommandResult, Execut
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.metrics.health import (
+    BUSY_FIELDS,
     IA32_APERF,
     IA32_MPERF,
     LocalHealth,
@@ -316,6 +317,76 @@ def test_parsers_of_proc_files() -> None:
     # cpufreq read on 2 of the 3 CPUs: no mean of some of them
     assert marker_reading(b"10 - - - 4000 2 3 -".split()) == Reading(busy=10)
     assert marker_reading(b"1 2 3".split()) is None
+
+
+def plain_busy(text: str, cpus: set[int]) -> int | None:
+    """``cpus``' busy ticks from ``/proc/stat`` the plain way: every line split, the CPUs'
+    fields summed (proc(5))."""
+    lines = {(words := line.split())[0]: words[1:] for line in text.splitlines() if line}
+    if any(f"cpu{n}" not in lines for n in cpus):
+        return None
+    return sum(int(lines[f"cpu{n}"][i]) for n in cpus for i in BUSY_FIELDS)
+
+
+def plain_reading(root: Path, cpus: set[int]) -> Reading:
+    """What a reading of the tree under ``root`` holds, from each file read the plain way
+    (whole, as text), for :func:`test_a_reading_is_what_a_plain_parse_of_its_files_gives`."""
+    vmstat = dict(line.split() for line in (root / "proc/vmstat").read_text().splitlines())
+    cpu_dirs = [root / CPU / f"cpu{n}" for n in sorted(cpus)]
+    freqs = [int((d / "cpufreq/scaling_cur_freq").read_text()) for d in cpu_dirs]
+    throttles = [
+        int(f.read_text()) for d in cpu_dirs for f in sorted(d.glob("thermal_throttle/*_count"))
+    ]
+    msrs = [(root / f"dev/cpu/{n}/msr").read_bytes() for n in sorted(cpus)]
+    return Reading(
+        busy=plain_busy((root / "proc/stat").read_text(), cpus),
+        throttles=sum(throttles) if throttles else None,
+        swap=(int(vmstat["pswpin"]), int(vmstat["pswpout"])),
+        cpufreq_khz=sum(freqs) / len(freqs),
+        msr=(
+            sum(int.from_bytes(m[IA32_APERF : IA32_APERF + 8], "little") for m in msrs),
+            sum(int.from_bytes(m[IA32_MPERF : IA32_MPERF + 8], "little") for m in msrs),
+        ),
+    )
+
+
+def test_a_reading_is_what_a_plain_parse_of_its_files_gives(tmp_path: Path) -> None:
+    """A reading (each file held open and read again with pread, each CPU's line of
+    /proc/stat found by its name and its busy ticks cached by the line's bytes) gives what
+    reading every file whole and splitting it gives, before and after the files change
+    (nothing stale), pinned or not; on this machine's own /proc/stat, a value between
+    a plain parse just before and one just after."""
+    root = health_tree(tmp_path / "tree")
+    reader = LocalHealth(str(root))
+    every = set(range(TREE_CPUS))
+    try:
+        for cpus in (every, {1}, {0, 2}):
+            assert reader.reading(cpus) == plain_reading(root, cpus)
+        subprocess.run(disturbing(root, tmp_path / "staged"), shell=True, check=True)
+        for cpus in (every, {1}, {0, 2}):
+            assert reader.reading(cpus) == plain_reading(root, cpus)
+    finally:
+        reader.close()
+    here = LocalHealth("/")
+    try:
+        cpus = os.sched_getaffinity(0)
+        for _ in range(50):
+            before = plain_busy(Path("/proc/stat").read_text(), cpus)
+            busy = here.reading(cpus).busy
+            after = plain_busy(Path("/proc/stat").read_text(), cpus)
+            assert before is not None and after is not None and busy is not None
+            assert before <= busy <= after
+    finally:
+        here.close()
+
+
+def test_busy_ticks_of_old_and_odd_lines() -> None:
+    """A kernel before steal time (2.6.11) has fewer fields: those it has are summed; a
+    line that is not numbers is unknown; a file starting with the CPU's line is read."""
+    assert busy_ticks(b"cpu  9 9 9 9 9 9\ncpu0 1 2 3 4 5 6\n", {0}) == 1 + 2 + 3 + 6
+    assert busy_ticks(b"cpu0 1 2 3 4 5 6 7 8 9 10", {0}) == 1 + 2 + 3 + 6 + 7 + 8
+    assert busy_ticks(b"cpu0 1 x 3 4 5 6 7 8\n", {0}) is None
+    assert busy_ticks(b"cpu10 1 1 1 1 1 1 1 1\n", {1}) is None  # cpu1 is not cpu10
 
 
 def test_vmstat_is_read_only_where_a_swap_device_is_or_was_listed(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,39 +121,108 @@ def _keep(key: str, value: str) -> str:
     return value.strip()
 
 
-def _first_line(path: str) -> str:
-    """The first line of a small file ("" if unreadable); raw os calls, a third of the
-    cost of a text-mode ``open`` for the /proc and /sys files read before every run."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return ""
-    try:
-        data = os.read(fd, 4096)
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-    return data.decode("utf-8", errors="replace").partition("\n")[0]
+_BOOT_ID, _UPTIME = FILES["boot_id"], FILES["uptime"]
+_MOMENT_PATHS = tuple((key, path, os.path.dirname(path)) for key, (path, _) in MOMENT_FILES.items())
+"""Each moment fact's file and that file's directory."""
 
 
-def file_signature(path: Path) -> str:
+class _LocalMoment:
+    """The local machine's moment facts, read before every run with as little as gives
+    what a fresh read of each file would.
+
+    Each file is held open and read again with one ``pread`` at offset 0 (the kernel makes
+    a ``/proc`` or ``/sys`` file anew at every read): one system call where opening it took
+    three; one whose read fails (its driver gone) is opened again at once. A missing file
+    is looked for again at every reading, so one that appears (a cpufreq driver loaded) is
+    read from then on: its directory first, with ``access`` (no exception raised: half the
+    cost of a failed ``open``), and a directory found missing is not looked into again in
+    the same reading (a VM's cpufreq directory holds two of the files). A value is parsed
+    only when its file's bytes differ from the last reading's. Two files need no read:
+    the boot id cannot change while this process lives (read once), and the uptime is the
+    boot-time clock, which ``clock_gettime`` reads without a system call (fs/proc/uptime.c
+    prints ``CLOCK_BOOTTIME``, time namespace applied, as seconds and hundredths,
+    truncated). Only for kernel files, which change in place: a regular file replaced by a
+    rename would still be read from the old one."""
+
+    def __init__(self, paths: tuple[tuple[str, str, str], ...] = _MOMENT_PATHS) -> None:
+        self._paths = paths
+        """Each fact's file and that file's directory (:data:`MOMENT_FILES`'s here)."""
+        self._fds: dict[str, int] = {}
+        self._seen: dict[str, tuple[bytes, str]] = {}
+        """Per fact: the bytes last read and the value they gave."""
+
+    def facts(self) -> dict[str, str]:
+        """Every :data:`MOMENT_FILES` fact now."""
+        facts = {}
+        fds, seen, missing = self._fds, self._seen, ""
+        for key, path, directory in self._paths:
+            if path == _UPTIME:
+                seconds, ns = divmod(time.clock_gettime_ns(time.CLOCK_BOOTTIME), 10**9)
+                facts[key] = f"{seconds}.{ns // 10_000_000:02d}"
+                continue
+            last = seen.get(key)
+            if path == _BOOT_ID and last and last[0]:
+                facts[key] = last[1]
+                continue
+            fd, raw = fds.get(path), None
+            if fd is not None:
+                try:
+                    raw = os.pread(fd, 4096, 0)
+                except OSError:  # its driver gone: opened again, as a fresh read would
+                    del fds[path]
+                    os.close(fd)
+            if raw is None:
+                raw = b"" if directory == missing else self._open(path, directory)
+                if raw is None:
+                    missing, raw = directory, b""
+            if last is None or raw != last[0]:
+                line = raw.decode("utf-8", errors="replace").partition("\n")[0]
+                last = seen[key] = (raw, _keep(key, line))
+            facts[key] = last[1]
+        return facts
+
+    def _open(self, path: str, directory: str) -> bytes | None:
+        """The first 4096 bytes of a file not held open, held from now on (empty if it
+        cannot be read; None if its directory is missing)."""
+        if not os.access(directory, os.F_OK):
+            return None
+        try:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 4096, 0)
+        except OSError:
+            return b""
+
+
+_LOCAL = _LocalMoment()
+"""This process's moment facts: one machine, so one set of descriptors for the process's
+life, whatever the sessions and watches."""
+
+
+def file_signature(path: Path | str) -> str:
     """Size, inode, device, change and modification time (ns) of a file, or ``""`` if it
     cannot be read: any write, replacement or ``touch`` changes it."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return ""
     return f"{st.st_size} {st.st_ino} {st.st_dev} {st.st_ctime_ns} {st.st_mtime_ns}"
 
 
-def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
-    """:func:`moment_script`'s facts read in this process (the local machine): a few
-    small reads of /proc, /sys and ``stat``, no shell, no process."""
-    facts = {key: _keep(key, _first_line(path)) for key, (path, _) in MOMENT_FILES.items()}
+@functools.lru_cache(maxsize=64)
+def _signed(files: tuple[str, ...], cwd: str | None) -> tuple[tuple[str, str], ...]:
+    """Each provenance file's fact name and path under ``cwd``, worked out once."""
     base = Path(cwd or ".")
-    for path in provenance.files:
-        facts["stat:" + path] = file_signature(base / path)
+    return tuple((f"stat:{path}", str(base / path)) for path in files)
+
+
+def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
+    """:func:`moment_script`'s facts read in this process (the local machine): the
+    moment's files held open (:class:`_LocalMoment`) and a ``stat`` per provenance file,
+    no shell, no process."""
+    facts = _LOCAL.facts()
+    if provenance.files:
+        for key, path in _signed(tuple(provenance.files), cwd):
+            facts[key] = file_signature(path)
     return facts
 
 
@@ -230,6 +300,8 @@ class EnvironmentWatch:
         self.provenance = provenance
         self.cwd = cwd
         self.latest: dict[str, str] = {}
+        self._watched = ("boot_id", *(f"stat:{path}" for path in provenance.files))
+        """The facts whose change brings the whole capture back."""
 
     async def capture(self) -> dict[str, str]:
         """The whole capture (:func:`capture`), remembered for the next checks."""
@@ -240,11 +312,14 @@ class EnvironmentWatch:
         """The environment before a run: the moment read again, the rest as last captured
         unless the boot id or a provenance file's signature changed (then captured again)."""
         now = await moment(self.executor, self.provenance, self.cwd)
-        watched = ("boot_id", *(f"stat:{path}" for path in self.provenance.files))
-        if not self.latest or any(now.get(k) != self.latest.get(k) for k in watched):
+        latest = self.latest
+        if not latest:
             return await self.capture()
-        self.latest.update(now)
-        return dict(self.latest)
+        for key in self._watched:
+            if now.get(key) != latest.get(key):
+                return await self.capture()
+        latest.update(now)
+        return latest.copy()
 
 
 def fingerprint_items(facts: dict[str, Any]) -> dict[str, str]:
@@ -268,12 +343,27 @@ def _fingerprinted(keys: frozenset[str]) -> tuple[str, ...]:
 
 def fingerprint(facts: dict[str, Any]) -> str:
     """A short stable hash of the fingerprinted items."""
-    blob = json.dumps(fingerprint_items(facts), sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    keys = _fingerprinted(frozenset(facts))
+    return _digest(keys, tuple(map(str, map(facts.__getitem__, keys))))
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
+    """:func:`fingerprint` of these items. Cached: they are the same before every run
+    until a whole capture finds a change, and hashing them was a fifth of a run's check."""
+    items = dict(zip(keys, values))
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def mismatch(a_name: str, a: dict[str, Any], b_name: str, b: dict[str, Any]) -> str | None:
     """A one-line description of the first fingerprinted item that differs, or None."""
+    keys = _fingerprinted(frozenset(a))
+    if keys == _fingerprinted(frozenset(b)):  # the same names: compared without copies
+        for key in keys:
+            if a[key] != b[key] and str(a[key]) != str(b[key]):
+                break
+        else:
+            return None
     fa, fb = fingerprint_items(a), fingerprint_items(b)
     for key in sorted(set(fa) | set(fb)):
         va, vb = fa.get(key, "absent"), fb.get(key, "absent")

@@ -50,9 +50,14 @@ device, never a file of a tree).
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
+import select
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from washout.data.health import (
     APERF_MPERF,
@@ -148,20 +153,49 @@ def health_values(
 
 def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
     """The busy ticks of ``cpus`` summed from ``/proc/stat``; None if one of them has no
-    line there. Each CPU's line is found by its name, not by splitting the whole file."""
-    text = b"\n" + text
+    line there."""
+    return _busy(text, _stat_needles(cpus))
+
+
+def _stat_needles(cpus: Iterable[int]) -> tuple[bytes, ...]:
+    """How each CPU's line of ``/proc/stat`` starts, with the newline before it."""
+    return tuple(b"\ncpu%d " % cpu for cpu in sorted(cpus))
+
+
+_BUSY = operator.itemgetter(*(i + 1 for i in BUSY_FIELDS))
+"""A split ``cpuN`` line's busy fields (field 0 is its name)."""
+
+
+def _busy(text: bytes, needles: tuple[bytes, ...]) -> int | None:
+    """:func:`busy_ticks` of the CPUs whose lines start with ``needles`` (after their
+    newline), each line found by its name, not by splitting the whole file."""
     total = 0
-    for cpu in cpus:
-        at = text.find(b"\ncpu%d " % cpu)
-        if at < 0:
+    for needle in needles:
+        at = text.find(needle) + 1
+        if not at and not text.startswith(needle[1:]):  # a CPU without a line
             return None
-        end = text.find(b"\n", at + 1)
-        fields = text[at + 1 : end if end >= 0 else len(text)].split()[1:]
-        try:
-            total += sum(int(fields[i]) for i in BUSY_FIELDS if i < len(fields))
-        except ValueError:
+        end = text.find(b"\n", at)
+        ticks = _line_busy(text[at : end if end >= 0 else len(text)])
+        if ticks is None:
             return None
+        total += ticks
     return total
+
+
+@functools.lru_cache(maxsize=1024)
+def _line_busy(line: bytes) -> int | None:
+    """The busy ticks of one ``cpuN`` line (None: not numbers). Cached: a CPU's line moves
+    once per clock tick (10 ms), so the readings around a short trial mostly find the
+    line they parsed before, and six ``int`` of bytes were a third of a reading (the
+    size holds every line of a 1024-CPU machine)."""
+    fields = line.split()
+    try:
+        try:
+            return sum(map(int, _BUSY(fields)))
+        except IndexError:  # a kernel older than steal time (2.6.11): what it has
+            return sum(int(fields[i + 1]) for i in BUSY_FIELDS if i + 1 < len(fields))
+    except ValueError:
+        return None
 
 
 def swap_pages(text: bytes) -> tuple[int, int] | None:
@@ -183,7 +217,9 @@ class LocalHealth:
     """Readings of this machine's counters under ``root``, in washout's own process (no
     process started): each file opened once and read again with ``pread`` (a file that
     cannot be opened is remembered as such), the kernel log through one descriptor kept at
-    its end, so a reading costs a few system calls per CPU."""
+    its end and polled, so a reading costs a few system calls per CPU and little Python:
+    what a set of CPUs reads is found at its first reading, and a CPU's busy ticks are
+    parsed only when its line of ``/proc/stat`` changed."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -191,9 +227,11 @@ class LocalHealth:
         self._fds: dict[str, int | None] = {}
         self._sizes: dict[str, int] = {}
         self._kmsg: int | None = None
+        self._kmsg_ready = select.poll()
+        """Polls the kernel log's descriptor: whether a record is there to read."""
         self._kmsg_tried = False
-        self._paths: dict[frozenset[int], tuple[list[str], list[str], list[str]]] = {}
-        """Per set of CPUs: its MSR, cpufreq and throttle files."""
+        self._cpu_files: dict[frozenset[int], _CpuFiles] = {}
+        """Per set of CPUs: what a reading of them reads (found at their first reading)."""
         self._swap: tuple[int, int] | None = None
         """``pswpin`` and ``pswpout`` as last read from ``/proc/vmstat``."""
         self._swapless = False
@@ -216,16 +254,16 @@ class LocalHealth:
             self._fds[path] = fd if fd >= 0 else None
         return self._fds[path]
 
-    def _bytes(self, path: str, size: int | None = None, offset: int = 0) -> bytes | None:
-        """``size`` bytes of ``path`` at ``offset``; without a size the whole file, read
-        at once into a buffer a little larger than it was last time (a ``/proc`` file is
+    def _bytes(self, path: str, size: int | None = None) -> bytes | None:
+        """The first ``size`` bytes of ``path``; without a size the whole file, read at
+        once into a buffer a little larger than it was last time (a ``/proc`` file is
         made anew at every read: read in pieces it could change between them)."""
         fd = self._fd(path)
         if fd is None:
             return None
         try:
             if size is not None:
-                return os.pread(fd, size, offset)
+                return os.pread(fd, size, 0)
             room = self._sizes.get(path, 4096)
             while len(data := os.pread(fd, room, 0)) >= room and room < READ_LIMIT:
                 room *= 2
@@ -234,24 +272,25 @@ class LocalHealth:
         except OSError:
             return None
 
-    def _number(self, path: str) -> int | None:
-        data = self._bytes(path, 64)
-        text = data.strip() if data is not None else b""
-        return int(text) if text.isdigit() else None
+    def _files(self, cpus: frozenset[int]) -> _CpuFiles:
+        """What a reading of ``cpus`` reads, found once per set (each file opened once: a
+        file that cannot be opened stays missing, so a value needing it, as a VM's MSRs
+        and cpufreq do, is not looked for again: a dozen lookups per reading saved)."""
+        dirs = [f"{SYS_CPU}/cpu{n}" for n in sorted(cpus)]
 
-    def _summed(self, paths: list[str]) -> int | None:
-        """The sum of the numbers in ``paths`` (None when none of them can be read)."""
-        numbers = [n for n in map(self._number, paths) if n is not None]
-        return sum(numbers) if numbers else None
+        def every(paths: list[str]) -> tuple[int, ...] | None:
+            fds = [self._fd(path) for path in paths]
+            return None if None in fds else tuple(fd for fd in fds if fd is not None)
 
-    def _msr(self, path: str, register: int) -> int | None:
-        data = self._bytes(path, 8, register)
-        return int.from_bytes(data, "little") if data is not None and len(data) == 8 else None
-
-    def _lacks(self, paths: list[str]) -> bool:
-        """Whether one of ``paths`` is known not to be there (could not be opened before):
-        a value that needs every one of them is then not read at all."""
-        return any(self._fds.get(path, 0) is None for path in paths)
+        throttles = (self._fd(f"{d}/{f}") for d in dirs for f in THROTTLE_FILES)
+        files = _CpuFiles(
+            _stat_needles(cpus),
+            every([f"{d}/{CUR_FREQ}" for d in dirs]),
+            every([MSR.format(cpu=n) for n in sorted(cpus)]),
+            tuple(fd for fd in throttles if fd is not None),
+        )
+        self._cpu_files[cpus] = files
+        return files
 
     def _kernel_log(self) -> int | None:
         """Records written to the kernel log since the last call (None: unreadable here).
@@ -269,8 +308,11 @@ class LocalHealth:
                 return None
             os.lseek(fd, 0, os.SEEK_END)
             self._kmsg = fd
+            self._kmsg_ready.register(fd, select.POLLIN)
         if self._kmsg is None:
             return None
+        if not self._kmsg_ready.poll(0):  # no record since (dev-kmsg: poll as read sees it)
+            return 0
         records = 0
         while True:
             try:
@@ -298,39 +340,65 @@ class LocalHealth:
         return self._swap
 
     def reading(self, cpus: set[int]) -> Reading:
-        """The counters now, for ``cpus`` (their files' paths worked out once per set; a
-        value whose files are known to be missing, as a VM's MSRs and cpufreq are, is not
-        looked for again: a dozen lookups per reading on such a machine)."""
+        """The counters now, for ``cpus``."""
         key = frozenset(cpus)
-        if key not in self._paths:
-            dirs = [f"{SYS_CPU}/cpu{n}" for n in sorted(cpus)]
-            self._paths[key] = (
-                [MSR.format(cpu=n) for n in sorted(cpus)],
-                [f"{d}/{CUR_FREQ}" for d in dirs],
-                [f"{d}/{f}" for d in dirs for f in THROTTLE_FILES],
-            )
-        msrs, freq_paths, throttle_paths = self._paths[key]
+        files = self._cpu_files.get(key) or self._files(key)
         stat_text = self._bytes(STAT)
-        freqs = [] if self._lacks(freq_paths) else [self._number(p) for p in freq_paths]
-        lack_msr = self._lacks(msrs)
-        aperf = [] if lack_msr else [self._msr(path, IA32_APERF) for path in msrs]
-        mperf = [] if lack_msr else [self._msr(path, IA32_MPERF) for path in msrs]
-        throttles = [p for p in throttle_paths if self._fds.get(p, 0) is not None]
+        freqs = None if files.freqs is None else _mean(list(map(_number, files.freqs)))
+        msr = None
+        if files.msrs is not None:
+            aperf = _total([_msr(fd, IA32_APERF) for fd in files.msrs])
+            msr = _both(aperf, _total([_msr(fd, IA32_MPERF) for fd in files.msrs]))
+        throttles = [n for n in map(_number, files.throttles) if n is not None]
         return Reading(
-            busy=busy_ticks(stat_text, cpus) if stat_text is not None else None,
-            throttles=self._summed(throttles),
+            busy=_busy(stat_text, files.stat_lines) if stat_text is not None else None,
+            throttles=sum(throttles) if throttles else None,
             swap=self._swap_pages(),
-            cpufreq_khz=_mean(freqs),
-            msr=_both(_total(aperf), _total(mperf)),
+            cpufreq_khz=freqs,
+            msr=msr,
             kernel_log=self._kernel_log(),
         )
 
     def close(self) -> None:
+        if self._kmsg is not None:
+            self._kmsg_ready.unregister(self._kmsg)
         for fd in [*self._fds.values(), self._kmsg]:
             if fd is not None:
                 os.close(fd)
         self._fds.clear()
+        self._cpu_files.clear()
         self._kmsg, self._kmsg_tried = None, False
+
+
+class _CpuFiles(NamedTuple):
+    """What a reading of one set of CPUs reads (:meth:`LocalHealth._files`)."""
+
+    stat_lines: tuple[bytes, ...]
+    """How their lines of ``/proc/stat`` start (:func:`_stat_needles`)."""
+    freqs: tuple[int, ...] | None
+    """Their ``scaling_cur_freq`` descriptors; None when one of them has none."""
+    msrs: tuple[int, ...] | None
+    """Their MSR devices' descriptors; None when one of them has none."""
+    throttles: tuple[int, ...]
+    """The descriptors of those of their throttle counters that could be opened."""
+
+
+def _number(fd: int) -> int | None:
+    """The number a small counter file holds (None: unreadable, or not a number)."""
+    try:
+        text = os.pread(fd, 64, 0).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _msr(fd: int, register: int) -> int | None:
+    """An MSR's 8-byte value from a ``/dev/cpu/N/msr`` descriptor (msr(4))."""
+    try:
+        data = os.pread(fd, 8, register)
+    except OSError:
+        return None
+    return int.from_bytes(data, "little") if len(data) == 8 else None
 
 
 def _total(values: list[int | None]) -> int | None:
