@@ -380,6 +380,8 @@ class _Worker:
         """Tests whose energy trials were said to be too short for RAPL."""
         self.context: WorkerContext | None = None
         """The worker's context levels, once :meth:`prepare_context` made it ready."""
+        self._longest: dict[str, float] = {}
+        """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -538,12 +540,20 @@ class _Worker:
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            # a trial that runs for a while is shown running (its start folded in)
-            fold = asyncio.get_running_loop().call_later(FOLD_SECONDS, self.store.fold_during_trial)
+            self._show_running(test)
+            fold = (  # off this machine, a trial running long is shown running anyway
+                None
+                if runner.local
+                else asyncio.get_running_loop().call_later(
+                    FOLD_SECONDS, self.store.fold_during_trial
+                )
+            )
             try:
                 result = await runner.run(command, options)
             finally:
-                fold.cancel()
+                if fold is not None:
+                    fold.cancel()
+            self._longest[test.name] = max(result.duration, self._longest.get(test.name, 0.0))
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id,
@@ -580,6 +590,19 @@ class _Worker:
         # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics}, context)
+
+    def _show_running(self, test: Test) -> None:
+        """Before a trial that may run :data:`FOLD_SECONDS` or longer (its test's first of
+        the session, or one of a test whose trials ran that long), fold the trial journal
+        into the store, so that readers (``washout status``) see it ``running`` and every
+        trial before it while it runs. Before it, not during it: washout does no work of its
+        own inside a local trial's window (a fold is ~4 ms of SQLite on a CPU the command
+        may need); a run of short trials is folded between trials when due, as ever.
+
+        A read through the writer folds the journal first (:class:`StoreWriter`); this
+        read is the cheapest (one row of ``meta``)."""
+        if self._longest.get(test.name, FOLD_SECONDS) >= FOLD_SECONDS:
+            self.store.spec_redacted()
 
     def _short_energy(self, test: Test, seconds: float) -> None:
         """Say once per test and session, as an event and in the log, that a trial with an
