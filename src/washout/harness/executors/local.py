@@ -361,35 +361,36 @@ class _SignalWake:
         self._loops = -1
 
     def __enter__(self) -> _SignalWake:
-        read, write = _wake_pipe()
+        read, write, _ = _wake_pipe()
         try:
             self._loops = signal.set_wakeup_fd(write)
         except ValueError:  # not the main thread
-            self.fd = None
-        else:
-            self.fd = read
+            return self
+        self.fd = read
         return self
 
     def __exit__(self, *_: object) -> None:
         if self.fd is None:
             return
         signal.set_wakeup_fd(self._loops)
-        try:
+        if _wake_pipe()[2].poll(0):  # a signal came during the wait
             got = os.read(self.fd, 1 << 16)  # a pipe's whole buffer
-        except BlockingIOError:
-            return
-        if self._loops != -1:
-            try:
-                os.write(self._loops, got)
-            except BlockingIOError:  # full: the loop has signals to read already
-                pass
+            if self._loops != -1:
+                try:
+                    os.write(self._loops, got)
+                except BlockingIOError:  # full: the loop has signals to read already
+                    pass
 
 
 @functools.cache
-def _wake_pipe() -> tuple[int, int]:
+def _wake_pipe() -> tuple[int, int, select.poll]:
     """The pipe :class:`_SignalWake` makes the wakeup descriptor (non-blocking, as
-    ``signal.set_wakeup_fd`` needs; one per process, emptied after every wait)."""
-    return os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    ``signal.set_wakeup_fd`` needs; one per process, emptied after every wait), and a poll
+    of its end, which says whether a signal came without a failing read."""
+    read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    pending = select.poll()
+    pending.register(read, select.POLLIN)
+    return read, write, pending
 
 
 def _has_exited(pid: int) -> bool:
@@ -439,7 +440,8 @@ class _Child:
         """With ``health``: its involuntary context switches (wait4) and its main thread's
         CPU migrations (read between its exit and its reaping)."""
         self._waiter: asyncio.Future[bool] | None = None
-        self._closed: asyncio.Future[bool] = loop.create_future()
+        self._closed: asyncio.Future[bool] | None = None
+        """Told when its last pipe closes, while :meth:`drain` waits for that."""
         self._tails = pipes
         self._read_size = dict.fromkeys(pipes, SMALL_READ)
         self._open = set(pipes)
@@ -611,7 +613,8 @@ class _Child:
             self.loop.remove_reader(fd)
         self._open.discard(fd)
         if not self._open:
-            _resolve(self._closed, True)
+            if self._closed is not None:
+                _resolve(self._closed, True)
             # its end of output is mostly its exit: seen now (not reaped, so a health
             # reading can still read it), before the event loop gets to its pidfd
             if self._pidfd is not None and self.returncode is None and _has_exited(self.pid):
@@ -641,11 +644,12 @@ class _Child:
     async def drain(self, limit: float) -> None:
         """Read the pipes to their end. A pipe still held open after ``limit`` seconds (by
         an escaped grandchild) is given up with what it gave so far."""
-        if not self._closed.done():
+        if self._open:
             self._watch()
-            timer = self.loop.call_later(limit, _resolve, self._closed, False)
+            closed = self._closed = self.loop.create_future()
+            timer = self.loop.call_later(limit, _resolve, closed, False)
             try:
-                await self._closed
+                await closed
             finally:
                 timer.cancel()
 
@@ -786,7 +790,7 @@ class LocalExecutor:
                 cpus=cpus,
             )
         health = None if options.health is None else self._health_reader(options.health)
-        trial_cpus = cpu_set or os.sched_getaffinity(0)
+        trial_cpus = (cpu_set or os.sched_getaffinity(0)) if health is not None else set()
         before = health.reading(trial_cpus) if health is not None else None
         started = datetime.now(UTC)
         t0 = time.perf_counter()
@@ -839,11 +843,12 @@ class LocalExecutor:
         child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)
         try:
             try:
+                waited = False
                 if options.blocking:  # the fast path: the loop only for what is left
                     with _SignalWake() as wake:
-                        child.wait_blocking(timeout, wake.fd)
+                        waited = child.wait_blocking(timeout, wake.fd)
                 left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - t0))
-                timed_out = not await child.wait(left)
+                timed_out = not (waited or await child.wait(left))
             except asyncio.CancelledError:
                 await child.kill_group()
                 raise
@@ -853,7 +858,8 @@ class LocalExecutor:
             end = child.exited if child.exited is not None and not timed_out else None
             duration = child.wall or (end if end is not None else time.perf_counter()) - begun
             ended = datetime.now(UTC)
-            _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
+            if child.wall is None:  # a launcher that saw its end killed what it left behind
+                _signal_group(pid, signal.SIGKILL)  # whatever the command left behind
             await child.drain(1.0)
         finally:
             guard.forget(pid)
