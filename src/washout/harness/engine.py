@@ -549,8 +549,9 @@ class _Worker:
         context: TrialContext | None = None
         if command is not None and self.context is not None and level is not None:
             command, options, context = self.context.trial(level, command, options)
-        # its role, background, samples, counters
-        runner = shared.runner or around_trial(self.ex, test)
+        runner = (  # with its role, background, samples, counters around it
+            shared.runner if shared.runner is not None else around_trial(self.ex, test)
+        )
         plain = (  # the rest, taken here on the test's worker
             TrialMetrics(
                 shared.metrics,
