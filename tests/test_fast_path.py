@@ -233,10 +233,33 @@ def test_a_signal_during_a_blocking_wait_reaches_the_loop_at_once() -> None:
         t0 = time.monotonic()
         try:
             result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
+            return await asyncio.wait_for(handled, 5) - t0, result
         finally:
             loop.remove_signal_handler(signal.SIGUSR1)
             await executor.close()
-        return await handled - t0, result
+
+    after, result = asyncio.run(go())
+    assert after < 1.0 and result.status == "ok" and result.duration >= 1.5
+
+
+def test_a_signal_that_came_between_two_trials_is_handled_during_the_next() -> None:
+    """A signal that came while no blocking wait watched it (between two trials, before the
+    loop turned again) is handled as the next trial starts, not after it: a Ctrl-C
+    between two trials of 0.5 s was seen only after the second, and the run went on."""
+
+    async def go() -> tuple[float, CommandResult]:
+        loop = asyncio.get_running_loop()
+        handled = loop.create_future()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: handled.set_result(time.monotonic()))
+        executor = LocalExecutor()
+        t0 = time.monotonic()
+        os.kill(os.getpid(), signal.SIGUSR1)  # the loop does not turn before the trial
+        try:
+            result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
+            return await asyncio.wait_for(handled, 5) - t0, result
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+            await executor.close()
 
     after, result = asyncio.run(go())
     assert after < 1.0 and result.status == "ok" and result.duration >= 1.5

@@ -28,6 +28,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import termios
 import threading
 import time
 from datetime import UTC, datetime
@@ -352,12 +353,17 @@ class _SignalWake:
     descriptor is a pipe of its own, polled with the command's, and then the loop's again,
     with every byte the pipe got handed on to it: a signal ends the wait at once, and the
     loop sees each signal as if it had gone to it directly (a signal after the swap back
-    goes there itself). Only the main thread may set it; elsewhere no handler of the loop's
-    can be installed either, and the wait watches no signals (``fd`` None)."""
+    goes there itself). One that came before the swap, since the loop last turned (between
+    two trials), is still unread in the loop's socket: then the wait is left to the loop
+    (``due``). Only the main thread may set it; elsewhere no handler of the loop's can be
+    installed either, and the wait watches no signals (``fd`` None)."""
 
     def __init__(self) -> None:
         self.fd: int | None = None
         """The pipe to poll during the wait (None: signals not watched)."""
+        self.due = False
+        """Whether the loop already has a signal to handle (one that came before the swap,
+        since the loop last turned): then there is no wait to do without it."""
         self._loops = -1
 
     def __enter__(self) -> _SignalWake:
@@ -367,6 +373,7 @@ class _SignalWake:
         except ValueError:  # not the main thread
             return self
         self.fd = read
+        self.due = self._loops != -1 and _unread(self._loops)
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -380,6 +387,16 @@ class _SignalWake:
                     os.write(self._loops, got)
                 except BlockingIOError:  # full: the loop has signals to read already
                     pass
+
+
+def _unread(fd: int) -> bool:
+    """Whether the loop's wakeup socket holds bytes its loop has not read yet: what a stream
+    socket sent stays counted in its send queue until the peer reads it (SIOCOUTQ, unix(7)).
+    Not a socket (another loop's pipe): said to, so the loop is asked."""
+    try:
+        return fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0\0\0\0") != b"\0\0\0\0"
+    except OSError:
+        return True
 
 
 @functools.cache
@@ -846,7 +863,7 @@ class LocalExecutor:
                 waited = False
                 if options.blocking:  # the fast path: the loop only for what is left
                     with _SignalWake() as wake:
-                        waited = child.wait_blocking(timeout, wake.fd)
+                        waited = not wake.due and child.wait_blocking(timeout, wake.fd)
                 left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - t0))
                 timed_out = not (waited or await child.wait(left))
             except asyncio.CancelledError:
