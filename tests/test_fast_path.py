@@ -159,3 +159,107 @@ def test_ctrl_c_stops_a_run_of_short_trials_at_a_slot_boundary(tmp_path: Path) -
         found = statuses(db)
         assert set(found) <= kept and found.count("interrupted") <= 1
         assert 0 < len(found) < 20000
+
+
+ASLEEP = """while [ ! -s "$1" ]; do sleep 0.01; done
+read -r washout < "$1"
+sleep 0.05
+before=$(grep ctxt_switches /proc/$washout/status)
+sleep 0.3
+after=$(grep ctxt_switches /proc/$washout/status)
+[ "$before" = "$after" ] || { echo "$before -> $after" >&2; exit 1; }
+"""
+"""A command that fails if washout's main thread was scheduled between 0.05 s and 0.35 s
+into it (its context switches changed); washout's pid is in the file "$1"."""
+
+
+@pytest.mark.parametrize("launcher", ["on", "off"])
+def test_washout_does_no_work_during_a_local_trial(tmp_path: Path, launcher: str) -> None:
+    """Washout sleeps until its command ends: no wake-up of the blocking wait at a fixed
+    time (0.1 s, before) and no fold of the trial journal during the trial (a fold before a
+    trial shows it running instead), in the test's first trial and in its later ones."""
+    (tmp_path / "asleep.sh").write_text(ASLEEP)
+    spec = write_spec(
+        tmp_path / "a.toml",
+        '[experiment]\nruns = 3\norders = ["fixed"]\n'
+        f'[[test]]\nname = "a"\ncommand = "sh {tmp_path}/asleep.sh {tmp_path}/pid"\n',
+    )
+    db = tmp_path / "a.db"
+    proc = start(
+        "run", spec, "--db", db, "--quiet", env={**os.environ, "WASHOUT_LAUNCHER": launcher}
+    )
+    (tmp_path / "pid").write_text(str(proc.pid))
+    _, err = proc.communicate(timeout=60)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT status, stderr_tail FROM trial").fetchall()
+    assert rows == [("ok", "")] * 3, (rows, err)
+
+
+def test_a_long_trial_is_shown_running_though_nothing_folds_during_it(tmp_path: Path) -> None:
+    """A trial of a test whose trials ran 0.1 s or longer is folded into the store before it
+    starts (there is no fold during it any more), also right after a short trial, whose
+    fold is not due: a reader sees it ``running`` while it runs."""
+    go = tmp_path / "go"
+    slow = (
+        f"echo x >> {tmp_path}/log; [ $(wc -l < {tmp_path}/log) -lt 2 ] || "
+        f"while [ ! -e {go} ]; do sleep 0.05; done; sleep 0.15"
+    )
+    spec = write_spec(
+        tmp_path / "s.toml",
+        '[experiment]\nruns = 2\norders = ["fixed"]\n[[test]]\nname = "quick"\n'
+        f'command = "true"\n[[test]]\nname = "slow"\ncommand = "{slow}"\n',
+    )
+    db = tmp_path / "s.db"
+    proc = start("run", spec, "--db", db, "--quiet")
+    try:
+        wait_for_trials(db, "status = 'running' AND test = 'slow' AND id = 4", timeout=30)
+        assert statuses(db) == ["ok", "ok", "ok", "running"]
+    finally:
+        go.touch()
+        proc.communicate(timeout=60)
+    assert statuses(db) == ["ok"] * 4
+
+
+def test_a_signal_during_a_blocking_wait_reaches_the_loop_at_once() -> None:
+    """The loop's signal handlers (Ctrl-C, SIGTERM) run as the signal comes, while the
+    command goes on: the blocking wait hands the rest to the loop, and the signal on."""
+
+    async def go() -> tuple[float, CommandResult]:
+        loop = asyncio.get_running_loop()
+        handled = loop.create_future()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: handled.set_result(time.monotonic()))
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        executor = LocalExecutor()
+        t0 = time.monotonic()
+        try:
+            result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
+            return await asyncio.wait_for(handled, 5) - t0, result
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+            await executor.close()
+
+    after, result = asyncio.run(go())
+    assert after < 1.0 and result.status == "ok" and result.duration >= 1.5
+
+
+def test_a_signal_that_came_between_two_trials_is_handled_during_the_next() -> None:
+    """A signal that came while no blocking wait watched it (between two trials, before the
+    loop turned again) is handled as the next trial starts, not after it: a Ctrl-C
+    between two trials of 0.5 s was seen only after the second, and the run went on."""
+
+    async def go() -> tuple[float, CommandResult]:
+        loop = asyncio.get_running_loop()
+        handled = loop.create_future()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: handled.set_result(time.monotonic()))
+        executor = LocalExecutor()
+        t0 = time.monotonic()
+        os.kill(os.getpid(), signal.SIGUSR1)  # the loop does not turn before the trial
+        try:
+            result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
+            return await asyncio.wait_for(handled, 5) - t0, result
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+            await executor.close()
+
+    after, result = asyncio.run(go())
+    assert after < 1.0 and result.status == "ok" and result.duration >= 1.5

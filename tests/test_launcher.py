@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import washout
+from test_local_executor import gone
 
 from washout.harness.executors import local
 from washout.harness.executors.base import CommandOptions, CommandResult
@@ -157,3 +158,45 @@ def test_without_a_compiler_commands_start_from_washout_and_say_so(tmp_path: Pat
     ).stdout.strip()
     assert Path(built).parent == tmp_path / "cache" / "washout"
     assert Path(built).name == local.launcher_program()[0].name  # the same source's hash
+
+
+def test_the_launcher_kills_what_a_command_left_in_its_group_before_it_replies(
+    tmp_path: Path,
+) -> None:
+    """A command's background child in its process group is SIGKILLed by the launcher
+    between the command's exit and its reaping (the zombie leader keeps the group's id
+    from reuse), so it is dead by the time the launcher replies, with no kill from
+    washout."""
+    from washout.harness.launcher.client import Launcher
+
+    program = local.launcher_program()[0]
+    assert program is not None
+    launcher = Launcher(program)
+    read, write = os.pipe()
+    try:
+        pid = launcher.start(
+            "/bin/sh",
+            ("/bin/sh", "-c", f"sleep 300 & echo $! > {tmp_path}/pid"),
+            local.environment_block(dict(os.environ)),
+            (write,),
+            None,
+            None,
+            False,
+        )
+        os.close(write)
+        end = launcher.finished()
+        left = int((tmp_path / "pid").read_text())
+        assert end.status == 0 and pid != left
+        assert gone(left, within=1.0)  # killed, not waited for: it dies as the reply comes
+    finally:
+        os.close(read)
+        launcher.close()
+        if (tmp_path / "pid").exists():
+            _kill_quietly(int((tmp_path / "pid").read_text()))
+
+
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

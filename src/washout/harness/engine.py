@@ -29,7 +29,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from secrets import token_hex
@@ -332,6 +332,21 @@ def make_executors(spec: Spec) -> list[Executor]:
     return [SSHExecutor(w) for w in spec.worker]
 
 
+@dataclass(frozen=True)
+class _TestTrials:
+    """What every trial of one test on one worker shares, worked out once."""
+
+    options: CommandOptions
+    """How its command runs (a context level changes it per trial)."""
+    runner: Executor | None
+    """The worker itself for a plain test (nothing around its trials), else None: each
+    trial's runner is made for it (:func:`~washout.harness.roles.around_trial`)."""
+    metrics: dict[str, MetricSpec]
+    """Its metrics not taken around the trial (the engine takes them)."""
+    energy: bool
+    """Whether it has energy metrics."""
+
+
 class _Worker:
     """One worker's pass over the plan."""
 
@@ -368,7 +383,10 @@ class _Worker:
         # Every process of a trial carries the session's token, so that a later session
         # can find what this one left running if it dies (kill_leftovers).
         self.envs = [{**env, SESSION_VARIABLE: outcome.session} for env in envs]
-        self._plain: dict[str, dict[str, MetricSpec]] = {}
+        self.resets = role_commands(executor, experiment.spec, "reset")
+        """What resets the worker before a run, and where (per role in a group)."""
+        self._tests: dict[int, _TestTrials] = {}
+        """What the trials of each test share (:meth:`_shared`), by the test's index."""
         exp = experiment.spec.experiment
         self.health = exp.health_root if exp.health else None
         """Where each trial's health counters are read (None: not read)."""
@@ -380,6 +398,8 @@ class _Worker:
         """Tests whose energy trials were said to be too short for RAPL."""
         self.context: WorkerContext | None = None
         """The worker's context levels, once :meth:`prepare_context` made it ready."""
+        self._longest: dict[str, float] = {}
+        """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -470,7 +490,7 @@ class _Worker:
         """
         started = datetime.now(UTC)
         infos = []
-        for side, reset in role_commands(self.ex, self.spec, "reset"):  # per role in a group
+        for side, reset in self.resets:
             assert isinstance(reset, ResetSpec)
             if reset.kind == "reboot":  # prepare() refuses a reboot without workers
                 infos.append(await side.reboot(reset.timeout, reset.command))
@@ -488,41 +508,63 @@ class _Worker:
         self.store.record_reset(run_id, started, datetime.now(UTC), info, defer=True)
         log.debug("%s: reset: %s", self.ex.name, info)
 
+    def _shared(self, index: int) -> _TestTrials:
+        """What every trial of test ``index`` shares on this worker (made at its first)."""
+        found = self._tests.get(index)
+        if found is None:
+            test = self.x.tests[index]
+            # a plain test on a plain worker: the worker itself runs it, nothing around it
+            plain = around_trial(self.ex, test) is self.ex
+            found = self._tests[index] = _TestTrials(
+                options=CommandOptions(
+                    timeout=test.timeout,
+                    cwd=self._cwd(test.cwd),
+                    env=self.envs[index],
+                    cpus=test.cpus,
+                    output_tail=self.spec.experiment.output_tail,
+                    health=self.health,
+                    blocking=self.alone and plain,
+                ),
+                runner=self.ex if plain else None,
+                metrics={n: m for n, m in test.metrics.items() if not m.around_trial},
+                energy=bool(energy_metrics(test.metrics)),
+            )
+        return found
+
     async def trial(
-        self, trial_id: int, test: Test, env: dict[str, str], level: int | None = None
+        self, trial_id: int, index: int, level: int | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """Run one trial, already committed as ``running``: its status and the fields that
-        finish it in the store (the caller commits them with the next trial's start).
-        Stopped at once (a second Ctrl-C), it is finished here as ``interrupted``.
+        """Run one trial of test ``index``, already committed as ``running``: its status and
+        the fields that finish it in the store (the caller commits them with the next
+        trial's start). Stopped at once (a second Ctrl-C), it is finished here as
+        ``interrupted``.
 
         Its ``file`` metrics are removed first, so a value is only ever read from a file this
         trial wrote. Stored output is redacted whole, then cut to its tail. At a context
         ``level`` its command, environment and working directory are that level's.
         """
-        cwd = self._cwd(test.cwd)
+        test, shared = self.x.tests[index], self._shared(index)
         command = test.command if self.lengths is None else self.lengths.command(test)
-        options = CommandOptions(
-            timeout=test.timeout,
-            cwd=cwd,
-            env=env,
-            cpus=test.cpus,
-            output_tail=self.spec.experiment.output_tail,
-            health=self.health,
-        )
+        options = shared.options
         context: TrialContext | None = None
         if command is not None and self.context is not None and level is not None:
             command, options, context = self.context.trial(level, command, options)
-        runner = around_trial(self.ex, test)  # its role, background, samples, counters
-        if self.alone and runner is self.ex:  # a plain trial, nothing around it
-            options = replace(options, blocking=True)
-        plain = TrialMetrics(  # the rest, taken here on the test's worker
-            self._plain_metrics(test),
-            Trial(self.ex, cwd, self.spec.experiment.output_tail),
-            self._own_side,
+        runner = (  # with its role, background, samples, counters around it
+            shared.runner if shared.runner is not None else around_trial(self.ex, test)
+        )
+        plain = (  # the rest, taken here on the test's worker
+            TrialMetrics(
+                shared.metrics,
+                Trial(self.ex, shared.options.cwd, self.spec.experiment.output_tail),
+                self._own_side,
+            )
+            if shared.metrics
+            else None
         )
         try:
             try:
-                await plain.before()
+                if plain is not None:
+                    await plain.before()
                 if command is None:  # an idle trial before its test has a length
                     assert self.lengths is not None
                     raise MetricError(self.lengths.missing(test))
@@ -538,12 +580,20 @@ class _Worker:
             if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
                 p = self.spec.prepare
                 await self._command("prepare", p.command, p.timeout, p.cwd)
-            # a trial that runs for a while is shown running (its start folded in)
-            fold = asyncio.get_running_loop().call_later(FOLD_SECONDS, self.store.fold_during_trial)
+            self._show_running(test)
+            fold = (  # off this machine, a trial running long is shown running anyway
+                None
+                if runner.local
+                else asyncio.get_running_loop().call_later(
+                    FOLD_SECONDS, self.store.fold_during_trial
+                )
+            )
             try:
                 result = await runner.run(command, options)
             finally:
-                fold.cancel()
+                if fold is not None:
+                    fold.cancel()
+            self._longest[test.name] = max(result.duration, self._longest.get(test.name, 0.0))
         except asyncio.CancelledError:
             self.store.finish_trial(
                 trial_id,
@@ -567,38 +617,43 @@ class _Worker:
         if status == "ok":
             metrics.update(result.extra_metrics)  # the runner's (absent: not available)
             try:
-                metrics.update(await plain.values(result))
+                metrics.update(await plain.values(result) if plain is not None else {})
             except MetricError as err:
                 status, reason, metrics = "failed", str(err), {}
             else:
-                reason = "; ".join([reason, *plain.notes] if reason else plain.notes)
+                notes = plain.notes if plain is not None else []
+                reason = "; ".join([reason, *notes] if reason else notes)
         if status == "ok" and self.lengths is not None:
             self.lengths.add(test.name, result.duration)
-        if status == "ok" and result.duration < RAPL_RELIABLE:
+        if status == "ok" and shared.energy and result.duration < RAPL_RELIABLE:
             self._short_energy(test, result.duration)
         # What the trial's processes used and its health, whatever its status (a metric
         # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics}, context)
 
+    def _show_running(self, test: Test) -> None:
+        """Before a trial that may run :data:`FOLD_SECONDS` or longer (its test's first of
+        the session, or one of a test whose trials ran that long), fold the trial journal
+        into the store, so that readers (``washout status``) see it ``running`` and every
+        trial before it while it runs. Before it, not during it: washout does no work of its
+        own inside a local trial's window (a fold is ~4 ms of SQLite on a CPU the command
+        may need); a run of short trials is folded between trials when due, as ever.
+
+        A read through the writer folds the journal first (:class:`StoreWriter`); this
+        read is the cheapest (one row of ``meta``)."""
+        if self._longest.get(test.name, FOLD_SECONDS) >= FOLD_SECONDS:
+            self.store.spec_redacted()
+
     def _short_energy(self, test: Test, seconds: float) -> None:
         """Say once per test and session, as an event and in the log, that a trial with an
         energy metric was too short for RAPL to measure well (washout.stats.energy)."""
-        if test.name in self._said_short or not energy_metrics(test.metrics):
+        if test.name in self._said_short:
             return
         self._said_short.add(test.name)
         message = short_energy_note(test.name, seconds)
         self.store.event("energy", message, self.ex.name)
         log.warning("%s: %s", self.ex.name, message)
-
-    def _plain_metrics(self, test: Test) -> dict[str, MetricSpec]:
-        """The metrics of ``test`` not taken around the trial (worked out once per test)."""
-        plain = self._plain.get(test.name)
-        if plain is None:
-            plain = self._plain[test.name] = {
-                name: m for name, m in test.metrics.items() if not m.around_trial
-            }
-        return plain
 
     def _own_side(self, role: str | None) -> Executor:
         """Where a plain metric is taken: this worker."""
@@ -612,20 +667,25 @@ class _Worker:
         metrics: dict[str, float],
         context: TrialContext | None,
     ) -> dict[str, Any]:
-        """The store fields that finish a trial, secrets redacted before anything is cut."""
+        """The store fields that finish a trial, secrets redacted before anything is cut
+        (nothing to redact in an empty text: most trials' reason and output)."""
         return dict(
             status=status,
-            reason=redact(reason, self.secrets),
+            reason=reason and redact(reason, self.secrets),
             exit_code=result.exit_code,
             started=result.started,
             ended=result.ended,
             duration=result.duration,
-            stdout_tail=redact_tail(result.stdout, self.secrets, result.stdout_cut),
-            stderr_tail=redact_tail(result.stderr, self.secrets, result.stderr_cut),
+            stdout_tail=self._tail(result.stdout, result.stdout_cut),
+            stderr_tail=self._tail(result.stderr, result.stderr_cut),
             cpus=result.cpus,
             metrics=metrics,
             context=context,
         )
+
+    def _tail(self, output: bytes, cut: bool) -> str:
+        """An output's stored tail, redacted whole before it is cut."""
+        return redact_tail(output, self.secrets, cut) if output else ""
 
     async def run_trials(
         self, run_index: int, run_id: int, tests: list[int], contexts: tuple[int, ...] = ()
@@ -640,6 +700,7 @@ class _Worker:
         one the worker never started (it was given up before) is not kept.
         """
         exp = self.spec.experiment
+        policy, retries = exp.on_failure, exp.retries
         if self.stop.is_set():
             raise StopRequested("stopped by the user")
 
@@ -653,10 +714,7 @@ class _Worker:
             test = self.x.tests[tests[position]]
             try:
                 status, fields = await self.trial(
-                    trial_id,
-                    test,
-                    self.envs[tests[position]],
-                    contexts[position] if contexts else None,
+                    trial_id, tests[position], contexts[position] if contexts else None
                 )
             except WashoutError:
                 self.store.forget_trial(trial_id)
@@ -672,8 +730,8 @@ class _Worker:
             )
             statuses = statuses + [status]
             lost = status == "interrupted"
-            abort = status != "ok" and exp.on_failure == "abort"
-            done = not lost and slot_done(statuses, exp.on_failure, exp.retries)
+            abort = status != "ok" and policy == "abort"
+            done = not lost and slot_done(statuses, policy, retries)
             if done:
                 position, statuses = position + 1, []
             go_on = (
@@ -720,7 +778,7 @@ class _Worker:
                 trial_id = self.store.begin_trial(run_id, position, test.name, 0, now)
                 try:
                     status, fields = await self.trial(
-                        trial_id, test, self.envs[index], k % levels if levels else None
+                        trial_id, index, k % levels if levels else None
                     )
                 except WashoutError:
                     self.store.forget_trial(trial_id)
@@ -746,9 +804,7 @@ class _Worker:
         ]
         if exp.warmup and left:
             await self.warmup()
-        for run in self.x.plan.runs:
-            if run_complete(slots, run.index, len(run.tests), exp.on_failure, exp.retries):
-                continue
+        for run in left:
             if self.stop.is_set():
                 raise StopRequested("stopped by the user")
             names = [self.x.tests[i].name for i in run.tests]

@@ -9,6 +9,7 @@ window. The request carries the command's stdout and stderr descriptors (SCM_RIG
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
@@ -63,6 +64,23 @@ def environment_block(env: dict[str, str]) -> tuple[int, bytes]:
     return len(env), b"".join(os.fsencode(f"{k}={v}") + b"\0" for k, v in env.items())
 
 
+@functools.lru_cache(maxsize=64)
+def _request(
+    executable: str,
+    argv: tuple[str, ...],
+    env: tuple[int, bytes],
+    cwd: str,
+    cpus: str,
+    health: bool,
+) -> bytes:
+    """A start request, header and payload (see ``launch.c``): the same for every trial of a
+    test, so made once rather than per start (the environment alone is kilobytes)."""
+    payload = b"".join(os.fsencode(part) + b"\0" for part in (executable, cwd, cpus, *argv))
+    payload += env[1]
+    flags = HEALTH if health else 0
+    return _HEADER.pack(len(payload), len(argv), env[0], flags, 0, 0) + payload
+
+
 class Launcher:
     """One launcher process: one command at a time."""
 
@@ -100,16 +118,12 @@ class Launcher:
         """Start a command (stdout and stderr to ``outputs``, or stderr only with one): its
         pid once it has started. Raises OSError as a start in washout would (naming the
         directory or program it could not use), LauncherGone if the launcher has ended."""
-        payload = b"".join(
-            os.fsencode(part) + b"\0"
-            for part in (executable, cwd or "", ",".join(map(str, sorted(cpus or ()))), *argv)
-        )
-        payload += env[1]
-        head = _HEADER.pack(len(payload), len(argv), env[0], HEALTH if health else 0, 0, 0)
+        cpu_list = ",".join(map(str, sorted(cpus))) if cpus else ""
+        message = _request(executable, argv, env, cwd or "", cpu_list, health)
         try:  # one message, so the launcher wakes once to read it whole
-            sent = socket.send_fds(self.socket, [head, payload], list(outputs))
-            if sent < len(head) + len(payload):
-                self.socket.sendall((head + payload)[sent:])
+            sent = socket.send_fds(self.socket, [message], list(outputs))
+            if sent < len(message):
+                self.socket.sendall(message[sent:])
             kind, pid, error, step, *_ = self._reply()
         except OSError as err:
             raise LauncherGone(f"cannot reach it: {err}") from None

@@ -20,7 +20,9 @@
  *             failed: 1 chdir, 2 exec, 3 affinity, 4 vfork), wait status, wall ns, user ns,
  *             system ns, max RSS KiB, involuntary switches, CPU migrations (-1: not read).
  * Flags: 1 read the CPU migrations of the exited process (/proc/PID/sched) before reaping;
- *        2 keep the launcher's session and process group (no setsid).
+ *        2 keep the launcher's session and process group (no setsid); without it, what the
+ *        command left in its process group is SIGKILLed once it has exited, before the
+ *        finished reply.
  * End of file on the socket ends the launcher.
  *
  * One-shot mode, for an SSH worker's runner: `launch --once MARK PROGRAM ARG...` runs one
@@ -167,6 +169,9 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     }
     int64_t exited = now_ns();
     int64_t moved = (flags & 1) ? migrations(pid) : -1; /* a zombie's, until reaped */
+    /* Whatever the command left running in its group is killed before it is reaped: its
+     * zombie keeps the group's id from being reused, and washout need not do it. */
+    if (!(flags & 2)) kill(-pid, SIGKILL);
     int status = 0;
     struct rusage ru;
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
