@@ -638,12 +638,9 @@ class _Worker:
         into the store, so that readers (``washout status``) see it ``running`` and every
         trial before it while it runs. Before it, not during it: washout does no work of its
         own inside a local trial's window (a fold is ~4 ms of SQLite on a CPU the command
-        may need); a run of short trials is folded between trials when due, as ever.
-
-        A read through the writer folds the journal first (:class:`StoreWriter`); this
-        read is the cheapest (one row of ``meta``)."""
+        may need); a run of short trials is folded between trials when due, as ever."""
         if self._longest.get(test.name, FOLD_SECONDS) >= FOLD_SECONDS:
-            self.store.spec_redacted()
+            self.store.fold()
 
     def _short_energy(self, test: Test, seconds: float) -> None:
         """Say once per test and session, as an event and in the log, that a trial with an

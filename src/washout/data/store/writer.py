@@ -526,6 +526,15 @@ class StoreWriter(Store):
         self._journaled, self._journaled_records, self._begun = [], 0, None
         self._folded_at = time.monotonic()
 
+    def fold(self) -> None:
+        """Fold what the journal holds into SQLite now: before a local trial that may run
+        :data:`FOLD_SECONDS` or longer, so that readers see it ``running`` while it runs
+        (washout does no work inside a local trial's window), and before every read
+        through the writer."""
+        if self._unfolded:
+            with self._transaction():
+                pass
+
     def fold_during_trial(self) -> None:
         """Fold the journal while a trial runs (the engine calls this once the trial has run
         :data:`FOLD_SECONDS`), so that readers see it ``running`` and what came before it;
@@ -795,9 +804,7 @@ def _folding_first(read: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(read)
     def folded(self: StoreWriter, *args: Any, **kwargs: Any) -> Any:
-        if self._unfolded:
-            with self._transaction():
-                pass
+        self.fold()
         return read(self, *args, **kwargs)
 
     return folded
