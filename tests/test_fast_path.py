@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,17 +221,17 @@ def test_a_long_trial_is_shown_running_though_nothing_folds_during_it(tmp_path: 
     assert statuses(db) == ["ok"] * 4
 
 
-def test_a_signal_during_a_blocking_wait_reaches_the_loop_at_once() -> None:
-    """The loop's signal handlers (Ctrl-C, SIGTERM) run as the signal comes, while the
-    command goes on: the blocking wait hands the rest to the loop, and the signal on."""
+def _signal_handled_after(send: Callable[[], None]) -> tuple[float, CommandResult]:
+    """Seconds from just before a blocking trial of ``sleep 1.5`` until the loop's handler
+    of SIGUSR1 ran (``send`` sends it), and the trial's result."""
 
     async def go() -> tuple[float, CommandResult]:
         loop = asyncio.get_running_loop()
         handled = loop.create_future()
         loop.add_signal_handler(signal.SIGUSR1, lambda: handled.set_result(time.monotonic()))
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
         executor = LocalExecutor()
         t0 = time.monotonic()
+        send()
         try:
             result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
             return await asyncio.wait_for(handled, 5) - t0, result
@@ -238,7 +239,15 @@ def test_a_signal_during_a_blocking_wait_reaches_the_loop_at_once() -> None:
             loop.remove_signal_handler(signal.SIGUSR1)
             await executor.close()
 
-    after, result = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_a_signal_during_a_blocking_wait_reaches_the_loop_at_once() -> None:
+    """The loop's signal handlers (Ctrl-C, SIGTERM) run as the signal comes, while the
+    command goes on: the blocking wait hands the rest to the loop, and the signal on."""
+    after, result = _signal_handled_after(
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start
+    )
     assert after < 1.0 and result.status == "ok" and result.duration >= 1.5
 
 
@@ -246,20 +255,5 @@ def test_a_signal_that_came_between_two_trials_is_handled_during_the_next() -> N
     """A signal that came while no blocking wait watched it (between two trials, before the
     loop turned again) is handled as the next trial starts, not after it: a Ctrl-C
     between two trials of 0.5 s was seen only after the second, and the run went on."""
-
-    async def go() -> tuple[float, CommandResult]:
-        loop = asyncio.get_running_loop()
-        handled = loop.create_future()
-        loop.add_signal_handler(signal.SIGUSR1, lambda: handled.set_result(time.monotonic()))
-        executor = LocalExecutor()
-        t0 = time.monotonic()
-        os.kill(os.getpid(), signal.SIGUSR1)  # the loop does not turn before the trial
-        try:
-            result = await executor.run("sleep 1.5", CommandOptions(timeout=30, blocking=True))
-            return await asyncio.wait_for(handled, 5) - t0, result
-        finally:
-            loop.remove_signal_handler(signal.SIGUSR1)
-            await executor.close()
-
-    after, result = asyncio.run(go())
+    after, result = _signal_handled_after(lambda: os.kill(os.getpid(), signal.SIGUSR1))
     assert after < 1.0 and result.status == "ok" and result.duration >= 1.5
