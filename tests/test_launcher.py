@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import shutil
 import signal
 import sqlite3
@@ -200,3 +201,33 @@ def _kill_quietly(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def test_a_commands_exit_closes_no_pipe_before_the_launcher_has_replied() -> None:
+    """The launcher holds the command's output descriptors until it has timed the exit and
+    replied: the end of the command's output comes after the reply, so washout, waiting on
+    both, wakes once at the end (on the reply), not also on the pipes' end of file beside
+    the launcher as it takes the exit's time. Before, the exit closed the last write end
+    and the end of file came first in most of these trials."""
+    from washout.harness.launcher.client import Launcher
+
+    program = local.launcher_program()[0]
+    assert program is not None
+    launcher = Launcher(program)
+    env = local.environment_block(dict(os.environ))
+    early = 0
+    try:
+        for _ in range(200):
+            read, write = os.pipe()
+            launcher.start("/bin/true", ("true",), env, (write,), None, None, False)
+            os.close(write)
+            while os.read(read, 4096):  # blocks until the last write end is closed
+                pass
+            os.close(read)
+            poller = select.poll()
+            poller.register(launcher.socket.fileno(), select.POLLIN)
+            early += not poller.poll(0)
+            assert launcher.finished().status == 0
+    finally:
+        launcher.close()
+    assert early == 0, f"the end of file came before the reply in {early} of 200 trials"

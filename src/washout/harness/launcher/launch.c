@@ -104,6 +104,10 @@ static volatile int child_errno, child_step;
 static cpu_set_t own_cpus;
 static int own_cpus_read, null_fd = -1;
 
+static void close_all(int fds[], int nfds) {
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+}
+
 static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int fds[], int nfds) {
     char *exe = payload, *cwd = exe + strlen(exe) + 1, *cpus = cwd + strlen(cwd) + 1;
     char *p = cpus + strlen(cpus) + 1;
@@ -152,12 +156,12 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
         child_errno = errno;
         child_step = STEP_FORK;
     }
-    for (int i = 0; i < nfds; i++) close(fds[i]);
     free(argv);
     free(envp);
     r[1] = pid;
     if (child_step) {
         if (pid > 0) waitpid(pid, NULL, 0);
+        close_all(fds, nfds);
         r[2] = child_errno;
         r[3] = child_step;
         reply(r);
@@ -189,6 +193,11 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
         moved,
     };
     reply(fin);
+    /* The command's output descriptors are held until its end is timed and told: its exit
+     * then closes no pipe washout waits on, so washout does not wake (to read an end of
+     * file) on a CPU beside the one that takes the exit's time, and the reply is there to
+     * read before the pipes' end (docs/design.md, "The launcher"). */
+    close_all(fds, nfds);
 }
 
 static int once(int argc, char **argv) {
