@@ -68,6 +68,17 @@ def test_a_plain_command_is_waited_for_without_the_event_loop(ending: str) -> No
     assert fast("echo out; exit 3", timeout=30)[1]
 
 
+def test_pipes_that_close_a_moment_after_the_end_are_read_without_the_event_loop(
+    ending: str,
+) -> None:
+    """A command's pipes may close just after its end is seen: its launcher closes them
+    after its reply (pidfd: a child of its holds them a moment longer). They are read to
+    their end of file on the fast path, not handed to the loop (CI, loaded: the loop turned
+    when the launcher was preempted between its reply and its close)."""
+    result, turned = fast("echo out; (sleep 0.02) & exit 0", timeout=30, blocking=True)
+    assert (result.status, result.stdout, turned) == ("ok", b"out\n", False)
+
+
 def test_a_request_larger_than_the_sockets_buffer_reaches_the_launcher_whole(
     ending: str,
 ) -> None:

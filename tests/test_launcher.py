@@ -36,9 +36,9 @@ def gnu_max_rss(argv: list[str]) -> float:
     return int(line.rsplit(":", 1)[1]) * 1024.0
 
 
-def own_max_rss(executor: LocalExecutor, command: str) -> float:
+def own_max_rss(executor: LocalExecutor, command: str, env: dict[str, str] | None = None) -> float:
     async def go() -> CommandResult:
-        return await executor.run(command, CommandOptions(timeout=60))
+        return await executor.run(command, CommandOptions(timeout=60, env=env or {}))
 
     result = asyncio.run(go())
     assert result.status == "ok", result.reason
@@ -52,11 +52,15 @@ def test_max_rss_is_the_commands_own_as_gnu_time_says(tmp_path: Path) -> None:
     starts them holds a hundred times more than ``true``. One run of ``true`` takes one of
     a dozen peaks from 964 to 1112 KiB under either tool (101 of each, quiet: means 1032
     and 1029 KiB), so the median of 41 can jump between clusters (CI once saw 1096
-    against 1032 KiB); the mean of 41 moves by about 1%."""
+    against 1032 KiB); the mean of 41 moves by about 1%. The launcher first serves a
+    command with an 800 kB environment: its peak then was above any of ``true``'s, and CI
+    saw every later ``true`` report it (1116 against 1054 KiB) until the launcher learned
+    to forget it."""
     alloc = tmp_path / "alloc.py"
     alloc.write_text("b = b'x' * (400 << 20)\n")
     executor = LocalExecutor()
     try:
+        own_max_rss(executor, "true", {f"WASHOUT_BIG{i}": "x" * 100_000 for i in range(8)})
         for command, n in (("true", 41), ("sleep 0.1", 15), (f"{sys.executable} {alloc}", 3)):
             argv = local.argv_for(command)
             assert argv[0] != "/bin/sh"  # the same process under both

@@ -524,11 +524,15 @@ class _Child:
                     self._on_end()
             if self.ended:
                 poller.unregister(end)  # a pidfd is closed by now: no longer polled
-        # its exit closed its ends of the pipes: what they still hold is there to read now
+        # its ends of the pipes close at its exit, or (held by its launcher) just after
+        # the launcher's reply: what they still hold is read to their end of file, for at
+        # most TURN_SECONDS (longer, they are held open by a process it left running)
+        deadline = time.monotonic() + TURN_SECONDS
         while self._open:
-            readable = [fd for fd, _ in poller.poll(0) if fd in self._open]
-            if not readable:
-                return False  # held open by a process it left running
+            ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+            readable = [fd for fd, _ in ready if fd in self._open]
+            if not readable or any(fd == wake for fd, _ in ready):
+                return False
             for fd in readable:
                 self._read_ready(poller, fd)
         return True
