@@ -527,9 +527,9 @@ class _Child:
         # its ends of the pipes close at its exit, or (held by its launcher) just after
         # the launcher's reply: what they still hold is read to their end of file, for at
         # most TURN_SECONDS (longer, they are held open by a process it left running)
-        deadline = time.monotonic() + TURN_SECONDS
+        closed_by = time.monotonic() + TURN_SECONDS
         while self._open:
-            ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+            ready = poller.poll(max(0.0, closed_by - time.monotonic()) * 1000)
             readable = [fd for fd, _ in ready if fd in self._open]
             if not readable or any(fd == wake for fd, _ in ready):
                 return False
