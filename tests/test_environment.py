@@ -6,18 +6,25 @@ and the fingerprint and provenance comparison as the straightforward computation
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 from pathlib import Path
 
 from washout.harness.environment import (
     MOMENT_FILES,
+    _local_reader,
     _LocalMoment,
+    file_signature,
     fingerprint,
     fingerprint_items,
     mismatch,
+    moment,
     read_moment,
 )
+from washout.harness.executors.base import CommandOptions
+from washout.harness.executors.local import LocalExecutor
 from washout.harness.spec import ProvenanceSpec
 
 
@@ -133,3 +140,46 @@ def test_fingerprint_and_mismatch_as_computed_from_scratch() -> None:
     assert mismatch("a", base, "b", facts) == (
         "command:git rev-parse HEAD differs: a has '1234', b has 'absent'"
     )
+
+
+def test_no_moment_fact_is_fingerprinted() -> None:
+    """The check before a run works the fingerprint and the comparison with the start out
+    again only after a whole capture (washout.harness.engine): that holds only while the
+    facts read between captures, the moment's and the files' signatures, are none of the
+    fingerprinted ones."""
+    between = {key: "changed" for key in MOMENT_FILES} | {"stat:server": "changed"}
+    assert fingerprint_items(between) == {}
+
+
+def test_the_local_moment_is_read_at_the_end_of_every_command(tmp_path: Path) -> None:
+    """Once a check has read the local moment, the executor reads it again after every
+    command, outside its timing, as an SSH worker's runner does: the next check takes
+    that read (the end of the previous run's last trial) and reads nothing itself, so the
+    run's first trial follows the same work as every other. Each read serves one check;
+    a command that ends without a start, or another reader, leaves none to take."""
+    built = tmp_path / "server"
+    built.write_text("v1")
+    provenance = ProvenanceSpec(files=["server"])
+    executor = LocalExecutor()
+
+    async def session() -> list[dict[str, str]]:
+        run = functools.partial(executor.run, options=CommandOptions(timeout=10))
+        first = await moment(executor, provenance, str(tmp_path))  # read now, then after each
+        assert (await run(f"echo v2 > {built}")).status == "ok"
+        changed_by_the_command = file_signature(built)
+        built.write_text("v3, after the command's end")
+        taken = await moment(executor, provenance, str(tmp_path))
+        assert taken["stat:server"] == changed_by_the_command
+        again = await moment(executor, provenance, str(tmp_path))  # no command since
+        assert again["stat:server"] == file_signature(built)
+        unpinned = await executor.run("true", CommandOptions(timeout=10, cpus="4095"))
+        assert unpinned.status != "ok"  # never started: nothing read after it
+        assert executor.take_read(_local_reader(("server",), str(tmp_path))) is None
+        await run("true")
+        other = await moment(executor, ProvenanceSpec(), str(tmp_path))  # another reader
+        assert "stat:server" not in other
+        return [first, taken, again, other]
+
+    facts = asyncio.run(session())
+    assert facts[0]["stat:server"] != facts[1]["stat:server"] != facts[2]["stat:server"]
+    assert all(set(MOMENT_FILES) <= set(f) for f in facts)

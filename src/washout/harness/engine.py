@@ -398,6 +398,9 @@ class _Worker:
         """Tests whose energy trials were said to be too short for RAPL."""
         self.context: WorkerContext | None = None
         """The worker's context levels, once :meth:`prepare_context` made it ready."""
+        self._compared: tuple[int, str, bool] | None = None
+        """The watch's captures when the environment was last compared, with its
+        fingerprint then and whether it agreed with the start (:meth:`check_environment`)."""
         self._longest: dict[str, float] = {}
         """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
 
@@ -459,23 +462,28 @@ class _Worker:
 
     async def check_environment(self, run_index: int) -> None:
         """Record the environment before a run (before its reset) and refuse a provenance
-        change since the experiment started. Cheap: the moment's facts and the provenance
-        files' signatures, the whole capture only when they say something changed."""
+        change since the experiment started. Cheap: the moment's facts (read after the
+        last command), and the fingerprint and comparison worked out again only after a
+        whole capture, the one thing that changes a fingerprinted fact."""
         facts = await self.watch.before_run()
-        self.store.record_environment(
-            self.worker_id, run_index, facts, fingerprint(facts), defer=True
-        )
-        problem = mismatch(
-            f"{self.ex.name} at the start",
-            self.baseline,
-            f"{self.ex.name} before run {run_index}",
-            facts,
-        )
+        if self._compared is None or self._compared[0] != self.watch.captures:
+            agrees = self._mismatch(run_index, facts) is None
+            self._compared = self.watch.captures, fingerprint(facts), agrees
+        _, fingerprinted, agrees = self._compared
+        self.store.record_environment(self.worker_id, run_index, facts, fingerprinted, defer=True)
+        problem = None if agrees else self._mismatch(run_index, facts)
         if problem:
             message = f"provenance changed during the experiment: {problem}"
             self.store.event("mismatch", message, self.ex.name)
             if not self.allow_mismatch:
                 raise WorkerError(message + " (use --allow-mismatch to record and proceed)")
+
+    def _mismatch(self, run_index: int, facts: dict[str, str]) -> str | None:
+        """How the environment before run ``run_index`` differs from the start (or None)."""
+        name = self.ex.name
+        return mismatch(
+            f"{name} at the start", self.baseline, f"{name} before run {run_index}", facts
+        )
 
     async def reset(self, run_id: int) -> None:
         """Reset the worker and record it.

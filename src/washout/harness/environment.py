@@ -28,6 +28,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,38 +209,48 @@ def file_signature(path: Path | str) -> str:
     return f"{st.st_size} {st.st_ino} {st.st_dev} {st.st_ctime_ns} {st.st_mtime_ns}"
 
 
-@functools.lru_cache(maxsize=64)
-def _signed(files: tuple[str, ...], cwd: str | None) -> tuple[tuple[str, str], ...]:
-    """Each provenance file's fact name and path under ``cwd``, worked out once."""
-    base = Path(cwd or ".")
-    return tuple((f"stat:{path}", str(base / path)) for path in files)
-
-
 def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     """:func:`moment_script`'s facts read in this process (the local machine): the
     moment's files held open (:class:`_LocalMoment`) and a ``stat`` per provenance file,
     no shell, no process."""
-    facts = _LOCAL.facts()
-    if provenance.files:
-        for key, path in _signed(tuple(provenance.files), cwd):
+    return _local_reader(tuple(provenance.files), cwd)()
+
+
+@functools.lru_cache(maxsize=64)
+def _local_reader(files: tuple[str, ...], cwd: str | None) -> Callable[[], dict[str, str]]:
+    """:func:`read_moment` for these provenance files under ``cwd``: one object per
+    files and directory, so that what a local executor read after a command is known
+    to be this read (:meth:`~washout.harness.executors.local.LocalExecutor.take_read`)."""
+    base = Path(cwd or ".")
+    signed = tuple((f"stat:{path}", str(base / path)) for path in files)
+
+    def read() -> dict[str, str]:
+        facts = _LOCAL.facts()
+        for key, path in signed:
             facts[key] = file_signature(path)
-    return facts
+        return facts
+
+    return read
 
 
 async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     """The moment's facts and the provenance files' signatures on a worker: in-process on
     the local machine, else one builtin-only script (plus ``stat`` per file).
 
-    Over SSH without provenance files, after the script's first run the runner reads the
-    moment's files after every command
-    (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`), so before a run they
-    come from the end of the last command, the previous run's last trial: no command of
-    the check's own, and the run's first trial follows a trial as every other trial does
-    (bench/position_zero.py). Only the files the script found are read (a VM may have no
-    cpufreq or thermal zone); one that appears later is seen by the next session.
+    From the first call on, the local executor reads them after every command, and an SSH
+    worker's runner (without provenance files) reads the moment's files after every
+    command (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`): before a run
+    they come from the end of the last command, the previous run's last trial. So the
+    check's own work before a run is only the comparison and the record, and the run's
+    first trial follows a trial as every other trial does, with the same work in between
+    (bench/position_zero.py). Over SSH only the files the script found are read (a VM may
+    have no cpufreq or thermal zone); one that appears later is seen by the next session.
     """
     if isinstance(executor, LocalExecutor):
-        return read_moment(provenance, cwd)
+        reader = _local_reader(tuple(provenance.files), cwd)
+        found = executor.take_read(reader)
+        executor.read_after(reader)
+        return reader() if found is None else found
     reads = executor if isinstance(executor, SSHExecutor) and not provenance.files else None
     if reads is not None and (read := reads.take_read()) is not None:
         return {key: _keep(key, read.get(path, "")) for key, (path, _) in MOMENT_FILES.items()}
@@ -250,8 +261,8 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
         )
     facts = parse_capture(result.stdout.decode("utf-8", errors="replace"))
     if reads is not None:
-        found = tuple(path for key, (path, _) in MOMENT_FILES.items() if facts.get(key))
-        reads.read_after(found)
+        found_paths = tuple(path for key, (path, _) in MOMENT_FILES.items() if facts.get(key))
+        reads.read_after(found_paths)
     return facts
 
 
@@ -300,12 +311,16 @@ class EnvironmentWatch:
         self.provenance = provenance
         self.cwd = cwd
         self.latest: dict[str, str] = {}
+        self.captures = 0
+        """How many whole captures were made: only they change a fingerprinted fact (the
+        moment's facts and the files' signatures are not fingerprinted)."""
         self._watched = ("boot_id", *(f"stat:{path}" for path in provenance.files))
         """The facts whose change brings the whole capture back."""
 
     async def capture(self) -> dict[str, str]:
         """The whole capture (:func:`capture`), remembered for the next checks."""
         self.latest = await capture(self.executor, self.provenance, self.cwd)
+        self.captures += 1
         return dict(self.latest)
 
     async def before_run(self) -> dict[str, str]:

@@ -230,6 +230,11 @@ class GroupWatch:
     def __init__(self, watches: dict[str, EnvironmentWatch]) -> None:
         self.watches = watches
 
+    @property
+    def captures(self) -> int:
+        """How many whole captures its sides made (:attr:`EnvironmentWatch.captures`)."""
+        return sum(w.captures for w in self.watches.values())
+
     @staticmethod
     def _merge(parts: list[dict[str, str]], roles: list[str]) -> dict[str, str]:
         return {f"{role}@{k}": v for role, facts in zip(roles, parts) for k, v in facts.items()}

@@ -31,6 +31,7 @@ import subprocess
 import termios
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -723,6 +724,9 @@ class LocalExecutor:
         self._health: dict[str, LocalHealth] = {}
         self._turned = time.monotonic()
         """When the fast path last gave the event loop a turn (:meth:`_loop_turn`)."""
+        self._after: Callable[[], dict[str, str]] | None = None
+        self._read: tuple[Callable[[], dict[str, str]], dict[str, str]] | None = None
+        """What :meth:`read_after`'s reader gave after the last command (with the reader)."""
 
     def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """A command's whole environment: washout's own (as this executor first saw it)
@@ -769,6 +773,19 @@ class LocalExecutor:
     async def connect(self) -> None:
         return None
 
+    def read_after(self, reader: Callable[[], dict[str, str]]) -> None:
+        """From the next command on, call ``reader`` after every command, outside its
+        timing, as an SSH worker's runner reads the moment's files after each of its
+        commands (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`)."""
+        self._after = reader
+
+    def take_read(self, reader: Callable[[], dict[str, str]]) -> dict[str, str] | None:
+        """What ``reader`` gave after the last command that ended since the last call
+        (None: none ended, it did not end as a started command, or another reader was
+        set since)."""
+        read, self._read = self._read, None
+        return read[1] if read is not None and read[0] is reader else None
+
     def launcher_notes(self) -> list[str]:
         program, why = launcher_program()
         return [] if program is not None else [no_launcher_note(why)]
@@ -794,6 +811,7 @@ class LocalExecutor:
         remove_metric_file(Path(cwd or ".") / path)
 
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
+        self._read = None
         if options.blocking:
             await self._loop_turn()
         timeout, cwd, cpus, output_tail = (
@@ -898,6 +916,8 @@ class LocalExecutor:
                 own_cpu=used["user"] + used["system"] if "user" in used else None,
                 tick=health.tick,
             )
+        if (reader := self._after) is not None:  # after the health counters' reading
+            self._read = reader, reader()
         code = child.returncode
         if child.launcher_gone is not None:
             status, why = (
