@@ -10,13 +10,13 @@ The whole capture (the script, every provenance file hashed, every provenance co
 once per session and worker (:meth:`EnvironmentWatch.capture`). Before each run only what
 can change is read again (:meth:`EnvironmentWatch.before_run`): the moment's facts and a
 signature of each provenance file (size, inode, device, change and modification times),
-in-process on the local machine and with one shell script of builtins (and ``stat`` per
-file) over SSH, or without provenance files from what the SSH worker's runner read after
-the last command (:func:`moment`). A new boot id (a reboot reset) or a changed signature
-brings the whole capture back, so a file rebuilt mid-experiment is still hashed and caught
-before the next run, while a run without changes costs no shell and no process locally
-(and no command over SSH without provenance files): washout's work before a run stays
-small and in front of the reset (bench/position_zero.py).
+as read at the end of the last command: by the local executor, or by an SSH worker's
+runner without provenance files (else one shell script of builtins and ``stat`` per file;
+:func:`moment`). A new boot id (a reboot reset) or a changed signature brings the whole
+capture back, so a file rebuilt mid-experiment is still hashed and caught before the next
+run, while a run without changes costs no read, no shell and no process locally (and no
+command over SSH without provenance files): washout's work before a run stays small and
+in front of the reset (bench/position_zero.py).
 """
 
 from __future__ import annotations
