@@ -12,6 +12,9 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
+from washout.harness import environment
 from washout.harness.environment import (
     MOMENT_FILES,
     _local_reader,
@@ -183,3 +186,27 @@ def test_the_local_moment_is_read_at_the_end_of_every_command(tmp_path: Path) ->
     facts = asyncio.run(session())
     assert facts[0]["stat:server"] != facts[1]["stat:server"] != facts[2]["stat:server"]
     assert all(set(MOMENT_FILES) <= set(f) for f in facts)
+
+
+def test_a_moment_slow_to_read_is_read_before_each_run_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine whose moment takes longer to read than READ_AFTER_SECONDS at its fastest
+    (an ACPI thermal zone) is not read after every command, which would lengthen every
+    trial, but before each run as a fresh read; once its reads are fast again, after every
+    command again. Here the budget is set below any read rather than the read slowed."""
+    executor = LocalExecutor()
+    provenance = ProvenanceSpec(files=["built"])
+    (tmp_path / "built").write_text("v1")
+    reader = _local_reader(("built",), str(tmp_path))
+
+    async def check_then_command() -> dict[str, str] | None:
+        await moment(executor, provenance, str(tmp_path))
+        assert (await executor.run("true", CommandOptions(timeout=10))).status == "ok"
+        return executor.take_read(reader)
+
+    monkeypatch.setattr(environment, "READ_AFTER_SECONDS", 0.0)
+    assert asyncio.run(check_then_command()) is None
+    monkeypatch.setattr(environment, "READ_AFTER_SECONDS", 1.0)
+    assert asyncio.run(check_then_command()) is not None
+    assert 0 < reader.fastest < 1.0

@@ -24,11 +24,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -216,31 +216,50 @@ def read_moment(provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     return _local_reader(tuple(provenance.files), cwd)()
 
 
-@functools.lru_cache(maxsize=64)
-def _local_reader(files: tuple[str, ...], cwd: str | None) -> Callable[[], dict[str, str]]:
-    """:func:`read_moment` for these provenance files under ``cwd``: one object per
-    files and directory, so that what a local executor read after a command is known
-    to be this read (:meth:`~washout.harness.executors.local.LocalExecutor.take_read`)."""
-    base = Path(cwd or ".")
-    signed = tuple((f"stat:{path}", str(base / path)) for path in files)
+READ_AFTER_SECONDS = 100e-6
+"""The longest the fastest local read of the moment may take for it to be read after every
+command: the files are kernel files, read in microseconds here (21 us between two trials),
+but a thermal zone backed by ACPI firmware can take milliseconds to half a second a read
+(icewm pull request 634), which after every trial would stretch an experiment of short
+trials many times over; such a machine's moment is read before each run instead."""
 
-    def read() -> dict[str, str]:
+
+class _LocalRead:
+    """:func:`read_moment` for some provenance files under a directory, timing itself:
+    its fastest read so far (preemption can only make a read slower) says whether it is
+    cheap enough to make after every command (:data:`READ_AFTER_SECONDS`)."""
+
+    def __init__(self, files: tuple[str, ...], cwd: str | None) -> None:
+        base = Path(cwd or ".")
+        self._signed = tuple((f"stat:{path}", str(base / path)) for path in files)
+        self.fastest = math.inf
+
+    def __call__(self) -> dict[str, str]:
+        began = time.perf_counter()
         facts = _LOCAL.facts()
-        for key, path in signed:
+        for key, path in self._signed:
             facts[key] = file_signature(path)
+        self.fastest = min(self.fastest, time.perf_counter() - began)
         return facts
 
-    return read
+
+@functools.lru_cache(maxsize=64)
+def _local_reader(files: tuple[str, ...], cwd: str | None) -> _LocalRead:
+    """The one :class:`_LocalRead` of these files under ``cwd``, so that what a local
+    executor read after a command is known to be this read
+    (:meth:`~washout.harness.executors.local.LocalExecutor.take_read`)."""
+    return _LocalRead(files, cwd)
 
 
 async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None) -> dict[str, str]:
     """The moment's facts and the provenance files' signatures on a worker: in-process on
     the local machine, else one builtin-only script (plus ``stat`` per file).
 
-    From the first call on, the local executor reads them after every command, and an SSH
-    worker's runner (without provenance files) reads the moment's files after every
-    command (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`): before a run
-    they come from the end of the last command, the previous run's last trial. So the
+    From the first call on, the local executor reads them after every command (while a
+    read is cheap, :data:`READ_AFTER_SECONDS`), and an SSH worker's runner (without
+    provenance files) reads the moment's files after every command
+    (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`): before a run they
+    come from the end of the last command, the previous run's last trial. So the
     check's own work before a run is only the comparison and the record, and the run's
     first trial follows a trial as every other trial does, with the same work in between
     (bench/position_zero.py). Over SSH only the files the script found are read (a VM may
@@ -249,8 +268,9 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
     if isinstance(executor, LocalExecutor):
         reader = _local_reader(tuple(provenance.files), cwd)
         found = executor.take_read(reader)
-        executor.read_after(reader)
-        return reader() if found is None else found
+        facts = reader() if found is None else found
+        executor.read_after(reader if reader.fastest <= READ_AFTER_SECONDS else None)
+        return facts
     reads = executor if isinstance(executor, SSHExecutor) and not provenance.files else None
     if reads is not None and (read := reads.take_read()) is not None:
         return {key: _keep(key, read.get(path, "")) for key, (path, _) in MOMENT_FILES.items()}

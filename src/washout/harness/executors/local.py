@@ -773,10 +773,11 @@ class LocalExecutor:
     async def connect(self) -> None:
         return None
 
-    def read_after(self, reader: Callable[[], dict[str, str]]) -> None:
+    def read_after(self, reader: Callable[[], dict[str, str]] | None) -> None:
         """From the next command on, call ``reader`` after every command, outside its
         timing, as an SSH worker's runner reads the moment's files after each of its
-        commands (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`)."""
+        commands (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`); None:
+        no longer."""
         self._after = reader
 
     def take_read(self, reader: Callable[[], dict[str, str]]) -> dict[str, str] | None:
