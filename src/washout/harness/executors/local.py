@@ -966,18 +966,27 @@ class LocalExecutor:
 def kill_session_processes(sessions: list[str]) -> int:
     """SIGKILL every process of this machine whose environment has SESSION_VARIABLE set to
     one of ``sessions`` (what trials of those sessions left running; only processes
-    washout may read and signal are seen); returns how many."""
+    washout may read and signal are seen); returns how many.
+
+    Every one is found before any is killed: killed during the scan, a child (``/proc``
+    lists a wrapped-around pid before its parent's) would let a parent waiting for it
+    (a trial's shell) exit before the scan reached it, and the count would miss it."""
     marks = {f"{SESSION_VARIABLE}={token}".encode() for token in sessions}
-    killed = 0
+    found = []
     for entry in os.scandir("/proc") if marks else ():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as f:
-                if marks.isdisjoint(f.read().split(b"\0")):
-                    continue
-            os.kill(int(entry.name), signal.SIGKILL)
+                if not marks.isdisjoint(f.read().split(b"\0")):
+                    found.append(int(entry.name))
         except OSError:  # gone meanwhile, or not ours
+            continue
+    killed = 0
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # gone meanwhile
             continue
         killed += 1
     return killed
