@@ -5,9 +5,12 @@ without the superseded trials. And warmups cut short are superseded like any tri
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -119,3 +122,27 @@ def test_a_warmup_stopped_by_sigterm_is_superseded_on_resume(tmp_path: Path) -> 
     status = washout("status", db).stdout
     assert "interrupted 0" in status and "superseded" in status
     assert "interrupted" not in set(api.load(db)["status"])
+
+
+def test_a_carriage_return_in_a_name_survives_every_csv(tmp_path: Path) -> None:
+    """pandas quotes a cell for a line end's characters only ("\\n"), so a test named with
+    a lone carriage return was written bare and every reader took it for a line's end: the
+    export read back with its values in the wrong columns (found by the fuzz test). The
+    export and ``analyze --format csv`` read back whole now."""
+    spec = write_spec(
+        tmp_path / "r.toml",
+        '[experiment]\nruns = 2\nseed = 1\n[[test]]\nname = "a\\rb"\ncommand = "true"\n'
+        '[[test]]\nname = "plain"\ncommand = "true"\n',
+    )
+    db = tmp_path / "r.db"
+    washout("run", spec, "--db", db, "--quiet")
+    out = tmp_path / "e.csv"
+    washout("export", db, "--format", "csv", "-o", out)
+    held = api.load(db)
+    read = api.load(out)
+    assert sorted(set(read["test"])) == ["a\rb", "plain"]
+    assert read["value"].tolist() == held["value"].tolist()
+    argv = [sys.executable, "-m", "washout", "analyze", str(db), "--format", "csv"]
+    csv = subprocess.run(argv, capture_output=True, check=True).stdout  # bytes: "\r" kept
+    table = pd.read_csv(io.BytesIO(csv))
+    assert sorted(table["test"]) == ["a\rb", "plain"]

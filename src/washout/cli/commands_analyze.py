@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from washout.cli.app import HEALTHY_ONLY_HELP, app
+from washout.data.outputs import csv_text
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def _ordersage(source: Path, options: Options, fmt: str) -> None:
         by_worker=options.by_worker,
     )
     if fmt == "csv":
-        frame.to_csv(sys.stdout, index=False)
+        sys.stdout.write(csv_text(frame))
     elif fmt == "json":
         sys.stdout.write(frame.to_json(orient="records") + "\n")
     else:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from washout.data.outputs import write_output
+from washout.data.outputs import csv_text, write_output
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def write_long(
             ) from None
         write_output(output, lambda f: frame.to_parquet(f, index=False), *sources)
         return
-    text = frame.to_csv(index=False) if fmt == "csv" else "".join(json_records(frame))
+    text = csv_text(frame) if fmt == "csv" else "".join(json_records(frame))
     if output is None:
         stdout.write(text)
     else:

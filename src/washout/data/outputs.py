@@ -1,6 +1,6 @@
 """Where and how washout writes an output file: every writer of a file (``export -o``,
 ``report -o`` and its figures, ``run --export-json/-csv/-markdown``) goes through
-:func:`write_output`.
+:func:`write_output`, and every CSV it writes is made by :func:`csv_text`.
 
 - **Never over a store.** The path is resolved (symlinks followed) and refused when it is
   any file of an SQLite store: the database (its magic), its write-ahead log, its shared
@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -27,10 +28,13 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from washout.data.store.schema import SQLITE_MAGIC
 from washout.errors import WashoutError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SIBLINGS = ("-wal", "-shm", "-journal", "-lock", "-trials")
 """The files beside a store ``X.db``: SQLite's log, shared memory and rollback journal,
@@ -229,3 +233,23 @@ def _write_whole(target: Path, content: Content) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """``frame`` as CSV text that every CSV reader reads back cell for cell.
+
+    pandas quotes a cell only for the delimiter, the quote character or a character of its
+    line end (``"\n"``, as Python's csv writer decides), so a text cell holding a carriage
+    return alone was written bare, and every reader (pandas' and Python's among them)
+    took it for the end of a line: a test named ``"\r"`` exported and read back shifted
+    its row's values into the wrong columns. A frame with such a cell is written with
+    every text cell quoted (``csv.QUOTE_NONNUMERIC``); any other as before."""
+    from pandas.api.types import is_numeric_dtype
+
+    bare_return = any(
+        isinstance(v, str) and "\r" in v
+        for c in frame.columns
+        if not is_numeric_dtype(frame[c])
+        for v in frame[c].unique()
+    )
+    return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if bare_return else None)

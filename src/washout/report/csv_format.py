@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from washout.data.outputs import csv_text
 from washout.report.render import Rendered, Settings
 
 if TYPE_CHECKING:
@@ -15,4 +16,4 @@ if TYPE_CHECKING:
 
 def render(analysis: Analysis, settings: Settings) -> Rendered:
     """The table as CSV (empty fields where a value is undefined)."""
-    return Rendered(analysis.to_frame().to_csv(index=False))
+    return Rendered(csv_text(analysis.to_frame()))

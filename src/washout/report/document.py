@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from washout.data.outputs import csv_text
 from washout.data.sources import SOURCE_KINDS
 from washout.report import figures, text
 from washout.report.text import Table
@@ -764,7 +765,7 @@ def build_report(analysis: Analysis, stem: str = "report") -> Report:
             if order is not None and rows is not None and len(rows) < len(order.tests)
             else ""
         ),
-        tests_csv=(f"{stem}-tests.csv", analysis.to_frame().to_csv(index=False))
+        tests_csv=(f"{stem}-tests.csv", csv_text(analysis.to_frame()))
         if order is not None and order.tests
         else None,
         context=text.context_table(analysis.context)

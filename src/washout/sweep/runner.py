@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from washout.data.outputs import csv_text
 from washout.errors import WashoutError, choose
 from washout.harness.spec_toml import toml_text
 from washout.sweep.explore import require_variation, summary
@@ -216,7 +217,7 @@ def _finish(
         for f, p in enumerate(space.parameters)
     }
     rows[section.metric] = list(result.y)
-    pd.DataFrame(rows).to_csv(out / "settings.csv", index=False)
+    (out / "settings.csv").write_text(csv_text(pd.DataFrame(rows)), encoding="utf-8")
     if len(result.measured) < 2:
         raise WashoutError(
             f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse"
