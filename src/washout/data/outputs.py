@@ -250,6 +250,6 @@ def csv_text(frame: pd.DataFrame) -> str:
         isinstance(v, str) and "\r" in v
         for c in frame.columns
         if not is_numeric_dtype(frame[c])
-        for v in frame[c].unique()
+        for v in frame[c].to_numpy()  # not unique(): a cell may be a dict
     )
     return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if bare_return else None)
