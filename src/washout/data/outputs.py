@@ -246,9 +246,10 @@ def csv_text(frame: pd.DataFrame) -> str:
     every text cell quoted (``csv.QUOTE_NONNUMERIC``); any other as before."""
     from pandas.api.types import is_numeric_dtype
 
-    bare_return = any(  # each column's text at once: a third of a cell-by-cell look
-        frame[c].astype(str).str.contains("\r", regex=False).any()
+    bare_return = any(
+        isinstance(v, str) and "\r" in v
         for c in frame.columns
         if not is_numeric_dtype(frame[c])
+        for v in frame[c].to_numpy()  # not unique(): a cell may be a dict
     )
     return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if bare_return else None)
