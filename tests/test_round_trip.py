@@ -146,3 +146,26 @@ def test_a_carriage_return_in_a_name_survives_every_csv(tmp_path: Path) -> None:
     csv = subprocess.run(argv, capture_output=True, check=True).stdout  # bytes: "\r" kept
     table = pd.read_csv(io.BytesIO(csv))
     assert sorted(table["test"]) == ["a\rb", "plain"]
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ["x", "a\rb"],  # text: searched in one pass
+        pd.array(["x", "a\rb"], dtype="string"),  # pandas' string dtype
+        [{"n": 1}, "a\rb"],  # a sweep's settings hold dicts beside text
+        [b"\x80", "a\rb"],  # a damaged store's bytes (astype(str) would decode them)
+        pd.Categorical(["x", "a\rb"]),
+    ],
+)
+def test_every_kind_of_column_with_a_carriage_return_is_quoted(cells: object) -> None:
+    """csv_text finds a lone carriage return in every kind of column a frame holds, and
+    writes what it finds none in as pandas does."""
+    from washout.data.outputs import csv_text
+
+    frame = pd.DataFrame({"n": [1, 2], "cell": cells})
+    text = csv_text(frame)
+    assert text.split("\n")[2] == '2,"a\rb"'
+    assert pd.read_csv(io.StringIO(text))["cell"][1] == "a\rb"
+    plain = frame.assign(cell=["x", "y"])
+    assert csv_text(plain) == plain.to_csv(index=False)
