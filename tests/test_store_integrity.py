@@ -93,3 +93,21 @@ def test_damage_readers_never_meet_is_found_before_any_write(large_store: Path) 
     washout("export", large_store)
     one_line_error(washout("status", large_store, check=False), 2, f"{large_store}: damaged: ")
     one_line_error(washout("resume", large_store, check=False), 2, f"{large_store}: damaged: ")
+
+
+@pytest.mark.parametrize("runs", [79378, 4])
+def test_an_edited_run_count_is_damage_not_a_longer_experiment(tmp_path: Path, runs: int) -> None:
+    """A store whose runs per order kind was edited (to 79378 by the fuzz test, which then
+    ran its resume for hours) no longer plans the trials it was created for: every command
+    that plans it again says so in one line, and resume runs nothing."""
+    db = built_store(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE experiment SET runs_per_kind = ?", (runs,))
+        before = conn.execute("SELECT count(*) FROM trial").fetchone()
+    conn.close()
+    words = (f"{db}: damaged: experiment.planned_trials is 12", f"runs_per_kind {runs} plans")
+    for command in ("status", "resume"):
+        one_line_error(washout(command, db, check=False), 2, *words)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM trial").fetchone() == before
+    conn.close()

@@ -36,6 +36,7 @@ from secrets import token_hex
 from typing import Any
 
 from washout.data.store import FINISHED, ExperimentRecord, Store
+from washout.data.store.integrity import damaged
 from washout.data.store.writer import FOLD_SECONDS, NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
@@ -190,14 +191,18 @@ class Experiment:
     def from_store(cls, store: Store, *, to_run: bool = False) -> Experiment:
         """Re-plan exactly what a store was created with. ``to_run`` (resume): a spec
         stored with its secrets masked (:func:`~washout.harness.secrets.redact_spec`) takes
-        them back from its spec file, which must be as it was."""
+        them back from its spec file, which must be as it was.
+
+        The plan must hold the trials the store was created for: a runs-per-kind edited
+        to 79378 (found by fuzzing) would otherwise have ``resume`` run a plan thousands
+        of times longer than the experiment, where it should stop in one line."""
         rec = store.experiment()
         text = rec.spec_text
         masked = store.spec_redacted()
         if to_run and masked:
             text = _spec_with_secrets(store.path, rec, masked)
         spec = parse_spec_text(text, f"{store.path} (stored spec)")
-        return cls.prepare(
+        experiment = cls.prepare(
             spec,
             text,
             rec.spec_source,
@@ -205,6 +210,13 @@ class Experiment:
             runs=rec.runs_per_kind,
             context=store.context(),
         )
+        if experiment.plan.total_trials != rec.planned_trials:
+            raise damaged(
+                store.path,
+                f"experiment.planned_trials is {rec.planned_trials}, but its spec with "
+                f"runs_per_kind {rec.runs_per_kind} plans {experiment.plan.total_trials}",
+            )
+        return experiment
 
     @property
     def planned_trials(self) -> int:
