@@ -16,9 +16,11 @@ import pytest
 from conftest import alive, wait_for
 from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
+from washout.harness import environment
 from washout.harness.executors.base import CommandOptions, CommandResult
 from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.executors.ssh_wrapper import RUNNER
+from washout.harness.spec import ProvenanceSpec
 
 pytestmark = pytest.mark.ssh
 
@@ -272,6 +274,40 @@ def test_a_runner_killed_on_the_worker_is_noticed_and_its_command_lost(
     trial = _pids(pids, 3)
     wait_for(lambda: not any(alive(p) for p in trial), 15, "the trial outlived its runner")
     assert (again.status, again.stdout) == ("ok", b"again\n")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_moment_slow_to_read_over_ssh_is_read_before_each_run_instead(
+    sshd_farm: SshdFarm, tmp_path: Path, shell: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bash runner times its read after each command on the worker's clock; once the
+    fastest read is over SSH_READ_AFTER_SECONDS (a slow thermal sensor), the check before
+    a run takes that read and has the runner read nothing more, and the next check reads
+    with a command of its own. A runner in /bin/sh has no clock without a process: it
+    keeps reading after every command. Here the budget is set below any read."""
+    executor = _executor(sshd_farm, shell, tmp_path / "bin")
+    monkeypatch.setattr(environment, "SSH_READ_AFTER_SECONDS", 0.0)
+
+    async def go() -> list[dict[str, str] | None]:
+        await _connect(executor, shell)
+        try:
+            out = []
+            for _ in range(3):
+                facts = await environment.moment(executor, ProvenanceSpec(), None)
+                assert facts["boot_id"], facts  # read either way
+                assert (await executor.run("true", CommandOptions(timeout=60))).status == "ok"
+                out.append(executor.take_read())
+            return out
+        finally:
+            await executor.close()
+
+    reads = run_async(go())
+    if shell == "bash":
+        assert executor.fastest_read is not None and 0 <= executor.fastest_read < 1.0
+        assert reads[0] is not None and reads[1:] == [None, None]  # read, then not
+    else:
+        assert executor.fastest_read is None
+        assert all(read is not None for read in reads)
 
 
 @pytest.mark.parametrize("shell", SHELLS)

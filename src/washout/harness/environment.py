@@ -224,6 +224,13 @@ but a thermal zone backed by ACPI firmware can take milliseconds to half a secon
 trials many times over; such a machine's moment is read before each run instead."""
 
 
+SSH_READ_AFTER_SECONDS = 1e-3
+"""The same for an SSH worker's runner, on the worker's clock (bash's; a runner in a shell
+without one reads after every command): bash reads a kernel file a byte at a time, 55 us
+for the moment's files at the fastest here, and a trial over SSH costs milliseconds of
+round trip anyway, so only a sensor that slow is read before each run instead."""
+
+
 class _LocalRead:
     """:func:`read_moment` for some provenance files under a directory, timing itself:
     its fastest read so far (preemption can only make a read slower) says whether it is
@@ -258,7 +265,8 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
     From the first call on, the local executor reads them after every command (while a
     read is cheap, :data:`READ_AFTER_SECONDS`), and an SSH worker's runner (without
     provenance files) reads the moment's files after every command
-    (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`): before a run they
+    (:meth:`~washout.harness.executors.ssh.SSHExecutor.read_after`, until one read took
+    longer than :data:`SSH_READ_AFTER_SECONDS` at its fastest): before a run they
     come from the end of the last command, the previous run's last trial. So the
     check's own work before a run is only the comparison and the record, and the run's
     first trial follows a trial as every other trial does, with the same work in between
@@ -272,6 +280,9 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
         executor.read_after(reader if reader.fastest <= READ_AFTER_SECONDS else None)
         return facts
     reads = executor if isinstance(executor, SSHExecutor) and not provenance.files else None
+    slow = reads is not None and (reads.fastest_read or 0.0) > SSH_READ_AFTER_SECONDS
+    if reads is not None and slow:  # from the next command on, read before each run instead
+        reads.read_after(())
     if reads is not None and (read := reads.take_read()) is not None:
         return {key: _keep(key, read.get(path, "")) for key, (path, _) in MOMENT_FILES.items()}
     result = await executor.run(moment_script(provenance), CommandOptions(timeout=60, cwd=cwd))
@@ -280,7 +291,7 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
             f"{executor.name}: cannot read the environment before a run: {result.reason}"
         )
     facts = parse_capture(result.stdout.decode("utf-8", errors="replace"))
-    if reads is not None:
+    if reads is not None and not slow:
         found_paths = tuple(path for key, (path, _) in MOMENT_FILES.items() if facts.get(key))
         reads.read_after(found_paths)
     return facts

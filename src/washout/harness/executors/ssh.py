@@ -80,6 +80,10 @@ class SSHExecutor:
         self._idle: list[Runner] = []
         self._after: tuple[str, ...] = ()
         self._read: dict[str, str] | None = None
+        self.fastest_read: float | None = None
+        """The fastest read after a command so far, on the worker's clock (None: not
+        known, a runner without bash has no clock without a process); preemption can
+        only make a read slower."""
 
     async def connect(self) -> None:
         """Open the connection (one attempt; a failure is this worker's one-line error)."""
@@ -156,6 +160,10 @@ class SSHExecutor:
         code, worker_wall = got.end
         if self._after and len(got.after) == len(self._after):
             self._read = dict(zip(self._after, got.after, strict=True))
+            if (took := got.read_seconds) is not None:
+                self.fastest_read = (
+                    took if self.fastest_read is None else min(self.fastest_read, took)
+                )
         duration = time.perf_counter() - t0 if worker_wall is None else worker_wall
         finished = datetime.now(UTC)
         # timeout(1) exits 124 when it stopped the command (137 if SIGKILL was needed).

@@ -61,7 +61,9 @@ the same way whatever came before:
   appends them to its end marker: the facts of the moment that the environment check
   before each run would otherwise read with a command of its own
   (:func:`washout.harness.environment.moment`), so that check costs no round trip,
-  and the first trial of a run follows a trial, as every other trial does;
+  and the first trial of a run follows a trial, as every other trial does; bash's
+  clock around the read goes with them, so a worker whose sensor is slow to read can
+  be read before each run instead;
 - for a trial (``H`` set by its request), the runner reads the machine's health counters
   just before the first clock reading and just after the command's group is gone
   (:data:`washout.harness.metrics.health.RUNNER_READING`, defined when the runner is
@@ -130,9 +132,9 @@ t1=${EPOCHREALTIME:-$(date +%s.%N)}
 printf '%scpu1 ' "$m" >&2; times >&2
 kill -s KILL -- -"$g" "$w" 2>/dev/null; wait "$w" 2>/dev/null
 [ -n "$H" ] && [ -n "$hh" ] && hl h1
-f=
+f= r0=${EPOCHREALTIME:--}
 for p in $a; do v=; read -r v <"$p"; f="$f\t$v"; done 2>/dev/null
-printf '%send %s %s %s%s\\n' "$m" "$rc" "$t0" "$t1" "$f" >&2
+printf '%send %s %s %s %s %s%s\\n' "$m" "$rc" "$t0" "$t1" "$r0" "${EPOCHREALTIME:--}" "$f" >&2
 printf '%seot\\n' "$m"
 g=
 done
@@ -300,6 +302,9 @@ class Capture:
         launcher was killed, as at a timeout)."""
         self.after: list[str] = []
         """The first lines of the files the runner read after the command (``a``)."""
+        self.read_seconds: float | None = None
+        """How long reading them took on the worker's clock (None: nothing was read, or
+        the runner is not bash and has no clock without a process)."""
         self.health: dict[bytes, Reading] = {}
         """The health readings before (``h0``) and after (``h1``) the command."""
         self._cpu: dict[bytes, tuple[float, float]] = {}
@@ -353,8 +358,11 @@ class Capture:
                 self.switches = float(switches)
             elif kind in (b"h0", b"h1") and (reading := marker_reading(fields)) is not None:
                 self.health[kind] = reading
-            elif kind == b"end" and len(fields) == 3 and fields[0].lstrip(b"-").isdigit():
+            elif kind == b"end" and len(fields) == 5 and fields[0].lstrip(b"-").isdigit():
                 self.after = [v.decode("utf-8", errors="replace") for v in after]
+                r0, r1 = nanoseconds(fields[3]), nanoseconds(fields[4])
+                if after and r0 is not None and r1 is not None:
+                    self.read_seconds = (r1 - r0) / 1e9
                 t0, t1 = nanoseconds(fields[1]), nanoseconds(fields[2])
                 wall = self.wall
                 if wall is None and t0 is not None and t1 is not None:
