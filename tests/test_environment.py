@@ -19,6 +19,7 @@ from washout.harness.environment import (
     MOMENT_FILES,
     _local_reader,
     _LocalMoment,
+    capture,
     file_signature,
     fingerprint,
     fingerprint_items,
@@ -217,3 +218,15 @@ def test_a_moment_slow_to_read_is_read_before_each_run_instead(
     monkeypatch.setattr(environment, "READ_AFTER_SECONDS", 1.0)
     assert asyncio.run(check_then_command()) is not None
     assert 0 < reader.fastest < 1.0
+
+
+def test_the_locale_commands_run_in_is_recorded_not_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's capture records the locale its commands inherit (a command's own work
+    depends on it), without making it a fact workers must agree on."""
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    facts = asyncio.run(capture(LocalExecutor(), ProvenanceSpec(), None))
+    assert "LANG=C.UTF-8" in facts["locale"] and "LC_ALL= " in facts["locale"]
+    assert "locale" not in fingerprint_items(facts)

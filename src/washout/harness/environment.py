@@ -68,9 +68,14 @@ fact cpu_model "$cpu"
 fact cores "$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
 mem=""; while read -r k v rest; do [ "$k" = "MemTotal:" ] && mem="$v" && break; done < /proc/meminfo
 fact memory_kb "$mem"
+fact locale "LC_ALL=${LC_ALL-} LC_CTYPE=${LC_CTYPE-} LC_COLLATE=${LC_COLLATE-} LANG=${LANG-}"
 """
 FINGERPRINTED = ("kernel", "cpu_model", "cores", "memory_kb")
-"""System facts that must agree across workers (with every provenance file and command)."""
+"""System facts that must agree across workers (with every provenance file and command).
+The ``locale`` commands run in is recorded, not compared: it is part of a command's work
+(``sleep`` with ``LANG=C.UTF-8`` loads the locale, 0.2-0.25 ms here, and a session over SSH
+often has no ``LANG``; bench/RESULTS.md), but a store made before it was recorded must
+still resume."""
 _ROLE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*@")
 """A worker group's facts are its roles' (``server@kernel``; washout.harness.roles)."""
 
