@@ -173,6 +173,35 @@ def test_ctrl_c_stops_a_run_of_short_trials_at_a_slot_boundary(tmp_path: Path) -
         assert 0 < len(found) < 20000
 
 
+def test_ctrl_c_once_the_run_has_stopped_keeps_the_summary(tmp_path: Path) -> None:
+    """The second of two presses may arrive after the engine has stopped at the first and
+    put its handler away (on a busy machine, presses 10-50 ms apart did): it must not cut
+    short what ran and the 'Resume with' line. Pressed again once the stop is in the
+    store, and again after that, the summary is whole and the status 130."""
+    db = tmp_path / "s.db"
+    proc = start("run", write_spec(tmp_path / "s.toml", SHORT_TRIALS), "--db", db, "--quiet")
+    try:
+        wait_for_trials(db, "status = 'ok'")
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while (
+            not sqlite3.connect(db).execute("SELECT 1 FROM event WHERE kind = 'stopped'").fetchone()
+        ):
+            assert time.monotonic() < deadline, "no stop recorded"
+            time.sleep(0.001)
+        for _ in range(5):
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130 and f"Resume with: washout resume {db}" in out, (out, err)
+    assert set(statuses(db)) == {"ok"}
+
+
 ASLEEP = """while [ ! -s "$1" ]; do sleep 0.01; done
 read -r washout < "$1"
 sleep 0.05

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +18,7 @@ from washout.errors import ExitCode, StoreWriteError, WashoutError
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Iterable
+    from types import FrameType
 
     from rich.console import Console, RenderableType
 
@@ -88,7 +92,11 @@ def _execute(
     )
     task = progress.add_task(experiment.spec.experiment.name, total=total)
 
+    asked_to_stop = False
+
     def on_stop(presses: int) -> None:
+        nonlocal asked_to_stop
+        asked_to_stop = True
         if presses == 1:
             console.print(
                 "Stopping after the current trial (Ctrl-C again to stop now)", style="yellow"
@@ -99,23 +107,26 @@ def _execute(
         if live is not None:
             live.update()
 
-    with progress:
-        outcome = execute(
-            experiment,
-            store,
-            allow_mismatch=allow_mismatch,
-            progress=advance,
-            on_stop_request=on_stop,
-            on_start=lambda done: progress.update(task, completed=done),
-        )
-        if live is not None and not outcome.store_error:
-            live.update(final=True)  # the final counts, before the results replace it
-            progress.refresh()
-    if outcome.store_error:  # the store refuses writes: nothing more can be said from it
-        raise StoreWriteError(outcome.store_error)
-    if show_output:
-        _show_output(store)
-    _summary(experiment, store, outcome, exports or {})
+    with _presses_after_a_stop_ignored(lambda: asked_to_stop):
+        with progress:
+            outcome = execute(
+                experiment,
+                store,
+                allow_mismatch=allow_mismatch,
+                progress=advance,
+                on_stop_request=on_stop,
+                on_start=lambda done: progress.update(task, completed=done),
+            )
+            if live is not None and not outcome.store_error:
+                live.update(final=True)  # the final counts, before the results replace it
+                progress.refresh()
+        if outcome.store_error:  # the store refuses writes: nothing more can be said from it
+            raise StoreWriteError(outcome.store_error)
+        if show_output:
+            _show_output(store)
+        complete = _what_ran(store, outcome)
+    if complete:
+        _analysis(experiment, store, exports or {})
     code = exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
         _explain_failed_tests(experiment, store, ignore_failure)
@@ -216,13 +227,28 @@ def _explain_failed_tests(experiment: Experiment, store: Store, ignored: bool) -
         console.print("Use the '-i'/'--ignore-failure' option to make this exit with status 0.")
 
 
-def _summary(
-    experiment: Experiment, store: Store, outcome: Outcome, exports: dict[str, Path]
-) -> None:
-    """What ran, failures, where the data is; then the analysis (:func:`washout.analysis.
-    compute.analyze` at the spec's alpha and correction, with everything the trials
-    support, as ``washout analyze`` prints it): the order analysis and why, then hyperfine's
-    comparison (written to the ``exports`` too)."""
+@contextmanager
+def _presses_after_a_stop_ignored(asked_to_stop: Callable[[], bool]) -> Iterator[None]:
+    """Ctrl-C once the user has asked to stop is ignored until what ran is printed (with its
+    'Resume with' line): the second of two quick presses may arrive after the engine had
+    already stopped at the first and put its handler away, and would cut that short. Before
+    any request Ctrl-C interrupts as usual; while the engine runs, the engine handles it."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_press(signum: int, frame: FrameType | None) -> None:
+        if not asked_to_stop():
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_press)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _what_ran(store: Store, outcome: Outcome) -> bool:
+    """What ran, failures, where the data is, and how to resume if it is not complete;
+    whether it is."""
     from washout.harness.status import progress_of
 
     state = progress_of(store)
@@ -244,7 +270,14 @@ def _summary(
         out.print(f"Stopped: {outcome.stopped}", style="yellow")
     if not state.complete:
         out.print(f"Resume with: washout resume {store.path}")
-        return
+    return state.complete
+
+
+def _analysis(experiment: Experiment, store: Store, exports: dict[str, Path]) -> None:
+    """The analysis of a complete experiment (:func:`washout.analysis.compute.analyze` at
+    the spec's alpha and correction, with everything the trials support, as ``washout
+    analyze`` prints it): the order analysis and why, then hyperfine's comparison (written
+    to the ``exports`` too)."""
     from washout.analysis.compute import Context, analyze
     from washout.analysis.result import Options
     from washout.report.render import Settings, renderer
@@ -266,7 +299,7 @@ def _summary(
             exports,
         )
     tty = sys.stdout.isatty()
-    settings = Settings(width=out.width if tty else None, color=tty)
+    settings = Settings(width=_console(stderr=False).width if tty else None, color=tty)
     sys.stdout.write(renderer("table")(analysis, settings).text)
 
 

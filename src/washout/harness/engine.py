@@ -1140,11 +1140,12 @@ def execute(
             if task is not None:
                 task.cancel()
 
-        installed = []
+        installed = []  # (signal, the handler it had before): put back when the loop ends
         for sig, handler in ((signal.SIGINT, on_interrupt), (signal.SIGTERM, on_terminate)):
+            previous = signal.getsignal(sig)
             try:
                 loop.add_signal_handler(sig, handler)
-                installed.append(sig)
+                installed.append((sig, previous))
             except (RuntimeError, ValueError):
                 pass
 
@@ -1166,8 +1167,10 @@ def execute(
         except asyncio.CancelledError:
             _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            for sig, previous in installed:
+                loop.remove_signal_handler(sig)  # which sets the default, not what was there
+                if previous is not None:
+                    signal.signal(sig, previous)
 
     try:
         asyncio.get_running_loop()
