@@ -10,6 +10,11 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,11 +25,13 @@ from washout.harness.environment import (
     _local_reader,
     _LocalMoment,
     capture,
+    check_same,
     file_signature,
     fingerprint,
     fingerprint_items,
     mismatch,
     moment,
+    noted_differences,
     read_moment,
 )
 from washout.harness.executors.base import CommandOptions
@@ -230,3 +237,67 @@ def test_the_locale_commands_run_in_is_recorded_not_compared(
     facts = asyncio.run(capture(LocalExecutor(), ProvenanceSpec(), None))
     assert "LANG=C.UTF-8" in facts["locale"] and "LC_ALL= " in facts["locale"]
     assert "locale" not in fingerprint_items(facts)
+
+
+def test_a_locale_that_differs_is_noted_never_refused() -> None:
+    """A locale that differs between workers (a role's too) is said in one line naming both
+    values; a capture without one (a store made before it was recorded) is not compared,
+    and the fingerprinted facts decide alone whether the experiment may go on."""
+    a = {"kernel": "Linux 6", "locale": "LC_ALL= LC_CTYPE= LC_COLLATE= LANG=C.UTF-8"}
+    b = {"kernel": "Linux 6", "locale": "LC_ALL= LC_CTYPE= LC_COLLATE= LANG="}
+    (line,) = noted_differences([("w1", a), ("w2", b)], "between workers")
+    assert line.startswith("locale differs between workers: w1 has 'LC_ALL=")
+    assert "LANG=C.UTF-8'" in line and "w2 has 'LC_ALL= LC_CTYPE= LC_COLLATE= LANG='" in line
+    check_same([("w1", a), ("w2", b)], "between workers")  # not a mismatch
+    older = {"kernel": "Linux 6"}
+    assert noted_differences([("then", older), ("now", b)], "since it started") == []
+    assert noted_differences([("w1", a), ("w2", dict(a))], "between workers") == []
+    roles = [("g1", {"server@locale": "LANG=C"}), ("g2", {"server@locale": "LANG=C.UTF-8"})]
+    (line,) = noted_differences(roles, "between workers")
+    assert line.startswith("server@locale differs between workers: g1 has 'LANG=C'")
+
+
+def test_a_resume_in_another_locale_says_so(tmp_path: Path) -> None:
+    """An experiment stopped under LANG=C.UTF-8 and resumed without LANG: the resume's
+    summary and the store's events say, once, that the locale differs since the experiment
+    started, and the experiment completes."""
+    from test_robustness import start, wait_for_trials, write_spec
+
+    spec = (
+        '[experiment]\nname = "loc"\nruns = 400\nseed = 1\n[[test]]\nname = "a"\ncommand = "true"\n'
+    )
+    db = tmp_path / "loc.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
+    proc = start(
+        "run",
+        write_spec(tmp_path / "s.toml", spec),
+        "--db",
+        db,
+        "--quiet",
+        env={**env, "LANG": "C.UTF-8"},
+    )
+    try:
+        wait_for_trials(db, "status = 'ok'")
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130
+    done = subprocess.run(
+        [sys.executable, "-m", "washout", "resume", str(db), "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    # Without LANG, Python itself sets LC_CTYPE=C.UTF-8 for its children (PEP 538).
+    note = (
+        "locale differs since the experiment started: local when the experiment started has "
+        "'LC_ALL= LC_CTYPE= LC_COLLATE= LANG=C.UTF-8', local now has 'LC_ALL= LC_CTYPE="
+    )
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("Note: locale")]
+    assert line.startswith(f"Note: {note}") and " LANG='; commands that load it" in line
+    events = sqlite3.connect(db).execute("SELECT message FROM event WHERE kind = 'differs'")
+    assert [m for (m,) in events] == [line.removeprefix("Note: ")]

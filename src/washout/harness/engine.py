@@ -47,7 +47,13 @@ from washout.errors import (
 )
 from washout.harness.allocation import allocated
 from washout.harness.context import TrialContext, WorkerContext, prepare_context
-from washout.harness.environment import EnvironmentWatch, check_same, fingerprint, mismatch
+from washout.harness.environment import (
+    EnvironmentWatch,
+    check_same,
+    fingerprint,
+    mismatch,
+    noted_differences,
+)
 from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
@@ -997,16 +1003,21 @@ async def _run_all(
         worker_id = store.worker_id(ex.name, ex.host)
         store.record_environment(worker_id, None, facts, fingerprint(facts))
         baselines[ex.name] = started_with.get(ex.name, facts)
+    between = [(ex.name, facts) for ex, facts in zip(executors, current)]
+    since = [
+        [(f"{ex.name} when the experiment started", baselines[ex.name]), (f"{ex.name} now", f)]
+        for ex, f in zip(executors, current)
+    ]
+    for note in noted_differences(between, "between workers") + [
+        line for pair in since for line in noted_differences(pair, "since the experiment started")
+    ]:
+        store.event("differs", note)
+        outcome.notes.append(note)
+        log.warning("%s", note)
     try:
-        check_same([(ex.name, facts) for ex, facts in zip(executors, current)], "between workers")
-        for ex, facts in zip(executors, current):
-            check_same(
-                [
-                    (f"{ex.name} when the experiment started", baselines[ex.name]),
-                    (f"{ex.name} now", facts),
-                ],
-                "since the experiment started",
-            )
+        check_same(between, "between workers")
+        for pair in since:
+            check_same(pair, "since the experiment started")
     except WashoutError as err:
         store.event("mismatch", str(err))
         if not allow_mismatch:

@@ -72,10 +72,14 @@ fact locale "LC_ALL=${LC_ALL-} LC_CTYPE=${LC_CTYPE-} LC_COLLATE=${LC_COLLATE-} L
 """
 FINGERPRINTED = ("kernel", "cpu_model", "cores", "memory_kb")
 """System facts that must agree across workers (with every provenance file and command).
-The ``locale`` commands run in is recorded, not compared: it is part of a command's work
-(``sleep`` with ``LANG=C.UTF-8`` loads the locale, 0.2-0.25 ms here, and a session over SSH
-often has no ``LANG``; bench/RESULTS.md), but a store made before it was recorded must
-still resume."""
+The ``locale`` commands run in is not among them but :data:`NOTED`: it is part of a
+command's work (``sleep`` with ``LANG=C.UTF-8`` loads the locale, 0.2-0.25 ms here, and a
+session over SSH often has no ``LANG``; bench/RESULTS.md), and a store made before it was
+recorded must still resume."""
+NOTED = ("locale",)
+"""Recorded facts that may differ across workers or sessions without refusing the
+experiment: a difference is said (:func:`noted_differences`), since it is part of what the
+commands do differently on one side."""
 _ROLE_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*@")
 """A worker group's facts are its roles' (``server@kernel``; washout.harness.roles)."""
 
@@ -421,6 +425,25 @@ def mismatch(a_name: str, a: dict[str, Any], b_name: str, b: dict[str, Any]) -> 
         if va != vb:
             return f"{key} differs: {a_name} has {va!r}, {b_name} has {vb!r}"
     return None
+
+
+def noted_differences(named: list[tuple[str, dict[str, Any]]], context: str) -> list[str]:
+    """One line for each :data:`NOTED` fact (a role's too: ``server@locale``) that differs
+    between the first of ``named`` and another; a capture without the fact (a store made
+    before it was recorded) is not compared."""
+    first_name, first = named[0]
+    lines = []
+    for key in sorted(k for k in first if _ROLE_PREFIX.sub("", k, count=1) in NOTED):
+        for name, facts in named[1:]:
+            if key in facts and str(first[key]) != str(facts[key]):
+                lines.append(
+                    f"{key} differs {context}: {first_name} has {str(first[key])!r}, {name} "
+                    f"has {str(facts[key])!r}; commands that load it (sleep, sort, grep) pay "
+                    "for it on one side only: set it in [experiment] env to compare like "
+                    "with like"
+                )
+                break
+    return lines
 
 
 def check_same(named: list[tuple[str, dict[str, Any]]], context: str) -> None:
