@@ -148,3 +148,33 @@ def test_validate_checks_sweep_specs(tmp_path: Path) -> None:
         run = washout("sweep", bad, "--dir", tmp_path / "never", "-q", check=False)
         assert run.returncode == 2 and run.stderr == proc.stderr
         assert not (tmp_path / "never").exists()  # the error cost nothing
+
+
+def test_a_sweep_result_that_cannot_be_written_is_one_line_and_keeps_the_stores(
+    swept: Path, tmp_path: Path
+) -> None:
+    """sweep.json cannot be written (a directory took its name): one line naming --dir and
+    the file, exit 2, every batch store and settings.csv kept whole."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(swept, out)
+    (out / "sweep.json").unlink()
+    (out / "sweep.json").mkdir()
+
+    def trials() -> dict[str, list[tuple[object, ...]]]:
+        import sqlite3
+
+        return {
+            p.name: sqlite3.connect(p).execute("SELECT * FROM trial ORDER BY id").fetchall()
+            for p in out.glob("batch-*.db")
+        }
+
+    before = trials()
+    (tmp_path / "arith.toml").write_text(SPEC)
+    proc = washout("sweep", tmp_path / "arith.toml", "--dir", out, "-q", cwd=tmp_path, check=False)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith(f"washout: error: --dir = '{out}/sweep.json'")
+    assert "Traceback" not in proc.stderr
+    assert trials() == before and len(before) == 2
+    assert (out / "settings.csv").read_text().startswith((swept / "settings.csv").read_text()[:20])

@@ -35,6 +35,7 @@ from washout.bisection.search import finished, look_level, look_plan, standing, 
 from washout.bisection.state import Config, Look, State, Step, is_bisect_dir, locked
 from washout.bisection.stepspec import check_spec, copies_builds, step_spec_text
 from washout.bisection.summary import measured_change, summarize
+from washout.data.outputs import write_output
 from washout.errors import ExitCode, WashoutError
 from washout.stats.equivalence import check_change, decide_step, paired_estimate, step_alpha
 
@@ -164,7 +165,7 @@ def advance(root: Path, notify: Notify | None = None, allow_mismatch: bool = Fal
         bisect = _Bisect(root, State.load(root), notify, allow_mismatch)
         bisect.run()
         result = summarize(bisect.state, root)
-        (root / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
+        write_output(root / "result.json", json.dumps(result.to_dict(), indent=2), option="--dir")
         return result
 
 

@@ -42,11 +42,10 @@ def _say(quiet: bool) -> Callable[[str], None]:
 def _finish(result: BisectResult, fmt: str, report: Path | None) -> None:
     """Print the result (text or JSON) and write the HTML report if asked."""
     if report is not None:
-        from washout.data.outputs import check_output
+        from washout.data.outputs import write_output
         from washout.report.bisect import page
 
-        check_output(report)
-        report.write_text(page(result), encoding="utf-8")
+        write_output(report, page(result), option="--report")
     if fmt == "json":
         import json
 

@@ -1,6 +1,7 @@
 """Where and how washout writes an output file: every writer of a file (``export -o``,
-``report -o`` and its figures, ``run --export-json/-csv/-markdown``) goes through
-:func:`write_output`, and every CSV it writes is made by :func:`csv_text`.
+``report -o`` and its figures, ``run --export-json/-csv/-markdown``, a sweep's
+``settings.csv`` and ``sweep.json``, a bisect's ``result.json`` and ``--report``) goes
+through :func:`write_output`, and every CSV it writes is made by :func:`csv_text`.
 
 - **Never over a store.** The path is resolved (symlinks followed) and refused when it is
   any file of an SQLite store: the database (its magic), its write-ahead log, its shared

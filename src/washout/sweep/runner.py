@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from washout.data.outputs import csv_text
+from washout.data.outputs import csv_text, write_output
 from washout.errors import WashoutError, choose
 from washout.harness.spec_toml import toml_text
 from washout.sweep.explore import require_variation, summary
@@ -217,7 +217,7 @@ def _finish(
         for f, p in enumerate(space.parameters)
     }
     rows[section.metric] = list(result.y)
-    (out / "settings.csv").write_text(csv_text(pd.DataFrame(rows)), encoding="utf-8")
+    write_output(out / "settings.csv", csv_text(pd.DataFrame(rows)), option="--dir")
     if len(result.measured) < 2:
         raise WashoutError(
             f"{out}: only {len(result.measured)} setting(s) measured: nothing to analyse"
@@ -230,5 +230,5 @@ def _finish(
         ),
         stopped=result.stopped,
     )
-    (out / "sweep.json").write_text(json.dumps(result_summary.to_dict(), indent=2))
+    write_output(out / "sweep.json", json.dumps(result_summary.to_dict(), indent=2), option="--dir")
     return result_summary
