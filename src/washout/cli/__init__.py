@@ -36,7 +36,7 @@ def main() -> None:
 
         print(f"washout: error: {printable(str(err))}", file=sys.stderr)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt:  # Ctrl-C before an experiment's own handler is installed
+    except KeyboardInterrupt:  # Ctrl-C before a command starts (in one, typer exits 130)
         print("washout: interrupted", file=sys.stderr)
         sys.exit(130)
 
