@@ -13,8 +13,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -261,6 +259,7 @@ def test_a_resume_in_another_locale_says_so(tmp_path: Path) -> None:
     """An experiment stopped under LANG=C.UTF-8 and resumed without LANG: the resume's
     summary and the store's events say, once, that the locale differs since the experiment
     started, and the experiment completes."""
+    from conftest import washout
     from test_robustness import start, wait_for_trials, write_spec
 
     spec = (
@@ -284,14 +283,7 @@ def test_a_resume_in_another_locale_says_so(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
     assert proc.returncode == 130
-    done = subprocess.run(
-        [sys.executable, "-m", "washout", "resume", str(db), "--quiet"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    done = washout("resume", db, "--quiet", env=env, timeout=300)
     # Without LANG, Python itself sets LC_CTYPE=C.UTF-8 for its children (PEP 538).
     note = (
         "locale differs since the experiment started: local when the experiment started has "
