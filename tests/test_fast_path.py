@@ -183,7 +183,7 @@ def test_ctrl_c_once_the_run_has_stopped_keeps_the_summary(tmp_path: Path) -> No
     try:
         wait_for_trials(db, "status = 'ok'")
         proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30  # polled closely: the window is tens of ms
         while (
             not sqlite3.connect(db).execute("SELECT 1 FROM event WHERE kind = 'stopped'").fetchone()
         ):
@@ -200,6 +200,24 @@ def test_ctrl_c_once_the_run_has_stopped_keeps_the_summary(tmp_path: Path) -> No
         proc.wait()
     assert proc.returncode == 130 and f"Resume with: washout resume {db}" in out, (out, err)
     assert set(statuses(db)) == {"ok"}
+
+
+def test_the_press_guard_changes_nothing_outside_the_main_thread() -> None:
+    """The CLI's guard for presses after a stop, entered from another thread (where no
+    handler can be set): the body runs and SIGINT keeps its handler."""
+    from washout.cli.commands_run import _presses_after_a_stop_ignored
+
+    before = signal.getsignal(signal.SIGINT)
+    seen: list[object] = []
+
+    def body() -> None:
+        with _presses_after_a_stop_ignored(lambda: True):
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(10)
+    assert seen == [before] and signal.getsignal(signal.SIGINT) is before
 
 
 ASLEEP = """while [ ! -s "$1" ]; do sleep 0.01; done

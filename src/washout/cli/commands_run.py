@@ -232,14 +232,19 @@ def _presses_after_a_stop_ignored(asked_to_stop: Callable[[], bool]) -> Iterator
     """Ctrl-C once the user has asked to stop is ignored until what ran is printed (with its
     'Resume with' line): the second of two quick presses may arrive after the engine had
     already stopped at the first and put its handler away, and would cut that short. Before
-    any request Ctrl-C interrupts as usual; while the engine runs, the engine handles it."""
+    any request Ctrl-C interrupts as usual; while the engine runs, the engine handles it.
+    Outside the main thread (where no handler can be set) nothing changes."""
     previous = signal.getsignal(signal.SIGINT)
 
     def on_press(signum: int, frame: FrameType | None) -> None:
         if not asked_to_stop():
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_press)
+    try:
+        signal.signal(signal.SIGINT, on_press)
+    except ValueError:  # not the main thread
+        yield
+        return
     try:
         yield
     finally:
