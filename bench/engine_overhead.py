@@ -29,10 +29,13 @@ a loop that starts `true` with ``os.posix_spawn`` and reaps it with ``os.wait4``
 with one SQLite transaction per trial (WAL, ``synchronous=NORMAL``: the trial's row and its
 three resource metrics) and with one write(2) of the same record as a line of JSON to an
 append-only file (washout's trial journal), in this process. If the floor is above a goal,
-no change inside washout's engine can meet it.
+no change inside washout's engine can meet it. The launcher's floor: a Python loop that
+starts `true` through washout's own launcher (as every local trial starts), alone and with
+the two health readings around each trial; what the quick form costs beyond it is the
+engine's own bookkeeping per trial (records, the run's work, failure policy, progress).
 
-``--quick-only``: only the quick form and `hyperfine -N --runs 2000 true`, interleaved
-(A B A B), ``--repeat`` times.
+``--quick-only``: only the quick form, `hyperfine -N --runs 2000 true` and the launcher's
+floor, interleaved (A B A B), ``--repeat`` times.
 
 ``--stored-wall`` (goal: the stored median wall of `true` and `sleep 0.01` within 0.1 ms of
 `hyperfine -N`'s median): `washout run CMD --runs 300` and `hyperfine -N --runs 300 CMD`
@@ -164,6 +167,43 @@ def python_floor(trials: int, work: Path, record: str) -> float:
     return wall
 
 
+def launcher_floor(trials: int, health: bool) -> float:
+    """Wall per trial of a Python loop that starts `true` through washout's own launcher
+    (one request and its two replies, the command's stderr on a pipe, as every trial's),
+    and with ``health`` the two health readings around it (``LocalHealth``, as the engine
+    reads them): what any trial started from the launcher costs before washout's own
+    bookkeeping (its records, the run's, the failure policy, the progress)."""
+    from washout.harness.launcher.build import launcher_program
+    from washout.harness.launcher.client import Launcher, environment_block
+    from washout.harness.metrics.health import LocalHealth
+
+    program = launcher_program()[0]
+    if program is None:
+        sys.exit("washout's launcher could not be built here (no C compiler?)")
+    true = shutil.which("true") or "/bin/true"
+    env = environment_block(dict(os.environ))
+    cpus = os.sched_getaffinity(0)
+    readings = LocalHealth("/") if health else None
+    launcher = Launcher(program)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(trials):
+            if readings is not None:
+                readings.reading(cpus)
+            r, w = os.pipe()
+            launcher.start(true, (true,), env, (w,), None, None, health)
+            os.close(w)
+            launcher.finished()
+            os.close(r)
+            if readings is not None:
+                readings.reading(cpus)
+        return (time.perf_counter() - t0) / trials
+    finally:
+        launcher.close()
+        if readings is not None:
+            readings.close()
+
+
 def hyperfine_mean(args: list[str], runs: int, work: Path) -> tuple[float, float]:
     """hyperfine's mean wall time per run and mean user + system CPU of the command."""
     out = work / "hf.json"
@@ -225,6 +265,7 @@ def main() -> None:
         floor_bare: list[float] = []
         floor_commit: list[float] = []
         floor_journal: list[float] = []
+        floor_launcher: list[float] = []
         r1, r2 = 5, 55
         for _ in range(args.repeat):
             t1, t2 = washout_wall(work, k1, r), washout_wall(work, k2, r)
@@ -251,6 +292,7 @@ def main() -> None:
             floor_bare.append(python_floor(2000, work, "none"))
             floor_commit.append(python_floor(2000, work, "commit"))
             floor_journal.append(python_floor(2000, work, "journal"))
+            floor_launcher.append(launcher_floor(2000, health=True))
             print(
                 f"  repeat: washout {slope * 1e3:.3f} ms/trial (progress bar on: "
                 f"{loud_slopes[-1] * 1e3:.3f}), {per_run * 1e3:.2f} ms/run; hyperfine -N true "
@@ -292,6 +334,10 @@ def main() -> None:
         ("floor: Python posix_spawn + wait4 loop", median(floor_bare)),
         ("floor with one SQLite commit per trial (durable recording)", median(floor_commit)),
         ("floor with one journal write(2) per trial (as durable)", median(floor_journal)),
+        (
+            "launcher floor: the loop through washout's launcher, two health readings a trial",
+            median(floor_launcher),
+        ),
     ]
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} ms | {t / median(hf_n):.2f}x |")
@@ -397,6 +443,7 @@ def quick_only(repeat: int) -> None:
     """The quick form against `hyperfine -N --runs 2000 true`, A B A B, ``repeat`` times."""
     quick: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
     hf: list[float] = []
+    floors: dict[bool, list[float]] = {False: [], True: []}
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
         work = Path(tmp)
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
@@ -410,12 +457,27 @@ def quick_only(repeat: int) -> None:
                     f"load {load()}",
                     flush=True,
                 )
+            for health in floors:
+                floors[health].append(launcher_floor(2000, health))
+            print(
+                f"  launcher floor {floors[False][-1] * 1e3:.3f} ms/trial, with the health "
+                f"readings {floors[True][-1] * 1e3:.3f} ms ({floors[True][-1] / hf[-1]:.2f}x "
+                f"the last hyperfine -N true); load {load()}",
+                flush=True,
+            )
     for label, limit in QUICK_LIMITS.items():
         q = median(quick[label]) / median(hf)
         print(
             f"goal quick form, {label}, per trial <= {limit}x hyperfine -N true: {q:.2f}x  "
             f"{verdict(q <= limit)} (median of {repeat}; hyperfine {median(hf) * 1e3:.3f} ms)"
         )
+    bare, read = median(floors[False]), median(floors[True])
+    print(
+        f"launcher floor (a Python loop of start + finished through washout's launcher): "
+        f"{bare / median(hf):.2f}x hyperfine -N true; with the two health readings per trial "
+        f"{read / median(hf):.2f}x; the quick form's own work per trial beyond it "
+        f"{(median(quick['one command']) - read) * 1e6:.0f} us (one command)"
+    )
     print(f"load average: {load()} (at end)")
 
 
