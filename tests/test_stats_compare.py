@@ -19,8 +19,8 @@ from washout.stats.compare import (
     compare_tests,
     modified_zscores,
     trial_warnings,
-    without_resource_metrics,
 )
+from washout.stats.trials import without_resource_metrics
 
 
 def frame(

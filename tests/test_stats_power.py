@@ -250,6 +250,16 @@ def test_cli_plan_from_a_real_pilot_store(tmp_path) -> None:
     assert all(t["runs_needed"] and t["power_at"] >= 0.8 for t in out["tests"])
     table = washout("plan", "--pilot", db, "--detect", "20%").stdout
     assert "fewer than 10 pilot trials" in table
+    # Its export holds each trial's resource and health measures too; planned from it, the
+    # plan is the store's (the same metrics, so the same alpha per test), as the analysis is.
+    csv = tmp_path / "pilot.csv"
+    washout("export", db, "-o", csv)
+    assert "health.other_cpu" in csv.read_text()
+    from_csv = json.loads(
+        washout("plan", "--pilot", csv, "--detect", "20%", "--format", "json").stdout
+    )
+    assert from_csv.pop("pilot") == str(csv) and out.pop("pilot") == str(db)
+    assert from_csv == out
 
 
 def test_degenerate_pilots() -> None:

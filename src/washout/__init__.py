@@ -309,7 +309,7 @@ def load(source: str | Path) -> pd.DataFrame:
 def _frame(source: str | Path | pd.DataFrame) -> pd.DataFrame:
     """A long-format frame as given, or loaded from a path, without the resource metrics
     (as ``washout analyze`` analyses it: the spec's own metrics)."""
-    from washout.stats.compare import without_resource_metrics
+    from washout.stats.trials import without_resource_metrics
 
     return without_resource_metrics(load(source) if isinstance(source, str | Path) else source)
 

@@ -128,7 +128,7 @@ def _analyze(
             meanwhile()
         return sweep_analysis(sweep, settings, Path(source).name, options, str(source))
     trials, info = _load(source, options)
-    from washout.stats.compare import without_resource_metrics
+    from washout.stats.trials import without_resource_metrics
 
     health, trials, unhealthy = _healthy(trials, options)
     analysed = without_resource_metrics(trials, options.metric)
@@ -223,8 +223,8 @@ def _context(
                 "run with [experiment] context or run --context to randomize it"
             )
         return None
-    from washout.stats.compare import without_resource_metrics
     from washout.stats.context import context_effect
+    from washout.stats.trials import without_resource_metrics
 
     trials = analysed
     if info is not None and not {"run", "position"} <= set(analysed.columns):
@@ -525,7 +525,7 @@ def _unhealthy_excluded(
     """The values ``--healthy-only`` set aside, counted, and why."""
     if health is None or unhealthy is None or not health.unhealthy:
         return ()
-    from washout.stats.compare import without_resource_metrics
+    from washout.stats.trials import without_resource_metrics
 
     causes = ", ".join(f"{n} {cause}" for cause, n in health.causes().items())
     return (

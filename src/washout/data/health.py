@@ -2,7 +2,7 @@
 :mod:`washout.harness.metrics.health`). A store's long format has their rows where it has
 the resource metrics' (``resources=True``: export, ``washout.load``, a report), one per
 measure taken; the analyses leave both out unless a user names one
-(:func:`washout.stats.compare.without_resource_metrics`).
+(:func:`washout.stats.trials.without_resource_metrics`).
 """
 
 from __future__ import annotations

@@ -33,12 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from washout.data.health import HEALTH_METRICS
 from washout.data.longformat import RESOURCE_METRICS, is_in
 from washout.stats.claims import EVALUATED_ORDERS, hodges_lehmann
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.frames import FrameView
-from washout.stats.trials import usable_trials
+from washout.stats.trials import AROUND_TRIALS, usable_trials
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,9 +159,6 @@ class Comparison(FrameView):
         return pd.DataFrame(rows)
 
 
-AROUND_TRIALS: tuple[str, ...] = (*RESOURCE_METRICS, *HEALTH_METRICS)
-"""The metrics washout measures of every trial, whatever its test: out of the analyses
-unless named."""
 COMPARED_TESTS = 20
 """Most tests ``analyze`` and reports give the comparison: it is for a handful of commands;
 a study of hundreds of configurations gets the order analysis alone."""
@@ -206,18 +202,6 @@ def trial_warnings(times_in_trial_order: np.ndarray, first: str) -> tuple[str, .
     if (abs(scores) > OUTLIER_THRESHOLD).any():
         return (OUTLIERS_DETECTED,)
     return ()
-
-
-def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """``df`` without the rows of the resource and the health metrics (:data:`AROUND_TRIALS`)
-    but the kind ``metric`` names, if it names one: the default analyses cover the spec's own
-    metrics, so measuring CPU time, RSS and each trial's health does not change their
-    family-wise correction."""
-    if "metric" not in df.columns:
-        return df
-    dropped = [m for kind in (RESOURCE_METRICS, HEALTH_METRICS) if metric not in kind for m in kind]
-    keep = ~is_in(df["metric"], dropped)
-    return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
 
 
 def _summary(

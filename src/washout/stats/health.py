@@ -271,7 +271,7 @@ def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ..
     resource metrics), its ok values healthy against unhealthy."""
     import numpy as np
 
-    from washout.stats.compare import without_resource_metrics
+    from washout.stats.trials import without_resource_metrics
 
     def medians(rows: pd.DataFrame) -> dict[tuple[str, str], tuple[int, float | None]]:
         rows = without_resource_metrics(rows)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from washout.errors import WashoutError
 from washout.stats.family import check_alpha
 from washout.stats.kruskal import chi2_sf_1, kruskal_merged
-from washout.stats.trials import usable_trials
+from washout.stats.trials import usable_trials, without_resource_metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -568,8 +568,11 @@ class DetectableDelta:
 def _pilot_samples(
     df: pd.DataFrame, metric: str | None
 ) -> list[tuple[str, str, np.ndarray, str, pd.DataFrame]]:
-    """Per (test, metric): the resampling pool, where it came from, and the test's ok rows."""
-    ok, _ = usable_trials(df, "planning")
+    """Per (test, metric): the resampling pool, where it came from, and the test's ok rows.
+    The spec's own metrics, as the analysis takes them (the resource and health measures
+    only where ``metric`` names one): a store's export, which holds every trial's measures,
+    plans as the store does, with the same family and so the same alpha per test."""
+    ok, _ = usable_trials(without_resource_metrics(df, metric), "planning")
     if metric is not None:
         if metric not in set(ok["metric"]):
             raise WashoutError(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from washout.data.health import HEALTH_METRICS
+from washout.data.longformat import RESOURCE_METRICS, is_in
 from washout.errors import WashoutError
 
 if TYPE_CHECKING:
@@ -44,3 +46,20 @@ def usable_trials(df: pd.DataFrame, what: str) -> tuple[pd.DataFrame, int]:
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
     keep = (frame["status"] == "ok") & np.isfinite(frame["value"].to_numpy())
     return frame.loc[keep].reset_index(drop=True), int((~keep).sum())
+
+
+AROUND_TRIALS: tuple[str, ...] = (*RESOURCE_METRICS, *HEALTH_METRICS)
+"""The metrics washout measures of every trial, whatever its test: out of the analyses
+unless named."""
+
+
+def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """``df`` without the rows of the resource and the health metrics (:data:`AROUND_TRIALS`)
+    but the kind ``metric`` names, if it names one: the default analyses cover the spec's own
+    metrics, so measuring CPU time, RSS and each trial's health does not change their
+    family-wise correction."""
+    if "metric" not in df.columns:
+        return df
+    dropped = [m for kind in (RESOURCE_METRICS, HEALTH_METRICS) if metric not in kind for m in kind]
+    keep = ~is_in(df["metric"], dropped)
+    return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
