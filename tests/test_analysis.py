@@ -249,7 +249,8 @@ def test_carryover_and_drift_are_taken_unasked_up_to_a_limit_of_tests() -> None:
 
 def test_values_near_the_float_limit_give_valid_json(tmp_path: Path) -> None:
     """Issue 32: finite values whose mean overflows a float gave a ValueError traceback; the
-    JSON now has null there, and nothing is written to stderr."""
+    JSON now has null there, and nothing is written to stderr (by the analysis, OrderSage's
+    table or a plan)."""
     rows = ["run,order,position,test,metric,value,status,worker"]
     for run in range(8):
         for position, (test, value) in enumerate((("a", 1e308), ("b", 1.7e308))):
@@ -273,6 +274,16 @@ def test_values_near_the_float_limit_give_valid_json(tmp_path: Path) -> None:
     # fixed runs 0, 2, 4, 6: the median of 1, 0.98, 0.96, 0.94 e308, halves first (no overflow)
     assert first["median_fixed"] == pytest.approx(0.97e308)
     assert data["comparison"]["summaries"][0]["mean"] is None
+    # OrderSage's table and a plan from the same pilot: the same undefined values, no
+    # RuntimeWarning on stderr
+    for args in (["analyze", "--compat", "ordersage"], ["plan", "--detect", "5%", "--pilot"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "washout", *args, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_html_escapes_what_the_terminal_prints_as_is() -> None:

@@ -34,6 +34,7 @@ from washout.analysis.result import (
     Worker,
 )
 from washout.errors import WashoutError
+from washout.stats.floats import undefined_on_overflow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,6 +92,7 @@ class _Why:
     failed: dict[str, str]
 
 
+@undefined_on_overflow
 def analyze(
     source: str | Path | pd.DataFrame,
     options: Options | None = None,
@@ -103,12 +105,7 @@ def analyze(
     --dir``) or a long-format DataFrame. ``context`` says what a frame's source knows
     beside its trials (a store's is read from it). ``meanwhile`` is the caller's work to
     run once the order analysis is done, while the child may still work."""
-    import numpy as np
-
-    # Values near the float limit make means and spreads overflow: those are reported as
-    # undefined (null), not as warnings on stderr.
-    with np.errstate(all="ignore"):
-        return _analyze(source, options, context, meanwhile)
+    return _analyze(source, options, context, meanwhile)
 
 
 def _analyze(

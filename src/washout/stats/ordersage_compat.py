@@ -34,6 +34,7 @@ import math
 from typing import TYPE_CHECKING
 
 from washout.errors import WashoutError
+from washout.stats.floats import undefined_on_overflow
 from washout.stats.kruskal import kruskal_two
 from washout.stats.median_ci import check_confidence
 from washout.stats.order import collect_samples, shapiro_all, summarize
@@ -126,6 +127,7 @@ def _variation(sample: np.ndarray) -> float:
     return round(float(np.std(sample) / np.mean(sample)), 3)
 
 
+@undefined_on_overflow
 def ordersage_stats(
     df: pd.DataFrame,
     generation: str = "test",

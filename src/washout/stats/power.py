@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from washout.errors import WashoutError
 from washout.stats.family import check_alpha
+from washout.stats.floats import undefined_on_overflow
 from washout.stats.kruskal import chi2_sf_1, kruskal_merged
 from washout.stats.trials import usable_trials, without_resource_metrics
 
@@ -606,6 +607,7 @@ def _check_power(power: float) -> float:
     return float(power)
 
 
+@undefined_on_overflow
 def plan_runs(
     df: pd.DataFrame,
     delta_pct: float,
@@ -654,6 +656,7 @@ def plan_runs(
     return rows
 
 
+@undefined_on_overflow
 def detectable_deltas(
     df: pd.DataFrame,
     *,
