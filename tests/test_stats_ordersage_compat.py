@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ARTIFACT
+from conftest import ARTIFACT, washout
 from scipy.stats import norm
 
 from washout.data.sources import load_trials
@@ -192,3 +193,25 @@ def test_shapiro_columns_follow_scipy_for_small_and_constant_samples() -> None:
     assert (a["SW_test_stat_fixed"], a["SW_p-value_fixed"]) == (constant.statistic, constant.pvalue)
     assert a["SW_p-value_random"] == pytest.approx(random.pvalue, rel=1e-12)
     assert np.isnan(frame.loc["b", "SW_p-value_fixed"])  # n = 2: no test (OrderSage would stop)
+
+
+def test_a_store_and_its_export_give_the_same_table(tmp_path: Path) -> None:
+    """A real store and its export, which holds every trial's resource and health measures:
+    the same table from both (the spec's metrics, so the same m and the same CIs), as the
+    analysis gives; a resource metric is tabled where --metric names it."""
+    db, csv = tmp_path / "s.db", tmp_path / "s.csv"
+    washout("run", "true", "sleep 0.001", "--runs", "8", "--seed", "1", "--db", db, "-q")
+    washout("export", db, "-o", csv)
+    assert "health.other_cpu" in csv.read_text()
+    tables = [
+        json.loads(washout("analyze", src, "--compat", "ordersage", "--format", "json").stdout)
+        for src in (db, csv)
+    ]
+    assert tables[0] == tables[1] and len(tables[0]) == 2
+    named = washout("analyze", csv, "--compat", "ordersage", "--metric", "user", "--format", "json")
+    assert {row["metric"] for row in json.loads(named.stdout)} == {
+        "wall",
+        "user",
+        "system",
+        "max_rss",
+    }

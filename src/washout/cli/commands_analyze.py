@@ -143,6 +143,7 @@ def _ordersage(source: Path, options: Options, fmt: str) -> None:
         test_column=info.test_column,
         ci_confidence=options.ci_confidence,
         by_worker=options.by_worker,
+        metric=options.metric,
     )
     if fmt == "csv":
         sys.stdout.write(csv_text(frame))

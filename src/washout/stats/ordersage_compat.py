@@ -38,6 +38,7 @@ from washout.stats.floats import undefined_on_overflow
 from washout.stats.kruskal import kruskal_two
 from washout.stats.median_ci import check_confidence
 from washout.stats.order import collect_samples, shapiro_all, summarize
+from washout.stats.trials import without_resource_metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,6 +135,7 @@ def ordersage_stats(
     test_column: str | None = None,
     ci_confidence: float | None = None,
     by_worker: bool = False,
+    metric: str | None = None,
 ) -> pd.DataFrame:
     """OrderSage's node_stats table for long-format trials (see the module doc).
 
@@ -141,6 +143,9 @@ def ordersage_stats(
     names the test column (default: that generation's). ``ci_confidence`` overrides
     1 - 0.05 / m. With ``by_worker``, one row per hostname and test, as OrderSage's per-node
     table. A ``metric`` column follows the test column when there is more than one metric.
+    The metrics are those washout's analysis takes (a resource or health measure only where
+    ``metric`` names its kind), so a store and its export, which holds every trial's
+    measures, give the same table and the same m.
     """
     import numpy as np
     import pandas as pd
@@ -150,7 +155,8 @@ def ordersage_stats(
     test_column = test_column or GENERATIONS[generation]
     if "run" not in df.columns:
         raise WashoutError("long format: column run missing: OrderSage's failure rule needs it")
-    samples = collect_samples(drop_failures(df), by_worker=by_worker)
+    trials = drop_failures(without_resource_metrics(df, metric))
+    samples = collect_samples(trials, by_worker=by_worker)
     tests = {(t, m) for t, m, _ in samples.keys}
     if ci_confidence is None:
         ci_confidence = 1 - P_SAME / max(len(tests), 1)
