@@ -383,3 +383,16 @@ def test_plain_commands_run_without_a_shell_and_shell_syntax_keeps_it(
         assert parents["direct"] == proc.pid  # washout itself started grep
     else:
         assert parents["direct"] != proc.pid  # its launcher did
+
+
+def test_help_shows_spec_tables_and_whole_sentences() -> None:
+    """Help texts name spec tables in brackets ("[experiment] runs", "[[worker]]"): shown as
+    written, not taken for markup and dropped; a command's summary in the list of commands
+    is one sentence, not broken where its docstring's lines break."""
+    wide = {**os.environ, "COLUMNS": "200"}
+    assert "[experiment] runs" in washout("run", "--help", env=wide).stdout
+    assert "[[worker]]" in washout("check", "--help", env=wide).stdout
+    assert "[sweep] table" in washout("sweep", "--help", env=wide).stdout
+    listed = washout("--help", env=wide).stdout.splitlines()
+    bisect = next(line for line in listed if "Find the commit" in line)
+    assert "the good and bad builds" in bisect

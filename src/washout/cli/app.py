@@ -19,6 +19,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    # Help texts are read as Markdown, which leaves "[experiment]" as it is (rich markup took
+    # it for a style tag and dropped it) and joins a docstring's lines into its paragraph
+    # (rich markup kept them as line breaks in the list of commands).
+    rich_markup_mode="markdown",
 )
 
 

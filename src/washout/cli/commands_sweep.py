@@ -197,7 +197,7 @@ def explore(
 @app.command()
 def sweep(
     spec: Path = typer.Argument(
-        ..., help="Spec with a \\[sweep] table (and \\[experiment], \\[reset] ...)."
+        ..., help="Spec with a [sweep] table (and [experiment], [reset] ...)."
     ),
     directory: Path = typer.Option(
         None,
@@ -206,13 +206,13 @@ def sweep(
             "Where the batch stores go (default: washout-results/NAME-sweep); run again to resume."
         ),
     ),
-    seed: int = typer.Option(None, "--seed", help="Override \\[experiment].seed."),
+    seed: int = typer.Option(None, "--seed", help="Override [experiment].seed."),
     method: str = typer.Option(
         None,
         "--method",
         help=(
-            "Override \\[sweep].method: ours or paper, as for washout explore (the options "
-            "the \\[sweep] table sets still override single parts)."
+            "Override [sweep].method: ours or paper, as for washout explore (the options "
+            "the [sweep] table sets still override single parts)."
         ),
     ),
     fmt: str = typer.Option("table", "--format", help="table or json."),
