@@ -97,6 +97,30 @@ def test_ranking_is_the_hodges_lehmann_ratio_of_random_runs_paired_by_run() -> N
     assert not any(r.orders_disagree for r in result.rankings)
 
 
+def test_a_ratio_without_a_ci_says_how_many_runs_a_ci_needs() -> None:
+    """hyperfine's --runs 10 in the quick form is 5 random-order runs: at 95% the
+    signed-rank interval needs 6 (the most extreme of 2^5 sign patterns has p = 1/16), so
+    no difference can be significant; the summary says so, and how many it needs. At 3
+    comparisons (Bonferroni, 98.3%) it needs 7. The count is the smallest with an interval,
+    as hodges_lehmann computes it."""
+    from washout.report.text import ranking_lines
+    from washout.stats.claims import fewest_for_interval
+
+    for runs, tests, needed in ((5, 2, 6), (6, 2, 6), (6, 4, 7)):
+        df = frame({f"t{i}": 1.0 + 0.17 * i for i in range(tests)}, runs=runs)
+        rankings = compare_tests(df).rankings
+        assert {r.runs_for_ci for r in rankings} == {needed}
+        confidence = 1 - 0.05 / (tests - 1)
+        assert fewest_for_interval(confidence) == needed
+        assert hodges_lehmann(np.arange(needed - 1.0), confidence)[1] is None
+        assert hodges_lehmann(np.arange(float(needed)), confidence)[1] is not None
+        assert all((r.ratio_ci is None) == (runs < needed) for r in rankings)
+    df = frame({"a": 1.0, "b": 1.17}, runs=5)
+    head, [line] = ranking_lines(compare_tests(df))[0]
+    assert head == "No significant difference between 'a' and 'b':"
+    assert line.endswith("(too few runs for a CI, which needs 6; 5 runs)")
+
+
 def test_orders_disagree_when_fixed_order_changes_the_ratio() -> None:
     df = frame({"a": 1.0, "b": 2.0}, runs=15, fixed_factor={"b": 1.5})
     (r,) = compare_tests(df).rankings

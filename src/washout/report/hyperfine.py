@@ -96,7 +96,7 @@ def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str
             rel = "1.00"
         elif s.test in relative:
             r = relative[s.test]
-            rel = f"{r.ratio:.2f} ({ratio_ci(r.ratio_ci, r.confidence)})"
+            rel = f"{r.ratio:.2f} ({ratio_ci(r.ratio_ci, r.confidence, r.runs_for_ci)})"
         else:
             rel = ""
         command = commands.get(s.test, s.test).replace("|", "\\|")

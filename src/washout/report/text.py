@@ -89,10 +89,13 @@ def span(lo: float, hi: float) -> str:
     return a if a == b else f"{a} to {b}"
 
 
-def ratio_ci(ci: tuple[float, float] | None, confidence: float | None) -> str:
-    """A ratio's CI, with the ratio's two decimals: ``95% CI 1.85…1.92``."""
+def ratio_ci(
+    ci: tuple[float, float] | None, confidence: float | None, runs_for_ci: int | None = None
+) -> str:
+    """A ratio's CI, with the ratio's two decimals: ``95% CI 1.85…1.92``; without one, how
+    many runs a CI needs, where that is known."""
     if ci is None or confidence is None:
-        return "too few runs for a CI"
+        return "too few runs for a CI" + (f", which needs {runs_for_ci}" if runs_for_ci else "")
     return f"{confidence:.0%} CI {ci[0]:.2f}…{ci[1]:.2f}"
 
 
@@ -311,9 +314,10 @@ def ranking_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
         if r.significant and r.ratio < 1:
             out.append((f"{r.test!r} ran", [ratio_phrase(r, comparison, inverse=True)]))
         elif not r.significant:
-            ci = ratio_ci(r.ratio_ci, r.confidence)
+            ci = ratio_ci(r.ratio_ci, r.confidence, r.runs_for_ci)
+            runs = f"{';' if r.ratio_ci is None else ','} {r.n_runs} runs"
             head = f"No significant difference between {r.fastest!r} and {r.test!r}:"
-            out.append((head, [f"ratio {r.ratio:.2f}  ({ci}, {r.n_runs} runs)"]))
+            out.append((head, [f"ratio {r.ratio:.2f}  ({ci}{runs})"]))
     for r in comparison.rankings:
         if r.orders_disagree:
             out.append((f"{r.fastest!r} vs {r.test!r}:", [disagreement(r)]))

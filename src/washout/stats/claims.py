@@ -286,6 +286,16 @@ def walsh_rank(n: int, confidence: float) -> tuple[int, float] | None:
     return t + 1, 1.0 - 2.0 * NormalDist().cdf((t - mean) / sd)
 
 
+def fewest_for_interval(confidence: float) -> int:
+    """The fewest values for which :func:`walsh_rank` has an interval at ``confidence``
+    (6 at 95%, 7 at 97.5%: below them even the widest interval, the smallest and largest
+    Walsh averages, covers with less than the confidence)."""
+    n = 1
+    while walsh_rank(n, confidence) is None:
+        n += 1
+    return n
+
+
 def hodges_lehmann(
     x: np.ndarray, confidence: float
 ) -> tuple[float, tuple[float, float] | None, float | None]:

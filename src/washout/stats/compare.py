@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.data.longformat import RESOURCE_METRICS, is_in
-from washout.stats.claims import EVALUATED_ORDERS, hodges_lehmann
+from washout.stats.claims import EVALUATED_ORDERS, fewest_for_interval, hodges_lehmann
 from washout.stats.family import adjust, check_alpha, check_method
 from washout.stats.frames import FrameView
 from washout.stats.trials import AROUND_TRIALS, usable_trials
@@ -100,6 +100,9 @@ class Ranking:
     fixed_ratio: float | None
     interaction_p: float | None
     orders_disagree: bool
+    runs_for_ci: int | None = None
+    """The fewest random-order runs that give ``ratio_ci`` at the family's confidence (what
+    a ratio without a CI lacks: with 5 runs, none at 95%)."""
 
     @property
     def significant(self) -> bool:
@@ -327,6 +330,7 @@ def compare_tests(
                 fixed_ratio=math.exp(hodges_lehmann(fixed, confidence)[0]) if fixed.size else None,
                 interaction_p=p_of.get(i),
                 orders_disagree=bool(differs.get(i, False)),
+                runs_for_ci=fewest_for_interval(confidence),
             )
         )
     rankings.sort(key=lambda r: r.ratio)
