@@ -184,3 +184,10 @@ def test_hyperfines_units() -> None:
     assert seconds(0.0002, ("ms", 1e-3)) == "0.2 ms"
     assert seconds(None) == "-"
     assert byte_size(3 * 2**20) == "3 MiB" and byte_size(512) == "512 B"
+    # three significant digits without scientific notation: a thousand of a unit and more
+    # is written in the next unit up (max RSS of `true` was "1.02e+03 KiB")
+    assert byte_size(1020 * 2**10) == "0.996 MiB"
+    assert byte_size(999 * 2**10) == "999 KiB" and byte_size(1023.9 * 2**20) == "1 GiB"
+    assert byte_size(1000) == "1000 B" and byte_size(2000 * 2**30) == "2000 GiB"
+    for value in np.geomspace(1, 2**45, 2000):
+        assert "e+" not in byte_size(value)

@@ -47,13 +47,21 @@ def seconds(value: float | None, unit: tuple[str, float] | None = None) -> str:
     return f"{value / size:.{3 if name == 's' else 1}f} {name}"
 
 
+BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
 def byte_size(value: float | None) -> str:
-    """Bytes in binary units, as sizes are written in a spec: ``12.3 MiB``; ``-`` if none."""
+    """Bytes in binary units, as sizes are written in a spec: ``12.3 MiB``; ``-`` if none.
+    Three significant digits; a value that would round to a thousand of a unit (1,020 KiB)
+    is written in the next one up (``0.996 MiB``), never as ``1.02e+03 KiB``."""
     if value is None or not math.isfinite(value):
         return "-"
-    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for i, (name, size) in enumerate(BINARY_UNITS):
         if abs(value) >= size:
-            return f"{value / size:.3g} {name}"
+            if abs(value) / size >= 999.5 and i > 0:
+                name, size = BINARY_UNITS[i - 1]
+            scaled = value / size
+            return f"{scaled:.3g} {name}" if abs(scaled) < 999.5 else f"{scaled:.0f} {name}"
     return f"{value:.0f} B"
 
 
