@@ -391,3 +391,29 @@ def test_claims_json_and_words_judge_per_run_ratios(tmp_path: Path) -> None:
     words = " ".join(analyze(path, "--claim", "A < B").stdout.split())
     assert "Claim 'A < B' (wall) holds in both fixed and random order" in words
     assert f"per-run ratio A/B {claim['fixed']['ratio']:.4g} (" in words
+
+
+def test_a_metric_the_source_lacks_is_a_one_line_error(tmp_path: Path) -> None:
+    """--metric restricts carryover, drift and claims to a metric and compares on it: a
+    misspelt name restricted them to nothing and left no comparison without a word. Now
+    one line naming the source, the value and the metrics there are; a store's resource
+    and health measures, read only where asked for, are names it takes."""
+    from conftest import washout
+
+    import washout as api
+
+    db = tmp_path / "s.db"
+    washout("run", "true", "/bin/true", "--runs", "4", "--seed", "1", "--db", db, "-q")
+    proc = analyze(db, "--metric", "wal")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"washout: error: {db}: metric = 'wal': no such metric here "
+        "(metrics: wall, user, system, max_rss, health.*)"
+    ]
+    for named in ("wall", "user", "health.other_cpu"):
+        assert analyze(db, "--metric", named).returncode == 0
+    proc = analyze(MEMCACHED, "--metric", "user")  # a CSV has what it holds
+    assert proc.returncode == 2 and "metric = 'user'" in proc.stderr
+    trials = load_trials(MEMCACHED)[0]
+    with pytest.raises(WashoutError, match="the trials: metric = 'nope'"):
+        api.analyze(trials, metric="nope")
