@@ -314,6 +314,7 @@ def compare_tests(
     differs = dict(zip(both_orders, adjust(interaction, level, method)[0]))
     p_of = dict(zip(both_orders, interaction))
     rankings = []
+    runs_for_ci = fewest_for_interval(confidence)  # the same for every comparison
     for i, t in enumerate(others):
         if not pairs[i]["random"].size:
             continue
@@ -330,7 +331,7 @@ def compare_tests(
                 fixed_ratio=math.exp(hodges_lehmann(fixed, confidence)[0]) if fixed.size else None,
                 interaction_p=p_of.get(i),
                 orders_disagree=bool(differs.get(i, False)),
-                runs_for_ci=fewest_for_interval(confidence),
+                runs_for_ci=runs_for_ci,
             )
         )
     rankings.sort(key=lambda r: r.ratio)
