@@ -412,6 +412,8 @@ def test_a_metric_the_source_lacks_is_a_one_line_error(tmp_path: Path) -> None:
     ]
     for named in ("wall", "user", "health.other_cpu"):
         assert analyze(db, "--metric", named).returncode == 0
+    ordersage = analyze(db, "--compat", "ordersage", "--metric", "wal")  # the same check
+    assert ordersage.returncode == 2 and ordersage.stderr == proc.stderr
     proc = analyze(MEMCACHED, "--metric", "user")  # a CSV has what it holds
     assert proc.returncode == 2 and "metric = 'user'" in proc.stderr
     trials = load_trials(MEMCACHED)[0]

@@ -125,9 +125,11 @@ def _analyze(
             meanwhile()
         return sweep_analysis(sweep, settings, Path(source).name, options, str(source))
     trials, info = _load(source, options)
+    from washout.stats.trials import check_metric, without_resource_metrics
+
     if options.metric is not None:
-        _check_metric(trials, info, options.metric)
-    from washout.stats.trials import without_resource_metrics
+        where = "the trials" if info is None else str(info.path)
+        check_metric(trials, options.metric, where, store=info is not None and info.kind == "store")
 
     health, trials, unhealthy = _healthy(trials, options)
     analysed = without_resource_metrics(trials, options.metric)
@@ -290,25 +292,6 @@ def _load(
     worker = ["worker"] if options.by_worker else []
     columns = (*ORDER_COLUMNS, *worker, *CONTEXT_COLUMNS) if alone else None
     return load_trials(source, columns, defer_checks=True)
-
-
-def _check_metric(trials: pd.DataFrame, info: SourceInfo | None, metric: str) -> None:
-    """A one-line error where ``metric`` (``--metric``) is none of the source's: the trials'
-    own metrics, and a store's resource and health measures (read only for the analyses
-    that take them). Without it a misspelt name restricted carryover, drift and claims to
-    nothing and left no comparison, without a word."""
-    from washout.data.longformat import present
-    from washout.stats.trials import AROUND_TRIALS
-
-    names = sorted({str(m) for m in present(trials["metric"])} if "metric" in trials else set())
-    store = info is not None and info.kind == "store"
-    if metric not in names and not (store and metric in AROUND_TRIALS):
-        where = "the trials" if info is None else str(info.path)
-        measures = ", user, system, max_rss, health.*" if store else ""
-        raise WashoutError(
-            f"{where}: metric = {metric!r}: no such metric here "
-            f"(metrics: {', '.join(names) or 'none'}{measures})"
-        )
 
 
 def _beside(job: Callable[[], T], work: Callable[[], U]) -> tuple[T, U]:

@@ -134,9 +134,12 @@ def _ordersage(source: Path, options: Options, fmt: str) -> None:
     from washout.data.sources import load_trials
     from washout.report.terminal import frame_table, table_text
     from washout.stats.ordersage_compat import ordersage_stats
+    from washout.stats.trials import check_metric
 
     trials, info = load_trials(source)
     _refuse_why(options.why or bool(_spec_claims(source, info.kind)))
+    if options.metric is not None:
+        check_metric(trials, options.metric, str(source), store=info.kind == "store")
     frame = ordersage_stats(
         trials,
         generation=info.generation or "test",

@@ -63,3 +63,20 @@ def without_resource_metrics(df: pd.DataFrame, metric: str | None = None) -> pd.
     dropped = [m for kind in (RESOURCE_METRICS, HEALTH_METRICS) if metric not in kind for m in kind]
     keep = ~is_in(df["metric"], dropped)
     return df if bool(keep.all()) else df.loc[keep].reset_index(drop=True)
+
+
+def check_metric(trials: pd.DataFrame, metric: str, where: str, store: bool = False) -> None:
+    """A one-line error where ``metric`` (``--metric``) is none of the source's (``where``):
+    the trials' own metrics, and with ``store`` its resource and health measures (a store
+    gives them only to the analyses that take them). Without it a misspelt name restricted
+    carryover, drift and claims to nothing, left no comparison, and OrderSage's table took
+    it for no restriction, without a word."""
+    from washout.data.longformat import present
+
+    names = sorted({str(m) for m in present(trials["metric"])} if "metric" in trials else set())
+    if metric not in names and not (store and metric in AROUND_TRIALS):
+        measures = ", user, system, max_rss, health.*" if store else ""
+        raise WashoutError(
+            f"{where}: metric = {metric!r}: no such metric here "
+            f"(metrics: {', '.join(names) or 'none'}{measures})"
+        )
