@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import MEMCACHED, washout
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from machine_tree import CPU
 from test_trial_health import health_tree
 
@@ -20,13 +22,14 @@ from washout.data.health import (
     APERF_MPERF,
     INVOLUNTARY_SWITCHES,
     KERNEL_LOG,
+    MIGRATIONS,
     OTHER_CPU,
     SWAP_IN,
     SWAP_OUT,
     THROTTLES,
 )
 from washout.data.store import read_long
-from washout.stats.health import TICK_FLOOR, HealthLimits, split_by_health
+from washout.stats.health import TICK_FLOOR, HealthLimits, flag_rows, split_by_health
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +87,12 @@ def test_a_real_run_sets_aside_the_trials_that_throttled(throttled: Path) -> Non
     assert set(split.flagged["metric"]) == {"wall", "user", "system", "max_rss"}
     assert (split.judgement.judged, split.judgement.unmeasured) == (12, 0)
     assert split.judgement.causes() == {"throttled": 3}
+    # Each row of a flagged trial, health rows too, and no other (the report rings them).
+    marked = trials.loc[flag_rows(trials, unhealthy)]
+    assert {(r, p, t) for r, p, t in zip(marked["run"], marked["position"], marked["test"])} == {
+        (t.run, t.position, t.test) for t in unhealthy
+    }
+    assert len(marked) == 3 * len(trials[trials["status"] == "ok"]["metric"].unique())
     (stratum,) = split.judgement.strata
     assert (stratum.test, stratum.metric, stratum.healthy, stratum.unhealthy) == (
         "hot",
@@ -255,3 +264,171 @@ def test_a_source_without_health_measures_sets_nothing_aside_and_says_so() -> No
         "them): none set aside." in out
     )
     assert "Health" not in washout("analyze", source).stdout  # nothing asked, nothing said
+
+
+HEALTH_NAMES = (THROTTLES, KERNEL_LOG, INVOLUNTARY_SWITCHES, MIGRATIONS, SWAP_IN, SWAP_OUT)
+HEALTH_NAMES += (OTHER_CPU, APERF_MPERF)
+
+
+def one_by_one(
+    rows: pd.DataFrame, limits: HealthLimits
+) -> tuple[list[tuple[object, ...]], int, int, list[bool]]:
+    """The module docstring's rules applied trial by trial in plain Python (the reference
+    the column-wise judgement must equal): each flagged trial with its causes and
+    reasons in order, how many ok trials were judged and unmeasured, and which of the
+    rows that are not health rows belong to a flagged trial."""
+    values: dict[tuple[str, int, int, str], dict[str, float]] = {}
+    seconds: dict[tuple[str, int, int, str], float] = {}
+    keys = []
+    for row in rows.to_dict("records"):
+        key = (str(row["worker"]), int(row["run"]), int(row["position"]), str(row["test"]))
+        keys.append(key)
+        metric = str(row["metric"])
+        if (
+            metric.startswith("health.")
+            and str(row["status"]) == "ok"
+            and row["value"] == row["value"]
+        ):
+            values.setdefault(key, {})[metric] = float(row["value"])
+            if "started" in row:
+                begun = pd.Timestamp(row["started"]) if row["started"] else pd.NaT
+                end = pd.Timestamp(row["ended"]) if row["ended"] else pd.NaT
+                seconds[key] = (end - begun).total_seconds() if begun and end else float("nan")
+    flagged = []
+    for key in sorted(values):
+        got, found = values[key], []
+        for kind, limit, name, what in (
+            ("throttled", limits.throttles, THROTTLES, "thermal throttle event(s)"),
+            ("kernel-log", limits.kernel_log, KERNEL_LOG, "new kernel log record(s)"),
+            (
+                "switched",
+                limits.involuntary_switches,
+                INVOLUNTARY_SWITCHES,
+                "involuntary context switch(es)",
+            ),
+            ("migrated", limits.migrations, MIGRATIONS, "CPU migration(s)"),
+        ):
+            if limit is not None and name in got and got[name] > limit:
+                found.append((kind, f"{kind} {got[name]:g} {what} (limit {limit:g})"))
+        if limits.swapped is not None and (SWAP_IN in got or SWAP_OUT in got):
+            pages = got.get(SWAP_IN, 0.0) + got.get(SWAP_OUT, 0.0)
+            if pages > limits.swapped:
+                found.append(
+                    ("swapped", f"swapped {pages:g} page(s) in or out (limit {limits.swapped:g})")
+                )
+        s = seconds.get(key, float("nan"))
+        if limits.other_cpu is not None and OTHER_CPU in got and s > 0:
+            other = got[OTHER_CPU]
+            if other > max(limits.other_cpu * s, TICK_FLOOR):
+                found.append(
+                    (
+                        "busy",
+                        f"busy: other processes used {other / s:.2f} CPU over the trial "
+                        f"({other:.3g} s; limit {limits.other_cpu:g})",
+                    )
+                )
+        if limits.aperf_mperf is not None and APERF_MPERF in got:
+            low, high = limits.aperf_mperf
+            if not low <= got[APERF_MPERF] <= high:
+                found.append(
+                    (
+                        "clocked",
+                        f"clocked APERF/MPERF {got[APERF_MPERF]:.3f} (bounds {low:g}-{high:g})",
+                    )
+                )
+        if found:
+            flagged.append((*key, tuple(c for c, _ in found), tuple(r for _, r in found)))
+    marked = {f[:4] for f in flagged}
+    rest = [
+        (key, str(row["status"]) == "ok")
+        for key, row in zip(keys, rows.to_dict("records"))
+        if not str(row["metric"]).startswith("health.")
+    ]
+    ok_trials = {key for key, ok in rest if ok}
+    judged, unmeasured = len(ok_trials & values.keys()), len(ok_trials - values.keys())
+    return flagged, judged, unmeasured, [ok and key in marked for key, ok in rest]
+
+
+measure_value = st.one_of(
+    st.floats(min_value=0, max_value=50, allow_nan=False).map(lambda v: round(v, 2)),
+    st.sampled_from([float("nan"), float("inf"), 0.0, 1.0, 0.02, 0.95, 1.1]),
+)
+
+
+@st.composite
+def health_frames(draw: st.DrawFn) -> tuple[pd.DataFrame, HealthLimits]:
+    """Long-format rows of a few workers, runs, positions and tests, each trial's wall and
+    any of the health measures (some given twice, some NaN, some trials failed or without
+    health), stamps present, missing or absent, as text or as categorical columns."""
+    rows = []
+    for _ in range(draw(st.integers(0, 12))):
+        base = {
+            "worker": draw(st.sampled_from(["local", "w2", "a"])),
+            "run": draw(st.integers(-1, 2)),
+            "position": draw(st.integers(0, 2)),
+            "test": draw(st.sampled_from(["t", "u", "10"])),
+            "status": draw(st.sampled_from(["ok", "ok", "failed", "warmup"])),
+            "started": "2026-01-01T00:00:00+00:00",
+            "ended": draw(
+                st.sampled_from(
+                    [
+                        "2026-01-01T00:00:01+00:00",
+                        "2026-01-01T00:00:00.050000+00:00",
+                        "2026-01-01T00:00:00+00:00",
+                        None,
+                    ]
+                )
+            ),
+        }
+        rows.append({**base, "metric": "wall", "value": 1.0})
+        for name in draw(st.lists(st.sampled_from(HEALTH_NAMES), max_size=5)):
+            rows.append({**base, "metric": name, "value": draw(measure_value)})
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "worker",
+            "run",
+            "position",
+            "test",
+            "status",
+            "started",
+            "ended",
+            "metric",
+            "value",
+        ],
+    )
+    if draw(st.booleans()):
+        frame = frame.astype({c: "category" for c in ("worker", "test", "status", "metric")})
+    if draw(st.booleans()):
+        frame = frame.drop(columns=["started", "ended"])
+    optional = st.one_of(st.none(), st.sampled_from([0.0, 1.0, 5.0]))
+    limits = HealthLimits(
+        throttles=draw(optional),
+        swapped=draw(optional),
+        kernel_log=draw(optional),
+        other_cpu=draw(st.one_of(st.none(), st.sampled_from([0.0, 0.1, 2.0]))),
+        involuntary_switches=draw(optional),
+        migrations=draw(optional),
+        aperf_mperf=draw(st.one_of(st.none(), st.just((0.93, 1.03)))),
+    )
+    return frame, limits
+
+
+@settings(max_examples=300, deadline=None)
+@given(health_frames())
+def test_column_wise_judgement_equals_the_rules_trial_by_trial(
+    case: tuple[pd.DataFrame, HealthLimits],
+) -> None:
+    frame, limits = case
+    split = split_by_health(frame, limits)
+    flagged, judged, unmeasured, sick_rows = one_by_one(frame, limits)
+    got = [
+        (t.worker, t.run, t.position, t.test, t.causes, t.reasons)
+        for t in split.judgement.unhealthy
+    ]
+    assert got == flagged
+    assert (split.judgement.judged, split.judgement.unmeasured) == (judged, unmeasured)
+    rest = frame[~frame["metric"].astype(str).str.startswith("health.")].reset_index(drop=True)
+    sick = pd.Series(sick_rows, dtype=bool).to_numpy()
+    pd.testing.assert_frame_equal(split.flagged, rest.loc[sick].reset_index(drop=True))
+    pd.testing.assert_frame_equal(split.healthy, rest.loc[~sick].reset_index(drop=True))

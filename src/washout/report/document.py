@@ -383,7 +383,7 @@ def _health_sections(analysis: Analysis) -> list[Section]:
 def _unhealthy_figures(analysis: Analysis) -> list[FigureItem]:
     """Per affected test and metric (at most :data:`DETAIL_FIGURES`), its successful trials
     by position and time, the unhealthy ones marked."""
-    from washout.stats.health import trial_keys
+    from washout.stats.health import flag_rows
 
     health, trials = analysis.health, analysis.trials
     if health is None or trials is None or not len(trials) or analysis.options.healthy_only:
@@ -391,8 +391,7 @@ def _unhealthy_figures(analysis: Analysis) -> list[FigureItem]:
     ok = _usable(trials)
     if "worker" not in ok.columns:
         ok = ok.assign(worker="local")
-    marked = {(t.worker, t.run, t.position, t.test) for t in health.unhealthy}
-    ok = ok.assign(unhealthy=[key in marked for key in trial_keys(ok)])
+    ok = ok.assign(unhealthy=flag_rows(ok, health.unhealthy))
     items = []
     for i, s in enumerate(health.strata[:DETAIL_FIGURES]):
         rows = ok[(ok["test"].astype(str) == s.test) & (ok["metric"].astype(str) == s.metric)]

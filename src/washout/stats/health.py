@@ -23,7 +23,9 @@ flagged.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from washout.data.health import (
@@ -40,6 +42,7 @@ from washout.data.health import (
 from washout.stats.trials import require_columns
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 TRIAL = ("worker", "run", "position", "test")
@@ -148,56 +151,73 @@ class HealthSplit:
     judgement: HealthJudgement
 
 
-def _reasons(
-    row: dict[str, float], seconds: float | None, limits: HealthLimits
-) -> list[tuple[str, str]]:
-    """Why one trial (its health values by metric, its duration) is unhealthy: each
-    cause in a word, and in words."""
+def _causes(
+    measured: Callable[[str], np.ndarray], seconds: np.ndarray, limits: HealthLimits
+) -> list[tuple[str, np.ndarray, Callable[[int], str]]]:
+    """Each limit's judgement of every trial at once, in the order reasons are given: its
+    cause in a word, which trials pass it, and the reason for trial ``i`` in words.
+    ``measured(name)`` is a health metric's value per trial (NaN: not measured),
+    ``seconds`` each trial's duration (NaN: not known)."""
+    import numpy as np
 
-    def value(name: str) -> float | None:
-        v = row.get(name)
-        return None if v is None or v != v else float(v)  # NaN: not measured
+    found: list[tuple[str, np.ndarray, Callable[[int], str]]] = []
 
-    reasons: list[tuple[str, str]] = []
+    def add(kind: str, passed: np.ndarray, reason: Callable[[int], str]) -> None:
+        found.append((kind, passed, reason))
+
     counts = (
-        ("throttled", limits.throttles, value(THROTTLES), "thermal throttle event(s)"),
-        ("kernel-log", limits.kernel_log, value(KERNEL_LOG), "new kernel log record(s)"),
+        ("throttled", limits.throttles, THROTTLES, "thermal throttle event(s)"),
+        ("kernel-log", limits.kernel_log, KERNEL_LOG, "new kernel log record(s)"),
         (
             "switched",
             limits.involuntary_switches,
-            value(INVOLUNTARY_SWITCHES),
+            INVOLUNTARY_SWITCHES,
             "involuntary context switch(es)",
         ),
-        ("migrated", limits.migrations, value(MIGRATIONS), "CPU migration(s)"),
+        ("migrated", limits.migrations, MIGRATIONS, "CPU migration(s)"),
     )
-    for kind, limit, got, what in counts:
-        if limit is not None and got is not None and got > limit:
-            reasons.append((kind, f"{kind} {got:g} {what} (limit {limit:g})"))
-    swap_in, swap_out = value(SWAP_IN), value(SWAP_OUT)
-    if limits.swapped is not None and (swap_in is not None or swap_out is not None):
-        pages = (swap_in or 0.0) + (swap_out or 0.0)
-        if pages > limits.swapped:
-            reasons.append(
-                ("swapped", f"swapped {pages:g} page(s) in or out (limit {limits.swapped:g})")
-            )
-    other = value(OTHER_CPU)
-    if limits.other_cpu is not None and other is not None and seconds and seconds > 0:
-        if other > max(limits.other_cpu * seconds, TICK_FLOOR):
-            reasons.append(
-                (
-                    "busy",
-                    f"busy: other processes used {other / seconds:.2f} CPU over the trial "
-                    f"({other:.3g} s; limit {limits.other_cpu:g})",
-                )
-            )
-    ratio = value(APERF_MPERF)
-    if limits.aperf_mperf is not None and ratio is not None:
-        low, high = limits.aperf_mperf
-        if not low <= ratio <= high:
-            reasons.append(
-                ("clocked", f"clocked APERF/MPERF {ratio:.3f} (bounds {low:g}-{high:g})")
-            )
-    return reasons
+    for kind, limit, name, what in counts:
+        if limit is not None:
+            got = measured(name)
+            # NaN (not measured) passes no limit
+            add(kind, got > limit, partial(_count_reason, kind, got, what, limit))
+    if limits.swapped is not None:
+        swap_in, swap_out = measured(SWAP_IN), measured(SWAP_OUT)
+        pages = np.where(np.isnan(swap_in), 0.0, swap_in) + np.where(
+            np.isnan(swap_out), 0.0, swap_out
+        )
+        either = ~(np.isnan(swap_in) & np.isnan(swap_out))
+        swapped = limits.swapped
+        add(
+            "swapped",
+            either & (pages > swapped),
+            lambda i: f"swapped {pages[i]:g} page(s) in or out (limit {swapped:g})",
+        )
+    if limits.other_cpu is not None:
+        other, share = measured(OTHER_CPU), limits.other_cpu
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            busy = (seconds > 0) & (other > np.maximum(share * seconds, TICK_FLOOR))
+        add(
+            "busy",
+            busy,
+            lambda i: (
+                f"busy: other processes used {other[i] / seconds[i]:.2f} CPU over the trial "
+                f"({other[i]:.3g} s; limit {share:g})"
+            ),
+        )
+    if limits.aperf_mperf is not None:
+        ratio, (low, high) = measured(APERF_MPERF), limits.aperf_mperf
+        add(
+            "clocked",
+            ~np.isnan(ratio) & ~((low <= ratio) & (ratio <= high)),
+            lambda i: f"clocked APERF/MPERF {ratio[i]:.3f} (bounds {low:g}-{high:g})",
+        )
+    return found
+
+
+def _count_reason(kind: str, got: np.ndarray, what: str, limit: float, i: int) -> str:
+    """A count's reason for trial ``i`` in words."""
+    return f"{kind} {got[i]:g} {what} (limit {limit:g})"
 
 
 def has_health(frame: pd.DataFrame) -> bool:
@@ -223,47 +243,71 @@ def split_by_health(frame: pd.DataFrame, limits: HealthLimits | None = None) -> 
     """Split a long-format frame that holds its trials' health rows (a store's with
     ``resources=True``, as export writes it and ``washout.load`` gives it) into its
     healthy and its flagged trials, by ``limits`` (module docstring). Other processes'
-    CPU share needs the trials' ``started`` and ``ended``; without them it is not judged."""
+    CPU share needs the trials' ``started`` and ``ended``; without them it is not judged.
+
+    Judged column by column over every trial at once (a trial's health values in one row
+    of a trials x measures array), the reasons put in words for the flagged trials only:
+    a pass in Python per trial was most of the quick form's summary per trial."""
     import numpy as np
 
     limits = limits or HealthLimits()
     require_columns(frame, ("run", "position", "test", "metric", "value", "status"), "health")
     frame = frame if "worker" in frame.columns else frame.assign(worker="local")
-    is_health = frame["metric"].astype(str).str.startswith(HEALTH_PREFIX).to_numpy()
-    measures, rest = frame.loc[is_health], frame.loc[~is_health]
-    ok_status = (measures["status"].astype(str) == "ok").to_numpy()
-    ok = measures.loc[ok_status & measures["value"].notna().to_numpy()]
-    ok_keys = trial_keys(ok)
-    values: dict[tuple[str, int, int, str], dict[str, float]] = {}
-    for key, metric, value in zip(ok_keys, _texts(ok["metric"]), ok["value"].tolist()):
-        values.setdefault(key, {})[metric] = float(value)
-    seconds: dict[tuple[str, int, int, str], float] = {}
-    if {"started", "ended"} <= set(ok.columns):
-        seconds = dict(zip(ok_keys, _seconds(ok)))
+    trials = TrialCodes.of(frame)
+    is_health = _texts_where(frame["metric"], lambda name: name.startswith(HEALTH_PREFIX))
+    status_ok = _texts_where(frame["status"], lambda status: status == "ok")
+    is_ok = is_health & status_ok & frame["value"].notna().to_numpy()
+    ok, rest = frame.loc[is_ok], frame.loc[~is_health]
+    rest_ok = status_ok[~is_health]
+    ok_codes, rest_codes = trials.codes[is_ok], trials.codes[~is_health]
+    names, metric_codes = _text_ranks(ok["metric"])
+    # each trial's last value of each measure, as a trials x measures array
+    cells, last = _last_rows(ok_codes * len(names) + metric_codes)
+    table = np.full((trials.count, len(names)), np.nan)
+    table.flat[cells] = ok["value"].to_numpy(dtype=float)[last]
+    columns = {str(name): table[:, j] for j, name in enumerate(names)}
+    blank = np.full(trials.count, np.nan)
+    seconds = blank
+    if {"started", "ended"} <= set(ok.columns):  # each trial's from its last row
+        timed, last = _last_rows(ok_codes)
+        seconds = blank.copy()
+        seconds[timed] = _seconds(ok.iloc[last]).to_numpy(dtype=float)
+    causes = _causes(lambda name: columns.get(name, blank), seconds, limits)
+    flagged = np.zeros(trials.count, dtype=bool)
+    for _, passed, _ in causes:
+        flagged |= passed
     unhealthy = tuple(
-        FlaggedTrial(*key, causes=tuple(c for c, _ in found), reasons=tuple(r for _, r in found))
-        for key, row in sorted(values.items())
-        if (found := _reasons(row, seconds.get(key), limits))
+        FlaggedTrial(
+            *trials.key(i),
+            causes=tuple(kind for kind, passed, _ in causes if passed[i]),
+            reasons=tuple(reason(i) for _, passed, reason in causes if passed[i]),
+        )
+        for i in np.flatnonzero(flagged).tolist()  # in the trials' order
     )
-    rest_ok = (rest["status"].astype(str) == "ok").to_numpy()
-    if not values:  # nothing measured (health off, an older store): nothing to look up
-        unmeasured = len(rest.loc[rest_ok, [*TRIAL]].drop_duplicates())
-        judgement = HealthJudgement((), 0, unmeasured, limits)
-        return HealthSplit(rest.reset_index(drop=True), rest.iloc[:0], judgement)
-    flagged = {(t.worker, t.run, t.position, t.test) for t in unhealthy}
-    rest_keys = trial_keys(rest)
-    is_flagged = np.array([k in flagged for k in rest_keys], dtype=bool) & rest_ok
-    ok_trials = {k for k, good in zip(rest_keys, rest_ok) if good}
+    measured = np.zeros(trials.count, dtype=bool)
+    measured[ok_codes] = True
+    ok_trials = np.zeros(trials.count, dtype=bool)
+    ok_trials[rest_codes[rest_ok]] = True
+    is_flagged = flagged[rest_codes] & rest_ok
     healthy = rest.loc[~is_flagged].reset_index(drop=True)
     sick = rest.loc[is_flagged].reset_index(drop=True)
     judgement = HealthJudgement(
         unhealthy=unhealthy,
-        judged=len(ok_trials & values.keys()),
-        unmeasured=len(ok_trials - values.keys()),
+        judged=int((ok_trials & measured).sum()),
+        unmeasured=int((ok_trials & ~measured).sum()),
         limits=limits,
-        strata=_strata(healthy, sick),
+        strata=_strata(healthy, sick) if unhealthy else (),
     )
     return HealthSplit(healthy, sick, judgement)
+
+
+def _last_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each code found in ``codes`` and the position of its last row there (a value given
+    twice counts once, the later one, as a dict filled row by row keeps it)."""
+    import numpy as np
+
+    found, first_from_end = np.unique(codes[::-1], return_index=True)
+    return found, len(codes) - 1 - first_from_end
 
 
 def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ...]:
@@ -291,26 +335,84 @@ def _strata(healthy: pd.DataFrame, unhealthy: pd.DataFrame) -> tuple[Stratum, ..
     return tuple(strata)
 
 
-def trial_keys(rows: pd.DataFrame) -> list[tuple[str, int, int, str]]:
-    """Each row's trial (:data:`TRIAL`), as plain values (columns turned into lists at
-    once: iterating a pandas column element by element was most of the quick form's
-    summary per trial)."""
-    return list(
-        zip(
-            _texts(rows["worker"]),
-            rows["run"].astype(int).tolist(),
-            rows["position"].astype(int).tolist(),
-            _texts(rows["test"]),
-        )
-    )
+@dataclass(frozen=True)
+class TrialCodes:
+    """Which trial (:data:`TRIAL`) each row of a frame belongs to, as an integer: the
+    trials numbered in order (worker and test as text, as ``astype(str)`` gives them, run
+    and position as integers), so whole columns are judged at once and a trial's key is
+    made only where one is shown."""
+
+    codes: np.ndarray
+    """Each row's trial, 0 .. count - 1."""
+    levels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    """Each trial's worker and test (as indexes into ``names``), run and position."""
+    names: tuple[np.ndarray, np.ndarray]
+    """The workers' and the tests' texts, in order."""
+
+    @property
+    def count(self) -> int:
+        return len(self.levels[0])
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> TrialCodes:
+        """The trials of ``rows`` (which have every column of :data:`TRIAL`)."""
+        import numpy as np
+        import pandas as pd
+
+        workers, worker = _text_ranks(rows["worker"])
+        tests, test = _text_ranks(rows["test"])
+        columns = {
+            "worker": worker,
+            "run": rows["run"].to_numpy(dtype=np.int64),
+            "position": rows["position"].to_numpy(dtype=np.int64),
+            "test": test,
+        }
+        grouped = pd.DataFrame(columns).groupby(list(TRIAL), sort=True)
+        index = grouped.size().index
+        levels = tuple(index.get_level_values(name).to_numpy(dtype=np.int64) for name in TRIAL)
+        codes = grouped.ngroup().to_numpy(dtype=np.int64)
+        return cls(codes, levels, (workers, tests))  # type: ignore[arg-type]
+
+    def key(self, i: int) -> tuple[str, int, int, str]:
+        """Trial ``i``'s worker, run, position and test."""
+        worker, run, position, test = (int(level[i]) for level in self.levels)
+        return str(self.names[0][worker]), run, position, str(self.names[1][test])
 
 
-def _texts(column: pd.Series) -> list[str]:
-    """A column's values as ``str``, as ``astype(str)`` gives them, without converting the
-    column (a categorical's categories are converted, not each row)."""
+def flag_rows(rows: pd.DataFrame, unhealthy: tuple[FlaggedTrial, ...]) -> np.ndarray:
+    """Which of ``rows`` (with every column of :data:`TRIAL`) belong to one of the
+    ``unhealthy`` trials, row by row."""
+    import numpy as np
+
+    if not unhealthy or not len(rows):
+        return np.zeros(len(rows), dtype=bool)
+    trials = TrialCodes.of(rows)
+    marked = {(t.worker, t.run, t.position, t.test) for t in unhealthy}
+    hit = np.array([trials.key(i) in marked for i in range(trials.count)], dtype=bool)
+    return hit[trials.codes]
+
+
+def _texts_where(column: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+    """Which rows' values, as text, pass ``test`` (each distinct value tested once)."""
+    import numpy as np
+
+    names, ranks = _text_ranks(column)
+    return np.array([test(str(name)) for name in names], dtype=bool)[ranks]
+
+
+def _text_ranks(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A column's distinct values as text (as ``astype(str)`` gives them), in order, and
+    each row's as an index into them; a categorical's categories are converted, not each
+    row."""
+    import numpy as np
     import pandas as pd
 
     if isinstance(column.dtype, pd.CategoricalDtype):
-        names = [str(c) for c in column.cat.categories.tolist()]
-        return [names[code] if code >= 0 else "nan" for code in column.cat.codes.tolist()]
-    return [str(v) for v in column.tolist()]
+        texts = np.array([str(c) for c in column.cat.categories.tolist()] + ["nan"], dtype=object)
+        codes = column.cat.codes.to_numpy()
+        row_texts = np.where(codes >= 0, codes, len(texts) - 1)
+    else:
+        row_texts, uniques = pd.factorize(column, use_na_sentinel=False)
+        texts = np.array([str(v) for v in uniques.tolist()], dtype=object)
+    names, inverse = np.unique(texts.astype(str), return_inverse=True)
+    return names, inverse.reshape(-1)[row_texts]
