@@ -1,0 +1,134 @@
+"""Where the quick form's time per trial goes: `washout run true --runs R --quiet` in this
+process, with the engine's steps on a trial's path timed around each call (inclusive: a
+step's time holds the steps it calls, shown indented under it).
+
+bench/engine_overhead.py measures the quick form against `hyperfine -N true` and the
+launcher's floor; this says which of washout's own steps the difference is made of, so a
+design that moves work out of Python (issue 31's batch launcher) knows what it must take
+along. Each timed call costs the wrapper about a microsecond, so the totals run a little
+above an untimed run's; the steps' shares are what to read.
+
+Run: .venv/bin/python bench/quick_form_account.py [--runs 4000] [--commands true ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import inspect
+import io
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import header, load  # noqa: E402
+
+STEPS: tuple[tuple[int, str, str, str], ...] = (
+    # depth, module, class (or "" for a function), attribute
+    (0, "washout.harness.engine", "_Worker", "execute"),
+    (1, "washout.harness.engine", "_Worker", "check_environment"),
+    (2, "washout.data.store.writer", "StoreWriter", "record_environment"),
+    (1, "washout.harness.engine", "_Worker", "reset"),
+    (2, "washout.data.store.writer", "StoreWriter", "record_reset"),
+    (1, "washout.data.store.writer", "StoreWriter", "run_id"),
+    (1, "washout.harness.engine", "_Worker", "run_trials"),
+    (2, "washout.data.store.writer", "StoreWriter", "begin_trial"),
+    (2, "washout.harness.engine", "_Worker", "trial"),
+    (3, "washout.harness.executors.local", "LocalExecutor", "run"),
+    (4, "washout.harness.metrics.health", "LocalHealth", "reading"),
+    (4, "washout.harness.launcher.client", "Launcher", "start"),
+    (4, "washout.harness.executors.local", "_Child", "wait_blocking"),
+    (4, "washout.harness.launcher.client", "Launcher", "finished"),
+    (4, "washout.harness.executors.local", "_GroupGuard", "register"),
+    (4, "washout.harness.executors.local", "_GroupGuard", "forget"),
+    (2, "washout.data.store.writer", "StoreWriter", "finish_trial"),
+    (3, "washout.data.store.writer", "StoreWriter", "_append"),
+    (3, "washout.data.store.writer", "StoreWriter", "_fold"),
+    (0, "washout.cli.commands_run", "", "_analysis"),
+)
+"""The steps timed, each under the step that calls it (``_append`` also serves
+``begin_trial``, ``_fold`` also the fold between runs)."""
+
+
+def timed(owner: Any, name: str, spent: dict[str, list[float]], label: str) -> None:
+    """Replace ``owner.name`` by a wrapper that adds each call's wall time to
+    ``spent[label]``."""
+    original: Callable[..., Any] = getattr(owner, name)
+    record = spent.setdefault(label, [0.0, 0])
+
+    if inspect.iscoroutinefunction(original):
+
+        @functools.wraps(original)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            begun = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                record[0] += time.perf_counter() - begun
+                record[1] += 1
+
+    else:
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            begun = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                record[0] += time.perf_counter() - begun
+                record[1] += 1
+
+    setattr(owner, name, wrapper)
+
+
+def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[float]], float]:
+    """Each step's (seconds, calls) over one quick form, and the run's whole wall time."""
+    import importlib
+
+    from washout.cli import main as cli
+
+    spent: dict[str, list[float]] = {}
+    for _, module, owner, name in STEPS:
+        target = importlib.import_module(module)
+        timed(getattr(target, owner) if owner else target, name, spent, f"{owner}.{name}")
+    argv = sys.argv
+    sys.argv = ["washout", "run", *commands, "--runs", str(runs), "--db", str(db), "--quiet"]
+    begun = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli()
+    except SystemExit as end:
+        if end.code:
+            raise
+    finally:
+        sys.argv = argv
+    return spent, time.perf_counter() - begun
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=4000, help="the quick form's --runs")
+    parser.add_argument("--commands", nargs="+", default=["true"])
+    args = parser.parse_args()
+    header("Where the quick form's time per trial goes (bench/quick_form_account.py)")
+    with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
+        spent, wall = account(args.commands, args.runs, Path(tmp) / "account.db")
+    trials = spent["_Worker.trial"][1]
+    print(
+        f"`washout run {' '.join(args.commands)} --runs {args.runs} --quiet`: {trials} trials, "
+        f"{wall:.2f} s in all, {wall / trials * 1e6:.0f} us a trial (load {load()})"
+    )
+    print(f"{'step':44} {'calls/trial':>11} {'us/trial':>9}")
+    for depth, _, owner, name in STEPS:
+        seconds, calls = spent[f"{owner}.{name}"]
+        label = "  " * depth + (f"{owner}.{name}" if owner else name)
+        print(f"{label:44} {calls / trials:11.2f} {seconds / trials * 1e6:9.1f}")
+
+
+if __name__ == "__main__":
+    main()
