@@ -66,6 +66,17 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
         "max",
     ]
     assert csv["mean"].tolist() == [r["mean"] for r in results]
+    # Given to analyze, each export is named for what it is, in one line.
+    for name, kind in (("r.json", "JSON"), ("r.csv", "CSV"), ("r.md", "Markdown")):
+        refused = washout("analyze", out / name, check=False)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr == (
+            f"washout: error: {out / name}: a {kind} export in hyperfine's format "
+            f"(hyperfine's or washout's --export-{kind.lower()}): each command's summary or "
+            "times, not the order its runs ran in, so there is no order to analyse; analyse "
+            "the washout store that holds the trials, or run the commands with `washout run "
+            "COMMAND...`\n"
+        )
     # --runs 12 is hyperfine's total: 6 per order kind
     assert exported(tmp_path / "q.db")["order"].value_counts().to_dict() == {
         "fixed": 12,

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from washout.data.importers.hyperfine import CSV_FIELDS
 from washout.data.outputs import write_output
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ def csv_results(comparison: Comparison, commands: Mapping[str, str], parameters:
     names = sorted({k for p in parameters.values() for k in p})
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    fields = ("mean", "stddev", "median", "user", "system", "min", "max")
-    writer.writerow(["command", *fields, *(f"parameter_{n}" for n in names)])
+    fields = CSV_FIELDS[1:]  # after "command"
+    writer.writerow([*CSV_FIELDS, *(f"parameter_{n}" for n in names)])
     for s in comparison.summaries:
         values = [getattr(s, f) for f in fields]
         writer.writerow(
