@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -92,6 +93,12 @@ def test_finds_the_planted_commit_after_a_sigkill_and_resume(tmp_path: Path) -> 
         tmp_path, "--commits", "16", "--culprit", "11", "--broken", "8", "--slowdown", "0.1"
     )
     env = env_for(demo)
+    # Runs slow (0.2 s resets) until the kill, so it lands mid-look: a look of fast runs
+    # could end between the poll that saw its trials and the kill.
+    slow = demo / "slow"
+    slow.touch()
+    with (demo / "machine.sh").open("a") as reset:
+        reset.write('[ ! -e "$here/slow" ] || sleep 0.2\n')
     proc = subprocess.Popen(
         [sys.executable, "-m", "washout", *map(str, bisect_args(demo, "-q"))],
         env=env,
@@ -104,6 +111,7 @@ def test_finds_the_planted_commit_after_a_sigkill_and_resume(tmp_path: Path) -> 
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        slow.unlink()
     state = json.loads((demo / "bis" / "bisect.json").read_text())
     assert [s["kind"] for s in state["steps"]] == ["check", "candidate"]
     assert state["steps"][1]["looks"] == []  # killed mid-look
@@ -115,6 +123,17 @@ def test_finds_the_planted_commit_after_a_sigkill_and_resume(tmp_path: Path) -> 
     assert result.monotone
     assert result.effect is not None and result.effect.low is not None
     assert result.effect.low > 1.05  # the culprit's own effect, against its parent
+    # The check's reason gives the interval it decided by, at its share of alpha, and says
+    # so: wider than the 95% interval shown beside it, not a second figure for the same.
+    check = result.steps[0]
+    found = re.fullmatch(
+        r"bad / good = ([0-9.]+) \[([0-9.]+), ([0-9.]+)\] \(([0-9.]+)% CI\)", check.reason
+    )
+    assert found is not None, check.reason
+    ratio, low, high, confidence = map(float, found.groups())
+    assert check.change is not None and check.change.low is not None
+    assert ratio == round(check.change.ratio, 4) and confidence > 99
+    assert low <= check.change.low and check.change.high <= high
     rows = {row.commit: row for row in result.commits}
     assert rows[broken].state == "skipped" and rows[broken].build == "failed"
     (failed,) = [b for b in result.builds if b.commit == broken]

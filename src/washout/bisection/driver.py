@@ -37,7 +37,13 @@ from washout.bisection.stepspec import check_spec, copies_builds, step_spec_text
 from washout.bisection.summary import measured_change, summarize
 from washout.data.outputs import write_output
 from washout.errors import ExitCode, WashoutError
-from washout.stats.equivalence import check_change, decide_step, paired_estimate, step_alpha
+from washout.stats.equivalence import (
+    PairedEstimate,
+    check_change,
+    decide_step,
+    paired_estimate,
+    step_alpha,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -456,7 +462,11 @@ class _Bisect:
         self.state.save(self.root)
 
 
-def _ratio_text(estimate: Any) -> str:
-    if estimate.low is None:
+def _ratio_text(estimate: PairedEstimate) -> str:
+    """A step's ratio in its reason, with the interval its decision used and that
+    interval's confidence: a check decides at its share of alpha, so its interval is wider
+    than the 95% one the table shows beside it."""
+    low, high, confidence = estimate.low, estimate.high, estimate.confidence
+    if low is None or high is None or confidence is None:
         return f"{estimate.ratio:.4f} (too few runs for an interval)"
-    return f"{estimate.ratio:.4f} [{estimate.low:.4f}, {estimate.high:.4f}]"
+    return f"{estimate.ratio:.4f} [{low:.4f}, {high:.4f}] ({confidence * 100:.3g}% CI)"
