@@ -6,6 +6,7 @@ is in test_report_browser.py)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -196,3 +197,18 @@ def test_sweep_report_gives_each_share_its_interval(tmp_path: Path) -> None:
         ), term
     assert "| interval (draws with a point) |" in markdown
     assert "interval (draws with a point)" in terminal
+
+
+def test_a_sweep_without_points_says_none_in_the_terminal_as_in_the_reports(
+    silo, tmp_path: Path
+) -> None:
+    """A sweep that found no knee or turning point (the gzip example): the terminal printed
+    the table's header over nothing; it says "None." as the Markdown and HTML reports do."""
+    settings, sweep = silo
+    analysis = sweep_analysis(replace(sweep, important_points=()), settings, "silo")
+    terminal = renderer("table")(analysis, Settings()).text.splitlines()
+    title = terminal.index("Knee and turning points")
+    assert terminal[title + 1] == "None."
+    assert not any("turn ratio" in line for line in terminal)
+    out = write(renderer("md")(analysis, Settings(stem="sweep")), tmp_path / "sweep.md")
+    assert "### Knee and turning points\n\nNone.\n" in out.read_text()

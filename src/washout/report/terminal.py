@@ -215,7 +215,10 @@ def write_sweep(out: Lines, result: SweepResult, width: int | None = None) -> No
         out.add(intervals)
     for title, table in text.sweep_tables(result):
         out.add(title, "bold")
-        write_table(out, table, width)
+        if table.rows:
+            write_table(out, table, width)
+        else:  # as the reports say it, not a header over nothing
+            out.add("None.")
 
 
 def medians_table(frame: pd.DataFrame, planned: int | None = None) -> RenderableType | None:
