@@ -115,6 +115,7 @@ def test_a_tuned_machine_is_ok_and_missing_files_are_not_available(tmp_path: Pat
     }
     assert found["isolated"]["value"] == "2-3" and found["nohz_full"]["value"] == "2-3"
     assert found["frequency"]["state"] == "min=max=4200 MHz on CPUs 0-3 (driver acpi-cpufreq)"
+    assert found["perf_sample_rate"]["state"] == "perf samples at most 1 per second"
 
     gone: dict[str, str | None] = {p: None for p in (f"{CPU}/intel_pstate/no_turbo",)}
     vm = lay_out(tmp_path / "vm", gone, cpus=0)

@@ -722,7 +722,7 @@ def perf_sample_rate(facts: Facts, root: str) -> CheckItem:
     raw = one(facts, "sample_rate")
     if raw is None or not raw.isdigit():
         return _unavailable("perf_sample_rate", f"cannot read {under(root, FILES['sample_rate'])}")
-    state = f"perf samples at most {raw} times a second"
+    state = f"perf samples at most {raw} per second"
     return _judged(
         "perf_sample_rate",
         raw == "1",
