@@ -212,7 +212,11 @@ def test_the_quick_form_and_compare_from_python(tmp_path: Path) -> None:
     result = api.run(["true", "sleep 0.01"], runs=8, seed=2, db=tmp_path / "q.db")
     assert result.complete and result.planned == 16
     assert set(api.load(result.db)["order"]) == {"fixed", "random"}
-    analysis = api.compare("true", "sleep 0.01", runs=16, seed=2, db=tmp_path / "c.db")
+    log = tmp_path / "cleaned"
+    analysis = api.compare(
+        "true", "sleep 0.01", runs=16, seed=2, db=tmp_path / "c.db", cleanup=f"echo x >> {log}"
+    )
+    assert log.read_text() == "x\n"  # hyperfine's --cleanup: once, after the last run
     assert analysis.comparison is not None and analysis.order is not None
     [ranking] = analysis.comparison.rankings
     assert ranking.fastest == "true" and ranking.test == "sleep 0.01" and ranking.significant

@@ -11,6 +11,7 @@ import pandas as pd
 from conftest import exported, washout
 
 from washout.data.longformat import COLUMNS
+from washout.data.store import Store
 
 
 def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
@@ -389,3 +390,51 @@ def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
     assert len(exported(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
     bad = washout("run", "true", "--runs", "4", "--max-runs", "5", check=False)
     assert bad.returncode == 2 and "one or the other" in bad.stderr
+
+
+def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
+    """-N/--shell=none: plain words run as they always do (no shell); a command that needs a
+    shell is refused before anything runs, as is any other --shell. --cleanup runs once
+    after the last run (the spec's [teardown]). One random-order run is "1 run"."""
+    log = tmp_path / "cleaned"
+    proc = washout(
+        "run",
+        "-N",
+        "true",
+        "sleep 0.001",
+        "--runs",
+        "2",
+        "--cleanup",
+        f"echo done >> {log}",
+        "--db",
+        tmp_path / "n.db",
+        "-q",
+    )
+    assert log.read_text() == "done\n"
+    assert "Summary (from the 1 random-order run alone," in proc.stdout
+    assert "(too few runs for a CI, which needs 6; 1 run)" in proc.stdout
+    with Store.open(tmp_path / "n.db") as store:  # resume runs it too
+        assert f'[teardown]\ncommand = "echo done >> {log}"' in store.experiment().spec_text
+    ran = tmp_path / "ran"
+    for options, error in (
+        (
+            ["-N", f"touch {ran}; true"],
+            f"-N: command 'touch {ran}; true' needs a shell (quotes, variables, globs, "
+            "redirections, operators or a shell builtin), which washout starts it with: drop "
+            "-N, or give it as plain words",
+        ),
+        (["-N", "no-such-program-here"], "-N: command 'no-such-program-here': "),
+        (
+            ["--shell", "bash", "true"],
+            "--shell = 'bash': washout starts a command with shell syntax with /bin/sh -c and "
+            "any other without a shell; only 'none' (as -N) is taken",
+        ),
+    ):
+        refused = washout("run", *options, "--db", tmp_path / "x.db", check=False)
+        assert refused.returncode == 2 and refused.stderr.startswith(f"washout: error: {error}")
+        assert refused.stderr.count("\n") == 1
+        assert not ran.exists() and not (tmp_path / "x.db").exists()
+    spec = tmp_path / "s.toml"
+    spec.write_text('[[test]]\nname = "t"\ncommand = "true"\n')
+    refused = washout("run", spec, "-N", "--db", tmp_path / "x.db", check=False)
+    assert "-N go(es) with the quick form" in refused.stderr

@@ -205,6 +205,7 @@ def run(
     prepare: str | None = None,
     reset: str | None = None,
     setup: str | None = None,
+    cleanup: str | None = None,
     names: Sequence[str] | None = None,
 ) -> RunResult:
     """Run an experiment as ``washout run`` does, without its summary or exit code.
@@ -212,8 +213,8 @@ def run(
     ``spec``: a :class:`Spec`, the path of a TOML spec, or a list of commands (hyperfine's
     quick form: each command a test; ``runs`` then counts each command's runs over both
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
-    ``warmup``, ``prepare``, ``reset``, ``setup`` and ``names`` are hyperfine's options).
-    With a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
+    ``warmup``, ``prepare``, ``reset``, ``setup``, ``cleanup`` and ``names`` are hyperfine's
+    options). With a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
     spec, in place of its own). ``db``: the store to
@@ -233,6 +234,7 @@ def run(
         prepare=prepare,
         reset=reset,
         setup=setup,
+        cleanup=cleanup,
         names=list(names) if names else None,
     )
     chosen = context_choice(context, context_levels, ("context", "context_levels"))
@@ -275,6 +277,7 @@ def compare(
     prepare: str | None = None,
     reset: str | None = None,
     setup: str | None = None,
+    cleanup: str | None = None,
     names: Sequence[str] | None = None,
     quiet: bool = True,
 ) -> Analysis:
@@ -291,6 +294,7 @@ def compare(
         prepare=prepare,
         reset=reset,
         setup=setup,
+        cleanup=cleanup,
         names=names,
     )
     return analyze(result.db, carryover=None, drift=None, compare=True)

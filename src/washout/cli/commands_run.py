@@ -360,6 +360,18 @@ def run_command(
         None, "--reset", help="Quick form: reset command before every run."
     ),
     setup: str | None = typer.Option(None, "--setup", help="Quick form: setup command, once."),
+    cleanup: str | None = typer.Option(
+        None, "--cleanup", help="Quick form: cleanup command, once after the last run."
+    ),
+    no_shell: bool = typer.Option(
+        False,
+        "-N",
+        help="Quick form: hyperfine's --shell=none, every command started without a shell "
+        "(washout starts plain words so anyway; a command needing a shell is refused).",
+    ),
+    shell: str | None = typer.Option(
+        None, "--shell", "-S", help="Quick form: hyperfine's --shell; only 'none' (as -N)."
+    ),
     parameter_scan: tuple[str, float, float] | None = typer.Option(
         None,
         "--parameter-scan",
@@ -428,8 +440,8 @@ def run_command(
 ) -> None:
     """Run an experiment: N fixed-order and N random-order runs, a reset before each."""
     from washout.harness.engine import Experiment, new_store
-    from washout.harness.quick import parameter_grid, quick_runs
-    from washout.harness.spec import load_spec, spec_from_commands
+    from washout.harness.quick import check_no_shell, parameter_grid, quick_runs
+    from washout.harness.spec import expand_tests, load_spec, spec_from_commands
 
     is_spec = len(args) == 1 and args[0].lower().endswith(".toml")  # spec.TOML too
     if db_name == "":  # a Path option would take it for "." (a directory)
@@ -447,6 +459,9 @@ def run_command(
         quick_only = {
             "--reset": reset,
             "--setup": setup,
+            "--cleanup": cleanup,
+            "-N": no_shell,
+            "--shell": shell,
             "--prepare": prepare,
             "--warmup": warmup,
             "--parameter-scan": parameter_scan,
@@ -459,7 +474,8 @@ def run_command(
         if given:
             raise WashoutError(
                 f"{', '.join(given)} go(es) with the quick form; put them in {source} "
-                "([reset], [setup], [prepare], [experiment] warmup, [[test]] name and params)"
+                "([reset], [setup], [teardown], [prepare], [experiment] warmup, [[test]] name "
+                "and params)"
             )
     else:
         if is_spec:
@@ -471,6 +487,7 @@ def run_command(
             seed=seed,
             reset=reset,
             setup=setup,
+            cleanup=cleanup,
             warmup=warmup,
             prepare=prepare,
             names=command_name or None,
@@ -478,6 +495,8 @@ def run_command(
             context=chosen_context,
         )
         source = "command line"
+        if no_shell or shell is not None:  # before any command runs (the budget's pilot)
+            check_no_shell(expand_tests(spec, source), shell or "none")
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
     experiment = Experiment.prepare(
         spec, text, source, seed=seed, runs=runs, context=chosen_context

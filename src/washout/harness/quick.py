@@ -132,3 +132,34 @@ def parameter_grid(
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SpecError(f"parameter name {name!r}: expected letters, digits and _")
     return grid or None
+
+
+def check_no_shell(tests: Sequence[Test], shell: str) -> None:
+    """hyperfine's ``-N`` (``--shell=none``): every command started without a shell.
+
+    washout already starts a command of plain words naming a program on PATH directly
+    (:func:`~washout.harness.executors.local.argv_for`), exactly as ``-N`` does, and any
+    other with ``/bin/sh -c``; with ``-N`` that other is refused in one line rather than run
+    through a shell the user asked not to have (hyperfine would split its words and pass a
+    ``|`` or a quote to the program). ``shell``: the ``--shell`` given; only ``none``."""
+    import os
+    import shutil
+
+    from washout.harness.executors.local import plain_words
+
+    if shell != "none":
+        raise WashoutError(
+            f"--shell = {shell!r}: washout starts a command with shell syntax with /bin/sh "
+            "-c and any other without a shell; only 'none' (as -N) is taken"
+        )
+    for test in tests:
+        command = test.command or ""
+        words = plain_words(command)
+        if words is None:
+            raise WashoutError(
+                f"-N: command {command!r} needs a shell (quotes, variables, globs, "
+                "redirections, operators or a shell builtin), which washout starts it with: "
+                "drop -N, or give it as plain words"
+            )
+        if shutil.which(words[0], path=os.environ.get("PATH")) is None:
+            raise WashoutError(f"-N: command {command!r}: {words[0]!r} not found on PATH")

@@ -853,6 +853,7 @@ def spec_from_commands(
     seed: int | None,
     reset: str | None,
     setup: str | None,
+    cleanup: str | None = None,
     name: str = "quick",
     warmup: int = 0,
     prepare: str | None = None,
@@ -861,7 +862,9 @@ def spec_from_commands(
     context: tuple[list[str], int] | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
-    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup`` and ``--prepare``; with
+    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare``, ``--setup``
+    (``[setup]``, once before the first run) and ``--cleanup`` (``[teardown]``, once after
+    the last: hyperfine runs both per command, washout's runs interleave them); with
     ``params`` (``-P``/``-L``) every command is a grid over them; ``context`` (kinds,
     levels) as ``[experiment] context`` and ``context_levels``.
 
@@ -878,7 +881,8 @@ def spec_from_commands(
         lines.append(f"warmup = {warmup}")
     if context:
         lines += [f"context = {json.dumps(context[0])}", f"context_levels = {context[1]}"]
-    for table, command in (("setup", setup), ("reset", reset), ("prepare", prepare)):
+    tables = (("setup", setup), ("reset", reset), ("prepare", prepare), ("teardown", cleanup))
+    for table, command in tables:
         if command:
             lines += ["", f"[{table}]", f"command = {json.dumps(command)}"]
     pairs = ", ".join(f"{key} = {json.dumps(levels)}" for key, levels in (params or {}).items())

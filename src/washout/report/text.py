@@ -89,6 +89,11 @@ def span(lo: float, hi: float) -> str:
     return a if a == b else f"{a} to {b}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural but for one: ``1 run``, ``6 runs``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def ratio_ci(
     ci: tuple[float, float] | None, confidence: float | None, runs_for_ci: int | None = None
 ) -> str:
@@ -277,9 +282,10 @@ def comparison_table(comparison: Comparison) -> Table:
 def summary_heading(comparison: Comparison) -> str:
     """What the summary's ratios are computed from, which is not the table's data."""
     runs = sorted({r.n_runs for r in comparison.rankings})
-    counted = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+    many = f"{runs[0]}-{runs[-1]} random-order runs"
     return (
-        f"Summary (from the {counted} random-order runs alone, per-run ratios paired by run: "
+        f"Summary (from the {counted(runs[0], 'random-order run') if len(runs) == 1 else many} "
+        "alone, per-run ratios paired by run: "
         "the order-safe estimate; the table above is over every run)"
     )
 
@@ -298,7 +304,8 @@ def ratio_phrase(r: Ranking, comparison: Comparison, inverse: bool = False) -> s
     ratio, ci, other = r.ratio, r.ratio_ci, r.test
     if inverse and ci is not None:
         ratio, ci, other = 1 / r.ratio, (1 / ci[1], 1 / ci[0]), r.fastest
-    return f"{ratio:.2f} times {how} {other!r}  ({ratio_ci(ci, r.confidence)}, {r.n_runs} runs)"
+    shown = f"{ratio_ci(ci, r.confidence)}, {counted(r.n_runs, 'run')}"
+    return f"{ratio:.2f} times {how} {other!r}  ({shown})"
 
 
 def ranking_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
@@ -315,7 +322,7 @@ def ranking_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
             out.append((f"{r.test!r} ran", [ratio_phrase(r, comparison, inverse=True)]))
         elif not r.significant:
             ci = ratio_ci(r.ratio_ci, r.confidence, r.runs_for_ci)
-            runs = f"{';' if r.ratio_ci is None else ','} {r.n_runs} runs"
+            runs = f"{';' if r.ratio_ci is None else ','} {counted(r.n_runs, 'run')}"
             head = f"No significant difference between {r.fastest!r} and {r.test!r}:"
             out.append((head, [f"ratio {r.ratio:.2f}  ({ci}{runs})"]))
     for r in comparison.rankings:
