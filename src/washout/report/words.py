@@ -15,6 +15,7 @@ from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from washout.analysis.plain import finite_or_none
+from washout.report.text import counted
 from washout.stats import carryover as carryover_stats
 from washout.stats import drift as drift_stats
 
@@ -201,7 +202,8 @@ def _side(side: Mapping[str, Any], a: str, b: str) -> str:
         f" ({side['ratio_ci_confidence'] * 100:.3g}% CI {ci[0]:.4g} to {ci[1]:.4g})" if ci else ""
     )
     return (
-        f"per-run ratio {a}/{b} {side['ratio']:.4g}{interval} over {side['n_runs']} runs, "
+        f"per-run ratio {a}/{b} {side['ratio']:.4g}{interval} over "
+        f"{counted(side['n_runs'], 'run')}, "
         f"median {a} {side['median_a']:.4g} vs {b} {side['median_b']:.4g}, {_p(side['p'])}"
     )
 
