@@ -295,3 +295,26 @@ def test_the_analysis_reads_back_from_its_json(store: Path) -> None:
         bad = json.loads(json.dumps(data))
         bad["order"]["tests"][0]["n_fixed"] = "x"
         api.Analysis.from_dict(bad)
+
+
+def test_a_script_that_runs_an_experiment_leaves_no_process_at_its_exit(tmp_path: Path) -> None:
+    """In-process use (a script, a notebook): at the interpreter's exit the trial-group
+    guard and the idle launchers are ended and reaped, not left running through its
+    teardown ("ResourceWarning: subprocess N is still running", under -X dev)."""
+    script = f"""
+import atexit, washout
+import washout.harness.executors.local as local
+washout.run(["true"], runs=2, db={str(tmp_path / "s.db")!r})
+guard, launchers = local._guard()._process, [l.process for l in local._IDLE_LAUNCHERS]
+assert guard.poll() is None and launchers and all(p.poll() is None for p in launchers)
+atexit._run_exitfuncs()
+atexit._clear()
+print(guard.returncode, [p.returncode for p in launchers])
+"""
+    proc = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    guard, launchers = proc.stdout.split(" ", 1)
+    assert guard == "0" and "None" not in launchers  # both ended and reaped
+    assert "ResourceWarning" not in proc.stderr

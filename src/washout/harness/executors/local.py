@@ -201,6 +201,20 @@ class _GroupGuard:
             )
         finally:
             os.close(alive_r)
+        atexit.register(self.end)
+
+    def end(self) -> None:
+        """At this process's exit, close washout's end of the pipe (the guard then kills what
+        is still registered, nothing after a clean end, and exits) and reap the guard. Used
+        in-process (``washout.run`` from a script or a notebook; the CLI ends without the
+        interpreter's teardown), it was left running through that teardown, which warned
+        "ResourceWarning: subprocess N is still running" as it freed the guard."""
+        os.close(self._alive_w)
+        try:
+            self._process.wait(5)
+        except subprocess.TimeoutExpired:  # never seen: it only reads, kills and exits
+            self._process.kill()
+            self._process.wait()
 
     def _write(self) -> None:
         text = " ".join(map(str, self._groups))
