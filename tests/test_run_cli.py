@@ -195,6 +195,15 @@ def test_export_json_and_parquet(tmp_path: Path) -> None:
     }
     pq = tmp_path / "x.parquet"
     washout("export", db, "--format", "parquet", "-o", pq)
+    # -f is --format in every command that has one, as in report
+    assert (
+        washout("export", db, "-f", "json").stdout
+        == washout("export", db, "--format", "json").stdout
+    )
+    for command in (["analyze", db], ["plan", "--pilot", db, "--detect", "5%"]):
+        short, long = (json.loads(washout(*command, f, "json").stdout) for f in ("-f", "--format"))
+        assert short == long
+    assert "workers" in json.loads(washout("check", "-f", "json").stdout)
     frame = pd.read_parquet(pq)
     assert frame[~frame["metric"].astype(str).map(is_health)].shape == (8 * per_trial, 10)
 

@@ -42,7 +42,7 @@ def analyze_command(
     by_worker: bool = typer.Option(
         False, "--by-worker", help="Compare per worker (or worker group) too."
     ),
-    fmt: str = typer.Option("table", "--format", help="Output: table, json or csv."),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output: table, json or csv."),
     compat: str | None = typer.Option(
         None, "--compat", help="Reproduce another tool's numbers: ordersage."
     ),

@@ -106,7 +106,7 @@ def bisect_command(
     runs: int = typer.Option(10, "--runs", "-r", help="Runs per look (each build once per run)."),
     max_runs: int = typer.Option(60, "--max-runs", "-M", help="Most runs of one step."),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Seed for the random orders."),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
     report: Path | None = typer.Option(None, "--report", "-o", help="Also write an HTML report."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     allow_mismatch: bool = typer.Option(

@@ -70,7 +70,7 @@ def check_command(
         help="Where each machine's /sys, /proc and /run are (default /; a relative path is "
         "under each worker's workdir): a container's view of its host, a laid-out tree.",
     ),
-    fmt: str = typer.Option("text", "--format", help="Output: text or json."),
+    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
 ) -> None:
     """Is the machine set up to measure? A verdict with advice for each item (governor,
     turbo, SMT, ASLR, isolated CPUs, load, swap, thermal state, perf, RAPL, clock)."""

@@ -43,7 +43,7 @@ def plan_command(
         None, "--metric", help="Only this metric (default: every metric)."
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the simulation."),
-    output: str = typer.Option("table", "--format", help="table or json."),
+    output: str = typer.Option("table", "--format", "-f", help="table or json."),
 ) -> None:
     """Runs per order needed to detect a given order effect, simulated from a pilot."""
     from washout.data.sources import load_trials

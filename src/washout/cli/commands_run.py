@@ -645,7 +645,7 @@ def status_command(db: Path = typer.Argument(..., help="An experiment database."
 @app.command("export")
 def export_command(
     db: Path = typer.Argument(..., help="An experiment database."),
-    fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
+    fmt: str = typer.Option("csv", "--format", "-f", help="csv, json or parquet."),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="File to write (default: stdout; parquet needs -o)."
     ),

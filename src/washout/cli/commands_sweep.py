@@ -114,7 +114,7 @@ def explore(
             "cover both sides of every important point of either system."
         ),
     ),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
     report: Path = typer.Option(
         None, "--report", help="Also write a report (.html, or .md with PNG figures)."
     ),
@@ -215,7 +215,7 @@ def sweep(
             "the [sweep] table sets still override single parts)."
         ),
     ),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress."),
 ) -> None:
     """Evaluate a parameter space incrementally: run sampled settings (randomized order, resets),
