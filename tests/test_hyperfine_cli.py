@@ -438,3 +438,27 @@ def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
     spec.write_text('[[test]]\nname = "t"\ncommand = "true"\n')
     refused = washout("run", spec, "-N", "--db", tmp_path / "x.db", check=False)
     assert "-N go(es) with the quick form" in refused.stderr
+
+
+def test_time_unit_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """-u/--time-unit: every time of the summary's table (user and system too) and of the
+    Markdown export in that unit, for `run` and `analyze`; an unknown unit is one line,
+    before anything runs."""
+    db, md = tmp_path / "u.db", tmp_path / "u.md"
+    args = ["run", "true", "sleep 0.02", "--runs", "4", "--db", db, "--export-markdown", md]
+    out = washout(*args, "-u", "millisecond", "-q").stdout.splitlines()
+    rows = [line.split("│") for line in out if line.startswith((" true ", " sleep 0.02 "))]
+    rows = rows[-2:]  # hyperfine's table, last (the order table's rows come first)
+    assert [cells[0].strip() for cells in rows] == ["true", "sleep 0.02"]
+    for cells in rows:  # mean ± σ, min … max, user, system in ms; max RSS in bytes
+        times = [t for cell in cells[1:5] for t in re.split(r" ± | … ", cell.strip())]
+        assert times and all(re.fullmatch(r"[0-9]+\.[0-9] ms", t) for t in times), cells
+    assert md.read_text().startswith("| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |")
+    again = washout("analyze", db, "--time-unit", "second").stdout
+    assert re.search(r" true +│ +0\.[0-9]{3} s ± 0\.[0-9]{3} s │", again)
+    refused = washout("run", "true", "-u", "hours", "--db", tmp_path / "x.db", check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        "washout: error: --time-unit = 'hours': expected second, millisecond, microsecond "
+        "(hyperfine's)\n"
+    )
+    assert not (tmp_path / "x.db").exists()

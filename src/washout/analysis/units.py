@@ -28,6 +28,26 @@ SI_PREFIXES: tuple[tuple[str, float], ...] = (
 )
 
 
+TIME_UNIT_NAMES: dict[str, tuple[str, float]] = {
+    "second": TIME_UNITS[0],
+    "millisecond": TIME_UNITS[1],
+    "microsecond": TIME_UNITS[2],
+}
+"""hyperfine's ``-u/--time-unit`` values and the unit each shows times in."""
+
+
+def named_time_unit(name: str) -> tuple[str, float]:
+    """The unit of hyperfine's ``--time-unit NAME``; a one-line error for another name."""
+    from washout.errors import WashoutError
+
+    found = TIME_UNIT_NAMES.get(name)
+    if found is None:
+        raise WashoutError(
+            f"--time-unit = {name!r}: expected {', '.join(TIME_UNIT_NAMES)} (hyperfine's)"
+        )
+    return found
+
+
 def time_unit(seconds: float) -> tuple[str, float]:
     """The unit (name, size in seconds) to show ``seconds`` in."""
     for name, size in TIME_UNITS:

@@ -32,6 +32,11 @@ HEALTHY_ONLY_HELP = (
     "analysing; says how many and why."
 )
 """``--healthy-only`` of ``analyze`` and ``report`` (washout.stats.health)."""
+TIME_UNIT_HELP = (
+    "Show the comparison's times in microsecond, millisecond or second (hyperfine's); "
+    "default: each in its own unit."
+)
+"""``-u/--time-unit`` of ``run`` and ``analyze``."""
 LIST_JOIN = "\0"
 
 

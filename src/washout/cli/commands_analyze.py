@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import HEALTHY_ONLY_HELP, app
+from washout.cli.app import HEALTHY_ONLY_HELP, TIME_UNIT_HELP, app
 from washout.data.outputs import csv_text
 from washout.errors import WashoutError
 
@@ -77,16 +77,19 @@ def analyze_command(
         "(user, system and max_rss are analysed only when named here).",
     ),
     healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
+    time_unit: str | None = typer.Option(None, "--time-unit", "-u", help=TIME_UNIT_HELP),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
 
     from washout.analysis.compute import analyze
     from washout.analysis.result import Options
+    from washout.analysis.units import named_time_unit
     from washout.report.render import Settings, renderer
 
     fmt = _choice("--format", fmt, FORMATS) or "table"
     compat = _choice("--compat", compat, ("ordersage",))
+    unit = None if time_unit is None else named_time_unit(time_unit)
     options = Options(
         alpha=alpha,
         correction=correction,
@@ -118,7 +121,8 @@ def analyze_command(
             sys.stderr.write(line + "\n")
     tty = fmt == "table" and sys.stdout.isatty()
     width = _terminal_width() if tty else None
-    sys.stdout.write(renderer(fmt)(analysis, Settings(width=width, color=tty)).text)
+    settings = Settings(width=width, color=tty, time_unit=unit)
+    sys.stdout.write(renderer(fmt)(analysis, settings).text)
 
 
 def _terminal_width() -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import LIST_JOIN, app
+from washout.cli.app import LIST_JOIN, TIME_UNIT_HELP, app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
@@ -48,11 +48,13 @@ def _execute(
     ignore_failure: bool = False,
     exports: dict[str, Path] | None = None,
     show_output: bool = False,
+    time_unit: tuple[str, float] | None = None,
 ) -> None:
     """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize, write
     the ``exports`` (format: path) and exit with the :class:`~washout.errors.ExitCode` that
     says how it ended; ``ignore_failure`` (hyperfine's ``-i``) makes a test whose every
-    trial failed a warning, not an exit status."""
+    trial failed a warning, not an exit status; ``time_unit``: the summary's and the
+    Markdown export's times in it (hyperfine's ``--time-unit``)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -126,7 +128,7 @@ def _execute(
             _show_output(store)
         complete = _what_ran(store, outcome)
     if complete:
-        _analysis(experiment, store, exports or {})
+        _analysis(experiment, store, exports or {}, time_unit)
     code = exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
         _explain_failed_tests(experiment, store, ignore_failure)
@@ -278,7 +280,12 @@ def _what_ran(store: Store, outcome: Outcome) -> bool:
     return state.complete
 
 
-def _analysis(experiment: Experiment, store: Store, exports: dict[str, Path]) -> None:
+def _analysis(
+    experiment: Experiment,
+    store: Store,
+    exports: dict[str, Path],
+    time_unit: tuple[str, float] | None = None,
+) -> None:
     """The analysis of a complete experiment (:func:`washout.analysis.compute.analyze` at
     the spec's alpha and correction, with everything the trials support, as ``washout
     analyze`` prints it): the order analysis and why, then hyperfine's comparison (written
@@ -302,9 +309,11 @@ def _analysis(experiment: Experiment, store: Store, exports: dict[str, Path]) ->
             {t.name: t.command for t in tests},
             {t.name: t.params for t in tests},
             exports,
+            time_unit,
         )
     tty = sys.stdout.isatty()
-    settings = Settings(width=_console(stderr=False).width if tty else None, color=tty)
+    width = _console(stderr=False).width if tty else None
+    settings = Settings(width=width, color=tty, time_unit=time_unit)
     sys.stdout.write(renderer("table")(analysis, settings).text)
 
 
@@ -371,6 +380,12 @@ def run_command(
     ),
     shell: str | None = typer.Option(
         None, "--shell", "-S", help="Quick form: hyperfine's --shell; only 'none' (as -N)."
+    ),
+    time_unit: str | None = typer.Option(
+        None,
+        "--time-unit",
+        "-u",
+        help=TIME_UNIT_HELP,
     ),
     parameter_scan: tuple[str, float, float] | None = typer.Option(
         None,
@@ -447,9 +462,11 @@ def run_command(
     if db_name == "":  # a Path option would take it for "." (a directory)
         raise WashoutError("--db = '': empty; give the store's file name (default: NAME.db)")
     db = None if db_name is None else Path(db_name)
+    from washout.analysis.units import named_time_unit
     from washout.harness.spec import context_choice
 
     chosen_context = context_choice(context, context_levels, ("--context", "--context-levels"))
+    unit = None if time_unit is None else named_time_unit(time_unit)
     exports = _exports(
         db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
@@ -521,6 +538,7 @@ def run_command(
             ignore_failure=ignore_failure,
             exports=exports,
             show_output=show_output,
+            time_unit=unit,
         )
     finally:
         store.close()

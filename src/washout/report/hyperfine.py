@@ -73,15 +73,21 @@ def csv_results(comparison: Comparison, commands: Mapping[str, str], parameters:
     return buffer.getvalue()
 
 
-def markdown_results(comparison: Comparison, commands: Mapping[str, str]) -> str:
-    """hyperfine's Markdown table: Command, Mean ± σ, Min, Max (one unit, chosen by the
-    smallest mean) and Relative (1.00 for the fastest, else the ratio and its CI)."""
+def markdown_results(
+    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None = None
+) -> str:
+    """hyperfine's Markdown table: Command, Mean ± σ, Min, Max (one unit: ``unit``, as
+    hyperfine's ``--time-unit``, else chosen by the smallest mean) and Relative (1.00 for
+    the fastest, else the ratio and its CI)."""
     from washout.analysis.units import time_unit
     from washout.report.text import ratio_ci
 
     summaries = comparison.summaries
     timed = comparison.metric == "wall"
-    unit = time_unit(min(s.mean for s in summaries)) if timed and summaries else ("", 1.0)
+    if not timed or not summaries:
+        unit = ("", 1.0)
+    elif unit is None:
+        unit = time_unit(min(s.mean for s in summaries))
     head = f" [{unit[0]}]" if timed else ""
     relative = {r.test: r for r in comparison.rankings}
     fastest = comparison.rankings[0].fastest if comparison.rankings else None
@@ -112,13 +118,15 @@ def write_exports(
     commands: Mapping[str, str],
     parameters: Parameters,
     exports: Mapping[str, Path],
+    unit: tuple[str, float] | None = None,
 ) -> None:
     """Write the comparison to each ``{format: path}`` asked for (``json``, ``markdown``,
-    ``csv``); a file that cannot be written is a one-line error naming its option."""
+    ``csv``; ``unit``: the Markdown table's, as hyperfine's ``--time-unit``); a file that
+    cannot be written is a one-line error naming its option."""
     texts = {
         "json": lambda: json_results(comparison, commands, parameters),
         "csv": lambda: csv_results(comparison, commands, parameters),
-        "markdown": lambda: markdown_results(comparison, commands),
+        "markdown": lambda: markdown_results(comparison, commands, unit),
     }
     for fmt, path in exports.items():
         write_output(path, texts[fmt](), option=f"--export-{fmt}")

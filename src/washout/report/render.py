@@ -38,13 +38,15 @@ class Settings:
     """How to render: ``width`` of a terminal (None: as wide as the lines are),
     ``color`` for a terminal; ``stem`` names the files written beside a Markdown or HTML
     report (``STEM-figures/``, ``STEM-tests.csv``); ``progress`` hears of every figure
-    drawn, on ``workers`` processes (None: every usable core)."""
+    drawn, on ``workers`` processes (None: every usable core); ``time_unit``: the
+    comparison's times in that unit (hyperfine's ``--time-unit``; None: each in its own)."""
 
     width: int | None = None
     color: bool = False
     stem: str = "report"
     progress: Progress | None = None
     workers: int | None = None
+    time_unit: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -64,12 +64,17 @@ def render(analysis: Analysis, settings: Settings) -> Rendered:
     """The ``table`` format (see the module doc): plain text, or with ANSI colours with
     ``settings.color``; tables fit ``settings.width`` (None: no limit)."""
     out = Lines(settings.color)
-    write_analysis(out, analysis, settings.width)
+    write_analysis(out, analysis, settings.width, settings.time_unit)
     return Rendered(out.text())
 
 
-def write_analysis(out: Lines, analysis: Analysis, width: int | None) -> None:
-    """The analysis' lines (module doc)."""
+def write_analysis(
+    out: Lines,
+    analysis: Analysis,
+    width: int | None,
+    time_unit: tuple[str, float] | None = None,
+) -> None:
+    """The analysis' lines (module doc); ``time_unit`` as :class:`Settings`'."""
     if analysis.sweep is not None:
         write_sweep(out, analysis.sweep, width)
     else:
@@ -103,7 +108,7 @@ def write_analysis(out: Lines, analysis: Analysis, width: int | None) -> None:
         out.add("Energy per trial, gross and net of the machine at rest:", "bold")
         write_table(out, text.energy_table(analysis.energy), width)
     if analysis.comparison is not None:  # last, as hyperfine ends
-        write_comparison(out, analysis.comparison, width)
+        write_comparison(out, analysis.comparison, width, time_unit)
 
 
 def table_legend() -> str:
@@ -169,10 +174,16 @@ def _fold(cell: str, width: int) -> list[str]:
     return textwrap.wrap(cell, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
-def write_comparison(out: Lines, comparison: Comparison, width: int | None = None) -> None:
-    """hyperfine's table, then its summary (named by what it is computed from), the notes
-    where fixed and random orders disagree, and hyperfine's warnings."""
-    write_table(out, text.comparison_table(comparison), width)
+def write_comparison(
+    out: Lines,
+    comparison: Comparison,
+    width: int | None = None,
+    time_unit: tuple[str, float] | None = None,
+) -> None:
+    """hyperfine's table (its times in ``time_unit``, or each in its own), then its summary
+    (named by what it is computed from), the notes where fixed and random orders disagree,
+    and hyperfine's warnings."""
+    write_table(out, text.comparison_table(comparison, time_unit), width)
     if comparison.rankings:
         out.add(text.summary_heading(comparison), "bold")
         for head, lines in text.ranking_lines(comparison):

@@ -242,23 +242,25 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
 )
 
 
-def comparison_table(comparison: Comparison) -> Table:
+def comparison_table(comparison: Comparison, unit: tuple[str, float] | None = None) -> Table:
     """hyperfine's table, one row per test: mean ± σ (σ the standard deviation, as
     hyperfine), min … max in the unit of the mean, mean user and system CPU time and peak
-    RSS, and the successful trials of both orders (highlighted: a warning)."""
+    RSS, and the successful trials of both orders (highlighted: a warning). ``unit``:
+    every time in that unit (hyperfine's ``--time-unit``), not each in its own."""
     m = comparison.metric
     rows = []
     for s in comparison.summaries:
         finite = math.isfinite(s.mean)
-        unit = time_unit(s.mean) if m in SECOND_METRICS and finite else None
-        spread = "" if s.stddev is None or not finite else f" ± {metric_value(m, s.stddev, unit)}"
+        timed = m in SECOND_METRICS and finite
+        own = unit or (time_unit(s.mean) if timed else None)
+        spread = "" if s.stddev is None or not finite else f" ± {metric_value(m, s.stddev, own)}"
         rows.append(
             [
                 s.test,
-                metric_value(m, s.mean, unit) + spread,
-                f"{metric_value(m, s.min, unit)} … {metric_value(m, s.max, unit)}",
-                metric_value("user", s.user),
-                metric_value("system", s.system),
+                metric_value(m, s.mean, own) + spread,
+                f"{metric_value(m, s.min, own)} … {metric_value(m, s.max, own)}",
+                metric_value("user", s.user, unit),
+                metric_value("system", s.system, unit),
                 metric_value("max_rss", s.max_rss),
                 str(s.runs),
             ]
