@@ -394,8 +394,9 @@ def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
 
 def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
     """-N/--shell=none: plain words run as they always do (no shell); a command that needs a
-    shell is refused before anything runs, as is any other --shell. --cleanup runs once
-    after the last run (the spec's [teardown]). One random-order run is "1 run"."""
+    shell is refused before anything runs, as is any other --shell but 'default'.
+    -s/--setup and -c/--cleanup run once, before the first run and after the last (the
+    spec's [setup] and [teardown]). One random-order run is "1 run". -V is --version."""
     log = tmp_path / "cleaned"
     proc = washout(
         "run",
@@ -404,13 +405,15 @@ def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
         "sleep 0.001",
         "--runs",
         "2",
-        "--cleanup",
+        "-s",
+        f"echo set >> {log}",
+        "-c",
         f"echo done >> {log}",
         "--db",
         tmp_path / "n.db",
         "-q",
     )
-    assert log.read_text() == "done\n"
+    assert log.read_text() == "set\ndone\n"
     assert "Summary (from the 1 random-order run alone," in proc.stdout
     assert "(too few runs for a CI, which needs 6; 1 run)" in proc.stdout
     with Store.open(tmp_path / "n.db") as store:  # resume runs it too
@@ -427,7 +430,7 @@ def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
         (
             ["--shell", "bash", "true"],
             "--shell = 'bash': washout starts a command with shell syntax with /bin/sh -c and "
-            "any other without a shell; only 'none' (as -N) is taken",
+            "any other without a shell; only 'none' (as -N) and 'default' are taken",
         ),
     ):
         refused = washout("run", *options, "--db", tmp_path / "x.db", check=False)
@@ -438,6 +441,12 @@ def test_shell_none_and_cleanup_as_hyperfine_takes_them(tmp_path: Path) -> None:
     spec.write_text('[[test]]\nname = "t"\ncommand = "true"\n')
     refused = washout("run", spec, "-N", "--db", tmp_path / "x.db", check=False)
     assert "-N go(es) with the quick form" in refused.stderr
+    # hyperfine's default shell: washout's own way, shell syntax through /bin/sh
+    washout(
+        "run", "--shell", "default", f"echo x >> {log}", "--runs", "2", "--db", tmp_path / "d.db"
+    )
+    assert log.read_text().count("x\n") == 2
+    assert washout("-V").stdout == washout("--version").stdout != ""
 
 
 def test_time_unit_as_hyperfine_takes_it(tmp_path: Path) -> None:

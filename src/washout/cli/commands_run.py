@@ -368,9 +368,11 @@ def run_command(
     reset: str | None = typer.Option(
         None, "--reset", help="Quick form: reset command before every run."
     ),
-    setup: str | None = typer.Option(None, "--setup", help="Quick form: setup command, once."),
+    setup: str | None = typer.Option(
+        None, "--setup", "-s", help="Quick form: setup command, once."
+    ),
     cleanup: str | None = typer.Option(
-        None, "--cleanup", help="Quick form: cleanup command, once after the last run."
+        None, "--cleanup", "-c", help="Quick form: cleanup command, once after the last run."
     ),
     no_shell: bool = typer.Option(
         False,
@@ -379,7 +381,11 @@ def run_command(
         "(washout starts plain words so anyway; a command needing a shell is refused).",
     ),
     shell: str | None = typer.Option(
-        None, "--shell", "-S", help="Quick form: hyperfine's --shell; only 'none' (as -N)."
+        None,
+        "--shell",
+        "-S",
+        help="Quick form: hyperfine's --shell; only 'none' (as -N) and 'default' (washout's "
+        "own way: plain words without a shell, shell syntax with /bin/sh -c).",
     ),
     time_unit: str | None = typer.Option(
         None,
@@ -512,7 +518,7 @@ def run_command(
             context=chosen_context,
         )
         source = "command line"
-        if no_shell or shell is not None:  # before any command runs (the budget's pilot)
+        if no_shell or (shell is not None and shell != "default"):  # before any command runs
             check_no_shell(expand_tests(spec, source), shell or "none")
         runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
     experiment = Experiment.prepare(

@@ -141,7 +141,8 @@ def check_no_shell(tests: Sequence[Test], shell: str) -> None:
     (:func:`~washout.harness.executors.local.argv_for`), exactly as ``-N`` does, and any
     other with ``/bin/sh -c``; with ``-N`` that other is refused in one line rather than run
     through a shell the user asked not to have (hyperfine would split its words and pass a
-    ``|`` or a quote to the program). ``shell``: the ``--shell`` given; only ``none``."""
+    ``|`` or a quote to the program). ``shell``: the ``--shell`` given, other than
+    ``default`` (washout's own way, which needs no check); only ``none``."""
     import os
     import shutil
 
@@ -150,7 +151,7 @@ def check_no_shell(tests: Sequence[Test], shell: str) -> None:
     if shell != "none":
         raise WashoutError(
             f"--shell = {shell!r}: washout starts a command with shell syntax with /bin/sh "
-            "-c and any other without a shell; only 'none' (as -N) is taken"
+            "-c and any other without a shell; only 'none' (as -N) and 'default' are taken"
         )
     for test in tests:
         command = test.command or ""
