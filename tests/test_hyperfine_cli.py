@@ -471,3 +471,23 @@ def test_time_unit_as_hyperfine_takes_it(tmp_path: Path) -> None:
         "(hyperfine's)\n"
     )
     assert not (tmp_path / "x.db").exists()
+
+
+def test_style_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """--style none: no output at all, the exports still written; color: the results in
+    colour even through a pipe; basic: no colour; an unknown style is one line, before
+    anything runs."""
+    run = ["run", "true", "--runs", "2"]
+    silent = washout(
+        *run, "--db", tmp_path / "n.db", "--style", "none", "--export-json", tmp_path / "n.json"
+    )
+    assert silent.stdout == "" and silent.stderr == ""
+    assert json.loads((tmp_path / "n.json").read_text())["results"][0]["command"] == "true"
+    coloured = washout(*run, "--db", tmp_path / "c.db", "--style", "color").stdout
+    plain = washout(*run, "--db", tmp_path / "b.db", "--style", "basic").stdout
+    assert "\x1b[" in coloured and "\x1b[" not in plain and " true │ " in plain
+    assert washout(*run, "--db", tmp_path / "x.db", "--style", "fancy", check=False).stderr == (
+        "washout: error: --style = 'fancy': expected auto, full, basic, nocolor, color, none "
+        "(hyperfine's)\n"
+    )
+    assert not (tmp_path / "x.db").exists()

@@ -39,6 +39,19 @@ def _console(quiet: bool = False, stderr: bool = True) -> Console:
     )
 
 
+STYLES: dict[str, tuple[bool, bool | None, bool]] = {
+    "auto": (True, None, True),
+    "full": (True, None, True),
+    "basic": (False, False, True),
+    "nocolor": (True, False, True),
+    "color": (False, True, True),
+    "none": (False, False, False),
+}
+"""hyperfine's ``--style`` values: (progress bar shown, results in colour (None: on a
+terminal), results shown). ``full`` is ``auto`` here: washout draws its progress on a
+terminal only. ``none``: no output but errors and the resume hint; exports are written."""
+
+
 def _execute(
     experiment: Experiment,
     store: StoreWriter,
@@ -49,12 +62,14 @@ def _execute(
     exports: dict[str, Path] | None = None,
     show_output: bool = False,
     time_unit: tuple[str, float] | None = None,
+    style: str = "auto",
 ) -> None:
     """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize, write
     the ``exports`` (format: path) and exit with the :class:`~washout.errors.ExitCode` that
     says how it ended; ``ignore_failure`` (hyperfine's ``-i``) makes a test whose every
     trial failed a warning, not an exit status; ``time_unit``: the summary's and the
-    Markdown export's times in it (hyperfine's ``--time-unit``)."""
+    Markdown export's times in it (hyperfine's ``--time-unit``); ``style``: hyperfine's
+    ``--style`` (:data:`STYLES`)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -67,6 +82,8 @@ def _execute(
     from washout.harness.engine import execute
     from washout.harness.status import exit_code
 
+    progress_shown, color, results = STYLES[style]
+    quiet = quiet or not progress_shown
     console = _console(quiet)
     total = experiment.planned_trials
     per_test = total // max(len(experiment.tests), 1)
@@ -126,9 +143,9 @@ def _execute(
             raise StoreWriteError(outcome.store_error)
         if show_output:
             _show_output(store)
-        complete = _what_ran(store, outcome)
+        complete = _what_ran(store, outcome, results)
     if complete:
-        _analysis(experiment, store, exports or {}, time_unit)
+        _analysis(experiment, store, exports or {}, time_unit, color, results)
     code = exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
         _explain_failed_tests(experiment, store, ignore_failure)
@@ -253,13 +270,13 @@ def _presses_after_a_stop_ignored(asked_to_stop: Callable[[], bool]) -> Iterator
         signal.signal(signal.SIGINT, previous)
 
 
-def _what_ran(store: Store, outcome: Outcome) -> bool:
+def _what_ran(store: Store, outcome: Outcome, shown: bool = True) -> bool:
     """What ran, failures, where the data is, and how to resume if it is not complete;
-    whether it is."""
+    whether it is. Not ``shown`` (``--style none``): nothing, unless it is not complete."""
     from washout.harness.status import progress_of
 
     state = progress_of(store)
-    out = _console(stderr=False)
+    out = _console(quiet=not shown and state.complete, stderr=False)
     for note in outcome.notes:
         out.print(f"Note: {note}", style="yellow")
     out.print(f"Data: {store.path}")
@@ -285,6 +302,8 @@ def _analysis(
     store: Store,
     exports: dict[str, Path],
     time_unit: tuple[str, float] | None = None,
+    color: bool | None = None,
+    shown: bool = True,
 ) -> None:
     """The analysis of a complete experiment (:func:`washout.analysis.compute.analyze` at
     the spec's alpha and correction, with everything the trials support, as ``washout
@@ -311,9 +330,11 @@ def _analysis(
             exports,
             time_unit,
         )
+    if not shown:  # --style none: the exports only
+        return
     tty = sys.stdout.isatty()
     width = _console(stderr=False).width if tty else None
-    settings = Settings(width=width, color=tty, time_unit=time_unit)
+    settings = Settings(width=width, color=tty if color is None else color, time_unit=time_unit)
     sys.stdout.write(renderer("table")(analysis, settings).text)
 
 
@@ -392,6 +413,12 @@ def run_command(
         "--time-unit",
         "-u",
         help=TIME_UNIT_HELP,
+    ),
+    style: str = typer.Option(
+        "auto",
+        "--style",
+        help="hyperfine's: basic (no progress bar, no colours), nocolor, color (no progress "
+        "bar), none (no output but errors; exports are written), auto or full.",
     ),
     parameter_scan: tuple[str, float, float] | None = typer.Option(
         None,
@@ -473,6 +500,8 @@ def run_command(
 
     chosen_context = context_choice(context, context_levels, ("--context", "--context-levels"))
     unit = None if time_unit is None else named_time_unit(time_unit)
+    if style not in STYLES:
+        raise WashoutError(f"--style = {style!r}: expected {', '.join(STYLES)} (hyperfine's)")
     exports = _exports(
         db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
     )
@@ -527,7 +556,7 @@ def run_command(
     _warn_of_removed_files(experiment, source)
     store = new_store(experiment, db)
     path = store.path
-    console = _console(quiet)
+    console = _console(quiet or not STYLES[style][0])
     exp = experiment.spec.experiment
     console.print(
         f"washout: {len(experiment.tests)} tests x {exp.runs} runs per order kind "
@@ -545,6 +574,7 @@ def run_command(
             exports=exports,
             show_output=show_output,
             time_unit=unit,
+            style=style,
         )
     finally:
         store.close()
