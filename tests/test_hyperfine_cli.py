@@ -32,6 +32,10 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
         out / "r.md",
         "--export-csv",
         out / "r.csv",
+        "--export-asciidoc",
+        out / "r.adoc",
+        "--export-orgmode",
+        out / "r.org",
     )
     text = proc.stdout
     assert "mean ± σ" in text and "min … max" in text and "max RSS" in text
@@ -55,6 +59,26 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
     md = (out / "r.md").read_text()
     assert md.startswith("| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |")
     assert "| `sleep 0.01` |" in md and "| 1.00 |" in md
+    # AsciiDoc and Org laid out as hyperfine 1.15 writes them, the same cells as Markdown
+    adoc = (out / "r.adoc").read_text().split("\n")
+    assert adoc[:7] == [
+        '[cols="<,>,>,>,>"]',
+        "|===",
+        "| Command ",
+        "| Mean [ms] ",
+        "| Min [ms] ",
+        "| Max [ms] ",
+        "| Relative ",
+    ]
+    mean = md.split("\n")[2].split(" | ")[1]  # the first row's Mean ± σ in Markdown
+    assert adoc[7:10] == ["", "| `sleep 0.01` ", f"| {mean} "]
+    assert adoc[-2:] == ["|===", ""]
+    org = (out / "r.org").read_text().split("\n")
+    assert org[:2] == [
+        "| Command  |  Mean [ms] |  Min [ms] |  Max [ms] |  Relative |",
+        "|--+--+--+--+--|",
+    ]
+    assert org[2].startswith("| =sleep 0.01=  |  ") and org[2].endswith(" |  1.00 |")
     csv = pd.read_csv(out / "r.csv")
     assert list(csv.columns) == [
         "command",
@@ -68,12 +92,15 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
     ]
     assert csv["mean"].tolist() == [r["mean"] for r in results]
     # Given to analyze, each export is named for what it is, in one line.
-    for name, kind in (("r.json", "JSON"), ("r.csv", "CSV"), ("r.md", "Markdown")):
+    kinds = {"json": "JSON", "csv": "CSV", "md": "Markdown", "adoc": "AsciiDoc", "org": "Org"}
+    options = {"md": "markdown", "adoc": "asciidoc", "org": "orgmode"}
+    for suffix, kind in kinds.items():
+        name = f"r.{suffix}"
         refused = washout("analyze", out / name, check=False)
         assert refused.returncode == 2 and refused.stdout == ""
         assert refused.stderr == (
-            f"washout: error: {out / name}: a {kind} export in hyperfine's format "
-            f"(hyperfine's or washout's --export-{kind.lower()}): each command's summary or "
+            f"washout: error: {out / name}: hyperfine's {kind} export format (hyperfine's or "
+            f"washout's --export-{options.get(suffix, suffix)}): each command's summary or "
             "times, not the order its runs ran in, so there is no order to analyse; analyse "
             "the washout store that holds the trials, or run the commands with `washout run "
             "COMMAND...`\n"

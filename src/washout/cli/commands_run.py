@@ -453,6 +453,12 @@ def run_command(
     export_csv: Path | None = typer.Option(
         None, "--export-csv", help="Write the summary as hyperfine's CSV."
     ),
+    export_asciidoc: Path | None = typer.Option(
+        None, "--export-asciidoc", help="Write the summary as hyperfine's AsciiDoc table."
+    ),
+    export_orgmode: Path | None = typer.Option(
+        None, "--export-orgmode", help="Write the summary as hyperfine's Org table."
+    ),
     show_output: bool = typer.Option(
         False,
         "--show-output",
@@ -503,7 +509,12 @@ def run_command(
     if style not in STYLES:
         raise WashoutError(f"--style = {style!r}: expected {', '.join(STYLES)} (hyperfine's)")
     exports = _exports(
-        db, export_json=export_json, export_markdown=export_markdown, export_csv=export_csv
+        db,
+        export_json=export_json,
+        export_markdown=export_markdown,
+        export_csv=export_csv,
+        export_asciidoc=export_asciidoc,
+        export_orgmode=export_orgmode,
     )
     if is_spec and Path(args[0]).is_file():
         spec, text = load_spec(args[0])

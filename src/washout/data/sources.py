@@ -90,7 +90,7 @@ def load_trials(
     ``SourceInfo.check``, to run beside its analysis and before it shows any result
     (:func:`~washout.data.importers.longcsv.read_long_csv`).
     """
-    from washout.data.importers.hyperfine import export_kind
+    from washout.data.importers.hyperfine import EXPORT_OPTIONS, export_kind
     from washout.data.importers.longcsv import REQUIRED as LONG_REQUIRED
     from washout.data.importers.longexport import exported_format
     from washout.data.importers.ordersage import is_ordersage
@@ -138,10 +138,10 @@ def load_trials(
     hyperfine = export_kind(head, header)
     if hyperfine is not None:
         raise SourceError(
-            f"{path}: a {hyperfine} export in hyperfine's format (hyperfine's or washout's "
-            f"--export-{hyperfine.lower()}): each command's summary or times, not the order "
-            "its runs ran in, so there is no order to analyse; analyse the washout store "
-            "that holds the trials, or run the commands with `washout run COMMAND...`"
+            f"{path}: hyperfine's {hyperfine} export format (hyperfine's or washout's "
+            f"--export-{EXPORT_OPTIONS[hyperfine]}): each command's summary or times, not the "
+            "order its runs ran in, so there is no order to analyse; analyse the washout "
+            "store that holds the trials, or run the commands with `washout run COMMAND...`"
         )
     shown = ", ".join(header) if header else "(empty)"
     raise SourceError(

@@ -1,14 +1,17 @@
 """The comparison in hyperfine's export formats (``--export-json``, ``--export-markdown``,
-``--export-csv``): the same keys and columns, so scripts written for hyperfine read them.
+``--export-csv``, ``--export-asciidoc``, ``--export-orgmode``): the same keys and columns,
+so scripts written for hyperfine read them.
 
 JSON: ``{"results": [{"command", "mean", "stddev", "median", "user", "system", "min",
 "max", "times", "exit_codes", "parameters"?}]}`` in seconds (hyperfine's keys; ``times``
 and ``exit_codes`` are those of the successful trials, so every exit code is 0, and
 ``user``/``system`` are null where washout did not measure them). CSV: hyperfine's columns
 ``command,mean,stddev,median,user,system,min,max`` plus ``parameter_NAME`` per parameter.
-Markdown: hyperfine's table, Mean ± σ, Min, Max in one unit, and Relative: the order-safe
-ratio to the fastest test (:mod:`washout.stats.compare`) with its CI; hyperfine writes a
-standard deviation after ``±`` there, which a ratio of paired runs does not have.
+Markdown, AsciiDoc and Org (``--export-asciidoc``, ``--export-orgmode``): hyperfine's
+table, Mean ± σ, Min, Max in one unit, and Relative: the order-safe ratio to the fastest
+test (:mod:`washout.stats.compare`) with its CI; hyperfine writes a standard deviation after
+``±`` there, which a ratio of paired runs does not have. Each laid out as hyperfine 1.15
+writes it.
 """
 
 from __future__ import annotations
@@ -73,12 +76,13 @@ def csv_results(comparison: Comparison, commands: Mapping[str, str], parameters:
     return buffer.getvalue()
 
 
-def markdown_results(
-    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None = None
-) -> str:
-    """hyperfine's Markdown table: Command, Mean ± σ, Min, Max (one unit: ``unit``, as
-    hyperfine's ``--time-unit``, else chosen by the smallest mean) and Relative (1.00 for
-    the fastest, else the ratio and its CI)."""
+def _table(
+    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None
+) -> tuple[list[str], list[list[str]]]:
+    """hyperfine's table of its Markdown, AsciiDoc and Org exports, as header and rows of
+    cells: Command, Mean ± σ, Min, Max (one unit: ``unit``, as hyperfine's
+    ``--time-unit``, else chosen by the smallest mean) and Relative (1.00 for the fastest,
+    else the ratio and its CI)."""
     from washout.analysis.units import time_unit
     from washout.report.text import ratio_ci
 
@@ -91,10 +95,7 @@ def markdown_results(
     head = f" [{unit[0]}]" if timed else ""
     relative = {r.test: r for r in comparison.rankings}
     fastest = comparison.rankings[0].fastest if comparison.rankings else None
-    lines = [
-        f"| Command | Mean{head} | Min{head} | Max{head} | Relative |",
-        "|:---|---:|---:|---:|---:|",
-    ]
+    rows = []
     for s in summaries:
         mean = f"{s.mean / unit[1]:.1f}"
         if s.stddev is not None:
@@ -106,10 +107,48 @@ def markdown_results(
             rel = f"{r.ratio:.2f} ({ratio_ci(r.ratio_ci, r.confidence, r.runs_for_ci)})"
         else:
             rel = ""
-        command = commands.get(s.test, s.test).replace("|", "\\|")
-        lines.append(
-            f"| `{command}` | {mean} | {s.min / unit[1]:.1f} | {s.max / unit[1]:.1f} | {rel} |"
-        )
+        command = commands.get(s.test, s.test)
+        rows.append([command, mean, f"{s.min / unit[1]:.1f}", f"{s.max / unit[1]:.1f}", rel])
+    return ["Command", f"Mean{head}", f"Min{head}", f"Max{head}", "Relative"], rows
+
+
+def markdown_results(
+    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None = None
+) -> str:
+    """hyperfine's Markdown table (:func:`_table`)."""
+    head, rows = _table(comparison, commands, unit)
+    lines = ["| " + " | ".join(head) + " |", "|:---|---:|---:|---:|---:|"]
+    for command, *cells in rows:
+        quoted = command.replace("|", "\\|")
+        lines.append(f"| `{quoted}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def asciidoc_results(
+    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None = None
+) -> str:
+    """hyperfine's AsciiDoc table (``--export-asciidoc``, :func:`_table`): one cell a line,
+    a blank line between rows."""
+    head, rows = _table(comparison, commands, unit)
+    lines = ['[cols="<,>,>,>,>"]', "|==="] + [f"| {cell} " for cell in head]
+    for command, *cells in rows:
+        quoted = command.replace("|", "\\|")
+        lines += ["", f"| `{quoted}` "] + [f"| {cell} " for cell in cells]
+    return "\n".join([*lines, "|==="]) + "\n"
+
+
+def orgmode_results(
+    comparison: Comparison, commands: Mapping[str, str], unit: tuple[str, float] | None = None
+) -> str:
+    """hyperfine's Org table (``--export-orgmode``, :func:`_table`), its spacing kept."""
+    head, rows = _table(comparison, commands, unit)
+
+    def line(first: str, rest: list[str]) -> str:
+        return f"| {first}  |" + "".join(f"  {cell} |" for cell in rest)
+
+    lines = [line(head[0], head[1:]), "|--+--+--+--+--|"]
+    for command, *cells in rows:
+        lines.append(line(f"={command.replace('|', chr(92) + 'vert{}')}=", cells))
     return "\n".join(lines) + "\n"
 
 
@@ -121,12 +160,15 @@ def write_exports(
     unit: tuple[str, float] | None = None,
 ) -> None:
     """Write the comparison to each ``{format: path}`` asked for (``json``, ``markdown``,
-    ``csv``; ``unit``: the Markdown table's, as hyperfine's ``--time-unit``); a file that
-    cannot be written is a one-line error naming its option."""
+    ``csv``, ``asciidoc``, ``orgmode``; ``unit``: the tables', as hyperfine's
+    ``--time-unit``); a file that cannot be written is a one-line error naming its
+    option."""
     texts = {
         "json": lambda: json_results(comparison, commands, parameters),
         "csv": lambda: csv_results(comparison, commands, parameters),
         "markdown": lambda: markdown_results(comparison, commands, unit),
+        "asciidoc": lambda: asciidoc_results(comparison, commands, unit),
+        "orgmode": lambda: orgmode_results(comparison, commands, unit),
     }
     for fmt, path in exports.items():
         write_output(path, texts[fmt](), option=f"--export-{fmt}")

@@ -37,10 +37,12 @@ PARQUET_MAGIC = b"PAR1"
 
 def exported_format(head: bytes) -> str | None:
     """``parquet`` or ``json`` for a file starting with ``head`` as an export of that
-    format does (a JSON export is an array of records), else None."""
+    format does (a JSON export is an array of records: ``[`` then ``{`` or ``]``, so an
+    AsciiDoc table's ``[cols=...]`` is not one), else None."""
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"[") and text[1:].lstrip(b" \t\r\n")[:1] in (b"{", b"]", b""):
         return "json"
     return None
 
