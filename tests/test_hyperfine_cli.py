@@ -177,6 +177,26 @@ def test_warmup_and_prepare(tmp_path: Path) -> None:
     assert "Not analysed: 4 values of warmup trials (warmups are never analysed)" in proc.stdout
 
 
+def test_prepare_once_per_command(tmp_path: Path) -> None:
+    """hyperfine's --prepare given once per command: each runs before its own command's
+    trials (it was the last one before every command's); any other count is one line."""
+    log = tmp_path / "log"
+    commands = [f"echo a >> {log}", f"echo b >> {log}"]
+    prepares = ["-p", f"echo A >> {log}", "-p", f"echo B >> {log}"]
+    washout("run", *commands, *prepares, "--runs", "4", "--db", tmp_path / "p.db", "-q")
+    words = log.read_text().split()
+    pairs = list(zip(words[::2], words[1::2]))
+    assert len(pairs) == 8 and set(pairs) == {("A", "a"), ("B", "b")}
+    three = washout(
+        "run", *commands, *prepares, "-p", "true", "--db", tmp_path / "x.db", check=False
+    )
+    assert three.returncode == 2 and three.stderr == (
+        "washout: error: --prepare given 3 times for 2 commands: give it once (before every "
+        "command) or once per command, in order (hyperfine's)\n"
+    )
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_a_failing_prepare_stops_with_its_reason(tmp_path: Path) -> None:
     proc = washout(
         "run", "true", "--runs", "2", "--prepare", "exit 9", "--db", tmp_path / "f.db", check=False

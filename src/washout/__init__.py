@@ -188,7 +188,7 @@ def _prepared(
     if not commands or not all(isinstance(c, str) for c in commands):
         raise SpecError(f"commands = {commands!r:.80}: expected a list of command strings")
     parsed, text = spec_from_commands(commands, runs=10, seed=seed, context=context, **quick)
-    per_kind = quick_runs(parsed, runs, None, None, quick["prepare"])
+    per_kind = quick_runs(parsed, runs, None, None)
     return Experiment.prepare(parsed, text, "python", seed=seed, runs=per_kind)
 
 
@@ -202,7 +202,7 @@ def run(
     context_levels: int | None = None,
     quiet: bool = True,
     warmup: int = 0,
-    prepare: str | None = None,
+    prepare: str | Sequence[str] | None = None,
     reset: str | None = None,
     setup: str | None = None,
     cleanup: str | None = None,
@@ -213,8 +213,9 @@ def run(
     ``spec``: a :class:`Spec`, the path of a TOML spec, or a list of commands (hyperfine's
     quick form: each command a test; ``runs`` then counts each command's runs over both
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
-    ``warmup``, ``prepare``, ``reset``, ``setup``, ``cleanup`` and ``names`` are hyperfine's
-    options). With a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
+    ``warmup``, ``prepare`` (one command, or one per command), ``reset``, ``setup``,
+    ``cleanup`` and ``names`` are hyperfine's options). With a spec, ``runs`` counts runs
+    per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
     spec, in place of its own). ``db``: the store to
@@ -274,7 +275,7 @@ def compare(
     db: str | Path | None = None,
     seed: int | None = None,
     warmup: int = 0,
-    prepare: str | None = None,
+    prepare: str | Sequence[str] | None = None,
     reset: str | None = None,
     setup: str | None = None,
     cleanup: str | None = None,

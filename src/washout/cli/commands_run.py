@@ -380,11 +380,12 @@ def run_command(
         max=10_000,
         help="Quick form: run each command N times first, stored as warmup, out of the analysis.",
     ),
-    prepare: str | None = typer.Option(
-        None,
+    prepare: list[str] = typer.Option(
+        [],
         "--prepare",
         "-p",
-        help="Quick form: command run before every trial, outside its timing.",
+        help="Quick form: command run before every trial, outside its timing; given once per "
+        "command, each before its own command's trials (hyperfine's).",
     ),
     reset: str | None = typer.Option(
         None, "--reset", help="Quick form: reset command before every run."
@@ -560,7 +561,7 @@ def run_command(
         source = "command line"
         if no_shell or (shell is not None and shell != "default"):  # before any command runs
             check_no_shell(expand_tests(spec, source), shell or "none")
-        runs = quick_runs(spec, runs, min_runs, max_runs, prepare)
+        runs = quick_runs(spec, runs, min_runs, max_runs)
     experiment = Experiment.prepare(
         spec, text, source, seed=seed, runs=runs, context=chosen_context
     )

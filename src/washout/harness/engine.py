@@ -603,9 +603,12 @@ class _Worker:
                     {},
                     context,
                 )
-            if self.spec.prepare:  # before the trial, outside its timing (hyperfine's)
-                p = self.spec.prepare
-                await self._command("prepare", p.command, p.timeout, p.cwd)
+            p = self.spec.prepare  # before the trial, outside its timing (hyperfine's)
+            prepare = test.prepare or (p.command if p else None)
+            if prepare:
+                await self._command(
+                    "prepare", prepare, p.timeout if p else None, p.cwd if p else None
+                )
             self._show_running(test)
             fold = (  # off this machine, a trial running long is shown running anyway
                 None

@@ -33,11 +33,7 @@ def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> 
 
 
 def quick_runs(
-    spec: Spec,
-    runs: int | None,
-    min_runs: int | None,
-    max_runs: int | None,
-    prepare: str | None,
+    spec: Spec, runs: int | None, min_runs: int | None, max_runs: int | None
 ) -> int | None:
     """Runs per order kind for the quick form (None: the spec's): ``--runs`` counts each
     command's runs in total over the order kinds, hyperfine's meaning; ``--min-runs`` and
@@ -47,6 +43,7 @@ def quick_runs(
             raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
         if min_runs is not None and max_runs is not None and min_runs > max_runs:
             raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
+        prepare = spec.prepare.command if spec.prepare else None
         pilot = pilot_seconds(expand_tests(spec, "command line"), prepare)
         runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
     if runs is None:
@@ -55,7 +52,8 @@ def quick_runs(
 
 
 def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
-    """One trial of each command (after ``prepare``, as every trial), timed and not stored,
+    """One trial of each command (after its own prepare or ``prepare``, as every trial),
+    timed and not stored,
     as hyperfine times a command's first run to choose its run count; a failing command
     counts 0 (its count is then ``--min-runs``)."""
     import asyncio
@@ -67,8 +65,9 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
         try:
             times = []
             for test in tests:
-                if prepare:
-                    await ex.run(prepare, CommandOptions(timeout=None, cwd=test.cwd, env=test.env))
+                before = test.prepare or prepare
+                if before:
+                    await ex.run(before, CommandOptions(timeout=None, cwd=test.cwd, env=test.env))
                 result = await ex.run(
                     test.command, CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
                 )

@@ -190,6 +190,9 @@ class TestSpec(_Model):
     role: RoleName | None = None
     """The role whose worker runs the command (workers with roles: see roles.py)."""
     background: list[BackgroundSpec] = Field(default_factory=list)
+    prepare: NonBlank | None = None
+    """Run before each of this test's trials in place of ``[prepare]``'s command (its
+    timeout and cwd still apply): hyperfine's ``--prepare`` given once per command."""
 
     @field_validator("metrics")
     @classmethod
@@ -451,6 +454,7 @@ class Test(BaseModel):
     params: dict[str, Scalar] = Field(default_factory=dict)
     role: str | None = None
     background: list[BackgroundSpec] = Field(default_factory=list)
+    prepare: str | None = None
 
 
 def unsafe_placeholder(command: str) -> tuple[str, str] | None:
@@ -591,6 +595,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     params=values,
                     role=t.role,
                     background=t.background,
+                    prepare=t.prepare,
                 )
             )
     seen: dict[str, int] = {}
@@ -856,13 +861,14 @@ def spec_from_commands(
     cleanup: str | None = None,
     name: str = "quick",
     warmup: int = 0,
-    prepare: str | None = None,
+    prepare: str | Sequence[str] | None = None,
     names: list[str] | None = None,
     params: dict[str, list[Scalar]] | None = None,
     context: tuple[list[str], int] | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
-    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare``, ``--setup``
+    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` (one for
+    every command, or one per command, each the test's own ``prepare``), ``--setup``
     (``[setup]``, once before the first run) and ``--cleanup`` (``[teardown]``, once after
     the last: hyperfine runs both per command, washout's runs interleave them); with
     ``params`` (``-P``/``-L``) every command is a grid over them; ``context`` (kinds,
@@ -874,6 +880,13 @@ def spec_from_commands(
         raise WashoutError(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
         )
+    prepares = [prepare] if isinstance(prepare, str) else list(prepare or [])
+    if len(prepares) not in (0, 1, len(commands)):
+        raise WashoutError(
+            f"--prepare given {len(prepares)} times for {len(commands)} commands: give it "
+            "once (before every command) or once per command, in order (hyperfine's)"
+        )
+    own = prepares if len(prepares) > 1 else []
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if seed is not None:
         lines.append(f"seed = {seed}")
@@ -881,7 +894,8 @@ def spec_from_commands(
         lines.append(f"warmup = {warmup}")
     if context:
         lines += [f"context = {json.dumps(context[0])}", f"context_levels = {context[1]}"]
-    tables = (("setup", setup), ("reset", reset), ("prepare", prepare), ("teardown", cleanup))
+    shared = prepares[0] if len(prepares) == 1 else None
+    tables = (("setup", setup), ("reset", reset), ("prepare", shared), ("teardown", cleanup))
     for table, command in tables:
         if command:
             lines += ["", f"[{table}]", f"command = {json.dumps(command)}"]
@@ -893,6 +907,7 @@ def spec_from_commands(
             "[[test]]",
             f"name = {json.dumps(names[i] if names and i < len(names) else command)}",
             f"command = {json.dumps(command)}",
+            *([f"prepare = {json.dumps(own[i])}"] if own else []),
             *grid,
         ]
     text = "\n".join(lines) + "\n"
