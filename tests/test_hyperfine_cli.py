@@ -197,6 +197,53 @@ def test_prepare_once_per_command(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()
 
 
+def test_a_prepare_takes_the_scans_parameters_as_hyperfine(tmp_path: Path) -> None:
+    """-P with --prepare 'echo p{n}': each test's prepare filled with its own value (shell
+    quoted, as the command, and with the command's rules: {{ for a literal brace); a
+    prepare naming no parameter is run as written; --setup, --reset or --cleanup naming a
+    parameter is one line (each runs once for every test)."""
+    log = tmp_path / "log"
+    washout(
+        "run",
+        "-P",
+        "n",
+        "1",
+        "2",
+        "--prepare",
+        f"echo p{{n}} {{{{x}}}} >> {log}",
+        f"echo {{n}} >> {log}",
+        "--runs",
+        "2",
+        "--db",
+        tmp_path / "p.db",
+        "-q",
+    )
+    lines = log.read_text().splitlines()
+    assert sorted(zip(lines[::2], lines[1::2])) == [("p1 {x}", "1")] * 2 + [("p2 {x}", "2")] * 2
+    log.unlink()
+    literal = ["-P", "n", "1", "2", "--prepare", f"echo '{{x}}' >> {log}", "echo {n}"]
+    washout("run", *literal, "--runs", "2", "--db", tmp_path / "l.db", "-q")
+    assert log.read_text() == "{x}\n" * 4
+    for option in ("--setup", "--reset", "--cleanup"):
+        refused = washout(
+            "run",
+            "-P",
+            "n",
+            "1",
+            "2",
+            option,
+            "echo {n}",
+            "echo {n}",
+            "--db",
+            tmp_path / "x.db",
+            check=False,
+        )
+        assert refused.returncode == 2 and refused.stderr.startswith(
+            f"washout: error: {option} uses {{n}}: it runs once for every test"
+        )
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_a_failing_prepare_stops_with_its_reason(tmp_path: Path) -> None:
     proc = washout(
         "run", "true", "--runs", "2", "--prepare", "exit 9", "--db", tmp_path / "f.db", check=False

@@ -550,9 +550,10 @@ def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
 def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     """Expand every ``[[test]]`` (grids to one test per combination, in spec order).
 
-    A test without ``params`` keeps its command literally (shell braces need no escaping);
-    with ``params`` every ``{name}`` must be a parameter, standing bare in the command
-    (:func:`unsafe_placeholder`). Names must be unique; the size of the experiment is
+    A test without ``params`` keeps its command (and ``prepare``) literally (shell braces
+    need no escaping); with ``params`` every ``{name}`` must be a parameter, standing bare
+    in the command and the ``prepare`` (:func:`unsafe_placeholder`), both filled in as
+    hyperfine fills them. Names must be unique; the size of the experiment is
     checked (:func:`check_size`) before the grids are expanded.
     """
     exp = spec.experiment
@@ -561,7 +562,9 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     for i, t in enumerate(spec.test):
         combos: list[dict[str, Scalar]] = [{}]
         if t.params:
-            for where, template in (("name", t.name), ("command", t.command)):
+            templates = [("name", t.name), ("command", t.command)]
+            templates += [("prepare", t.prepare)] if t.prepare else []
+            for where, template in templates:
                 unknown = {m.group(1) for m in _placeholders(template)} - set(t.params)
                 if unknown:
                     raise SpecError.at(
@@ -573,6 +576,8 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                         "(write {{ and }} for literal braces)",
                     )
             check_placeholders(t.command, source, f"test[{i}].command")
+            if t.prepare:
+                check_placeholders(t.prepare, source, f"test[{i}].prepare")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]
         for values in combos:
@@ -581,8 +586,9 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                 if name == t.name:
                     name = t.name + "-" + "-".join(str(v) for v in values.values())
                 command = _fill(t.command, values, quote=True)
+                prepare = None if t.prepare is None else _fill(t.prepare, values, quote=True)
             else:
-                name, command = t.name, t.command
+                name, command, prepare = t.name, t.command, t.prepare
             tests.append(
                 Test(
                     name=name,
@@ -595,7 +601,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     params=values,
                     role=t.role,
                     background=t.background,
-                    prepare=t.prepare,
+                    prepare=prepare,
                 )
             )
     seen: dict[str, int] = {}
@@ -894,7 +900,20 @@ def spec_from_commands(
         lines.append(f"warmup = {warmup}")
     if context:
         lines += [f"context = {json.dumps(context[0])}", f"context_levels = {context[1]}"]
-    shared = prepares[0] if len(prepares) == 1 else None
+
+    def grid_names(text: str | None) -> list[str]:  # the grid's parameters ``text`` uses
+        return sorted({m.group(1) for m in _placeholders(text or "")} & set(params or {}))
+
+    for option, text in (("--setup", setup), ("--reset", reset), ("--cleanup", cleanup)):
+        if used := grid_names(text):
+            raise WashoutError(
+                f"{option} uses {{{used[0]}}}: it runs once for every test, so the parameter "
+                "has no one value there (hyperfine runs it per command; washout's runs "
+                "interleave the commands); use --prepare, which takes it"
+            )
+    if len(prepares) == 1 and grid_names(prepares[0]):
+        own = prepares * len(commands)  # filled per test, as hyperfine fills --prepare
+    shared = prepares[0] if len(prepares) == 1 and not own else None
     tables = (("setup", setup), ("reset", reset), ("prepare", shared), ("teardown", cleanup))
     for table, command in tables:
         if command:
