@@ -889,7 +889,8 @@ def spec_from_commands(
     prepares = [prepare] if isinstance(prepare, str) else list(prepare or [])
     if len(prepares) not in (0, 1, len(commands)):
         raise WashoutError(
-            f"--prepare given {len(prepares)} times for {len(commands)} commands: give it "
+            f"--prepare given {len(prepares)} times for {len(commands)} command"
+            f"{'' if len(commands) == 1 else 's'}: give it "
             "once (before every command) or once per command, in order (hyperfine's)"
         )
     own = prepares if len(prepares) > 1 else []
