@@ -148,7 +148,8 @@ def orgmode_results(
 
     lines = [line(head[0], head[1:]), "|--+--+--+--+--|"]
     for command, *cells in rows:
-        lines.append(line(f"={command.replace('|', chr(92) + 'vert{}')}=", cells))
+        quoted = command.replace("|", "\\vert{}")  # Org's entity for a bar in a cell
+        lines.append(line(f"={quoted}=", cells))
     return "\n".join(lines) + "\n"
 
 
