@@ -161,10 +161,6 @@ def _causes(
     import numpy as np
 
     found: list[tuple[str, np.ndarray, Callable[[int], str]]] = []
-
-    def add(kind: str, passed: np.ndarray, reason: Callable[[int], str]) -> None:
-        found.append((kind, passed, reason))
-
     counts = (
         ("throttled", limits.throttles, THROTTLES, "thermal throttle event(s)"),
         ("kernel-log", limits.kernel_log, KERNEL_LOG, "new kernel log record(s)"),
@@ -180,7 +176,7 @@ def _causes(
         if limit is not None:
             got = measured(name)
             # NaN (not measured) passes no limit
-            add(kind, got > limit, partial(_count_reason, kind, got, what, limit))
+            found.append((kind, got > limit, partial(_count_reason, kind, got, what, limit)))
     if limits.swapped is not None:
         swap_in, swap_out = measured(SWAP_IN), measured(SWAP_OUT)
         pages = np.where(np.isnan(swap_in), 0.0, swap_in) + np.where(
@@ -188,29 +184,35 @@ def _causes(
         )
         either = ~(np.isnan(swap_in) & np.isnan(swap_out))
         swapped = limits.swapped
-        add(
-            "swapped",
-            either & (pages > swapped),
-            lambda i: f"swapped {pages[i]:g} page(s) in or out (limit {swapped:g})",
+        found.append(
+            (
+                "swapped",
+                either & (pages > swapped),
+                lambda i: f"swapped {pages[i]:g} page(s) in or out (limit {swapped:g})",
+            )
         )
     if limits.other_cpu is not None:
         other, share = measured(OTHER_CPU), limits.other_cpu
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             busy = (seconds > 0) & (other > np.maximum(share * seconds, TICK_FLOOR))
-        add(
-            "busy",
-            busy,
-            lambda i: (
-                f"busy: other processes used {other[i] / seconds[i]:.2f} CPU over the trial "
-                f"({other[i]:.3g} s; limit {share:g})"
-            ),
+        found.append(
+            (
+                "busy",
+                busy,
+                lambda i: (
+                    f"busy: other processes used {other[i] / seconds[i]:.2f} CPU over the trial "
+                    f"({other[i]:.3g} s; limit {share:g})"
+                ),
+            )
         )
     if limits.aperf_mperf is not None:
         ratio, (low, high) = measured(APERF_MPERF), limits.aperf_mperf
-        add(
-            "clocked",
-            ~np.isnan(ratio) & ~((low <= ratio) & (ratio <= high)),
-            lambda i: f"clocked APERF/MPERF {ratio[i]:.3f} (bounds {low:g}-{high:g})",
+        found.append(
+            (
+                "clocked",
+                ~np.isnan(ratio) & ~((low <= ratio) & (ratio <= high)),
+                lambda i: f"clocked APERF/MPERF {ratio[i]:.3f} (bounds {low:g}-{high:g})",
+            )
         )
     return found
 
@@ -369,9 +371,11 @@ class TrialCodes:
         }
         grouped = pd.DataFrame(columns).groupby(list(TRIAL), sort=True)
         index = grouped.size().index
-        levels = tuple(index.get_level_values(name).to_numpy(dtype=np.int64) for name in TRIAL)
+        worker_of, run_of, position_of, test_of = (
+            index.get_level_values(name).to_numpy(dtype=np.int64) for name in TRIAL
+        )
         codes = grouped.ngroup().to_numpy(dtype=np.int64)
-        return cls(codes, levels, (workers, tests))  # type: ignore[arg-type]
+        return cls(codes, (worker_of, run_of, position_of, test_of), (workers, tests))
 
     def key(self, i: int) -> tuple[str, int, int, str]:
         """Trial ``i``'s worker, run, position and test."""
