@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -191,7 +193,7 @@ def test_prepare_once_per_command(tmp_path: Path) -> None:
         "run", *commands, *prepares, "-p", "true", "--db", tmp_path / "x.db", check=False
     )
     assert three.returncode == 2 and three.stderr == (
-        "washout: error: --prepare given 3 times for 2 commands: give it once (before every "
+        "washout: error: --prepare given 3 times for 2 commands: give it once (for every "
         "command) or once per command, in order (hyperfine's)\n"
     )
     assert not (tmp_path / "x.db").exists()
@@ -585,3 +587,117 @@ def test_style_as_hyperfine_takes_it(tmp_path: Path) -> None:
         "(hyperfine's)\n"
     )
     assert not (tmp_path / "x.db").exists()
+
+
+WHERE_STDOUT_GOES = """import os, sys
+print(os.readlink("/proc/self/fd/1"), file=sys.stderr)
+print("out", os.getpid())
+"""
+"""A command that says on stderr what its stdout is, then prints its pid there."""
+
+
+def _tails(db: Path) -> list[tuple[str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT stdout_tail, stderr_tail FROM trial ORDER BY id").fetchall()
+
+
+def test_output_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """hyperfine's --output: null by default (grep, for one, stops at its first match when
+    its stdout is /dev/null: hyperfine and washout must time the same program), pipe (read,
+    its tail kept), inherit (washout's own stdout) and a file made anew for each trial;
+    once or once per command; a word that is no kind and no path, a missing directory,
+    a wrong count and --show-output with it are one line each before anything runs."""
+    script = tmp_path / "where.py"
+    script.write_text(WHERE_STDOUT_GOES)
+    command = f"python3 {script}"
+    washout("run", command, "--runs", "2", "--db", tmp_path / "d.db", "-q")
+    assert {err.strip() for _, err in _tails(tmp_path / "d.db")} == {"/dev/null"}
+    assert {out for out, _ in _tails(tmp_path / "d.db")} == {""}
+    washout("run", command, "--runs", "2", "--output", "pipe", "--db", tmp_path / "p.db", "-q")
+    for out, err in _tails(tmp_path / "p.db"):
+        assert err.startswith("pipe:[") and out.startswith("out ")
+    shown = washout("run", command, "--runs", "2", "--show-output", "--db", tmp_path / "s.db")
+    assert "stdout: out " in shown.stderr  # washout's --show-output: the kept tails, after
+    with open(tmp_path / "terminal", "w") as terminal:  # washout's stdout: a file here
+        args = ["run", command, "--runs", "2", "--output", "inherit", "--db", tmp_path / "i.db"]
+        subprocess.run(
+            [sys.executable, "-m", "washout", *map(str, args)], stdout=terminal, check=True
+        )
+    printed = (tmp_path / "terminal").read_text()
+    assert printed.count("\nout ") + printed.startswith("out ") == 2  # the trials' own lines
+    assert _tails(tmp_path / "i.db") == [("", "")] * 2  # nothing kept: it went to washout's
+    (tmp_path / "sub").mkdir()
+    washout(
+        "run",
+        command,
+        "true",
+        "--runs",
+        "4",
+        "--output",
+        "sub/out.txt",
+        "--output",
+        "null",
+        "--db",
+        tmp_path / "f.db",
+        "-q",
+        cwd=tmp_path,
+    )
+    written = (tmp_path / "sub" / "out.txt").read_text()
+    assert written.count("out ") == 1  # made anew for each trial: the last one's alone
+    trials = _tails(tmp_path / "f.db")
+    mine = [err.strip() for _, err in trials if err.strip()]
+    assert mine == [str(tmp_path / "sub" / "out.txt")] * 4  # (true prints nothing)
+    assert written.split()[1] in {str(p) for p in range(1 << 22)}
+
+    for given, message in (
+        (
+            ["--output", "nope"],
+            "--output 'nope': expected null, pipe, inherit or a file's "
+            "path (write './nope' for a file named 'nope')",
+        ),
+        (
+            ["--output", f"{tmp_path}/none/x"],
+            f"--output '{tmp_path}/none/x': no directory '{tmp_path}/none'",
+        ),
+        (
+            ["--output", "null"] * 3,
+            "--output given 3 times for 2 commands: give it once (for "
+            "every command) or once per command, in order (hyperfine's)",
+        ),
+        (
+            ["--output", "null", "--show-output"],
+            "--output and --show-output: give one "
+            "(hyperfine's --show-output is --output inherit; washout's prints the kept tails "
+            "after the run, from --output pipe)",
+        ),
+    ):
+        bad = washout("run", command, "true", *given, "--db", tmp_path / "x.db", check=False)
+        assert (bad.returncode, bad.stderr) == (2, f"washout: error: {message}\n")
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_spec_output_is_checked_against_its_metrics_and_workers(tmp_path: Path) -> None:
+    """A test's ``output`` in a spec: null where a metric reads stdout, or a file with
+    workers elsewhere, is one line naming the field."""
+    for extra, message in (
+        (
+            'output = "null"\n[test.metrics.n]\nstdout = "last-number"\n',
+            "test[0].output = 'null': keeps no stdout, which metric 'n' reads (use 'pipe')",
+        ),
+        (
+            'output = "./x"\n[[worker]]\nhost = "127.0.0.1"\n',
+            "test[0].output = './x': is washout's own terminal or a file here: for workers "
+            "elsewhere, use 'null' or 'pipe'",
+        ),
+        (
+            'output = "x"\n',
+            "test[0].output = 'x': expected null, pipe, inherit or a file's path "
+            "(write './x' for a file named 'x')",
+        ),
+    ):
+        spec = tmp_path / "s.toml"
+        spec.write_text(f'[[test]]\nname = "a"\ncommand = "echo 1"\n{extra}')
+        bad = washout("run", spec, "--db", tmp_path / "x.db", check=False)
+        assert bad.returncode == 2 and bad.stderr == f"washout: error: {spec}: {message}\n"

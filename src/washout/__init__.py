@@ -207,6 +207,7 @@ def run(
     setup: str | None = None,
     cleanup: str | None = None,
     names: Sequence[str] | None = None,
+    output: str | Sequence[str] | None = None,
 ) -> RunResult:
     """Run an experiment as ``washout run`` does, without its summary or exit code.
 
@@ -214,7 +215,9 @@ def run(
     quick form: each command a test; ``runs`` then counts each command's runs over both
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
     ``warmup``, ``prepare`` (one command, or one per command), ``reset``, ``setup``,
-    ``cleanup`` and ``names`` are hyperfine's options). With a spec, ``runs`` counts runs
+    ``cleanup``, ``names`` and ``output`` (``"null"``, the default, ``"pipe"``,
+    ``"inherit"`` or a file's path; one, or one per command) are hyperfine's options). With a
+    spec, ``runs`` counts runs
     per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
@@ -237,6 +240,7 @@ def run(
         setup=setup,
         cleanup=cleanup,
         names=list(names) if names else None,
+        output=output,
     )
     chosen = context_choice(context, context_levels, ("context", "context_levels"))
     experiment = _prepared(spec, seed, runs, quick, chosen)
@@ -281,6 +285,7 @@ def compare(
     cleanup: str | None = None,
     names: Sequence[str] | None = None,
     quiet: bool = True,
+    output: str | Sequence[str] | None = None,
 ) -> Analysis:
     """hyperfine from Python: run ``commands`` (the quick form of :func:`run`, with its
     options) and return the analysis the run's summary prints: hyperfine's comparison
@@ -297,6 +302,7 @@ def compare(
         setup=setup,
         cleanup=cleanup,
         names=names,
+        output=output,
     )
     return analyze(result.db, carryover=None, drift=None, compare=True)
 

@@ -466,6 +466,13 @@ def run_command(
         help="Print each command's output (the kept tails of stdout and stderr of its last "
         "trial) after the run.",
     ),
+    output: list[str] = typer.Option(
+        [],
+        "--output",
+        help="Quick form: where each command's stdout goes (hyperfine's): null (the "
+        "default), pipe (read, its tail kept), inherit (this terminal) or a file's path, "
+        "made anew for each trial; once, or once per command.",
+    ),
     ignore_failure: bool = typer.Option(
         False,
         "--ignore-failure",
@@ -509,6 +516,13 @@ def run_command(
     unit = None if time_unit is None else named_time_unit(time_unit)
     if style not in STYLES:
         raise WashoutError(f"--style = {style!r}: expected {', '.join(STYLES)} (hyperfine's)")
+    if output and show_output:
+        raise WashoutError(
+            "--output and --show-output: give one (hyperfine's --show-output is --output "
+            "inherit; washout's prints the kept tails after the run, from --output pipe)"
+        )
+    if "inherit" in output and style == "auto":  # the commands' output and a bar don't mix
+        style = "basic"  # (hyperfine's auto style, likewise)
     exports = _exports(
         db,
         export_json=export_json,
@@ -533,6 +547,7 @@ def run_command(
             "--command-name": command_name,
             "--min-runs": min_runs,
             "--max-runs": max_runs,
+            "--output": output,
         }
         given = [name for name, value in quick_only.items() if value]
         if given:
@@ -557,6 +572,7 @@ def run_command(
             names=command_name or None,
             params=params,
             context=chosen_context,
+            output=output or ("pipe" if show_output else None),
         )
         source = "command line"
         if no_shell or (shell is not None and shell != "default"):  # before any command runs

@@ -550,6 +550,7 @@ class _Worker:
                     output_tail=self.spec.experiment.output_tail,
                     health=self.health,
                     blocking=self.alone and plain,
+                    output=test.output,
                 ),
                 runner=self.ex if plain else None,
                 metrics={n: m for n, m in test.metrics.items() if not m.around_trial},

@@ -22,6 +22,7 @@ import functools
 import itertools
 import json
 import math
+import os
 import re
 import shlex
 import tomllib
@@ -51,6 +52,7 @@ from washout.harness.machine import parse_requirement
 from washout.harness.metrics import MetricKeys, source_of
 from washout.harness.metrics.base import MetricSource
 from washout.harness.metrics.powercap import is_energy
+from washout.harness.metrics.stdout import Stdout
 from washout.harness.pinning import parse_cpus
 from washout.harness.plan import DEFAULT_LEVELS, MAX_LEVELS, MIN_LEVELS
 from washout.harness.sizes import parse_size
@@ -70,6 +72,22 @@ MAX_TRIALS = 10_000_000
 """Most planned trials of an experiment, over all its workers (one store row each)."""
 MAX_TESTS = 100_000
 """Most tests after grid expansion (each run orders every one of them)."""
+
+
+OUTPUT_KINDS = ("null", "pipe", "inherit")
+"""hyperfine's ``--output`` kinds; any other value is a file's path."""
+
+
+def _output(value: str | None) -> str | None:
+    """hyperfine's ``--output`` WHERE: a kind of :data:`OUTPUT_KINDS` or a file's path of two
+    components at least (hyperfine's rule, so that a misspelt kind is not taken for a file
+    of that name: src/options.rs, ``UnknownOutputPolicy``)."""
+    if value is not None and value not in OUTPUT_KINDS and "/" not in value.rstrip("/"):
+        raise ValueError(
+            f"expected null, pipe, inherit or a file's path (write './{value}' for a file "
+            f"named {value!r})"
+        )
+    return value
 
 
 def _check_cpus(value: str | None) -> str | None:
@@ -193,6 +211,13 @@ class TestSpec(_Model):
     prepare: NonBlank | None = None
     """Run before each of this test's trials in place of ``[prepare]``'s command (its
     timeout and cwd still apply): hyperfine's ``--prepare`` given once per command."""
+    output: Annotated[str | None, AfterValidator(_output)] = None
+    """Where the command's stdout goes, hyperfine's ``--output``: ``null`` (/dev/null),
+    ``pipe`` (read by washout, its last ``[experiment] output_tail`` bytes kept),
+    ``inherit`` (washout's own stdout and stderr: nothing kept) or a file's path (made anew
+    for each trial, as hyperfine makes it for each run; relative to washout's directory).
+    Default: ``pipe``, or ``null`` where ``output_tail = 0``. Its stderr's tail is kept
+    (a failure's reason) but with ``inherit``."""
 
     @field_validator("metrics")
     @classmethod
@@ -455,6 +480,7 @@ class Test(BaseModel):
     role: str | None = None
     background: list[BackgroundSpec] = Field(default_factory=list)
     prepare: str | None = None
+    output: str | None = None
 
 
 def unsafe_placeholder(command: str) -> tuple[str, str] | None:
@@ -602,6 +628,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     role=t.role,
                     background=t.background,
                     prepare=prepare,
+                    output=t.output,
                 )
             )
     seen: dict[str, int] = {}
@@ -795,6 +822,31 @@ def _check_workers_source(spec: Spec, source: str) -> None:
         )
 
 
+def _check_output(spec: Spec, source: str) -> None:
+    """A test's ``output`` keeps its stdout where one of its metrics reads it, and goes to
+    washout's terminal or to a file only where washout runs the command (no worker)."""
+    remote = spec.worker or spec.cluster or spec.allocate
+    for i, t in enumerate(spec.test):
+        if t.output in (None, "pipe"):
+            continue
+        reads = [name for name, m in t.metrics.items() if isinstance(m.source, Stdout)]
+        if reads:
+            raise SpecError.at(
+                source,
+                f"test[{i}].output",
+                t.output,
+                f"keeps no stdout, which metric {reads[0]!r} reads (use 'pipe')",
+            )
+        if remote and t.output != "null":
+            raise SpecError.at(
+                source,
+                f"test[{i}].output",
+                t.output,
+                "is washout's own terminal or a file here: for workers elsewhere, use "
+                "'null' or 'pipe'",
+            )
+
+
 def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
     """Claims are parsed and their tests looked up now, not after the whole run."""
     from washout.stats.claims import parse_claim
@@ -832,6 +884,7 @@ def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     _check_workers(spec, source)
     check_roles(spec, source)
     _check_workers_source(spec, source)
+    _check_output(spec, source)
     _check_claims(spec, expand_tests(spec, source), source)
     return spec
 
@@ -871,6 +924,7 @@ def spec_from_commands(
     names: list[str] | None = None,
     params: dict[str, list[Scalar]] | None = None,
     context: tuple[list[str], int] | None = None,
+    output: str | Sequence[str] | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
     ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` (one for
@@ -878,7 +932,10 @@ def spec_from_commands(
     (``[setup]``, once before the first run) and ``--cleanup`` (``[teardown]``, once after
     the last: hyperfine runs both per command, washout's runs interleave them); with
     ``params`` (``-P``/``-L``) every command is a grid over them; ``context`` (kinds,
-    levels) as ``[experiment] context`` and ``context_levels``.
+    levels) as ``[experiment] context`` and ``context_levels``; ``output`` (hyperfine's
+    ``--output``, once or once per command) each test's ``output``, hyperfine's default
+    ``null`` when not given, a file's path made absolute here (the stored spec then means
+    the same file when resumed from elsewhere).
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
@@ -886,13 +943,8 @@ def spec_from_commands(
         raise WashoutError(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
         )
-    prepares = [prepare] if isinstance(prepare, str) else list(prepare or [])
-    if len(prepares) not in (0, 1, len(commands)):
-        raise WashoutError(
-            f"--prepare given {len(prepares)} times for {len(commands)} command"
-            f"{'' if len(commands) == 1 else 's'}: give it "
-            "once (before every command) or once per command, in order (hyperfine's)"
-        )
+    prepares = _once_or_each("--prepare", prepare, len(commands))
+    outputs = _once_or_each("--output", output, len(commands)) or ["null"]
     own = prepares if len(prepares) > 1 else []
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if seed is not None:
@@ -928,10 +980,39 @@ def spec_from_commands(
             f"name = {json.dumps(names[i] if names and i < len(names) else command)}",
             f"command = {json.dumps(command)}",
             *([f"prepare = {json.dumps(own[i])}"] if own else []),
+            f"output = {json.dumps(_output_where(outputs[i % len(outputs)]))}",
             *grid,
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
+
+
+def _once_or_each(option: str, given: str | Sequence[str] | None, commands: int) -> list[str]:
+    """A quick-form option hyperfine takes once for every command or once per command, in
+    order (``--prepare``, ``--output``): its values; any other count is a one-line error."""
+    values = [given] if isinstance(given, str) else list(given or [])
+    if len(values) not in (0, 1, commands):
+        raise WashoutError(
+            f"{option} given {len(values)} times for {commands} command"
+            f"{'' if commands == 1 else 's'}: give it once (for every command) or once per "
+            "command, in order (hyperfine's)"
+        )
+    return values
+
+
+def _output_where(value: str) -> str:
+    """An ``--output`` value as the quick form stores it: checked as a test's ``output`` is
+    (one line naming the option), a file's path made absolute."""
+    try:
+        _output(value)
+    except ValueError as err:
+        raise WashoutError(f"--output {value!r}: {err}") from None
+    if value in OUTPUT_KINDS:
+        return value
+    path = os.path.abspath(value)
+    if not os.path.isdir(os.path.dirname(path)):
+        raise WashoutError(f"--output {value!r}: no directory {os.path.dirname(path)!r}")
+    return path
 
 
 def context_choice(

@@ -157,9 +157,10 @@ class CommandOptions:
     after ``timeout`` seconds (None: never), in ``cwd`` (None: the worker's workdir), with
     ``env`` added to the environment, pinned to ``cpus`` ("0-3,8"), and the last
     ``output_tail`` bytes of stdout kept (0: stdout is /dev/null) and of stderr (at least
-    TAIL_BYTES), and with ``health`` (a root, ``/`` on a real machine) the machine's health
-    counters under it read just before and just after it, outside its timing (a trial's).
-    One value that wrappers pass on, changing only what they change."""
+    TAIL_BYTES), or stdout sent where ``output`` says (:func:`stdout_to`); with ``health``
+    (a root, ``/`` on a real machine) the machine's health counters under it read just
+    before and just after it, outside its timing (a trial's). One value that wrappers pass
+    on, changing only what they change."""
 
     timeout: float | None
     cwd: str | None = None
@@ -170,6 +171,19 @@ class CommandOptions:
     blocking: bool = False
     """Nothing else needs the event loop while it runs (the engine's only worker, a plain
     trial): an executor may wait for it without the loop (the local fast path)."""
+    output: str | None = None
+    """A test's ``output`` (hyperfine's ``--output``: ``null``, ``pipe``, ``inherit`` or a
+    file's path); None: as ``output_tail`` says."""
+
+
+def stdout_to(options: CommandOptions) -> str:
+    """Where a command's stdout goes: ``null``, ``pipe`` (read, its last ``output_tail``
+    bytes kept: none with 0, as hyperfine's ``--output=pipe`` reads and drops it),
+    ``inherit`` (washout's own stdout and stderr) or a file's path (made anew for each
+    command, as hyperfine makes it for each run: src/options.rs, ``File::create``)."""
+    if options.output is not None:
+        return options.output
+    return "pipe" if options.output_tail else "null"
 
 
 @runtime_checkable

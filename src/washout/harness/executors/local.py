@@ -44,6 +44,7 @@ from washout.harness.executors.base import (
     CommandOptions,
     CommandResult,
     OutputTail,
+    stdout_to,
 )
 from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
@@ -256,6 +257,27 @@ def _devnull(flags: int = os.O_RDONLY) -> int:
 
 _peak_rss_seen = 0
 """washout's own peak RSS in KiB as last read (it only grows)."""
+
+
+def _outputs(where: str) -> tuple[int | None, int, int | None, int]:
+    """A command's stdout and stderr as :func:`~.base.stdout_to` says: the read end of each
+    pipe washout reads (None: none) and what the command gets. stderr is a pipe (its tail
+    is a failure's reason) but with ``inherit``; a file is made anew (its own descriptor,
+    closed by the caller with a pipe's end)."""
+    if where == "inherit":
+        return None, 1, None, 2
+    err_r, err_w = os.pipe()
+    try:
+        if where == "null":
+            return None, _devnull(os.O_WRONLY), err_r, err_w
+        if where == "pipe":
+            return (*os.pipe(), err_r, err_w)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        return None, os.open(where, flags, 0o666), err_r, err_w
+    except OSError:
+        os.close(err_r)
+        os.close(err_w)
+        raise
 
 
 def _own_peak_rss(than: int) -> int:
@@ -849,8 +871,16 @@ class LocalExecutor:
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
-        out_r, out_w = os.pipe() if output_tail else (None, _devnull(os.O_WRONLY))
-        err_r, err_w = os.pipe()
+        where = stdout_to(options)
+        try:
+            out_r, out_w, err_r, err_w = _outputs(where)
+        except OSError as error:
+            return CommandResult.unstarted(
+                f"could not start: output {where}: {error.strerror}",
+                started,
+                time.perf_counter() - t0,
+                cpus,
+            )
         launcher: Launcher | None = None
         try:
             executable, argv = _start(command, full_env.get("PATH"))
@@ -861,7 +891,7 @@ class LocalExecutor:
                     executable,
                     argv,
                     self._environment_block(options.env),
-                    (err_w,) if out_r is None else (out_w, err_w),
+                    (err_w,) if where == "null" else (out_w, err_w),
                     _absolute(cwd),
                     cpu_set,
                     health is not None,
@@ -889,11 +919,12 @@ class LocalExecutor:
                 f"could not start: {error}", started, time.perf_counter() - t0, cpus
             )
         finally:
-            if out_r is not None:
+            if where not in ("null", "inherit"):  # its own: a pipe's end, or the file
                 os.close(out_w)
-            os.close(err_w)
+            if err_r is not None:
+                os.close(err_w)
         guard.register(pid)
-        pipes = {err_r: err} if out_r is None else {out_r: out, err_r: err}
+        pipes = {fd: tail for fd, tail in ((out_r, out), (err_r, err)) if fd is not None}
         child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)
         try:
             try:

@@ -36,7 +36,7 @@ from pathlib import Path
 import asyncssh
 
 from washout.errors import WashoutError
-from washout.harness.executors.base import CommandOptions, CommandResult, tail
+from washout.harness.executors.base import CommandOptions, CommandResult, stdout_to, tail
 from washout.harness.executors.ssh_connection import TRANSIENT, SSHConnection, describe, output
 from washout.harness.executors.ssh_copy import mirror
 from washout.harness.executors.ssh_reboot import reboot
@@ -118,7 +118,7 @@ class SSHExecutor:
                 cwd=options.cwd,
                 env=options.env,
                 cpus=cpus,
-                keep_stdout=output_tail > 0,
+                keep_stdout=stdout_to(options) == "pipe",  # (no file or terminal: spec.py)
                 gnu_time=self.link.gnu_time,
                 read_after=None if runner.reads == self._after else self._after,
                 health=options.health,
