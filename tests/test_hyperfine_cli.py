@@ -482,8 +482,13 @@ def test_run_count_from_hyperfines_time_budget(tmp_path: Path) -> None:
     assert runs_for_budget([0.1, 0.2], 4, None) == 15  # the slowest command's 3 s
     assert runs_for_budget([0.001], 10, 50) == 50
     assert runs_for_budget([0.0], 7, None) == 7  # a failing pilot: the minimum
+    assert runs_for_budget([0.4], 2, None) == 7  # hyperfine's: 7.5 cut, not raised
+    assert runs_for_budget([0.7], 2, None) == 4
     washout("run", "sleep 0.5", "--min-runs", "2", "--db", tmp_path / "b.db", "-q")
-    assert len(exported(tmp_path / "b.db")) == 6  # ceil(3 / ~0.5 s) = 6 (or 5), 3 per order
+    assert len(exported(tmp_path / "b.db")) in (4, 6)  # floor(3 / ~0.5 s) = 5 (or 4)
+    # the prepare's time is a run's too (hyperfine's): not 3 s of `true`, thousands of runs
+    washout("run", "true", "-p", "sleep 0.5", "-m", "2", "-M", "40", "--db", tmp_path / "p.db")
+    assert len(exported(tmp_path / "p.db")) in (4, 6)
     bad = washout("run", "true", "--runs", "4", "--max-runs", "5", check=False)
     assert bad.returncode == 2 and "one or the other" in bad.stderr
 

@@ -23,11 +23,12 @@ MIN_RUNS = 10
 
 
 def runs_for_budget(pilot: list[float], min_runs: int, max_runs: int | None) -> int:
-    """hyperfine's run count, ceil(budget / a command's time), at least ``min_runs`` and at
-    most ``max_runs``; every run holds every command, so the slowest command's count (the
-    smallest) is taken, and every command is measured for at least that long."""
+    """hyperfine's run count, floor(budget / a run's time), at least ``min_runs`` and at
+    most ``max_runs`` (hyperfine 1.15, src/benchmark/mod.rs: ``runs_in_min_time``, the
+    quotient cast to an integer); every run holds every command, so the slowest command's
+    count (the smallest) is taken, and every command is measured for at least that long."""
     slowest = max(pilot, default=0.0)
-    wanted = math.ceil(BUDGET / slowest) if slowest > 0 else min_runs
+    wanted = math.floor(BUDGET / slowest) if slowest > 0 else min_runs
     chosen = max(wanted, min_runs)
     return chosen if max_runs is None else min(chosen, max_runs)
 
@@ -52,9 +53,10 @@ def quick_runs(
 
 
 def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
-    """One trial of each command (after its own prepare or ``prepare``, as every trial),
-    timed and not stored,
-    as hyperfine times a command's first run to choose its run count; a failing command
+    """A run's time for each command: one trial, timed and not stored, and the prepare
+    before it (its own or ``prepare``, as before every trial), as hyperfine times a
+    command's first run and its prepare to choose its run count (its time per run holds
+    the prepare's: ``preparation_overhead``, src/benchmark/mod.rs); a failing command
     counts 0 (its count is then ``--min-runs``)."""
     import asyncio
 
@@ -66,12 +68,10 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
             times = []
             for test in tests:
                 before = test.prepare or prepare
-                if before:
-                    await ex.run(before, CommandOptions(timeout=None, cwd=test.cwd, env=test.env))
-                result = await ex.run(
-                    test.command, CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
-                )
-                times.append(result.duration if result.status == "ok" else 0.0)
+                options = CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
+                prepared = (await ex.run(before, options)).duration if before else 0.0
+                result = await ex.run(test.command, options)
+                times.append(result.duration + prepared if result.status == "ok" else 0.0)
             return times
         finally:
             await ex.close()
