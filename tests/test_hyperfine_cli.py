@@ -706,3 +706,64 @@ def test_a_spec_output_is_checked_against_its_metrics_and_workers(tmp_path: Path
         spec.write_text(f'[[test]]\nname = "a"\ncommand = "echo 1"\n{extra}')
         bad = washout("run", spec, "--db", tmp_path / "x.db", check=False)
         assert bad.returncode == 2 and bad.stderr == f"washout: error: {spec}: {message}\n"
+
+
+def test_conclude_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """hyperfine's -C/--conclude: after every trial, warmups too, outside its timing; once
+    for every command or once per command; with -P its {NAME} filled as --prepare's; in
+    the budget's run time; a spec's [conclude]; one that fails stops the worker (exit 3)
+    with its reason."""
+    log = tmp_path / "log"
+    washout(
+        "run",
+        *(f"echo {c} >> {log}" for c in "ab"),
+        "-p",
+        f"echo P >> {log}",
+        "-C",
+        f"sleep 0.3; echo C >> {log}",
+        "--runs",
+        "4",
+        "-w",
+        "1",
+        "--db",
+        tmp_path / "a.db",
+        "-q",
+        "--export-json",
+        tmp_path / "a.json",
+    )
+    words = log.read_text().split()
+    triples = {tuple(words[i : i + 3]) for i in range(0, len(words), 3)}
+    assert len(words) == 3 * (2 + 2 * 4) and triples == {("P", "a", "C"), ("P", "b", "C")}
+    results = json.loads((tmp_path / "a.json").read_text())["results"]
+    assert max(t for r in results for t in r["times"]) < 0.25  # not timed
+    log.unlink()
+    washout(
+        "run",
+        *(f"echo {c} >> {log}" for c in "ab"),
+        *("-C", f"echo A >> {log}", "-C", f"echo B >> {log}"),
+        *("--runs", "4", "--db", tmp_path / "b.db", "-q"),
+    )
+    words = log.read_text().split()
+    assert set(zip(words[::2], words[1::2])) == {("a", "A"), ("b", "B")}
+    log.unlink()
+    washout(
+        "run",
+        *("-P", "n", "1", "2", "-C", f"echo c{{n}} >> {log}", f"echo {{n}} >> {log}"),
+        *("--runs", "2", "--db", tmp_path / "c.db", "-q"),
+    )
+    words = log.read_text().split()
+    assert set(zip(words[::2], words[1::2])) == {("1", "c1"), ("2", "c2")}
+    # its time is a run's (hyperfine's conclusion_overhead): a few runs, not thousands
+    washout("run", "true", "-C", "sleep 0.5", "-m", "2", "-M", "40", "--db", tmp_path / "d.db")
+    assert len(exported(tmp_path / "d.db")) in (4, 6)
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f'[experiment]\nruns = 1\n[conclude]\ncommand = "echo C >> {log}"\n'
+        f'[[test]]\nname = "t"\ncommand = "echo t >> {log}"\n'
+    )
+    log.unlink()
+    washout("run", spec, "--db", tmp_path / "s.db", "-q")
+    assert log.read_text().split() == ["t", "C"] * 2
+    failing = washout("run", "true", "-C", "exit 7", "--db", tmp_path / "f.db", check=False)
+    assert failing.returncode == 3 and "Traceback" not in failing.stderr
+    assert "conclude command 'exit 7' failed" in failing.stdout + failing.stderr

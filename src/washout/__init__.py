@@ -208,17 +208,17 @@ def run(
     cleanup: str | None = None,
     names: Sequence[str] | None = None,
     output: str | Sequence[str] | None = None,
+    conclude: str | Sequence[str] | None = None,
 ) -> RunResult:
     """Run an experiment as ``washout run`` does, without its summary or exit code.
 
     ``spec``: a :class:`Spec`, the path of a TOML spec, or a list of commands (hyperfine's
     quick form: each command a test; ``runs`` then counts each command's runs over both
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
-    ``warmup``, ``prepare`` (one command, or one per command), ``reset``, ``setup``,
-    ``cleanup``, ``names`` and ``output`` (``"null"``, the default, ``"pipe"``,
-    ``"inherit"`` or a file's path; one, or one per command) are hyperfine's options). With a
-    spec, ``runs`` counts runs
-    per order kind, as the spec's. ``context``
+    ``warmup``, ``prepare`` and ``conclude`` (one command, or one per command), ``reset``,
+    ``setup``, ``cleanup``, ``names`` and ``output`` (``"null"``, the default, ``"pipe"``,
+    ``"inherit"`` or a file's path; one, or one per command) are hyperfine's options). With
+    a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
     spec, in place of its own). ``db``: the store to
@@ -236,6 +236,7 @@ def run(
     quick = dict(
         warmup=warmup,
         prepare=prepare,
+        conclude=conclude,
         reset=reset,
         setup=setup,
         cleanup=cleanup,
@@ -286,6 +287,7 @@ def compare(
     names: Sequence[str] | None = None,
     quiet: bool = True,
     output: str | Sequence[str] | None = None,
+    conclude: str | Sequence[str] | None = None,
 ) -> Analysis:
     """hyperfine from Python: run ``commands`` (the quick form of :func:`run`, with its
     options) and return the analysis the run's summary prints: hyperfine's comparison
@@ -303,6 +305,7 @@ def compare(
         cleanup=cleanup,
         names=names,
         output=output,
+        conclude=conclude,
     )
     return analyze(result.db, carryover=None, drift=None, compare=True)
 

@@ -387,6 +387,13 @@ def run_command(
         help="Quick form: command run before every trial, outside its timing; given once per "
         "command, each before its own command's trials (hyperfine's).",
     ),
+    conclude: list[str] = typer.Option(
+        [],
+        "--conclude",
+        "-C",
+        help="Quick form: command run after every trial, outside its timing (to stop what "
+        "--prepare started); once, or once per command (hyperfine's).",
+    ),
     reset: str | None = typer.Option(
         None, "--reset", help="Quick form: reset command before every run."
     ),
@@ -541,6 +548,7 @@ def run_command(
             "-N": no_shell,
             "--shell": shell,
             "--prepare": prepare,
+            "--conclude": conclude,
             "--warmup": warmup,
             "--parameter-scan": parameter_scan,
             "--parameter-list": parameter_list,
@@ -553,8 +561,8 @@ def run_command(
         if given:
             raise WashoutError(
                 f"{', '.join(given)} go(es) with the quick form; put them in {source} "
-                "([reset], [setup], [teardown], [prepare], [experiment] warmup, [[test]] name "
-                "and params)"
+                "([reset], [setup], [teardown], [prepare], [conclude], [experiment] warmup, "
+                "[[test]] name, params and output)"
             )
     else:
         if is_spec:
@@ -569,6 +577,7 @@ def run_command(
             cleanup=cleanup,
             warmup=warmup,
             prepare=prepare,
+            conclude=conclude,
             names=command_name or None,
             params=params,
             context=chosen_context,

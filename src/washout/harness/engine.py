@@ -604,12 +604,7 @@ class _Worker:
                     {},
                     context,
                 )
-            p = self.spec.prepare  # before the trial, outside its timing (hyperfine's)
-            prepare = test.prepare or (p.command if p else None)
-            if prepare:
-                await self._command(
-                    "prepare", prepare, p.timeout if p else None, p.cwd if p else None
-                )
+            await self._around("prepare", test.prepare, self.spec.prepare)
             self._show_running(test)
             fold = (  # off this machine, a trial running long is shown running anyway
                 None
@@ -653,6 +648,7 @@ class _Worker:
             else:
                 notes = plain.notes if plain is not None else []
                 reason = "; ".join([reason, *notes] if reason else notes)
+        await self._around("conclude", test.conclude, self.spec.conclude)
         if status == "ok" and self.lengths is not None:
             self.lengths.add(test.name, result.duration)
         if status == "ok" and shared.energy and result.duration < RAPL_RELIABLE:
@@ -661,6 +657,15 @@ class _Worker:
         # of the test's own with the same name wins).
         used = resource_values(result, test.metrics)
         return status, self._finished(status, reason, result, {**used, **metrics}, context)
+
+    async def _around(self, what: str, own: str | None, table: CommandSpec | None) -> None:
+        """A trial's prepare (before it) or conclude (after it, its metrics read), outside
+        its timing, as hyperfine's ``--prepare`` and ``--conclude``: the test's own command
+        or the table's, with the table's timeout and cwd; one that fails stops the worker."""
+        command = own or (table.command if table else None)
+        if command:
+            timeout, cwd = (table.timeout, table.cwd) if table else (None, None)
+            await self._command(what, command, timeout, cwd)
 
     def _show_running(self, test: Test) -> None:
         """Before a trial that may run :data:`FOLD_SECONDS` or longer (its test's first of

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from washout.errors import SpecError, WashoutError
 from washout.harness.executors.base import CommandOptions
@@ -44,20 +45,24 @@ def quick_runs(
             raise WashoutError("--runs and --min-runs/--max-runs: give one or the other")
         if min_runs is not None and max_runs is not None and min_runs > max_runs:
             raise WashoutError(f"--min-runs {min_runs} is above --max-runs {max_runs}")
-        prepare = spec.prepare.command if spec.prepare else None
-        pilot = pilot_seconds(expand_tests(spec, "command line"), prepare)
+        pilot = pilot_seconds(
+            expand_tests(spec, "command line"),
+            spec.prepare.command if spec.prepare else None,
+            spec.conclude.command if spec.conclude else None,
+        )
         runs = runs_for_budget(pilot, min_runs or MIN_RUNS, max_runs)
     if runs is None:
         return None
     return -(-runs // len(spec.experiment.orders))
 
 
-def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
-    """A run's time for each command: one trial, timed and not stored, and the prepare
-    before it (its own or ``prepare``, as before every trial), as hyperfine times a
-    command's first run and its prepare to choose its run count (its time per run holds
-    the prepare's: ``preparation_overhead``, src/benchmark/mod.rs); a failing command
-    counts 0 (its count is then ``--min-runs``)."""
+def pilot_seconds(tests: list[Test], prepare: str | None, conclude: str | None) -> list[float]:
+    """A run's time for each command: one trial, timed and not stored, with the prepare
+    before it and the conclude after it (its own or ``prepare`` and ``conclude``, as around
+    every trial), as hyperfine times a command's first run, its prepare and its conclude to
+    choose its run count (its time per run holds theirs: ``preparation_overhead`` and
+    ``conclusion_overhead``, src/benchmark/mod.rs); a failing command counts 0 (its count
+    is then ``--min-runs``)."""
     import asyncio
 
     from washout.harness.executors.local import LocalExecutor
@@ -67,11 +72,12 @@ def pilot_seconds(tests: list[Test], prepare: str | None) -> list[float]:
         try:
             times = []
             for test in tests:
-                before = test.prepare or prepare
                 options = CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
-                prepared = (await ex.run(before, options)).duration if before else 0.0
-                result = await ex.run(test.command, options)
-                times.append(result.duration + prepared if result.status == "ok" else 0.0)
+                before, after = test.prepare or prepare, test.conclude or conclude
+                took = (await ex.run(before, options)).duration if before else 0.0
+                result = await ex.run(test.command, replace(options, output=test.output))
+                took += (await ex.run(after, options)).duration if after else 0.0
+                times.append(took + result.duration if result.status == "ok" else 0.0)
             return times
         finally:
             await ex.close()

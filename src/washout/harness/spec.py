@@ -211,6 +211,9 @@ class TestSpec(_Model):
     prepare: NonBlank | None = None
     """Run before each of this test's trials in place of ``[prepare]``'s command (its
     timeout and cwd still apply): hyperfine's ``--prepare`` given once per command."""
+    conclude: NonBlank | None = None
+    """Run after each of this test's trials in place of ``[conclude]``'s command:
+    hyperfine's ``--conclude`` given once per command."""
     output: Annotated[str | None, AfterValidator(_output)] = None
     """Where the command's stdout goes, hyperfine's ``--output``: ``null`` (/dev/null),
     ``pipe`` (read by washout, its last ``[experiment] output_tail`` bytes kept),
@@ -441,6 +444,9 @@ class Spec(_Model):
     prepare: CommandSpec | None = None
     """Run before every trial, warmups too, outside its timing (hyperfine's
     ``--prepare``); the reset still runs once per run."""
+    conclude: CommandSpec | None = None
+    """Run after every trial, warmups too, outside its timing, once its metrics are read
+    (hyperfine's ``--conclude``: to stop what a prepare started)."""
     teardown: CommandSpec | None = None
     test: list[TestSpec] = Field(min_length=1)
     worker: list[WorkerSpec] = Field(default_factory=list)
@@ -480,6 +486,7 @@ class Test(BaseModel):
     role: str | None = None
     background: list[BackgroundSpec] = Field(default_factory=list)
     prepare: str | None = None
+    conclude: str | None = None
     output: str | None = None
 
 
@@ -573,14 +580,20 @@ def _fill(template: str, values: dict[str, Scalar], quote: bool) -> str:
     return _TEMPLATE.sub(sub, template)
 
 
+def _around(test: TestSpec) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+    """A test's own commands around each of its trials: its ``prepare`` and ``conclude``."""
+    return ("prepare", test.prepare), ("conclude", test.conclude)
+
+
 def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     """Expand every ``[[test]]`` (grids to one test per combination, in spec order).
 
-    A test without ``params`` keeps its command (and ``prepare``) literally (shell braces
-    need no escaping); with ``params`` every ``{name}`` must be a parameter, standing bare
-    in the command and the ``prepare`` (:func:`unsafe_placeholder`), both filled in as
-    hyperfine fills them. Names must be unique; the size of the experiment is
-    checked (:func:`check_size`) before the grids are expanded.
+    A test without ``params`` keeps its command (and ``prepare`` and ``conclude``) literally
+    (shell braces need no escaping); with ``params`` every ``{name}`` must be a parameter,
+    standing bare in the command, the ``prepare`` and the ``conclude``
+    (:func:`unsafe_placeholder`), each filled in as hyperfine fills them. Names must be
+    unique; the size of the experiment is checked (:func:`check_size`) before the grids
+    are expanded.
     """
     exp = spec.experiment
     check_size(spec, source)
@@ -588,8 +601,8 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
     for i, t in enumerate(spec.test):
         combos: list[dict[str, Scalar]] = [{}]
         if t.params:
-            templates = [("name", t.name), ("command", t.command)]
-            templates += [("prepare", t.prepare)] if t.prepare else []
+            around = [(key, text) for key, text in _around(t) if text]
+            templates = [("name", t.name), ("command", t.command), *around]
             for where, template in templates:
                 unknown = {m.group(1) for m in _placeholders(template)} - set(t.params)
                 if unknown:
@@ -601,9 +614,8 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                         f"parameters are {', '.join(sorted(t.params))} "
                         "(write {{ and }} for literal braces)",
                     )
-            check_placeholders(t.command, source, f"test[{i}].command")
-            if t.prepare:
-                check_placeholders(t.prepare, source, f"test[{i}].prepare")
+            for key, text in [("command", t.command), *around]:
+                check_placeholders(text, source, f"test[{i}].{key}")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]
         for values in combos:
@@ -612,9 +624,12 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                 if name == t.name:
                     name = t.name + "-" + "-".join(str(v) for v in values.values())
                 command = _fill(t.command, values, quote=True)
-                prepare = None if t.prepare is None else _fill(t.prepare, values, quote=True)
             else:
-                name, command, prepare = t.name, t.command, t.prepare
+                name, command = t.name, t.command
+            prepare, conclude = (
+                _fill(text, values, quote=True) if text and values else text
+                for _, text in _around(t)
+            )
             tests.append(
                 Test(
                     name=name,
@@ -628,6 +643,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     role=t.role,
                     background=t.background,
                     prepare=prepare,
+                    conclude=conclude,
                     output=t.output,
                 )
             )
@@ -925,10 +941,12 @@ def spec_from_commands(
     params: dict[str, list[Scalar]] | None = None,
     context: tuple[list[str], int] | None = None,
     output: str | Sequence[str] | None = None,
+    conclude: str | Sequence[str] | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
-    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` (one for
-    every command, or one per command, each the test's own ``prepare``), ``--setup``
+    ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` and
+    ``--conclude`` (one for every command, or one per command, each the test's own
+    ``prepare`` or ``conclude``; one naming a parameter is each test's, filled), ``--setup``
     (``[setup]``, once before the first run) and ``--cleanup`` (``[teardown]``, once after
     the last: hyperfine runs both per command, washout's runs interleave them); with
     ``params`` (``-P``/``-L``) every command is a grid over them; ``context`` (kinds,
@@ -943,9 +961,7 @@ def spec_from_commands(
         raise WashoutError(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
         )
-    prepares = _once_or_each("--prepare", prepare, len(commands))
     outputs = _once_or_each("--output", output, len(commands)) or ["null"]
-    own = prepares if len(prepares) > 1 else []
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if seed is not None:
         lines.append(f"seed = {seed}")
@@ -962,12 +978,23 @@ def spec_from_commands(
             raise WashoutError(
                 f"{option} uses {{{used[0]}}}: it runs once for every test, so the parameter "
                 "has no one value there (hyperfine runs it per command; washout's runs "
-                "interleave the commands); use --prepare, which takes it"
+                "interleave the commands); use --prepare or --conclude, which take it"
             )
-    if len(prepares) == 1 and grid_names(prepares[0]):
-        own = prepares * len(commands)  # filled per test, as hyperfine fills --prepare
-    shared = prepares[0] if len(prepares) == 1 and not own else None
-    tables = (("setup", setup), ("reset", reset), ("prepare", shared), ("teardown", cleanup))
+    shared: dict[str, str] = {}  # one for every test, in its table
+    own: dict[str, list[str]] = {}  # each test's own
+    for key, given in (("prepare", prepare), ("conclude", conclude)):
+        values = _once_or_each(f"--{key}", given, len(commands))
+        if len(values) > 1 or (values and grid_names(values[0])):
+            own[key] = values if len(values) > 1 else values * len(commands)  # filled per test
+        elif values:
+            shared[key] = values[0]
+    tables = (
+        ("setup", setup),
+        ("reset", reset),
+        ("prepare", shared.get("prepare")),
+        ("conclude", shared.get("conclude")),
+        ("teardown", cleanup),
+    )
     for table, command in tables:
         if command:
             lines += ["", f"[{table}]", f"command = {json.dumps(command)}"]
@@ -979,7 +1006,7 @@ def spec_from_commands(
             "[[test]]",
             f"name = {json.dumps(names[i] if names and i < len(names) else command)}",
             f"command = {json.dumps(command)}",
-            *([f"prepare = {json.dumps(own[i])}"] if own else []),
+            *(f"{key} = {json.dumps(values[i])}" for key, values in own.items()),
             f"output = {json.dumps(_output_where(outputs[i % len(outputs)]))}",
             *grid,
         ]
@@ -989,7 +1016,8 @@ def spec_from_commands(
 
 def _once_or_each(option: str, given: str | Sequence[str] | None, commands: int) -> list[str]:
     """A quick-form option hyperfine takes once for every command or once per command, in
-    order (``--prepare``, ``--output``): its values; any other count is a one-line error."""
+    order (``--prepare``, ``--conclude``, ``--output``): its values; any other count is a
+    one-line error."""
     values = [given] if isinstance(given, str) else list(given or [])
     if len(values) not in (0, 1, commands):
         raise WashoutError(
