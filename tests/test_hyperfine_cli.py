@@ -4,6 +4,7 @@ ranking line, hyperfine's exports, exit codes, --warmup, --prepare, -P/-L scans,
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -767,3 +768,44 @@ def test_conclude_as_hyperfine_takes_it(tmp_path: Path) -> None:
     failing = washout("run", "true", "-C", "exit 7", "--db", tmp_path / "f.db", check=False)
     assert failing.returncode == 3 and "Traceback" not in failing.stderr
     assert "conclude command 'exit 7' failed" in failing.stdout + failing.stderr
+
+
+def test_input_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """hyperfine's --input FILE: every trial reads the file from its start (through the
+    launcher and without it); without it stdin is /dev/null; a missing file is one line
+    before anything runs, and a spec's input with workers elsewhere too."""
+    data = tmp_path / "in.txt"
+    data.write_text("hello\n" * 1000)
+    check = tmp_path / "check.py"
+    check.write_text(
+        f"import sys\nsys.exit(0 if sys.stdin.read() == {data.read_text()!r} else 5)\n"
+    )
+    reads = f"python3 {check}"
+    for launcher in ("", "off"):
+        env = {**os.environ, "WASHOUT_LAUNCHER": launcher}
+        db = tmp_path / f"i{launcher}.db"
+        washout("run", reads, "--input", data, "--runs", "4", "--db", db, "-q", env=env)
+        assert _statuses(db) == ["ok"] * 4
+    washout("run", reads, "--runs", "2", "--db", tmp_path / "n.db", "-q", "-i")
+    assert _statuses(tmp_path / "n.db") == ["failed"] * 2  # /dev/null: nothing to read
+    missing = washout("run", "true", "--input", tmp_path / "none", check=False)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        f"washout: error: --input '{tmp_path / 'none'}': no such file\n",
+    )
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[[test]]\nname = "a"\ncommand = "cat"\ninput = "in.txt"\n[[worker]]\nhost = "127.0.0.1"\n'
+    )
+    bad = washout("run", spec, check=False)
+    assert bad.returncode == 2 and bad.stderr == (
+        f"washout: error: {spec}: test[0].input = 'in.txt': is a file here: for workers "
+        "elsewhere, give the command its input itself\n"
+    )
+
+
+def _statuses(db: Path) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [s for (s,) in conn.execute("SELECT status FROM trial ORDER BY id")]

@@ -209,6 +209,7 @@ def run(
     names: Sequence[str] | None = None,
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
+    input: str | None = None,
 ) -> RunResult:
     """Run an experiment as ``washout run`` does, without its summary or exit code.
 
@@ -217,7 +218,8 @@ def run(
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
     ``warmup``, ``prepare`` and ``conclude`` (one command, or one per command), ``reset``,
     ``setup``, ``cleanup``, ``names`` and ``output`` (``"null"``, the default, ``"pipe"``,
-    ``"inherit"`` or a file's path; one, or one per command) are hyperfine's options). With
+    ``"inherit"`` or a file's path; one, or one per command) and ``input`` (a file every
+    command reads as its stdin) are hyperfine's options). With
     a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
@@ -242,6 +244,7 @@ def run(
         cleanup=cleanup,
         names=list(names) if names else None,
         output=output,
+        input=input,
     )
     chosen = context_choice(context, context_levels, ("context", "context_levels"))
     experiment = _prepared(spec, seed, runs, quick, chosen)
@@ -288,6 +291,7 @@ def compare(
     quiet: bool = True,
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
+    input: str | None = None,
 ) -> Analysis:
     """hyperfine from Python: run ``commands`` (the quick form of :func:`run`, with its
     options) and return the analysis the run's summary prints: hyperfine's comparison
@@ -306,6 +310,7 @@ def compare(
         names=names,
         output=output,
         conclude=conclude,
+        input=input,
     )
     return analyze(result.db, carryover=None, drift=None, compare=True)
 

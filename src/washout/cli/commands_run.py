@@ -480,6 +480,12 @@ def run_command(
         "default), pipe (read, its tail kept), inherit (this terminal) or a file's path, "
         "made anew for each trial; once, or once per command.",
     ),
+    input_from: str | None = typer.Option(
+        None,
+        "--input",
+        help="Quick form: a file every command reads as its stdin, from its start in every "
+        "trial (hyperfine's; default null: /dev/null).",
+    ),
     ignore_failure: bool = typer.Option(
         False,
         "--ignore-failure",
@@ -556,13 +562,14 @@ def run_command(
             "--min-runs": min_runs,
             "--max-runs": max_runs,
             "--output": output,
+            "--input": input_from,
         }
         given = [name for name, value in quick_only.items() if value]
         if given:
             raise WashoutError(
                 f"{', '.join(given)} go(es) with the quick form; put them in {source} "
                 "([reset], [setup], [teardown], [prepare], [conclude], [experiment] warmup, "
-                "[[test]] name, params and output)"
+                "[[test]] name, params, output and input)"
             )
     else:
         if is_spec:
@@ -578,6 +585,7 @@ def run_command(
             warmup=warmup,
             prepare=prepare,
             conclude=conclude,
+            input=input_from,
             names=command_name or None,
             params=params,
             context=chosen_context,

@@ -551,6 +551,7 @@ class _Worker:
                     health=self.health,
                     blocking=self.alone and plain,
                     output=test.output,
+                    input=test.input,
                 ),
                 runner=self.ex if plain else None,
                 metrics={n: m for n, m in test.metrics.items() if not m.around_trial},

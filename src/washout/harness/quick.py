@@ -75,7 +75,9 @@ def pilot_seconds(tests: list[Test], prepare: str | None, conclude: str | None) 
                 options = CommandOptions(timeout=None, cwd=test.cwd, env=test.env)
                 before, after = test.prepare or prepare, test.conclude or conclude
                 took = (await ex.run(before, options)).duration if before else 0.0
-                result = await ex.run(test.command, replace(options, output=test.output))
+                result = await ex.run(
+                    test.command, replace(options, output=test.output, input=test.input)
+                )
                 took += (await ex.run(after, options)).duration if after else 0.0
                 times.append(took + result.duration if result.status == "ok" else 0.0)
             return times

@@ -221,6 +221,9 @@ class TestSpec(_Model):
     for each trial, as hyperfine makes it for each run; relative to washout's directory).
     Default: ``pipe``, or ``null`` where ``output_tail = 0``. Its stderr's tail is kept
     (a failure's reason) but with ``inherit``."""
+    input: NonBlank | None = None
+    """A file the command reads as its stdin, opened anew for each trial (hyperfine's
+    ``--input``; relative to washout's directory); default: /dev/null."""
 
     @field_validator("metrics")
     @classmethod
@@ -488,6 +491,7 @@ class Test(BaseModel):
     prepare: str | None = None
     conclude: str | None = None
     output: str | None = None
+    input: str | None = None
 
 
 def unsafe_placeholder(command: str) -> tuple[str, str] | None:
@@ -645,6 +649,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                     prepare=prepare,
                     conclude=conclude,
                     output=t.output,
+                    input=t.input,
                 )
             )
     seen: dict[str, int] = {}
@@ -838,11 +843,19 @@ def _check_workers_source(spec: Spec, source: str) -> None:
         )
 
 
-def _check_output(spec: Spec, source: str) -> None:
-    """A test's ``output`` keeps its stdout where one of its metrics reads it, and goes to
-    washout's terminal or to a file only where washout runs the command (no worker)."""
+def _check_streams(spec: Spec, source: str) -> None:
+    """A test's ``output`` keeps its stdout where one of its metrics reads it; it goes to
+    washout's terminal or to a file, and its ``input`` comes from a file, only where
+    washout runs the command (no worker)."""
     remote = spec.worker or spec.cluster or spec.allocate
     for i, t in enumerate(spec.test):
+        if remote and t.input is not None:
+            raise SpecError.at(
+                source,
+                f"test[{i}].input",
+                t.input,
+                "is a file here: for workers elsewhere, give the command its input itself",
+            )
         if t.output in (None, "pipe"):
             continue
         reads = [name for name, m in t.metrics.items() if isinstance(m.source, Stdout)]
@@ -900,7 +913,7 @@ def spec_from_data(data: dict[str, Any], source: str) -> Spec:
     _check_workers(spec, source)
     check_roles(spec, source)
     _check_workers_source(spec, source)
-    _check_output(spec, source)
+    _check_streams(spec, source)
     _check_claims(spec, expand_tests(spec, source), source)
     return spec
 
@@ -942,6 +955,7 @@ def spec_from_commands(
     context: tuple[list[str], int] | None = None,
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
+    input: str | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
     ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` and
@@ -953,7 +967,8 @@ def spec_from_commands(
     levels) as ``[experiment] context`` and ``context_levels``; ``output`` (hyperfine's
     ``--output``, once or once per command) each test's ``output``, hyperfine's default
     ``null`` when not given, a file's path made absolute here (the stored spec then means
-    the same file when resumed from elsewhere).
+    the same file when resumed from elsewhere); ``input`` (hyperfine's ``--input``: ``null``
+    or a file, which must exist) every test's ``input``, its path made absolute.
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
@@ -962,6 +977,9 @@ def spec_from_commands(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
         )
     outputs = _once_or_each("--output", output, len(commands)) or ["null"]
+    stdin = None if input in (None, "null") else os.path.abspath(input)
+    if stdin is not None and not os.path.isfile(stdin):  # hyperfine's check, as it starts
+        raise WashoutError(f"--input {input!r}: no such file")
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if seed is not None:
         lines.append(f"seed = {seed}")
@@ -1008,6 +1026,7 @@ def spec_from_commands(
             f"command = {json.dumps(command)}",
             *(f"{key} = {json.dumps(values[i])}" for key, values in own.items()),
             f"output = {json.dumps(_output_where(outputs[i % len(outputs)]))}",
+            *([f"input = {json.dumps(stdin)}"] if stdin else []),
             *grid,
         ]
     text = "\n".join(lines) + "\n"

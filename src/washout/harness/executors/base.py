@@ -174,6 +174,9 @@ class CommandOptions:
     output: str | None = None
     """A test's ``output`` (hyperfine's ``--output``: ``null``, ``pipe``, ``inherit`` or a
     file's path); None: as ``output_tail`` says."""
+    input: str | None = None
+    """A test's ``input``: the file its stdin reads, opened for each command (hyperfine's
+    ``--input``); None: /dev/null."""
 
 
 def stdout_to(options: CommandOptions) -> str:

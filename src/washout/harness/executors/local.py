@@ -259,6 +259,20 @@ _peak_rss_seen = 0
 """washout's own peak RSS in KiB as last read (it only grows)."""
 
 
+def _launcher_streams(stdin: int | None, out: int, err: int, null: bool) -> tuple[int, ...]:
+    """A command's streams as its launcher's request carries them: only those it does not
+    take as /dev/null itself (launch.c: stdin, stdout, stderr; stdout, stderr; stderr)."""
+    if stdin is not None:
+        return stdin, out, err
+    return (err,) if null else (out, err)
+
+
+def _open_input(path: str) -> int:
+    """A test's ``input`` opened for one command, so each reads it from its start (as
+    hyperfine opens its ``--input`` for each run)."""
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _outputs(where: str) -> tuple[int | None, int, int | None, int]:
     """A command's stdout and stderr as :func:`~.base.stdout_to` says: the read end of each
     pipe washout reads (None: none) and what the command gets. stderr is a pipe (its tail
@@ -318,21 +332,22 @@ def _spawn(
     executable: str,
     argv: tuple[str, ...],
     env: dict[str, str],
-    outputs: tuple[int, int],
+    streams: tuple[int | None, int, int],
     cwd: str | None,
     cpu_set: set[int] | None,
 ) -> tuple[int, subprocess.Popen[bytes] | None, float]:
-    """Start a command in a session of its own, stdin from /dev/null and ``outputs`` as its
-    stdout and stderr, with nothing else of washout's open; its pid, Popen if it made one,
-    and the ``perf_counter`` just before the start (where its wall time begins: everything
-    washout prepares for a start comes before it, as hyperfine starts its clock just before
-    it spawns).
+    """Start a command in a session of its own, ``streams`` as its stdin (None:
+    /dev/null), stdout and stderr, with nothing else of washout's open; its pid, Popen if
+    it made one, and the ``perf_counter`` just before the start (where its wall time
+    begins: everything washout prepares for a start comes before it, as hyperfine starts
+    its clock just before it spawns).
 
     ``os.posix_spawn`` (glibc: clone with CLONE_VFORK, then exec) costs washout less than
     half of ``subprocess.Popen``'s CPU per start (bench/RESULTS.md, "Engine overhead per
     trial"), the largest part of its own work per trial of a short command. Popen remains for a
     working directory (Python's posix_spawn has no chdir action) and for the rare case of
-    an output descriptor at 0-2 (washout started with a standard stream closed). CPUs are
+    an output descriptor at 0-2 (washout started with a standard stream closed, or
+    ``inherit``'s own). CPUs are
     pinned by inheritance: the starting thread takes the trial's CPUs for the start and
     gets its own back, so no Python runs in the child (a ``preexec_fn`` forces a full
     fork)."""
@@ -340,8 +355,8 @@ def _spawn(
     if cpu_set:
         os.sched_setaffinity(0, cpu_set)
     try:
-        if cwd is None and min(outputs) > 2:
-            stdin, stdout, stderr = _devnull(), *outputs
+        stdin, stdout, stderr = _devnull() if streams[0] is None else streams[0], *streams[1:]
+        if cwd is None and min(stdout, stderr) > 2:
             actions: list[tuple[int, ...]] = [
                 (os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_descriptors()
             ]
@@ -364,9 +379,9 @@ def _spawn(
         proc = subprocess.Popen(
             argv,
             executable=executable,
-            stdin=_devnull(),
-            stdout=outputs[0],
-            stderr=outputs[1],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
             cwd=cwd,
             env=env,
             start_new_session=True,
@@ -873,8 +888,19 @@ class LocalExecutor:
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         where = stdout_to(options)
         try:
+            stdin = None if options.input is None else _open_input(options.input)
+        except OSError as error:
+            return CommandResult.unstarted(
+                f"could not start: input {options.input}: {error.strerror}",
+                started,
+                time.perf_counter() - t0,
+                cpus,
+            )
+        try:
             out_r, out_w, err_r, err_w = _outputs(where)
         except OSError as error:
+            if stdin is not None:
+                os.close(stdin)
             return CommandResult.unstarted(
                 f"could not start: output {where}: {error.strerror}",
                 started,
@@ -891,13 +917,15 @@ class LocalExecutor:
                     executable,
                     argv,
                     self._environment_block(options.env),
-                    (err_w,) if where == "null" else (out_w, err_w),
+                    _launcher_streams(stdin, out_w, err_w, where == "null"),
                     _absolute(cwd),
                     cpu_set,
                     health is not None,
                 )
             else:
-                pid, proc, begun = _spawn(executable, argv, full_env, (out_w, err_w), cwd, cpu_set)
+                pid, proc, begun = _spawn(
+                    executable, argv, full_env, (stdin, out_w, err_w), cwd, cpu_set
+                )
         except (OSError, subprocess.SubprocessError, LauncherGone) as error:
             # e.g. CPUs not on this machine, a missing program or directory
             for fd in (out_r, err_r):
@@ -923,6 +951,8 @@ class LocalExecutor:
                 os.close(out_w)
             if err_r is not None:
                 os.close(err_w)
+            if stdin is not None:
+                os.close(stdin)
         guard.register(pid)
         pipes = {fd: tail for fd, tail in ((out_r, out), (err_r, err)) if fd is not None}
         child = _Child(asyncio.get_running_loop(), pid, pipes, proc, health is not None, launcher)

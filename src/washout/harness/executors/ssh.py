@@ -97,6 +97,11 @@ class SSHExecutor:
 
     async def run(self, command: str, options: CommandOptions) -> CommandResult:
         timeout, cpus, output_tail = options.timeout, options.cpus, options.output_tail
+        if options.input is not None or stdout_to(options) not in ("null", "pipe"):
+            raise WashoutError(  # (spec.py refuses them for workers elsewhere)
+                f"{self.name}: a file or a terminal as a command's stdin or stdout is "
+                "washout's own machine's"
+            )
         if self.link.given_up:
             raise WashoutError(self.link.given_up)
         started = datetime.now(UTC)
@@ -118,7 +123,7 @@ class SSHExecutor:
                 cwd=options.cwd,
                 env=options.env,
                 cpus=cpus,
-                keep_stdout=stdout_to(options) == "pipe",  # (no file or terminal: spec.py)
+                keep_stdout=stdout_to(options) == "pipe",
                 gnu_time=self.link.gnu_time,
                 read_after=None if runner.reads == self._after else self._after,
                 health=options.health,

@@ -110,18 +110,19 @@ class Launcher:
         executable: str,
         argv: tuple[str, ...],
         env: tuple[int, bytes],
-        outputs: tuple[int, ...],
+        streams: tuple[int, ...],
         cwd: str | None,
         cpus: set[int] | None,
         health: bool,
     ) -> int:
-        """Start a command (stdout and stderr to ``outputs``, or stderr only with one): its
-        pid once it has started. Raises OSError as a start in washout would (naming the
-        directory or program it could not use), LauncherGone if the launcher has ended."""
+        """Start a command (its stdin, stdout and stderr ``streams``; stdout and stderr with
+        two, stderr with one, /dev/null for the others): its pid once it has started.
+        Raises OSError as a start in washout would (naming the directory or program it
+        could not use), LauncherGone if the launcher has ended."""
         cpu_list = ",".join(map(str, sorted(cpus))) if cpus else ""
         message = _request(executable, argv, env, cwd or "", cpu_list, health)
         try:  # one message, so the launcher wakes once to read it whole
-            sent = socket.send_fds(self.socket, [message], list(outputs))
+            sent = socket.send_fds(self.socket, [message], list(streams))
             if sent < len(message):
                 self.socket.sendall(message[sent:])
             kind, pid, error, step, *_ = self._reply()

@@ -13,7 +13,8 @@
  *
  * Protocol, on a unix stream socket (its descriptor is argv[1]), native byte order:
  *   request:  header of six uint32 (payload length, argc, envc, flags, descriptors, 0),
- *             sent with the trial's stdout and stderr (or stderr only) as SCM_RIGHTS, then
+ *             sent with the trial's stdin, stdout and stderr (or stdout and stderr, or
+ *             stderr only; /dev/null for those not sent) as SCM_RIGHTS, then
  *             the payload: executable, working directory ("" for none), CPUs (a comma list,
  *             "" for none), argv[argc], env[envc], each NUL-terminated.
  *   replies:  ten int64 each: kind (1 started, 2 finished), pid, errno (with the step that
@@ -50,7 +51,7 @@
 
 static int SOCK;
 
-enum { MAX_FDS = 2, STEP_CHDIR = 1, STEP_EXEC = 2, STEP_AFFINITY = 3, STEP_FORK = 4 };
+enum { MAX_FDS = 3, STEP_CHDIR = 1, STEP_EXEC = 2, STEP_AFFINITY = 3, STEP_FORK = 4 };
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -121,7 +122,7 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
         CPU_SET(strtol(c, &c, 10), &set);
         if (*c == ',') c++;
     }
-    int out = nfds == 2 ? fds[0] : -1, err = fds[nfds - 1];
+    int in = nfds == 3 ? fds[0] : -1, out = nfds >= 2 ? fds[nfds - 2] : -1, err = fds[nfds - 1];
     child_errno = child_step = 0;
     int64_t r[10] = {1, 0, 0, 0, 0, 0, 0, 0, 0, -1};
     /* The command's directory and CPUs become this process's own before the clock starts,
@@ -145,7 +146,7 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
         if (!(flags & 2)) setsid();
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
-        dup2(null_fd, 0);
+        dup2(in < 0 ? null_fd : in, 0);
         dup2(out < 0 ? null_fd : out, 1);
         dup2(err, 2);
         execve(exe, argv, envp);
