@@ -809,3 +809,70 @@ def _statuses(db: Path) -> list[str]:
 
     with sqlite3.connect(db) as conn:
         return [s for (s,) in conn.execute("SELECT status FROM trial ORDER BY id")]
+
+
+def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """hyperfine's --reference CMD (with --reference-name): run first, as a test of its
+    own, and every ratio of the summary is to it, in either direction; one of the commands
+    is used as it is; the store keeps it ([experiment] reference), analyze --reference
+    names another; an unknown name, a name without a reference and a scan are one line."""
+    db = tmp_path / "r.db"
+    proc = washout(
+        "run",
+        *("sleep 0.01", "sleep 0.03"),
+        *("--reference", "sleep 0.02", "--reference-name", "base", "--runs", "20"),
+        *("--db", db, "-q", "--export-json", tmp_path / "r.json"),
+        *("--export-markdown", tmp_path / "r.md"),
+    )
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert [r["command"] for r in results] == ["sleep 0.02", "sleep 0.01", "sleep 0.03"]
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    slower = next(i for i, line in enumerate(lines) if line == "'base' ran")
+    assert (
+        lines[slower + 1].startswith("1.")
+        and "times faster than 'sleep 0.03'" in (lines[slower + 1])
+    )
+    faster = next(i for i, line in enumerate(lines) if line == "'sleep 0.01' ran")
+    assert "times faster than 'base'" in lines[faster + 1]
+    assert "| `sleep 0.02` |" in (tmp_path / "r.md").read_text().splitlines()[2]
+    assert (tmp_path / "r.md").read_text().splitlines()[2].endswith("| 1.00 |")
+    document = json.loads(washout("analyze", db, "-f", "json").stdout)["comparison"]
+    assert document["reference"] == "base"
+    assert {r["fastest"] for r in document["rankings"]} == {"base"}
+    other = json.loads(washout("analyze", db, "-f", "json", "--reference", "sleep 0.03").stdout)
+    assert {r["fastest"] for r in other["comparison"]["rankings"]} == {"sleep 0.03"}
+    assert all(r["ratio"] < 1 for r in other["comparison"]["rankings"])  # it is the slowest
+    washout(
+        "run",
+        "sleep 0.01",
+        "true",
+        "--reference",
+        "true",
+        "--runs",
+        "2",
+        "--db",
+        tmp_path / "t.db",
+        "-q",
+    )
+    assert len(exported(tmp_path / "t.db")) == 4  # two tests: the reference is one of them
+    for args, message in (
+        (
+            ["analyze", db, "--reference", "nope"],
+            "--reference 'nope': no such test (tests: 'base', 'sleep 0.01', 'sleep 0.03')",
+        ),
+        (["run", "true", "--reference-name", "x"], "--reference-name goes with --reference"),
+        (
+            ["run", "-P", "n", "1", "2", "sleep 0.0{n}", "--reference", "true"],
+            "--reference with -P/-L: a scan makes every command a grid of tests, and the "
+            "reference is one test; name one of the grid's tests in 'washout analyze "
+            "--reference'",
+        ),
+    ):
+        bad = washout(*args, check=False)
+        assert (bad.returncode, bad.stderr) == (2, f"washout: error: {message}\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text('[experiment]\nreference = "c"\n[[test]]\nname = "a"\ncommand = "true"\n')
+    bad = washout("run", spec, check=False)
+    assert bad.stderr == (
+        f"washout: error: {spec}: experiment.reference = 'c': no such test (tests: 'a')\n"
+    )

@@ -210,6 +210,7 @@ def run(
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
     input: str | None = None,
+    reference: str | None = None,
 ) -> RunResult:
     """Run an experiment as ``washout run`` does, without its summary or exit code.
 
@@ -218,8 +219,9 @@ def run(
     order kinds, as ``--runs`` does, and without it hyperfine's 3-second budget chooses;
     ``warmup``, ``prepare`` and ``conclude`` (one command, or one per command), ``reset``,
     ``setup``, ``cleanup``, ``names`` and ``output`` (``"null"``, the default, ``"pipe"``,
-    ``"inherit"`` or a file's path; one, or one per command) and ``input`` (a file every
-    command reads as its stdin) are hyperfine's options). With
+    ``"inherit"`` or a file's path; one, or one per command), ``input`` (a file every
+    command reads as its stdin) and ``reference`` (the command the comparison's ratios are
+    to, run first unless it is one of the commands) are hyperfine's options). With
     a spec, ``runs`` counts runs per order kind, as the spec's. ``context``
     (``["env", "cwd", "aslr"]``, any of them, or ``"env,cwd"``) and ``context_levels``
     randomize each trial's context as ``--context`` and ``--context-levels`` do (with a
@@ -245,6 +247,7 @@ def run(
         names=list(names) if names else None,
         output=output,
         input=input,
+        reference=reference,
     )
     chosen = context_choice(context, context_levels, ("context", "context_levels"))
     experiment = _prepared(spec, seed, runs, quick, chosen)
@@ -292,6 +295,7 @@ def compare(
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
     input: str | None = None,
+    reference: str | None = None,
 ) -> Analysis:
     """hyperfine from Python: run ``commands`` (the quick form of :func:`run`, with its
     options) and return the analysis the run's summary prints: hyperfine's comparison
@@ -311,6 +315,7 @@ def compare(
         output=output,
         conclude=conclude,
         input=input,
+        reference=reference,
     )
     return analyze(result.db, carryover=None, drift=None, compare=True)
 
@@ -347,6 +352,7 @@ def analyze(
     compare: bool | None = None,
     healthy_only: bool = False,
     context: bool | None = None,
+    reference: str | None = None,
 ) -> Analysis:
     """Everything ``washout analyze`` computes, as one frozen
     :class:`~washout.analysis.result.Analysis` (``.order``, ``.comparison``,
@@ -358,7 +364,8 @@ def analyze(
     most 20 tests); ``healthy_only``: the trials a health measure flags are set aside
     first (``.health`` says which and why); ``context``: whether each metric depends on the
     context its trials ran in (``.context``, and the comparisons set against it,
-    ``.context_margins``), None where the trials have one."""
+    ``.context_margins``), None where the trials have one; ``reference``: the test the
+    comparison's ratios are to (a store's ``[experiment] reference``, else the fastest)."""
     from washout.analysis.compute import analyze as analyze_source
     from washout.analysis.result import Options
 
@@ -374,6 +381,7 @@ def analyze(
         compare=compare,
         healthy_only=healthy_only,
         context=context,
+        reference=reference,
     )
     return analyze_source(source, options)
 

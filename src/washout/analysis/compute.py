@@ -61,13 +61,15 @@ ANALYSED_ORDERS: tuple[str, str] = ("fixed", "random")
 class Context:
     """What a source says beside its trials: a store's spec and record, or a running
     experiment's spec. ``better`` maps a metric to ``lower`` or ``higher`` where the spec
-    says (and all its tests agree); ``tests`` are the tests in the spec's order."""
+    says (and all its tests agree); ``tests`` are the tests in the spec's order;
+    ``reference`` the test its comparison's ratios are to (``[experiment] reference``)."""
 
     claims: tuple[str, ...] = ()
     better: Mapping[str, str] = field(default_factory=dict)
     tests: tuple[str, ...] = ()
     recorded: Recorded | None = None
     notes: tuple[str, ...] = ()
+    reference: str | None = None
 
     @classmethod
     def of_experiment(cls, experiment: Experiment) -> Context:
@@ -77,6 +79,7 @@ class Context:
             claims=tuple(experiment.spec.experiment.claims),
             better=_agreed((name, m.better) for t in tests for name, m in t.metrics.items()),
             tests=tuple(t.name for t in tests),
+            reference=experiment.spec.experiment.reference,
         )
 
 
@@ -482,6 +485,12 @@ def _comparison(
             "comparison gives each test's ratio to the lowest, not which is better"
         )
     present = set(every["test"].astype(str).unique())
+    reference = options.reference or context.reference
+    if reference is not None and reference not in present:
+        raise WashoutError(
+            f"--reference {reference!r}: no such test (tests: "
+            f"{', '.join(repr(t) for t in sorted(present)[:10])})"
+        )
     order = [t for t in context.tests if t in present]
     comparison = compare_tests(
         every,
@@ -492,6 +501,7 @@ def _comparison(
         lower_is_better=said != "higher",
         better_known=said is not None,
         describe=lambda v: metric_value(metric, v),
+        reference=reference,
     )
     return (comparison if comparison.summaries else None), notes, every
 
@@ -572,13 +582,15 @@ def _store_context(path: Path, describe: bool) -> Context:
     notes: tuple[str, ...] = ()
     claims: tuple[str, ...] = ()
     better: dict[str, str] = {}
+    reference = None
     try:
         spec = parse_spec_text(exp.spec_text, str(path))
         claims = tuple(spec.experiment.claims)
         better = _agreed((name, m.better) for t in spec.test for name, m in t.metrics.items())
+        reference = spec.experiment.reference
     except WashoutError as err:
         notes = (f"The store's spec could not be read (no claims from it): {err}",)
-    return Context(claims, better, tests, recorded, notes)
+    return Context(claims, better, tests, recorded, notes, reference)
 
 
 def _recorded(store: Any) -> Recorded:

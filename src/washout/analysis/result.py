@@ -54,6 +54,8 @@ class Options:
     ``context``: whether a metric depends
     on the context its trials ran in (``[experiment] context``); None takes it where the
     trials have context columns, True asks for it (an error where they have none).
+    ``reference``: the test the comparison's ratios are to (hyperfine's ``--reference``;
+    None: the fastest).
     """
 
     alpha: float = 0.05
@@ -68,6 +70,7 @@ class Options:
     describe: bool = False
     healthy_only: bool = False
     context: bool | None = None
+    reference: str | None = None
 
     def checked(self) -> Options:
         """These options with alpha, correction and the CI confidence checked (a one-line

@@ -78,6 +78,12 @@ def analyze_command(
     ),
     healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
     time_unit: str | None = typer.Option(None, "--time-unit", "-u", help=TIME_UNIT_HELP),
+    reference: str | None = typer.Option(
+        None,
+        "--reference",
+        help="The test the comparison's ratios are to (hyperfine's); default: a store's "
+        "[experiment] reference, else the fastest.",
+    ),
 ) -> None:
     """Did order change the results? Fixed vs random per test (Kruskal-Wallis, corrected)."""
     import sys
@@ -102,6 +108,7 @@ def analyze_command(
         compare=False if fmt == "csv" else None,
         healthy_only=healthy_only,
         context=context,
+        reference=reference,
     ).checked()
     if compat == "ordersage":
         if healthy_only:

@@ -480,6 +480,15 @@ def run_command(
         "default), pipe (read, its tail kept), inherit (this terminal) or a file's path, "
         "made anew for each trial; once, or once per command.",
     ),
+    reference: str | None = typer.Option(
+        None,
+        "--reference",
+        help="Quick form: the command every ratio of the summary is to (hyperfine's), run "
+        "as a test of its own first unless it is one of the commands; default: the fastest.",
+    ),
+    reference_name: str | None = typer.Option(
+        None, "--reference-name", help="Quick form: the --reference command's test name."
+    ),
     input_from: str | None = typer.Option(
         None,
         "--input",
@@ -563,13 +572,15 @@ def run_command(
             "--max-runs": max_runs,
             "--output": output,
             "--input": input_from,
+            "--reference": reference,
+            "--reference-name": reference_name,
         }
         given = [name for name, value in quick_only.items() if value]
         if given:
             raise WashoutError(
                 f"{', '.join(given)} go(es) with the quick form; put them in {source} "
                 "([reset], [setup], [teardown], [prepare], [conclude], [experiment] warmup, "
-                "[[test]] name, params, output and input)"
+                "[[test]] name, params, output and input, [experiment] reference)"
             )
     else:
         if is_spec:
@@ -586,6 +597,8 @@ def run_command(
             prepare=prepare,
             conclude=conclude,
             input=input_from,
+            reference=reference,
+            reference_name=reference_name,
             names=command_name or None,
             params=params,
             context=chosen_context,

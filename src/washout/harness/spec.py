@@ -385,6 +385,9 @@ class ExperimentSpec(_Model):
     cpus: Annotated[str | None, AfterValidator(_check_cpus)] = None
     sync: str | None = None
     claims: list[str] = Field(default_factory=list)
+    reference: NonBlank | None = None
+    """The test the comparison's ratios are to (hyperfine's ``--reference``); default: the
+    fastest."""
     output_tail: ByteSize = OUTPUT_TAIL
     """Bytes of the end of each trial's stdout and stderr kept (what stdout metrics read)."""
     require: list[Annotated[str, AfterValidator(_requirement)]] = Field(default_factory=list)
@@ -877,10 +880,17 @@ def _check_streams(spec: Spec, source: str) -> None:
 
 
 def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
-    """Claims are parsed and their tests looked up now, not after the whole run."""
+    """Claims are parsed and their tests looked up now, not after the whole run, as is the
+    comparison's reference."""
     from washout.stats.claims import parse_claim
 
     names = {t.name for t in tests}
+    shown = ", ".join(repr(t.name) for t in tests[:10]) + (", ..." if len(tests) > 10 else "")
+    reference = spec.experiment.reference
+    if reference is not None and reference not in names:
+        raise SpecError.at(
+            source, "experiment.reference", reference, f"no such test (tests: {shown})"
+        )
     for i, text in enumerate(spec.experiment.claims):
         try:
             claim = parse_claim(text)
@@ -888,9 +898,6 @@ def _check_claims(spec: Spec, tests: list[Test], source: str) -> None:
             raise SpecError(f"{source}: experiment.claims[{i}]: {err}") from None
         for name in (claim.a, claim.b):
             if name not in names:
-                shown = ", ".join(repr(t.name) for t in tests[:10]) + (
-                    ", ..." if len(tests) > 10 else ""
-                )
                 raise SpecError.at(
                     source,
                     f"experiment.claims[{i}]",
@@ -956,6 +963,8 @@ def spec_from_commands(
     output: str | Sequence[str] | None = None,
     conclude: str | Sequence[str] | None = None,
     input: str | None = None,
+    reference: str | None = None,
+    reference_name: str | None = None,
 ) -> tuple[Spec, str]:
     """The hyperfine-like quick form: each command a test named after itself (or after
     ``names``, hyperfine's ``-n``), with hyperfine's ``--warmup``, ``--prepare`` and
@@ -968,10 +977,20 @@ def spec_from_commands(
     ``--output``, once or once per command) each test's ``output``, hyperfine's default
     ``null`` when not given, a file's path made absolute here (the stored spec then means
     the same file when resumed from elsewhere); ``input`` (hyperfine's ``--input``: ``null``
-    or a file, which must exist) every test's ``input``, its path made absolute.
+    or a file, which must exist) every test's ``input``, its path made absolute;
+    ``reference`` (hyperfine's ``--reference``, named ``reference_name``) the comparison's
+    reference, a command of its own before the others (as hyperfine benchmarks it first, so
+    options given once per command start with it) unless it is one of them.
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
+    commands, names, chosen = _with_reference(commands, names, reference, reference_name)
+    if reference is not None and params:
+        raise WashoutError(
+            "--reference with -P/-L: a scan makes every command a grid of tests, and the "
+            "reference is one test; name one of the grid's tests in 'washout analyze "
+            "--reference'"
+        )
     if names and len(names) > len(commands):
         raise WashoutError(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
@@ -981,6 +1000,8 @@ def spec_from_commands(
     if stdin is not None and not os.path.isfile(stdin):  # hyperfine's check, as it starts
         raise WashoutError(f"--input {input!r}: no such file")
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
+    if chosen is not None:
+        lines.append(f"reference = {json.dumps(chosen)}")
     if seed is not None:
         lines.append(f"seed = {seed}")
     if warmup:
@@ -1031,6 +1052,28 @@ def spec_from_commands(
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
+
+
+def _with_reference(
+    commands: list[str], names: list[str] | None, reference: str | None, name: str | None
+) -> tuple[list[str], list[str] | None, str | None]:
+    """The quick form's commands and names with hyperfine's ``--reference`` (and
+    ``--reference-name``): the reference first, as a command of its own, unless it is one
+    of the commands; and the reference's test name (None without one)."""
+    if reference is None:
+        if name is not None:
+            raise WashoutError("--reference-name goes with --reference")
+        return commands, names, None
+    if reference in commands:
+        if name is not None:
+            raise WashoutError(
+                f"--reference-name: the reference {reference!r} is one of the commands: "
+                "name it with -n"
+            )
+        i = commands.index(reference)
+        return commands, names, names[i] if names and i < len(names) else reference
+    chosen = name or reference
+    return [reference, *commands], [chosen, *(names or [])] if names or name else None, chosen
 
 
 def _once_or_each(option: str, given: str | Sequence[str] | None, commands: int) -> list[str]:

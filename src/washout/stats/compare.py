@@ -8,8 +8,10 @@ and the means of the resource metrics ``user``, ``system`` (CPU seconds of the t
 process tree) and ``max_rss`` (bytes) where trials have them.
 
 The ranking compares every other test with the fastest (the lowest median under random
-order): "F ran r times faster than T". ``r`` is the Hodges-Lehmann estimate of the
-per-run ratio T / F over the random-order runs (the order-safe estimate), paired by run as
+order), or with the test named as the reference (hyperfine's ``--reference``): "F ran r
+times faster than T" (r below 1: T ran 1/r times faster than F). ``r`` is the
+Hodges-Lehmann estimate of the per-run ratio T / F over the random-order runs (the
+order-safe estimate), paired by run as
 a claim is (:mod:`washout.stats.claims`: a test's trials in one run averaged, the log
 ratio of each run where both tests succeeded), with Tukey's distribution-free CI
 (:func:`~washout.stats.claims.hodges_lehmann`). The per-run means of every test are
@@ -88,7 +90,8 @@ class TestSummary:
 @dataclass(frozen=True)
 class Ranking:
     """``fastest`` ran ``ratio`` times faster than ``test`` (random order, paired by run),
-    with its CI at ``confidence``; ``fixed_ratio`` is the same estimate over fixed-order
+    with its CI at ``confidence`` (``fastest``: the reference, the fastest test unless one
+    was named, :attr:`Comparison.reference`); ``fixed_ratio`` is the same estimate over fixed-order
     runs and ``orders_disagree`` whether the two differ significantly (family-wise)."""
 
     fastest: str
@@ -129,6 +132,9 @@ class Comparison(FrameView):
     better: str | None = "lower"
     """Which values are better, ``lower`` or ``higher``; None when the source does not say
     (the ranking then starts from the lowest, and says "lower", not "better")."""
+    reference: str | None = None
+    """The test named as every ratio's reference (hyperfine's ``--reference``); None: the
+    fastest is."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +142,7 @@ class Comparison(FrameView):
             "alpha": self.alpha,
             "correction": self.correction,
             "better": self.better,
+            "reference": self.reference,
             "summaries": [s.to_dict() for s in self.summaries],
             "rankings": [r.to_dict() for r in self.rankings],
         }
@@ -254,8 +261,10 @@ def compare_tests(
     lower_is_better: bool = True,
     better_known: bool = True,
     describe: Callable[[float], str] = str,
+    reference: str | None = None,
 ) -> Comparison:
-    """Summarise every test on ``metric`` and rank them against the fastest (module doc).
+    """Summarise every test on ``metric`` and rank them against the fastest, or against
+    ``reference`` (module doc); without a random-order trial of the reference, no ranking.
 
     ``tests`` gives their order (default: sorted); with ``lower_is_better`` False (a
     throughput, say) the best test has the highest median and the ratios are best / other;
@@ -291,10 +300,14 @@ def compare_tests(
     medians = random.groupby("test", observed=True)["value"].median()
     ranked = [t for t in names if t in medians.index]
     better = ("lower" if lower_is_better else "higher") if better_known else None
-    if len(ranked) < 2 or bool((here["value"] <= 0).any()):  # ratios need positive values
-        return Comparison(metric, tuple(summaries), (), level, method, better)
+    if (
+        len(ranked) < 2
+        or bool((here["value"] <= 0).any())  # ratios need positive values
+        or (reference is not None and reference not in ranked)
+    ):
+        return Comparison(metric, tuple(summaries), (), level, method, better, reference)
     sign = 1.0 if lower_is_better else -1.0
-    fastest = min(ranked, key=lambda t: sign * float(medians[t]))
+    fastest = reference or min(ranked, key=lambda t: sign * float(medians[t]))
     others = [t for t in ranked if t != fastest]
     confidence = max(1.0 - level / len(others), 0.0)
     per_run = per_run_means(ok, metric)
@@ -335,4 +348,4 @@ def compare_tests(
             )
         )
     rankings.sort(key=lambda r: r.ratio)
-    return Comparison(metric, tuple(summaries), tuple(rankings), level, method, better)
+    return Comparison(metric, tuple(summaries), tuple(rankings), level, method, better, reference)
