@@ -598,7 +598,8 @@ def context_margins(
 ) -> tuple[ContextMargin, ...]:
     """Every claim's and every ranking's margin set against the spread the context alone
     makes (:func:`against_context`): a claim's random-order ratio A / B, and each ranking's
-    ratio of a test to the fastest (hyperfine's "F ran r times faster than T"); those
+    ratio of a test to the reference, the fastest unless one is named (hyperfine's "F ran r
+    times faster than T"); those
     without a ratio are left out. ``about`` names the claim, or the ranking as ``F vs T``."""
     found = [
         replace(against_context(result, c.ratio, (c.a, c.b), c.metric), about=c.claim)
