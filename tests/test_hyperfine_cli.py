@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -603,8 +604,6 @@ print("out", os.getpid())
 
 
 def _tails(db: Path) -> list[tuple[str, str]]:
-    import sqlite3
-
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT stdout_tail, stderr_tail FROM trial ORDER BY id").fetchall()
 
@@ -667,6 +666,7 @@ def test_output_as_hyperfine_takes_it(tmp_path: Path) -> None:
             ["--output", f"{tmp_path}/none/x"],
             f"--output '{tmp_path}/none/x': no directory '{tmp_path}/none'",
         ),
+        (["--output", str(tmp_path)], f"--output '{tmp_path}': a directory, not a file"),
         (
             ["--output", "null"] * 3,
             "--output given 3 times for 2 commands: give it once (for "
@@ -682,6 +682,15 @@ def test_output_as_hyperfine_takes_it(tmp_path: Path) -> None:
         bad = washout("run", command, "true", *given, "--db", tmp_path / "x.db", check=False)
         assert (bad.returncode, bad.stderr) == (2, f"washout: error: {message}\n")
     assert not (tmp_path / "x.db").exists()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # nobody reads it: each trial fails at once, none waits at its open
+    held = washout(
+        "run", "true", "--output", fifo, "--runs", "2", "--db", tmp_path / "y.db", check=False
+    )
+    assert held.returncode == 4
+    with sqlite3.connect(tmp_path / "y.db") as conn:
+        reasons = {r for (r,) in conn.execute("SELECT reason FROM trial")}
+    assert reasons == {f"could not start: output {fifo}: No such device or address"}
 
 
 def test_a_spec_output_is_checked_against_its_metrics_and_workers(tmp_path: Path) -> None:
@@ -788,6 +797,8 @@ def test_input_as_hyperfine_takes_it(tmp_path: Path) -> None:
         assert _statuses(db) == ["ok"] * 4
     washout("run", reads, "--runs", "2", "--db", tmp_path / "n.db", "-q", "-i")
     assert _statuses(tmp_path / "n.db") == ["failed"] * 2  # /dev/null: nothing to read
+    folder = washout("run", "true", "--input", tmp_path, check=False)
+    assert folder.stderr == f"washout: error: --input '{tmp_path}': a directory, not a file\n"
     missing = washout("run", "true", "--input", tmp_path / "none", check=False)
     assert (missing.returncode, missing.stderr) == (
         2,
@@ -805,8 +816,6 @@ def test_input_as_hyperfine_takes_it(tmp_path: Path) -> None:
 
 
 def _statuses(db: Path) -> list[str]:
-    import sqlite3
-
     with sqlite3.connect(db) as conn:
         return [s for (s,) in conn.execute("SELECT status FROM trial ORDER BY id")]
 

@@ -997,8 +997,10 @@ def spec_from_commands(
         )
     outputs = _once_or_each("--output", output, len(commands)) or ["null"]
     stdin = None if input in (None, "null") else os.path.abspath(input)
-    if stdin is not None and not os.path.isfile(stdin):  # hyperfine's check, as it starts
+    if stdin is not None and not os.path.exists(stdin):  # hyperfine's check, as it starts
         raise WashoutError(f"--input {input!r}: no such file")
+    if stdin is not None and os.path.isdir(stdin):
+        raise WashoutError(f"--input {input!r}: a directory, not a file")
     lines = ["[experiment]", f"name = {json.dumps(name)}", f"runs = {runs}"]
     if chosen is not None:
         lines.append(f"reference = {json.dumps(chosen)}")
@@ -1102,6 +1104,8 @@ def _output_where(value: str) -> str:
     path = os.path.abspath(value)
     if not os.path.isdir(os.path.dirname(path)):
         raise WashoutError(f"--output {value!r}: no directory {os.path.dirname(path)!r}")
+    if os.path.isdir(path):
+        raise WashoutError(f"--output {value!r}: a directory, not a file")
     return path
 
 

@@ -270,7 +270,17 @@ def _launcher_streams(stdin: int | None, out: int, err: int, null: bool) -> tupl
 def _open_input(path: str) -> int:
     """A test's ``input`` opened for one command, so each reads it from its start (as
     hyperfine opens its ``--input`` for each run)."""
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return _open_stream(path, os.O_RDONLY)
+
+
+def _open_stream(path: str, flags: int) -> int:
+    """``path`` opened for a command's stream without waiting at the open: a FIFO with no
+    one at its other end would hold washout there, outside any timeout (one to write to
+    fails at once, ENXIO; one to read from opens, and the command waits on its reads as
+    it would under a shell's redirection). The command gets it blocking, as files are."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _outputs(where: str) -> tuple[int | None, int, int | None, int]:
@@ -286,8 +296,7 @@ def _outputs(where: str) -> tuple[int | None, int, int | None, int]:
             return None, _devnull(os.O_WRONLY), err_r, err_w
         if where == "pipe":
             return (*os.pipe(), err_r, err_w)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        return None, os.open(where, flags, 0o666), err_r, err_w
+        return None, _open_stream(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), err_r, err_w
     except OSError:
         os.close(err_r)
         os.close(err_w)
