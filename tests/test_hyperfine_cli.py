@@ -59,6 +59,12 @@ def test_two_commands_table_ranking_and_exports(tmp_path: Path) -> None:
     keys = {"command", "mean", "stddev", "median", "user", "system", "min", "max", "times"}
     assert keys | {"exit_codes"} <= set(first)
     assert len(first["times"]) == 12 and first["exit_codes"] == [0] * 12
+    with sqlite3.connect(tmp_path / "q.db") as conn:  # hyperfine 1.20's, trial by trial
+        peaks = conn.execute(
+            "SELECT m.value FROM trial t JOIN metric m ON m.trial_id = t.id WHERE t.test = "
+            "'sleep 0.01' AND t.status = 'ok' AND m.name = 'max_rss' ORDER BY t.started"
+        ).fetchall()
+    assert first["memory_usage_byte"] == [round(p) for (p,) in peaks] and len(peaks) == 12
     assert first["min"] <= first["median"] <= first["max"] and 0.01 <= first["min"]
     md = (out / "r.md").read_text()
     assert md.startswith("| Command | Mean [ms] | Min [ms] | Max [ms] | Relative |")

@@ -3,9 +3,11 @@
 so scripts written for hyperfine read them.
 
 JSON: ``{"results": [{"command", "mean", "stddev", "median", "user", "system", "min",
-"max", "times", "exit_codes", "parameters"?}]}`` in seconds (hyperfine's keys; ``times``
-and ``exit_codes`` are those of the successful trials, so every exit code is 0, and
-``user``/``system`` are null where washout did not measure them). CSV: hyperfine's columns
+"max", "times", "memory_usage_byte"?, "exit_codes", "parameters"?}]}`` in seconds and
+bytes (hyperfine 1.20's keys; ``times``, ``memory_usage_byte`` (each trial's peak RSS,
+where every trial has one) and ``exit_codes`` are those of the successful trials, so
+every exit code is 0, and ``user``/``system`` are null where washout did not measure
+them). CSV: hyperfine's columns
 ``command,mean,stddev,median,user,system,min,max`` plus ``parameter_NAME`` per parameter.
 Markdown, AsciiDoc and Org (``--export-asciidoc``, ``--export-orgmode``): hyperfine's
 table, Mean ± σ, Min, Max in one unit, and Relative: the order-safe ratio to the fastest
@@ -49,6 +51,11 @@ def json_results(
             "min": s.min,
             "max": s.max,
             "times": list(s.times),
+            **(
+                {"memory_usage_byte": [round(b) for b in s.max_rss_by_trial]}
+                if s.max_rss_by_trial
+                else {}
+            ),
             "exit_codes": [0] * len(s.times),
         }
         if parameters.get(s.test):

@@ -79,11 +79,15 @@ class TestSummary:
     max_rss: float | None
     times: tuple[float, ...]
     warnings: tuple[str, ...]
+    max_rss_by_trial: tuple[float, ...] = ()
+    """Each trial's ``max_rss`` (bytes) in the order of ``times``; empty where some trial
+    has none (hyperfine 1.20's ``memory_usage_byte``)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["times"] = list(self.times)
         d["warnings"] = list(self.warnings)
+        d["max_rss_by_trial"] = list(self.max_rss_by_trial)
         return d
 
 
@@ -220,8 +224,10 @@ def _summary(
     values: np.ndarray,
     resources: dict[str, float],
     first: Callable[[float], str],
+    peaks: np.ndarray,
 ) -> TestSummary:
-    """hyperfine's figures of one test's values (in the order its trials ran)."""
+    """hyperfine's figures of one test's values (in the order its trials ran), with each
+    trial's peak RSS (``peaks``, NaN where a trial has none)."""
     import numpy as np
 
     return TestSummary(
@@ -238,7 +244,26 @@ def _summary(
         max_rss=resources.get("max_rss"),
         times=tuple(values.tolist()),
         warnings=trial_warnings(values, first(float(values[0]))),
+        max_rss_by_trial=() if np.isnan(peaks).any() else tuple(peaks.tolist()),
     )
+
+
+def _peaks(here: pd.DataFrame, ok: pd.DataFrame, keys: list[str]) -> dict[str, np.ndarray]:
+    """Each test's trials' ``max_rss`` in the order of ``here`` (its trials of the compared
+    metric), matched by trial (``keys``: worker, run, position, started); NaN where a trial
+    has none, or where the trials cannot be told apart."""
+    import numpy as np
+
+    rss = ok[ok["metric"] == "max_rss"]
+    if not keys or rss.empty or rss.duplicated(["test", *keys]).any():
+        return {str(t): np.full(len(v), np.nan) for t, v in here.groupby("test", observed=True)}
+    matched = here[["test", *keys]].merge(
+        rss[["test", *keys, "value"]], on=["test", *keys], how="left", sort=False
+    )
+    return {
+        str(t): v.to_numpy(dtype=float)
+        for t, v in matched.groupby("test", observed=True, sort=False)["value"]
+    }
 
 
 def per_run_means(ok: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -286,13 +311,14 @@ def compare_tests(
     values = {
         str(t): v.to_numpy(dtype=float) for t, v in here.groupby("test", observed=True)["value"]
     }
+    peaks = _peaks(here, ok, by_time)
     used = ok[ok["metric"].isin(RESOURCE_METRICS)]
     means = used.groupby(["test", "metric"], observed=True)["value"].mean()
     resources: dict[str, dict[str, float]] = {}
     for (t, m), v in means.items():
         resources.setdefault(str(t), {})[str(m)] = float(v)
     summaries = [
-        _summary(t, metric, values[t], resources.get(t, {}), describe)
+        _summary(t, metric, values[t], resources.get(t, {}), describe, peaks[t])
         for t in names
         if t in values and values[t].size
     ]
