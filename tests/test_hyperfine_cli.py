@@ -891,3 +891,52 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
     assert bad.stderr == (
         f"washout: error: {spec}: experiment.reference = 'c': no such test (tests: 'a')\n"
     )
+
+
+def test_sort_as_hyperfine_takes_it(tmp_path: Path) -> None:
+    """hyperfine's --sort: auto (the summary's ratios by size, the tables in the commands'
+    order), command (both in the commands' order), mean-time (the tables by mean); JSON
+    keeps the commands' order; analyze takes it too; an unknown method is one line."""
+    commands = ["sleep 0.03", "sleep 0.001", "sleep 0.02"]
+    db = tmp_path / "s.db"
+    auto = washout("run", *commands, "--runs", "16", "--db", db, "-q").stdout
+    lines = [line.strip() for line in auto.splitlines()]
+
+    def compared(lines: list[str]) -> list[str]:  # the summary's lines' other command
+        start = lines.index("'sleep 0.001' ran")
+        return [re.findall(r"than '([^']+)'", line)[0] for line in lines[start + 1 : start + 3]]
+
+    assert compared(lines) == ["sleep 0.02", "sleep 0.03"]  # by size
+    by_command = washout("analyze", db, "--sort", "command").stdout
+    assert compared([line.strip() for line in by_command.splitlines()]) == [
+        "sleep 0.03",
+        "sleep 0.02",
+    ]
+    washout(
+        "run",
+        *commands,
+        "--runs",
+        "2",
+        "--sort",
+        "mean-time",
+        "--db",
+        tmp_path / "m.db",
+        "-q",
+        "--export-markdown",
+        tmp_path / "m.md",
+        "--export-json",
+        tmp_path / "m.json",
+    )
+    rows = (tmp_path / "m.md").read_text().splitlines()[2:]
+    assert [re.findall(r"`([^`]+)`", row)[0] for row in rows] == [
+        "sleep 0.001",
+        "sleep 0.02",
+        "sleep 0.03",
+    ]
+    results = json.loads((tmp_path / "m.json").read_text())["results"]
+    assert [r["command"] for r in results] == commands
+    bad = washout("run", "true", "--sort", "time", check=False)
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "washout: error: --sort = 'time': expected auto, command, mean-time (hyperfine's)\n",
+    )

@@ -78,6 +78,12 @@ def analyze_command(
     ),
     healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
     time_unit: str | None = typer.Option(None, "--time-unit", "-u", help=TIME_UNIT_HELP),
+    sort: str = typer.Option(
+        "auto",
+        "--sort",
+        help="hyperfine's: auto (the summary's ratios by size, the comparison table in the "
+        "tests' order), command (both in the tests' order) or mean-time (the table by mean).",
+    ),
     reference: str | None = typer.Option(
         None,
         "--reference",
@@ -91,11 +97,13 @@ def analyze_command(
     from washout.analysis.compute import analyze
     from washout.analysis.result import Options
     from washout.analysis.units import named_time_unit
+    from washout.report.hyperfine import check_sort, in_order
     from washout.report.render import Settings, renderer
 
     fmt = _choice("--format", fmt, FORMATS) or "table"
     compat = _choice("--compat", compat, ("ordersage",))
     unit = None if time_unit is None else named_time_unit(time_unit)
+    check_sort(sort)
     options = Options(
         alpha=alpha,
         correction=correction,
@@ -129,7 +137,7 @@ def analyze_command(
     tty = fmt == "table" and sys.stdout.isatty()
     width = _terminal_width() if tty else None
     settings = Settings(width=width, color=tty, time_unit=unit)
-    sys.stdout.write(renderer(fmt)(analysis, settings).text)
+    sys.stdout.write(renderer(fmt)(in_order(analysis, sort), settings).text)
 
 
 def _terminal_width() -> int:

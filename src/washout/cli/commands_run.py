@@ -63,13 +63,14 @@ def _execute(
     show_output: bool = False,
     time_unit: tuple[str, float] | None = None,
     style: str = "auto",
+    sort: str = "auto",
 ) -> None:
     """Run with a progress bar (trials done/total, ETA) unless quiet; then summarize, write
     the ``exports`` (format: path) and exit with the :class:`~washout.errors.ExitCode` that
     says how it ended; ``ignore_failure`` (hyperfine's ``-i``) makes a test whose every
     trial failed a warning, not an exit status; ``time_unit``: the summary's and the
     Markdown export's times in it (hyperfine's ``--time-unit``); ``style``: hyperfine's
-    ``--style`` (:data:`STYLES`)."""
+    ``--style`` (:data:`STYLES`); ``sort``: hyperfine's ``--sort``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -145,7 +146,7 @@ def _execute(
             _show_output(store)
         complete = _what_ran(store, outcome, results)
     if complete:
-        _analysis(experiment, store, exports or {}, time_unit, color, results)
+        _analysis(experiment, store, exports or {}, time_unit, color, results, sort)
     code = exit_code(outcome, store)
     if code == ExitCode.TEST_ALWAYS_FAILED:
         _explain_failed_tests(experiment, store, ignore_failure)
@@ -304,13 +305,15 @@ def _analysis(
     time_unit: tuple[str, float] | None = None,
     color: bool | None = None,
     shown: bool = True,
+    sort: str = "auto",
 ) -> None:
     """The analysis of a complete experiment (:func:`washout.analysis.compute.analyze` at
     the spec's alpha and correction, with everything the trials support, as ``washout
     analyze`` prints it): the order analysis and why, then hyperfine's comparison (written
-    to the ``exports`` too)."""
+    to the ``exports`` too), in hyperfine's ``--sort`` order."""
     from washout.analysis.compute import Context, analyze
     from washout.analysis.result import Options
+    from washout.report.hyperfine import in_order
     from washout.report.render import Settings, renderer
 
     exp = experiment.spec.experiment
@@ -329,13 +332,14 @@ def _analysis(
             {t.name: t.params for t in tests},
             exports,
             time_unit,
+            sort,
         )
     if not shown:  # --style none: the exports only
         return
     tty = sys.stdout.isatty()
     width = _console(stderr=False).width if tty else None
     settings = Settings(width=width, color=tty if color is None else color, time_unit=time_unit)
-    sys.stdout.write(renderer("table")(analysis, settings).text)
+    sys.stdout.write(renderer("table")(in_order(analysis, sort), settings).text)
 
 
 @app.command("run")
@@ -415,6 +419,12 @@ def run_command(
         "-S",
         help="Quick form: hyperfine's --shell; only 'none' (as -N) and 'default' (washout's "
         "own way: plain words without a shell, shell syntax with /bin/sh -c).",
+    ),
+    sort: str = typer.Option(
+        "auto",
+        "--sort",
+        help="hyperfine's: auto (the summary's ratios by size, the tables in the tests' "
+        "order), command (both in the tests' order) or mean-time (the tables by mean).",
     ),
     time_unit: str | None = typer.Option(
         None,
@@ -538,6 +548,9 @@ def run_command(
     unit = None if time_unit is None else named_time_unit(time_unit)
     if style not in STYLES:
         raise WashoutError(f"--style = {style!r}: expected {', '.join(STYLES)} (hyperfine's)")
+    from washout.report.hyperfine import check_sort
+
+    check_sort(sort)
     if output and show_output:
         raise WashoutError(
             "--output and --show-output: give one (hyperfine's --show-output is --output "
@@ -633,6 +646,7 @@ def run_command(
             show_output=show_output,
             time_unit=unit,
             style=style,
+            sort=sort,
         )
     finally:
         store.close()

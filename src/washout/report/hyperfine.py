@@ -22,6 +22,7 @@ import csv
 import io
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +30,45 @@ from washout.data.importers.hyperfine import CSV_FIELDS
 from washout.data.outputs import write_output
 
 if TYPE_CHECKING:
+    from washout.analysis.result import Analysis
     from washout.stats.compare import Comparison
+
+SORTS = ("auto", "command", "mean-time")
+"""hyperfine's ``--sort`` methods."""
 
 Parameters = Mapping[str, Mapping[str, Any]]
 """Per test name, its parameter values (``-P``/``-L`` scans or spec grids)."""
+
+
+def check_sort(method: str) -> str:
+    """``method`` if it is one of hyperfine's ``--sort`` methods, else a one-line error."""
+    from washout.errors import WashoutError
+
+    if method not in SORTS:
+        raise WashoutError(f"--sort = {method!r}: expected {', '.join(SORTS)} (hyperfine's)")
+    return method
+
+
+def sorted_comparison(comparison: Comparison, method: str) -> Comparison:
+    """The comparison in hyperfine's ``--sort`` order (src/options.rs, ``SortOrder``):
+    ``auto``, as computed (the tables in the tests' order, the summary's ratios by size);
+    ``command``, both in the tests' order; ``mean-time``, the tables by mean, the summary by
+    size."""
+    if check_sort(method) == "command":
+        place = {s.test: i for i, s in enumerate(comparison.summaries)}
+        ranked = sorted(comparison.rankings, key=lambda r: place.get(r.test, len(place)))
+        return replace(comparison, rankings=tuple(ranked))
+    if method == "mean-time":
+        ordered = sorted(comparison.summaries, key=lambda s: s.mean)
+        return replace(comparison, summaries=tuple(ordered))
+    return comparison
+
+
+def in_order(analysis: Analysis, method: str) -> Analysis:
+    """``analysis`` with its comparison in ``--sort`` order (:func:`sorted_comparison`)."""
+    if analysis.comparison is None:
+        return analysis
+    return replace(analysis, comparison=sorted_comparison(analysis.comparison, method))
 
 
 def json_results(
@@ -166,17 +202,20 @@ def write_exports(
     parameters: Parameters,
     exports: Mapping[str, Path],
     unit: tuple[str, float] | None = None,
+    sort: str = "auto",
 ) -> None:
     """Write the comparison to each ``{format: path}`` asked for (``json``, ``markdown``,
     ``csv``, ``asciidoc``, ``orgmode``; ``unit``: the tables', as hyperfine's
-    ``--time-unit``); a file that cannot be written is a one-line error naming its
-    option."""
+    ``--time-unit``; ``sort``: the tables' order, as hyperfine's ``--sort``, which leaves
+    JSON and CSV in the tests' order); a file that cannot be written is a one-line error
+    naming its option."""
+    tables = sorted_comparison(comparison, sort)
     texts = {
         "json": lambda: json_results(comparison, commands, parameters),
         "csv": lambda: csv_results(comparison, commands, parameters),
-        "markdown": lambda: markdown_results(comparison, commands, unit),
-        "asciidoc": lambda: asciidoc_results(comparison, commands, unit),
-        "orgmode": lambda: orgmode_results(comparison, commands, unit),
+        "markdown": lambda: markdown_results(tables, commands, unit),
+        "asciidoc": lambda: asciidoc_results(tables, commands, unit),
+        "orgmode": lambda: orgmode_results(tables, commands, unit),
     }
     for fmt, path in exports.items():
         write_output(path, texts[fmt](), option=f"--export-{fmt}")
