@@ -621,7 +621,7 @@ def expand_tests(spec: Spec, source: str = "spec") -> list[Test]:
                         f"parameters are {', '.join(sorted(t.params))} "
                         "(write {{ and }} for literal braces)",
                     )
-            for key, text in [("command", t.command), *around]:
+            for key, text in templates[1:]:  # the name's values are not shell-quoted
                 check_placeholders(text, source, f"test[{i}].{key}")
             keys = list(t.params)
             combos = [dict(zip(keys, vals)) for vals in itertools.product(*t.params.values())]

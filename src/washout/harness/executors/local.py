@@ -267,12 +267,6 @@ def _launcher_streams(stdin: int | None, out: int, err: int, null: bool) -> tupl
     return (err,) if null else (out, err)
 
 
-def _open_input(path: str) -> int:
-    """A test's ``input`` opened for one command, so each reads it from its start (as
-    hyperfine opens its ``--input`` for each run)."""
-    return _open_stream(path, os.O_RDONLY)
-
-
 def _open_stream(path: str, flags: int) -> int:
     """``path`` opened for a command's stream without waiting at the open: a FIFO with no
     one at its other end would hold washout there, outside any timeout (one to write to
@@ -897,7 +891,9 @@ class LocalExecutor:
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
         where = stdout_to(options)
         try:
-            stdin = None if options.input is None else _open_input(options.input)
+            # opened for each command, so each reads it from its start (as hyperfine opens
+            # its --input for each run)
+            stdin = None if options.input is None else _open_stream(options.input, os.O_RDONLY)
         except OSError as error:
             return CommandResult.unstarted(
                 f"could not start: input {options.input}: {error.strerror}",
