@@ -673,6 +673,8 @@ def test_output_as_hyperfine_takes_it(tmp_path: Path) -> None:
             f"--output '{tmp_path}/none/x': no directory '{tmp_path}/none'",
         ),
         (["--output", str(tmp_path)], f"--output '{tmp_path}': a directory, not a file"),
+        (["--output", "sub/"], "--output 'sub/': a directory, not a file"),
+        (["--output", " "], "--output ' ': empty"),
         (
             ["--output", "null"] * 3,
             "--output given 3 times for 2 commands: give it once (for "
@@ -803,6 +805,8 @@ def test_input_as_hyperfine_takes_it(tmp_path: Path) -> None:
         assert _statuses(db) == ["ok"] * 4
     washout("run", reads, "--runs", "2", "--db", tmp_path / "n.db", "-q", "-i")
     assert _statuses(tmp_path / "n.db") == ["failed"] * 2  # /dev/null: nothing to read
+    empty = washout("run", "true", "--input", "", check=False)
+    assert empty.stderr == "washout: error: --input '': empty\n"
     folder = washout("run", "true", "--input", tmp_path, check=False)
     assert folder.stderr == f"washout: error: --input '{tmp_path}': a directory, not a file\n"
     missing = washout("run", "true", "--input", tmp_path / "none", check=False)

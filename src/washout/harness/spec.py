@@ -82,7 +82,11 @@ def _output(value: str | None) -> str | None:
     """hyperfine's ``--output`` WHERE: a kind of :data:`OUTPUT_KINDS` or a file's path of two
     components at least (hyperfine's rule, so that a misspelt kind is not taken for a file
     of that name: src/options.rs, ``UnknownOutputPolicy``)."""
-    if value is not None and value not in OUTPUT_KINDS and "/" not in value.rstrip("/"):
+    if value is None or value in OUTPUT_KINDS:
+        return value
+    if value.endswith("/"):
+        raise ValueError("a directory, not a file")
+    if "/" not in value:
         raise ValueError(
             f"expected null, pipe, inherit or a file's path (write './{value}' for a file "
             f"named {value!r})"
@@ -214,7 +218,7 @@ class TestSpec(_Model):
     conclude: NonBlank | None = None
     """Run after each of this test's trials in place of ``[conclude]``'s command:
     hyperfine's ``--conclude`` given once per command."""
-    output: Annotated[str | None, AfterValidator(_output)] = None
+    output: Annotated[NonBlank | None, AfterValidator(_output)] = None
     """Where the command's stdout goes, hyperfine's ``--output``: ``null`` (/dev/null),
     ``pipe`` (read by washout, its last ``[experiment] output_tail`` bytes kept),
     ``inherit`` (washout's own stdout and stderr: nothing kept) or a file's path (made anew
@@ -996,6 +1000,9 @@ def spec_from_commands(
             f"--command-name given {len(names)} times for {len(commands)} command(s)"
         )
     outputs = _once_or_each("--output", output, len(commands)) or ["null"]
+    for option, value in (("--input", input), ("--reference", reference)):
+        if value is not None and not value.strip():
+            raise WashoutError(f"{option} {value!r}: empty")
     stdin = None if input in (None, "null") else os.path.abspath(input)
     if stdin is not None and not os.path.exists(stdin):  # hyperfine's check, as it starts
         raise WashoutError(f"--input {input!r}: no such file")
@@ -1096,6 +1103,8 @@ def _output_where(value: str) -> str:
     """An ``--output`` value as the quick form stores it: checked as a test's ``output`` is
     (one line naming the option), a file's path made absolute."""
     try:
+        if not value.strip():
+            raise ValueError("empty")
         _output(value)
     except ValueError as err:
         raise WashoutError(f"--output {value!r}: {err}") from None
