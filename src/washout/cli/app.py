@@ -37,6 +37,11 @@ TIME_UNIT_HELP = (
     "default: each in its own unit."
 )
 """``-u/--time-unit`` of ``run`` and ``analyze``."""
+SORT_HELP = (
+    "hyperfine's: auto (the summary's ratios by size, the tables in the tests' order), "
+    "command (both in the tests' order) or mean-time (the tables by mean)."
+)
+"""``--sort`` of ``run`` and ``analyze``."""
 LIST_JOIN = "\0"
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import HEALTHY_ONLY_HELP, TIME_UNIT_HELP, app
+from washout.cli.app import HEALTHY_ONLY_HELP, SORT_HELP, TIME_UNIT_HELP, app
 from washout.data.outputs import csv_text
 from washout.errors import WashoutError
 
@@ -78,12 +78,7 @@ def analyze_command(
     ),
     healthy_only: bool = typer.Option(False, "--healthy-only", help=HEALTHY_ONLY_HELP),
     time_unit: str | None = typer.Option(None, "--time-unit", "-u", help=TIME_UNIT_HELP),
-    sort: str = typer.Option(
-        "auto",
-        "--sort",
-        help="hyperfine's: auto (the summary's ratios by size, the comparison table in the "
-        "tests' order), command (both in the tests' order) or mean-time (the table by mean).",
-    ),
+    sort: str = typer.Option("auto", "--sort", help=SORT_HELP),
     reference: str | None = typer.Option(
         None,
         "--reference",

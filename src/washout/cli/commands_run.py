@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from washout.cli.app import LIST_JOIN, TIME_UNIT_HELP, app
+from washout.cli.app import LIST_JOIN, SORT_HELP, TIME_UNIT_HELP, app
 from washout.errors import ExitCode, StoreWriteError, WashoutError
 
 if TYPE_CHECKING:
@@ -420,12 +420,7 @@ def run_command(
         help="Quick form: hyperfine's --shell; only 'none' (as -N) and 'default' (washout's "
         "own way: plain words without a shell, shell syntax with /bin/sh -c).",
     ),
-    sort: str = typer.Option(
-        "auto",
-        "--sort",
-        help="hyperfine's: auto (the summary's ratios by size, the tables in the tests' "
-        "order), command (both in the tests' order) or mean-time (the tables by mean).",
-    ),
+    sort: str = typer.Option("auto", "--sort", help=SORT_HELP),
     time_unit: str | None = typer.Option(
         None,
         "--time-unit",
