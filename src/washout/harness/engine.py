@@ -649,7 +649,8 @@ class _Worker:
             else:
                 notes = plain.notes if plain is not None else []
                 reason = "; ".join([reason, *notes] if reason else notes)
-        await self._around("conclude", test.conclude, self.spec.conclude)
+        if status != "interrupted":  # a lost worker is reconnected and its run re-run first
+            await self._around("conclude", test.conclude, self.spec.conclude)
         if status == "ok" and self.lengths is not None:
             self.lengths.add(test.name, result.duration)
         if status == "ok" and shared.energy and result.duration < RAPL_RELIABLE:
