@@ -24,13 +24,15 @@ RESET = "reset-the-worker"
 COMMANDS = {"a": "run-a", "b": "run-b", "c": "run-c"}
 
 
-def experiment(runs: int = 3, on_failure: str = "record", seed: int = 7) -> Experiment:
+def experiment(
+    runs: int = 3, on_failure: str = "record", seed: int = 7, tables: str = ""
+) -> Experiment:
     tests = "".join(
         f'[[test]]\nname = "{name}"\ncommand = "{command}"\n' for name, command in COMMANDS.items()
     )
     text = (
         f'[experiment]\nname = "policies"\nruns = {runs}\nseed = {seed}\n'
-        f'on_failure = "{on_failure}"\n[reset]\ncommand = "{RESET}"\n{tests}'
+        f'on_failure = "{on_failure}"\n[reset]\ncommand = "{RESET}"\n{tables}{tests}'
     )
     spec = parse_spec_text(text, "policies.toml")
     return Experiment.prepare(spec, text, "policies.toml")
@@ -150,6 +152,26 @@ def test_a_lost_worker_reruns_its_run_whole_after_a_fresh_reset(tmp_path: Path) 
     rerun = [RESET] + [x.tests[i].command for i in lost_run.tests]
     after = order[order.index(RESET, lost_trial) :]
     assert after[: len(rerun)] == rerun
+
+
+def test_a_lost_trial_gets_no_conclude_and_its_run_is_rerun(tmp_path: Path) -> None:
+    """[conclude] follows every trial but one whose worker was lost: that worker is
+    reconnected and the run re-run first (a conclude sent to it would stop the worker)."""
+    x = experiment(runs=2, tables='[conclude]\ncommand = "conclude-it"\n')
+    lost_at = 4
+    trials = iter(range(1000))
+
+    def script(command: str, n: int) -> Scripted:
+        if command in COMMANDS.values() and next(trials) == lost_at:
+            return Scripted("lost", reason="connection dropped")
+        return Scripted()
+
+    fake = FakeExecutor(script=script)
+    assert run(x, tmp_path / "x.db", fake).complete
+    calls = [c for c in fake.calls if c in (*COMMANDS.values(), "conclude-it")]
+    trial_at = [i for i, c in enumerate(calls) if c in COMMANDS.values()]
+    concluded = [calls[i + 1] == "conclude-it" for i in trial_at]
+    assert concluded == [i != lost_at for i in range(len(trial_at))]
 
 
 def test_a_worker_lost_every_time_gives_up_with_one_line(tmp_path: Path) -> None:
