@@ -874,6 +874,13 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
         "-q",
     )
     assert len(exported(tmp_path / "t.db")) == 4  # two tests: the reference is one of them
+    failing = tmp_path / "f.db"  # a stored reference without a successful trial: a note
+    washout(
+        "run", "sleep 0.01", "true", "--reference", "false", "-r", "2", "--db", failing, "-q", "-i"
+    )
+    assert "No ratios: the reference 'false' has no successful random-order trial here" in (
+        washout("analyze", failing).stdout
+    )
     for args, message in (
         (
             ["analyze", db, "--reference", "nope"],

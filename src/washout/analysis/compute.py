@@ -486,7 +486,7 @@ def _comparison(
         )
     present = set(every["test"].astype(str).unique())
     reference = options.reference or context.reference
-    if reference is not None and reference not in present:
+    if options.reference is not None and options.reference not in present:
         raise WashoutError(
             f"--reference {reference!r}: no such test (tests: "
             f"{', '.join(repr(t) for t in sorted(present)[:10])})"
@@ -503,6 +503,11 @@ def _comparison(
         describe=lambda v: metric_value(metric, v),
         reference=reference,
     )
+    if reference is not None and not comparison.rankings and len(comparison.summaries) > 1:
+        notes.append(
+            f"No ratios: the reference {reference!r} has no successful random-order trial "
+            "here (the ratios are paired by run)"
+        )
     return (comparison if comparison.summaries else None), notes, every
 
 
