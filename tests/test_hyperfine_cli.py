@@ -951,3 +951,38 @@ def test_sort_as_hyperfine_takes_it(tmp_path: Path) -> None:
         2,
         "washout: error: --sort = 'time': expected auto, command, mean-time (hyperfine's)\n",
     )
+
+
+def test_an_export_to_dash_goes_to_stdout_as_hyperfine(tmp_path: Path) -> None:
+    """hyperfine's '--export-json -' writes to stdout (after the results), not to a file
+    named '-'."""
+    quiet = washout(
+        "run",
+        "true",
+        "/bin/true",
+        "-r",
+        "2",
+        "--export-json",
+        "-",
+        "--style",
+        "none",
+        "--db",
+        tmp_path / "a.db",
+        cwd=tmp_path,
+    )
+    assert [r["command"] for r in json.loads(quiet.stdout)["results"]] == ["true", "/bin/true"]
+    shown = washout(
+        "run",
+        "true",
+        "-r",
+        "2",
+        "--export-markdown",
+        "-",
+        "--db",
+        tmp_path / "b.db",
+        "-q",
+        cwd=tmp_path,
+    )
+    assert shown.stdout.rstrip().endswith("|") and "| Command | Mean" in shown.stdout
+    assert shown.stdout.index("mean ± σ") < shown.stdout.index("| Command | Mean")
+    assert not (tmp_path / "-").exists()

@@ -322,6 +322,13 @@ def _analysis(
     )
     frame = store.long_frame(resources=True)
     analysis = analyze(frame, options, context=Context.of_experiment(experiment))
+    if shown:  # (--style none: the exports only)
+        tty = sys.stdout.isatty()
+        width = _console(stderr=False).width if tty else None
+        color = tty if color is None else color
+        settings = Settings(width=width, color=color, time_unit=time_unit)
+        sys.stdout.write(renderer("table")(in_order(analysis, sort), settings).text)
+        sys.stdout.flush()  # before an export to stdout ('-'), which follows it as hyperfine's
     if exports and analysis.comparison is not None:
         from washout.report.hyperfine import write_exports
 
@@ -334,12 +341,6 @@ def _analysis(
             time_unit,
             sort,
         )
-    if not shown:  # --style none: the exports only
-        return
-    tty = sys.stdout.isatty()
-    width = _console(stderr=False).width if tty else None
-    settings = Settings(width=width, color=tty if color is None else color, time_unit=time_unit)
-    sys.stdout.write(renderer("table")(in_order(analysis, sort), settings).text)
 
 
 @app.command("run")
@@ -661,7 +662,8 @@ def split_lists(values: list[str]) -> list[tuple[str, str]]:
 
 
 def _exports(store: Path | None, **paths: Path | None) -> dict[str, Path]:
-    """``--export-FORMAT PATH`` as {format: path}, each checked before anything runs
+    """``--export-FORMAT PATH`` as {format: path} (``-``: stdout, as hyperfine's), each
+    checked before anything runs
     (:func:`~washout.data.outputs.check_output`: an export never costs the run its summary,
     nor writes over any file of the ``store`` the run writes)."""
     from washout.data.outputs import check_output
@@ -670,6 +672,8 @@ def _exports(store: Path | None, **paths: Path | None) -> dict[str, Path]:
     for option, path in paths.items():
         if path is None:
             continue
+        if str(path) == "-":  # hyperfine's: to stdout
+            path = Path("/dev/stdout")
         fmt = option.removeprefix("export_")
         chosen[fmt] = check_output(
             path, *([] if store is None else [store]), option=f"--export-{fmt}"
