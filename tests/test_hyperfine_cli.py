@@ -874,6 +874,23 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
         "-q",
     )
     assert len(exported(tmp_path / "t.db")) == 4  # two tests: the reference is one of them
+    scanned = tmp_path / "g.db"  # a reference of its own stays outside the scan
+    washout(
+        "run",
+        "-P",
+        "n",
+        "1",
+        "2",
+        "sleep 0.00{n}",
+        "--reference",
+        "true",
+        "-r",
+        "2",
+        "--db",
+        scanned,
+        "-q",
+    )
+    assert set(exported(scanned)["test"]) == {"true", "sleep 0.001", "sleep 0.002"}
     failing = tmp_path / "f.db"  # a stored reference without a successful trial: a note
     washout(
         "run", "sleep 0.01", "true", "--reference", "false", "-r", "2", "--db", failing, "-q", "-i"
@@ -888,10 +905,10 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
         ),
         (["run", "true", "--reference-name", "x"], "--reference-name goes with --reference"),
         (
-            ["run", "-P", "n", "1", "2", "sleep 0.0{n}", "--reference", "true"],
-            "--reference with -P/-L: a scan makes every command a grid of tests, and the "
-            "reference is one test; name one of the grid's tests in 'washout analyze "
-            "--reference'",
+            ["run", "-P", "n", "1", "2", "sleep 0.0{n}", "--reference", "sleep 0.0{n}"],
+            "--reference 'sleep 0.0{n}' with -P/-L: it is one of the commands, which a scan "
+            "makes a grid of tests; give a command of its own, or name one of the grid's "
+            "tests in 'washout analyze --reference'",
         ),
     ):
         bad = washout(*args, check=False)

@@ -984,16 +984,18 @@ def spec_from_commands(
     or a file, which must exist) every test's ``input``, its path made absolute;
     ``reference`` (hyperfine's ``--reference``, named ``reference_name``) the comparison's
     reference, a command of its own before the others (as hyperfine benchmarks it first, so
-    options given once per command start with it) unless it is one of them.
+    options given once per command start with it), outside any scan, unless it is one of
+    them.
 
     Returns the spec and an equivalent TOML text, stored so ``resume`` works as for a file.
     """
+    added = reference is not None and reference not in commands  # a test of its own
     commands, names, chosen = _with_reference(commands, names, reference, reference_name)
-    if reference is not None and params:
+    if reference is not None and params and not added:
         raise WashoutError(
-            "--reference with -P/-L: a scan makes every command a grid of tests, and the "
-            "reference is one test; name one of the grid's tests in 'washout analyze "
-            "--reference'"
+            f"--reference {reference!r} with -P/-L: it is one of the commands, which a scan "
+            "makes a grid of tests; give a command of its own, or name one of the grid's "
+            "tests in 'washout analyze --reference'"
         )
     if names and len(names) > len(commands):
         raise WashoutError(
@@ -1057,7 +1059,7 @@ def spec_from_commands(
             *(f"{key} = {json.dumps(values[i])}" for key, values in own.items()),
             f"output = {json.dumps(_output_where(outputs[i % len(outputs)]))}",
             *([f"input = {json.dumps(stdin)}"] if stdin else []),
-            *grid,
+            *(grid if not (added and i == 0) else []),  # a reference of its own: no scan
         ]
     text = "\n".join(lines) + "\n"
     return parse_spec_text(text, "command line"), text
