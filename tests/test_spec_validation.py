@@ -61,6 +61,8 @@ def test_bare_placeholders_are_accepted(command: str) -> None:
         ("echo ${v}", "right after $"),
         ("echo \\{v}", "right after \\"),
         ("cat <<EOF\n{v}\nEOF", "in a here-document"),
+        ("cat <<E\n# {v}", "in a here-document"),  # no comment there: hypothesis found it
+        ("#{v}' {v}", "in a comment"),  # a value's newline ends it: hypothesis found it
         ("echo # it's\necho '{v}'", "inside quotes"),
     ],
 )

@@ -508,8 +508,9 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
     bare, outside any quotes. Inside ``"..."`` or ``'...'`` the quotes it adds are literal
     and the value's ``$(...)`` runs; inside ``$(...)``, ``${...}``, backquotes or a
     here-document it is read again; after ``$`` or a backslash its first quote is taken
-    literally. A small POSIX shell lexer (quotes, escapes, substitutions, comments) finds
-    the context of each placeholder; where it is not bare the spec is refused.
+    literally; in a comment a newline in it ends the comment. A small POSIX shell lexer
+    (quotes, escapes, substitutions, comments) finds the context of each placeholder; where
+    it is not bare the spec is refused.
     """
     starts = {m.start(): m.group(0) for m in _placeholders(command)}
     stack: list[str] = []  # open contexts, innermost last: ' " ` $( ( ${
@@ -551,9 +552,14 @@ def unsafe_placeholder(command: str) -> tuple[str, str] | None:
             stack.pop()
         elif command.startswith("<<", i):
             heredoc = True
-        elif c == "#" and (i == 0 or command[i - 1] in " \t\n;&|()"):
+        elif c == "#" and not heredoc and (i == 0 or command[i - 1] in " \t\n;&|()"):
+            # (in a here-document's lines a # is text, and $(...) there runs)
             end = command.find("\n", i)
-            i = n if end < 0 else end
+            stop = n if end < 0 else end
+            inside = [p for p in starts if i < p < stop]
+            if inside:  # a value's newline would end the comment, and its rest would run
+                return starts[min(inside)], "in a comment"
+            i = stop
             continue
         i += 1
     return None
