@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fake_executor import FakeExecutor, Scripted
+from fake_executor import FakeExecutor, Script, Scripted
 
 from washout.harness.engine import LOST_RUN_RESTARTS, Experiment, execute
 from washout.harness.spec import parse_spec_text
@@ -126,17 +126,22 @@ def test_abort_stops_the_whole_experiment_at_the_first_failure(tmp_path: Path) -
         assert conn.execute("SELECT status FROM run WHERE status = 'aborted'").fetchall()
 
 
-def test_a_lost_worker_reruns_its_run_whole_after_a_fresh_reset(tmp_path: Path) -> None:
-    x = experiment(runs=2)
-    lost_at = 4  # the fifth trial the worker is given is lost with its connection
-    trials = iter(range(1000))
+def losing_trial(lost_at: int) -> Script:
+    """A script whose trial number ``lost_at`` (from 0, of every test) loses its worker."""
+    trials = iter(range(1_000_000))
 
     def script(command: str, n: int) -> Scripted:
         if command in COMMANDS.values() and next(trials) == lost_at:
             return Scripted("lost", reason="connection dropped")
         return Scripted()
 
-    fake = FakeExecutor(script=script)
+    return script
+
+
+def test_a_lost_worker_reruns_its_run_whole_after_a_fresh_reset(tmp_path: Path) -> None:
+    x = experiment(runs=2)
+    lost_at = 4  # the fifth trial the worker is given is lost with its connection
+    fake = FakeExecutor(script=losing_trial(lost_at))
     outcome = run(x, tmp_path / "x.db", fake)
     assert outcome.complete
     stored = rows(tmp_path / "x.db")
@@ -159,14 +164,7 @@ def test_a_lost_trial_gets_no_conclude_and_its_run_is_rerun(tmp_path: Path) -> N
     reconnected and the run re-run first (a conclude sent to it would stop the worker)."""
     x = experiment(runs=2, tables='[conclude]\ncommand = "conclude-it"\n')
     lost_at = 4
-    trials = iter(range(1000))
-
-    def script(command: str, n: int) -> Scripted:
-        if command in COMMANDS.values() and next(trials) == lost_at:
-            return Scripted("lost", reason="connection dropped")
-        return Scripted()
-
-    fake = FakeExecutor(script=script)
+    fake = FakeExecutor(script=losing_trial(lost_at))
     assert run(x, tmp_path / "x.db", fake).complete
     calls = [c for c in fake.calls if c in (*COMMANDS.values(), "conclude-it")]
     trial_at = [i for i, c in enumerate(calls) if c in COMMANDS.values()]
