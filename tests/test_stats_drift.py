@@ -16,7 +16,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import permutation_test, spearmanr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, arrays
+from scipy.stats import permutation_test, rankdata, spearmanr
 from simulate_longformat import simulate
 from test_calibration import false_positive_bound
 
@@ -37,7 +40,7 @@ from washout.stats.drift import (
 )
 from washout.stats.family import adjust
 from washout.stats.resampling import permutation_p
-from washout.stats.serial import monotone_residuals, slow_sd, trend_p, wander_p
+from washout.stats.serial import monotone_residuals, ranks, slow_sd, trend_p, wander_p
 
 ALPHA = 0.05
 TRIAL_CV = 0.01
@@ -48,6 +51,22 @@ drift with the run index in about half of the experiments (issue 27)."""
 NAMES = tuple("abcdefgh")
 DRIFT_ONLY = Options(drift=True, compare=False)
 """The analysis with drift alone, whose words are drift's."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrays(
+        float,
+        array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=9),
+        elements=st.sampled_from([0.0, 1.0, 2.5, -3.0, np.inf, -np.inf, np.nan, 1e300]),
+    )
+)
+def test_ranks_are_scipys_average_ranks(values: np.ndarray) -> None:
+    """Ties share their mean rank, infinities rank at the ends, and a slice with a NaN is
+    all NaN, as scipy.stats.rankdata's default says, along the last axis of any shape."""
+    got = ranks(values)
+    assert got.shape == values.shape
+    np.testing.assert_array_equal(got, rankdata(values, axis=-1))
 
 
 def test_drift_with_position_is_found_and_ranks_first() -> None:

@@ -240,7 +240,8 @@ def signed_rank_p(d: np.ndarray, alternative: str) -> float:
     (Lehmann 1975, "Nonparametrics", ch. 3 sec. 2).
     """
     import numpy as np
-    from scipy.stats import rankdata
+
+    from washout.stats.serial import ranks
 
     d = np.asarray(d, dtype=float)
     d = d[d != 0]
@@ -248,8 +249,7 @@ def signed_rank_p(d: np.ndarray, alternative: str) -> float:
     if n == 0:
         return 1.0  # every difference is zero: no evidence either way
     magnitude = np.abs(d)
-    ranks = rankdata(magnitude)
-    t_plus = float(ranks[d > 0].sum())
+    t_plus = float(ranks(magnitude)[d > 0].sum())
     _, tie_sizes = np.unique(magnitude, return_counts=True)
     if n <= EXACT_MAX_N and tie_sizes.max() == 1:
         cdf = signed_rank_null(n)

@@ -60,10 +60,28 @@ PHI_MAX = 0.999
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
-    """Average ranks along the last axis (ties share their mean rank)."""
-    from scipy.stats import rankdata
+    """Average ranks along the last axis, from 1: a run of ties in the sorted values, at
+    0-based positions s..e, shares the rank (s + e) / 2 + 1; a slice with a NaN is all NaN
+    (``scipy.stats.rankdata``'s default ``nan_policy="propagate"``, against which it is
+    tested). Here rather than ``rankdata`` because importing ``scipy.stats`` takes ~0.65 s,
+    the largest part of a quick form's summary (bench/RESULTS.md, "Start-up")."""
+    import numpy as np
 
-    return rankdata(values, axis=-1)
+    v = np.asarray(values, dtype=float)
+    if v.shape[-1:] == (0,):
+        return v.copy()
+    order = np.argsort(v, axis=-1, kind="stable")
+    ordered = np.take_along_axis(v, order, axis=-1)
+    at = np.broadcast_to(np.arange(v.shape[-1]), v.shape)
+    new = np.ones(v.shape, dtype=bool)  # the first of its run of ties
+    new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    last = np.roll(new, -1, axis=-1)  # the last of its run
+    last[..., -1] = True
+    start = np.maximum.accumulate(np.where(new, at, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, at, v.shape[-1]), -1), axis=-1), -1)
+    out = np.empty(v.shape)
+    np.put_along_axis(out, order, (start + end) / 2.0 + 1.0, axis=-1)
+    return np.where(np.isnan(v).any(axis=-1, keepdims=True), np.nan, out)
 
 
 def kvb_t(series: np.ndarray, clock: np.ndarray) -> np.ndarray:
