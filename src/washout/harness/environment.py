@@ -35,7 +35,6 @@ from typing import Any
 from washout.errors import WorkerError
 from washout.harness.executors.base import CommandOptions, Executor
 from washout.harness.executors.local import LocalExecutor
-from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.machine import FILES, SYS_CPU, THERMAL, cpu_file
 from washout.harness.secrets import redact, secret_values
 from washout.harness.spec import ProvenanceSpec
@@ -288,6 +287,8 @@ async def moment(executor: Executor, provenance: ProvenanceSpec, cwd: str | None
         facts = reader() if found is None else found
         executor.read_after(reader if reader.fastest <= READ_AFTER_SECONDS else None)
         return facts
+    from washout.harness.executors.ssh import SSHExecutor  # here: a local run needs no asyncssh
+
     reads = executor if isinstance(executor, SSHExecutor) and not provenance.files else None
     slow = reads is not None and (reads.fastest_read or 0.0) > SSH_READ_AFTER_SECONDS
     if reads is not None and slow:  # from the next command on, read before each run instead
