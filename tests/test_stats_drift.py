@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
+from scipy.signal import lfilter
 from scipy.stats import permutation_test, rankdata, spearmanr
 from simulate_longformat import simulate
 from test_calibration import false_positive_bound
@@ -40,7 +41,7 @@ from washout.stats.drift import (
 )
 from washout.stats.family import adjust
 from washout.stats.resampling import permutation_p
-from washout.stats.serial import monotone_residuals, ranks, slow_sd, trend_p, wander_p
+from washout.stats.serial import ar1, monotone_residuals, ranks, slow_sd, trend_p, wander_p
 
 ALPHA = 0.05
 TRIAL_CV = 0.01
@@ -67,6 +68,19 @@ def test_ranks_are_scipys_average_ranks(values: np.ndarray) -> None:
     got = ranks(values)
     assert got.shape == values.shape
     np.testing.assert_array_equal(got, rankdata(values, axis=-1))
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.4, 0.999])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 6), (7, 2), (100, 300)])
+def test_ar1_is_scipys_filter_from_the_stationary_start(phi: float, shape: tuple[int, int]) -> None:
+    """x_t = phi x_{t-1} + e_t from x_0's stationary spread, equal to lfilter's bit for bit,
+    and the shocks left as they were."""
+    shocks = np.random.default_rng(7).normal(size=shape)
+    kept = shocks.copy()
+    start = phi * shocks[:, :1] / math.sqrt(1.0 - phi * phi)
+    want = lfilter([1.0], [1.0, -phi], shocks[:, 1:], axis=-1, zi=start)[0]
+    np.testing.assert_array_equal(ar1(phi, shocks), want)
+    np.testing.assert_array_equal(shocks, kept)
 
 
 def test_drift_with_position_is_found_and_ranks_first() -> None:

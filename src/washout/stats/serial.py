@@ -111,11 +111,18 @@ def lag1(series: np.ndarray) -> np.ndarray:
 
 def ar1(phi: float, shocks: np.ndarray) -> np.ndarray:
     """Stationary AR(1) series x_t = phi x_{t-1} + e_t from the rows of ``shocks`` (k, n + 1):
-    the first column starts each series from its stationary spread, e / sqrt(1 - phi^2)."""
-    from scipy.signal import lfilter
+    the first column starts each series from its stationary spread, e / sqrt(1 - phi^2).
+    The recursion step by step over the series' columns, all rows at once: the filter
+    ``scipy.signal.lfilter([1], [1, -phi], ...)`` computes (tested equal to it), without
+    importing ``scipy.signal`` (~0.75 s, the largest part of a quick form's summary)."""
+    import numpy as np
 
-    start = phi * shocks[:, :1] / math.sqrt(1.0 - phi * phi)
-    return lfilter([1.0], [1.0, -phi], shocks[:, 1:], axis=-1, zi=start)[0]
+    steps = np.array(shocks.T, order="C")  # a time step's values side by side, a copy
+    level = phi * steps[0] / math.sqrt(1.0 - phi * phi)
+    for t in range(1, len(steps)):
+        steps[t] += level
+        level = phi * steps[t]
+    return np.ascontiguousarray(steps[1:].T)
 
 
 def trend_p(
