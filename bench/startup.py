@@ -1,9 +1,15 @@
-"""Start-up: `washout --version` and `washout --help` in at most 0.3 s.
+"""Start-up: `washout --version` and `washout --help` in at most 0.3 s; and what a quick form
+costs besides its trials.
 
 Each command is run N times as a fresh process (wall from fork to exit, median); a bare
 `python -c pass` from the same interpreter is shown beside it, and the heaviest imports of
 `washout --help` (python -X importtime) say where the time goes. Heavy libraries (pandas,
 scipy, matplotlib, asyncssh) must not be among them: commands import those inside.
+
+The quick form's fixed cost: `washout run true /bin/true --runs 100` (200 trials of a no-op,
+into a fresh store each time) as a whole, beside `hyperfine -N --runs 100 true /bin/true`
+when hyperfine is installed: nearly all of washout's wall is its imports, the store and the
+summary's analysis. Not a goal; shown so a change to what the summary imports is seen.
 
 Run: .venv/bin/python bench/startup.py [--runs 20]
 """
@@ -12,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -92,6 +100,8 @@ def main() -> None:
         "`rich_markup_mode=None` on the app would give; shown for comparison)"
     )
     print()
+    quick_form(args.runs)
+    print()
     for what in (["--help"], ["--version"]):
         rows, heavy = import_profile(what)
         print(f"slowest top-level imports of `washout {' '.join(what)}` (cumulative):")
@@ -99,6 +109,29 @@ def main() -> None:
             print(f"  {us / 1000:7.1f} ms  {name}")
         print(f"  heavy libraries imported: {', '.join(heavy) if heavy else 'none'}")
     print(f"load average: {load()} (at end)")
+
+
+def quick_form(runs: int) -> None:
+    """The quick form's whole wall on 200 no-op trials, interleaved with hyperfine's."""
+    commands = ["true", "/bin/true"]
+    hyperfine = shutil.which("hyperfine")
+    walls: dict[str, list[float]] = {"washout": [], "hyperfine": []}
+    with tempfile.TemporaryDirectory() as work:
+        for i in range(runs + 1):  # the first of each warms the page cache
+            db = Path(work, f"q{i}.db")
+            quick = [WASHOUT, "run", *commands, "--runs", "100", "--db", str(db), "--quiet"]
+            child = run_child(quick, cwd=work)
+            if i:
+                walls["washout"].append(child.wall)
+            if hyperfine:
+                child = run_child([hyperfine, "-N", "--runs", "100", *commands], cwd=work)
+                if i:
+                    walls["hyperfine"].append(child.wall)
+    print(f"| the quick form, 2 commands x 100 runs, whole (median of {runs}) | wall |")
+    print("|---|---|")
+    print(f"| `washout run true /bin/true --runs 100` | {fmt_runs(walls['washout'])} |")
+    if walls["hyperfine"]:
+        print(f"| `hyperfine -N --runs 100 true /bin/true` | {fmt_runs(walls['hyperfine'])} |")
 
 
 if __name__ == "__main__":
