@@ -34,8 +34,11 @@ starts `true` through washout's own launcher (as every local trial starts), alon
 the two health readings around each trial; what the quick form costs beyond it is the
 engine's own bookkeeping per trial (records, the run's work, failure policy, progress).
 
-``--quick-only``: only the quick form, `hyperfine -N --runs 2000 true` and the launcher's
-floor, interleaved (A B A B), ``--repeat`` times.
+``--quick-only``: only the quick form, `hyperfine -N --runs 2000 true`, the launcher's
+floor and the batch floor (bench/batch_floor.c: the trials started back to back from a small
+C process, the health counters read and a journal record written for each, no Python
+between them: what a batch launcher pays before its Python work), interleaved (A B A B),
+``--repeat`` times.
 
 ``--stored-wall`` (goal: the stored median wall of `true` and `sleep 0.01` within 0.1 ms of
 `hyperfine -N`'s median): `washout run CMD --runs 300` and `hyperfine -N --runs 300 CMD`
@@ -439,11 +442,34 @@ def stored_wall(repeat: int, runs: int = 300) -> None:
     print(f"load average: {load()} (at end)")
 
 
+def batch_floor(trials: int, work: Path) -> float:
+    """Wall per trial of bench/batch_floor.c (built here with ``cc``): `true` started
+    ``trials`` times back to back from a small C process, as the launcher starts a trial,
+    with the health counters read around each and one journal record written after it:
+    what a batch launcher (issue 31) pays before any Python work, for the yardstick's
+    `hyperfine -N true`."""
+    program = work / "batch_floor"
+    if not program.exists():
+        source = Path(__file__).resolve().parent / "batch_floor.c"
+        subprocess.run(
+            [os.environ.get("CC", "cc"), "-O2", "-o", str(program), str(source)], check=True
+        )
+    true = shutil.which("true") or "/bin/true"
+    out = subprocess.run(
+        [str(program), str(trials), "1", str(work / "batch.journal"), true],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout) / 1e3
+
+
 def quick_only(repeat: int) -> None:
     """The quick form against `hyperfine -N --runs 2000 true`, A B A B, ``repeat`` times."""
     quick: dict[str, list[float]] = {label: [] for label in QUICK_FORMS}
     hf: list[float] = []
     floors: dict[bool, list[float]] = {False: [], True: []}
+    batch: list[float] = []
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
         work = Path(tmp)
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
@@ -459,10 +485,12 @@ def quick_only(repeat: int) -> None:
                 )
             for health in floors:
                 floors[health].append(launcher_floor(2000, health))
+            batch.append(batch_floor(2000, work))
             print(
                 f"  launcher floor {floors[False][-1] * 1e3:.3f} ms/trial, with the health "
                 f"readings {floors[True][-1] * 1e3:.3f} ms ({floors[True][-1] / hf[-1]:.2f}x "
-                f"the last hyperfine -N true); load {load()}",
+                f"the last hyperfine -N true); batch floor (C) {batch[-1] * 1e3:.3f} ms "
+                f"({batch[-1] / hf[-1]:.2f}x); load {load()}",
                 flush=True,
             )
     for label, limit in QUICK_LIMITS.items():
@@ -477,6 +505,12 @@ def quick_only(repeat: int) -> None:
         f"{bare / median(hf):.2f}x hyperfine -N true; with the two health readings per trial "
         f"{read / median(hf):.2f}x; the quick form's own work per trial beyond it "
         f"{(median(quick['one command']) - read) * 1e6:.0f} us (one command)"
+    )
+    print(
+        f"batch floor (bench/batch_floor.c: the trials started back to back from C, health "
+        f"counters and a journal record each): {median(batch) / median(hf):.2f}x hyperfine -N "
+        f"true; a batch launcher's Python work per trial must stay within "
+        f"{(1.2 * median(hf) - median(batch)) * 1e6:.0f} us for the one-command goal"
     )
     print(f"load average: {load()} (at end)")
 
