@@ -103,7 +103,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
     writes, and kills land there.
     """
     slow = phase == "trials-and-resets"
-    runs, n_tests, seed = (6, 4, 5) if slow else (200, 5, 9)
+    runs, n_tests, seed = (6, 4, 5) if slow else (300, 5, 9)
     lines = ["[experiment]", 'name = "killme"', f"runs = {runs}", f"seed = {seed}"]
     if slow:
         lines += ["[reset]", 'command = "sleep 0.15"']
