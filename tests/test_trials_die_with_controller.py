@@ -160,3 +160,38 @@ def test_resume_kills_what_a_dead_session_left_on_an_ssh_worker(
         5,
         f"resume left {[p for p in survivors if alive(p)]} on the worker",
     )
+
+
+ORPHANS = r"""
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+washout = subprocess.Popen([sys.executable, "-m", "washout", *sys.argv[1:]],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+status = washout.wait()
+# What washout left unreaped is now this process's child: name each, reap it.
+names = []
+for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        if parent == os.getpid():
+            names.append(open(f"/proc/{pid}/comm").read().strip())
+    except OSError:
+        pass
+print(status, *names)
+"""
+
+
+def test_no_process_of_washouts_outlives_a_clean_exit(tmp_path: Path) -> None:
+    """The console script exits without the interpreter's teardown (and so without
+    ``atexit``), yet reaps what it started: its launcher and group guard, which would
+    otherwise be left to end on their own once washout had gone. Seen from a subreaper,
+    which inherits whatever washout did not reap."""
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHANS, "run", "true", "--runs", "3", "--quiet"]
+        + ["--db", str(tmp_path / "q.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.stdout.split() == ["0"], out.stdout + out.stderr

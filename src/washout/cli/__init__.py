@@ -47,9 +47,10 @@ def console() -> NoReturn:
 
     Freeing every object and module one by one is a measurable part of a large analysis
     (bench/RESULTS.md, "Analysis at paper scale") and changes nothing a command leaves
-    behind: every command has closed its stores and files (``with``) and waited
-    for its children by then; logging's handlers and the standard streams are flushed
-    here. A reader gone from stdout (``| head``) gets status 120, as from Python's own
+    behind: every command has closed its stores and files (``with``) and waited for its
+    children by then; the local executor's launchers and group guard, which ``atexit``
+    would end, are ended and reaped here, and logging's handlers and the standard streams
+    flushed. A reader gone from stdout (``| head``) gets status 120, as from Python's own
     exit. :func:`main` itself still raises ``SystemExit`` (callers in a process of their
     own)."""
     code: int | str | None = 0
@@ -61,6 +62,10 @@ def console() -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     status = code or 0
+    # the local executor's processes, where it was imported (not for --help or analyze)
+    local = sys.modules.get("washout.harness.executors.local")
+    if local is not None:
+        local.end_local_processes()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -206,11 +206,15 @@ class _GroupGuard:
 
     def end(self) -> None:
         """At this process's exit, close washout's end of the pipe (the guard then kills what
-        is still registered, nothing after a clean end, and exits) and reap the guard. Used
-        in-process (``washout.run`` from a script or a notebook; the CLI ends without the
-        interpreter's teardown), it was left running through that teardown, which warned
-        "ResourceWarning: subprocess N is still running" as it freed the guard."""
+        is still registered, nothing after a clean end, and exits) and reap the guard; once.
+        Used in-process (``washout.run`` from a script or a notebook), it was left running
+        through the interpreter's teardown, which warned "ResourceWarning: subprocess N is
+        still running" as it freed the guard; the CLI, which ends without that teardown,
+        calls it through :func:`end_local_processes`."""
+        if self._alive_w < 0:
+            return
         os.close(self._alive_w)
+        self._alive_w = -1
         try:
             self._process.wait(5)
         except subprocess.TimeoutExpired:  # never seen: it only reads, kills and exits
@@ -762,6 +766,16 @@ def _end_idle_launchers() -> None:
     the end of their sockets)."""
     while _IDLE_LAUNCHERS:
         _IDLE_LAUNCHERS.pop().close()
+
+
+def end_local_processes() -> None:
+    """End and reap what this process started to run local commands (its idle launchers
+    and its group guard), as its ``atexit`` handlers do: for the console script, which
+    exits without them (``washout.cli.console``), so that no process of washout's outlives
+    it."""
+    _end_idle_launchers()
+    if _guard.cache_info().currsize:
+        _guard().end()
 
 
 class LocalExecutor:
