@@ -836,30 +836,31 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
     is used as it is; the store keeps it ([experiment] reference), analyze --reference
     names another; an unknown name, a name without a reference and a scan are one line."""
     db = tmp_path / "r.db"
-    proc = washout(
+    proc = washout(  # 20 ms apart: a 10 ms gap was once not significant under extra load
         "run",
-        *("sleep 0.01", "sleep 0.03"),
-        *("--reference", "sleep 0.02", "--reference-name", "base", "--runs", "20"),
+        *("sleep 0.01", "sleep 0.05"),
+        *("--reference", "sleep 0.03", "--reference-name", "base", "--runs", "20"),
         *("--db", db, "-q", "--export-json", tmp_path / "r.json"),
         *("--export-markdown", tmp_path / "r.md"),
     )
     results = json.loads((tmp_path / "r.json").read_text())["results"]
-    assert [r["command"] for r in results] == ["sleep 0.02", "sleep 0.01", "sleep 0.03"]
+    assert [r["command"] for r in results] == ["sleep 0.03", "sleep 0.01", "sleep 0.05"]
     lines = [line.strip() for line in proc.stdout.splitlines()]
-    slower = next(i for i, line in enumerate(lines) if line == "'base' ran")
+    assert "'base' ran" in lines and "'sleep 0.01' ran" in lines, proc.stdout
+    slower = lines.index("'base' ran")
     assert (
         lines[slower + 1].startswith("1.")
-        and "times faster than 'sleep 0.03'" in (lines[slower + 1])
+        and "times faster than 'sleep 0.05'" in (lines[slower + 1])
     )
-    faster = next(i for i, line in enumerate(lines) if line == "'sleep 0.01' ran")
+    faster = lines.index("'sleep 0.01' ran")
     assert "times faster than 'base'" in lines[faster + 1]
-    assert "| `sleep 0.02` |" in (tmp_path / "r.md").read_text().splitlines()[2]
+    assert "| `sleep 0.03` |" in (tmp_path / "r.md").read_text().splitlines()[2]
     assert (tmp_path / "r.md").read_text().splitlines()[2].endswith("| 1.00 |")
     document = json.loads(washout("analyze", db, "-f", "json").stdout)["comparison"]
     assert document["reference"] == "base"
     assert {r["fastest"] for r in document["rankings"]} == {"base"}
-    other = json.loads(washout("analyze", db, "-f", "json", "--reference", "sleep 0.03").stdout)
-    assert {r["fastest"] for r in other["comparison"]["rankings"]} == {"sleep 0.03"}
+    other = json.loads(washout("analyze", db, "-f", "json", "--reference", "sleep 0.05").stdout)
+    assert {r["fastest"] for r in other["comparison"]["rankings"]} == {"sleep 0.05"}
     assert all(r["ratio"] < 1 for r in other["comparison"]["rankings"])  # it is the slowest
     washout(
         "run",
@@ -901,7 +902,7 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
     for args, message in (
         (
             ["analyze", db, "--reference", "nope"],
-            "--reference 'nope': no such test (tests: 'base', 'sleep 0.01', 'sleep 0.03')",
+            "--reference 'nope': no such test (tests: 'base', 'sleep 0.01', 'sleep 0.05')",
         ),
         (["run", "true", "--reference-name", "x"], "--reference-name goes with --reference"),
         (
