@@ -163,12 +163,12 @@ def test_resume_kills_what_a_dead_session_left_on_an_ssh_worker(
 
 
 ORPHANS = r"""
-import ctypes, os, subprocess, sys, time
+import ctypes, os, subprocess, sys
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 washout = subprocess.Popen([sys.executable, "-m", "washout", *sys.argv[1:]],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 status = washout.wait()
-# What washout left unreaped is now this process's child: name each, reap it.
+# What washout left unreaped is now this process's child (a zombie too): name each.
 names = []
 for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
     try:
