@@ -862,35 +862,12 @@ def test_reference_as_hyperfine_takes_it(tmp_path: Path) -> None:
     other = json.loads(washout("analyze", db, "-f", "json", "--reference", "sleep 0.05").stdout)
     assert {r["fastest"] for r in other["comparison"]["rankings"]} == {"sleep 0.05"}
     assert all(r["ratio"] < 1 for r in other["comparison"]["rankings"])  # it is the slowest
-    washout(
-        "run",
-        "sleep 0.01",
-        "true",
-        "--reference",
-        "true",
-        "--runs",
-        "2",
-        "--db",
-        tmp_path / "t.db",
-        "-q",
-    )
+    two = ("run", "sleep 0.01", "true", "--reference", "true", "--runs", "2")
+    washout(*two, "--db", tmp_path / "t.db", "-q")
     assert len(exported(tmp_path / "t.db")) == 4  # two tests: the reference is one of them
     scanned = tmp_path / "g.db"  # a reference of its own stays outside the scan
-    washout(
-        "run",
-        "-P",
-        "n",
-        "1",
-        "2",
-        "sleep 0.00{n}",
-        "--reference",
-        "true",
-        "-r",
-        "2",
-        "--db",
-        scanned,
-        "-q",
-    )
+    scan = ("run", "-P", "n", "1", "2", "sleep 0.00{n}", "--reference", "true", "-r", "2")
+    washout(*scan, "--db", scanned, "-q")
     assert set(exported(scanned)["test"]) == {"true", "sleep 0.001", "sleep 0.002"}
     failing = tmp_path / "f.db"  # a stored reference without a successful trial: a note
     washout(
