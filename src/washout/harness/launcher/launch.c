@@ -52,6 +52,8 @@
 static int SOCK;
 
 enum { MAX_FDS = 3, STEP_CHDIR = 1, STEP_EXEC = 2, STEP_AFFINITY = 3, STEP_FORK = 4 };
+enum { STARTED = 1, FINISHED = 2, BATCH_END = 3 };
+enum { HEALTH = 1, KEEP_SESSION = 2, BATCH = 4 };
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -110,21 +112,43 @@ static void close_all(int fds[], int nfds) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
 }
 
-static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int fds[], int nfds) {
-    char *exe = payload, *cwd = exe + strlen(exe) + 1, *cpus = cwd + strlen(cwd) + 1;
-    char *p = cpus + strlen(cpus) + 1;
-    char **argv = calloc(argc + 1, sizeof *argv), **envp = calloc(envc + 1, sizeof *envp);
-    for (uint32_t i = 0; i < argc; i++, p += strlen(p) + 1) argv[i] = p;
-    for (uint32_t i = 0; i < envc; i++, p += strlen(p) + 1) envp[i] = p;
+/* A command as a request gives it: its executable, directory ("" for none), CPUs (a comma
+ * list, "" for none), argv and env, pointing into the request's payload. */
+struct program {
+    char *exe, *cwd, *cpus, **argv, **envp;
+};
+
+/* Parse a program from the payload at *p (moved past it); 0, or -1 when out of memory. */
+static int program_at(char **p, uint32_t argc, uint32_t envc, struct program *pr) {
+    pr->exe = *p;
+    pr->cwd = pr->exe + strlen(pr->exe) + 1;
+    pr->cpus = pr->cwd + strlen(pr->cwd) + 1;
+    char *q = pr->cpus + strlen(pr->cpus) + 1;
+    pr->argv = calloc(argc + 1, sizeof *pr->argv);
+    pr->envp = calloc(envc + 1, sizeof *pr->envp);
+    if (pr->argv == NULL || pr->envp == NULL) return -1;
+    for (uint32_t i = 0; i < argc; i++, q += strlen(q) + 1) pr->argv[i] = q;
+    for (uint32_t i = 0; i < envc; i++, q += strlen(q) + 1) pr->envp[i] = q;
+    *p = q;
+    return 0;
+}
+
+static void program_free(struct program *pr) {
+    free(pr->argv);
+    free(pr->envp);
+}
+
+/* Start a program with std: its stdin, stdout and stderr (-1: /dev/null): its pid, *begun
+ * the clock just before vfork; -1 with child_step and child_errno set when a step failed
+ * (a child that could not exec is reaped). */
+static pid_t spawn(const struct program *pr, uint32_t flags, const int std[3], int64_t *begun) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (char *c = cpus; *c;) {
+    for (char *c = pr->cpus; *c;) {
         CPU_SET(strtol(c, &c, 10), &set);
         if (*c == ',') c++;
     }
-    int in = nfds == 3 ? fds[0] : -1, out = nfds >= 2 ? fds[nfds - 2] : -1, err = fds[nfds - 1];
     child_errno = child_step = 0;
-    int64_t r[10] = {1, 0, 0, 0, 0, 0, 0, 0, 0, -1};
     /* The command's directory and CPUs become this process's own before the clock starts,
      * and the child inherits them: no path lookup or affinity call inside its window (a
      * start by hyperfine has none either). Set for every command: a directory made anew
@@ -132,37 +156,78 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     if (!own_cpus_read) {
         own_cpus_read = sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0;
     }
-    cpu_set_t *want = *cpus ? &set : own_cpus_read ? &own_cpus : NULL;
+    cpu_set_t *want = *pr->cpus ? &set : own_cpus_read ? &own_cpus : NULL;
     if (want != NULL && sched_setaffinity(0, sizeof *want, want) != 0) {
         child_step = STEP_AFFINITY;
-    } else if (chdir(*cwd ? cwd : "/") != 0) {
+    } else if (chdir(*pr->cwd ? pr->cwd : "/") != 0) {
         child_step = STEP_CHDIR;
     }
-    if (child_step) child_errno = errno;
+    if (child_step) {
+        child_errno = errno;
+        return -1;
+    }
     if (null_fd < 0) null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    int64_t begun = now_ns();
-    pid_t pid = child_step ? -1 : vfork();
+    int to[3];
+    for (int i = 0; i < 3; i++) to[i] = std[i] < 0 ? null_fd : std[i];
+    const int own_session = !(flags & KEEP_SESSION);
+    *begun = now_ns();
+    pid_t pid = vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
-        if (!(flags & 2)) setsid();
+        if (own_session) setsid();
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
-        dup2(in < 0 ? null_fd : in, 0);
-        dup2(out < 0 ? null_fd : out, 1);
-        dup2(err, 2);
-        execve(exe, argv, envp);
+        dup2(to[0], 0);
+        dup2(to[1], 1);
+        dup2(to[2], 2);
+        execve(pr->exe, pr->argv, pr->envp);
         child_step = STEP_EXEC;
         child_errno = errno;
         _exit(127);
     }
-    if (pid < 0 && !child_step) {
+    if (pid < 0) {
         child_errno = errno;
         child_step = STEP_FORK;
+        return -1;
     }
-    free(argv);
-    free(envp);
-    r[1] = pid;
     if (child_step) {
-        if (pid > 0) waitpid(pid, NULL, 0);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* After a started command has exited (seen, not reaped): the reply's fields from pid on
+ * (pid, 0, 0, status, wall, user, system, max RSS, switches, migrations). */
+static void reap(pid_t pid, uint32_t flags, int64_t begun, int64_t exited, int64_t r[10]) {
+    int64_t moved = (flags & HEALTH) ? migrations(pid) : -1; /* a zombie's, until reaped */
+    /* Whatever the command left running in its group is killed before it is reaped: its
+     * zombie keeps the group's id from being reused, and washout need not do it. */
+    if (!(flags & KEEP_SESSION)) kill(-pid, SIGKILL);
+    int status = 0;
+    struct rusage ru;
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+    }
+    r[1] = pid;
+    r[2] = 0;
+    r[3] = status;
+    r[4] = exited - begun;
+    r[5] = (int64_t)ru.ru_utime.tv_sec * 1000000000 + ru.ru_utime.tv_usec * 1000;
+    r[6] = (int64_t)ru.ru_stime.tv_sec * 1000000000 + ru.ru_stime.tv_usec * 1000;
+    r[7] = ru.ru_maxrss;
+    r[8] = ru.ru_nivcsw;
+    r[9] = moved;
+}
+
+static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int fds[], int nfds) {
+    struct program pr;
+    char *p = payload;
+    if (program_at(&p, argc, envc, &pr) != 0) exit(1);
+    int std[3] = {nfds == 3 ? fds[0] : -1, nfds >= 2 ? fds[nfds - 2] : -1, fds[nfds - 1]};
+    int64_t begun = 0, r[10] = {STARTED, 0, 0, 0, 0, 0, 0, 0, 0, -1};
+    pid_t pid = spawn(&pr, flags, std, &begun);
+    program_free(&pr);
+    r[1] = pid;
+    if (pid < 0) {
         close_all(fds, nfds);
         r[2] = child_errno;
         r[3] = child_step;
@@ -174,27 +239,9 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
     }
     int64_t exited = now_ns();
-    int64_t moved = (flags & 1) ? migrations(pid) : -1; /* a zombie's, until reaped */
-    /* Whatever the command left running in its group is killed before it is reaped: its
-     * zombie keeps the group's id from being reused, and washout need not do it. */
-    if (!(flags & 2)) kill(-pid, SIGKILL);
-    int status = 0;
-    struct rusage ru;
-    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
-    }
-    int64_t fin[10] = {
-        2,
-        pid,
-        0,
-        status,
-        exited - begun,
-        (int64_t)ru.ru_utime.tv_sec * 1000000000 + ru.ru_utime.tv_usec * 1000,
-        (int64_t)ru.ru_stime.tv_sec * 1000000000 + ru.ru_stime.tv_usec * 1000,
-        ru.ru_maxrss,
-        ru.ru_nivcsw,
-        moved,
-    };
-    reply(fin);
+    r[0] = FINISHED;
+    reap(pid, flags, begun, exited, r);
+    reply(r);
     /* The command's output descriptors are held until its end is timed and told: its exit
      * then closes no pipe washout waits on, so washout does not wake (to read an end of
      * file) on a CPU beside the one that takes the exit's time, and the reply is there to
@@ -232,7 +279,7 @@ static int once(int argc, char **argv) {
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
         return 126;
     SOCK = pair[0]; /* run() replies there; read back below */
-    run((uint32_t)argc - 1, envc, 2, payload, fds, 2);
+    run((uint32_t)argc - 1, envc, KEEP_SESSION, payload, fds, 2);
     int64_t r[10];
     if (read_all(pair[1], r, sizeof r)) return 126;
     if (r[3]) { /* the step that failed */
