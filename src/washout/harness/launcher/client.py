@@ -154,6 +154,42 @@ class Launcher:
             raise LauncherGone(f"it ended (exit status {self.process.poll()})")
         return _REPLY.unpack(data)
 
+    def batch(self, request: bytes, journal: int, stderr: int) -> None:
+        """Start a batch (:func:`batch_request`): its records appended to ``journal``, its
+        trials' stderr to ``stderr`` (a file). Raises LauncherGone if the launcher has ended."""
+        try:
+            sent = socket.send_fds(self.socket, [request], [journal, stderr])
+            if sent < len(request):
+                self.socket.sendall(request[sent:])
+        except OSError as err:
+            raise LauncherGone(f"cannot reach it: {err}") from None
+
+    def tell(self, word: bytes) -> None:
+        """Tell a running batch ``b"s"`` (stop after the trial in flight) or ``b"k"`` (kill
+        it); a launcher that has ended hears nothing."""
+        try:
+            self.socket.send(word)
+        except OSError:
+            pass
+
+    def batch_end(self) -> BatchEnd:
+        """The end of the batch started last (blocks until the launcher replies)."""
+        data = self.socket.recv(_BATCH_END.size, socket.MSG_WAITALL)
+        if len(data) < _BATCH_END.size:
+            raise LauncherGone(f"it ended (exit status {self.process.poll()})")
+        _, recorded, why, error, step, *measures, length = _BATCH_END.unpack(data)
+        record = self.socket.recv(length, socket.MSG_WAITALL) if length else b""
+        if len(record) < length:
+            raise LauncherGone(f"it ended (exit status {self.process.poll()})")
+        return BatchEnd(
+            recorded,
+            END_REASONS[why],
+            error,
+            _STEPS.get(step),
+            dict(zip(MEASURES, measures, strict=True)),
+            record,
+        )
+
     def close(self) -> None:
         """End it (it exits at the end of its socket) and reap it."""
         self.socket.close()
@@ -162,3 +198,123 @@ class Launcher:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+# -- batches: trials back to back, with no message to washout between them (launch.c) -----
+
+BATCH = 4
+"""Request flag: a batch (``launch.c``, ``batch``)."""
+BEFORE, AFTER = 1, 2
+"""When a probe is read: before each trial of a batch, after it, or both (1 | 2)."""
+MEASURES = (
+    "status",
+    "wall",
+    "user",
+    "system",
+    "max_rss",
+    "switches",
+    "migrations",
+    "started",
+    "ended",
+    "now",
+    "pid",
+)
+"""What the launcher knows of a batch's trial, each an integer a template's hole can hold:
+its wait status; wall, user and system time (ns); max RSS (KiB); involuntary switches;
+CPU migrations (-1: not read); the real-time clock (ns since the epoch) at its start, at
+its end and as its record is made; its pid."""
+END_REASONS = ("done", "stopped", "failed", "stderr", "timeout", "killed", "unstarted", "journal")
+"""Why a batch ended, by the launcher's code: every trial recorded; washout asked it to stop
+(the last trial recorded without its successor's start); the last trial, not recorded, exited
+non-zero, wrote to its stderr, timed out, was killed at washout's word, could not start, or
+its record could not be written."""
+_BATCH_END = struct.Struct(f"=5q{len(MEASURES)}qq")
+_COUNTS = struct.Struct("=2I")
+_TRIAL = struct.Struct("=Iq2I")
+
+
+def hole(code: str, index: int) -> bytes:
+    """A template's hole, filled by the launcher: ``n`` the measure ``index`` of
+    :data:`MEASURES` as an integer, ``b`` or ``a`` probe ``index``'s value before or after
+    the trial (JSON)."""
+    assert code in "nba" and 0 <= index < 256
+    return b"\x01" + code.encode() + bytes([index])
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A file a batch reads around its trials (``launch.c``, ``probe_read``): ``L`` the
+    line of ``path`` starting with ``arg``; ``M`` the 8 bytes at offset ``arg`` (an MSR);
+    ``K`` the kernel log's records since the last reading; ``W`` the ``pswpin`` and
+    ``pswpout`` lines of the vmstat file ``arg`` where the swaps file ``path`` lists a
+    device (or did)."""
+
+    kind: str
+    when: int
+    path: str
+    arg: str = ""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A command of a batch: as :meth:`Launcher.start` takes it."""
+
+    executable: str
+    argv: tuple[str, ...]
+    env: tuple[int, bytes]
+    cwd: str | None
+    cpus: set[int] | None
+
+
+@dataclass(frozen=True)
+class BatchTrial:
+    """One trial of a batch: its program (an index), timeout, and the two templates of its
+    record: its end, and what follows when the batch goes on (the next trial's start)."""
+
+    program: int
+    timeout: float | None
+    finish: bytes
+    then: bytes
+
+
+@dataclass(frozen=True)
+class BatchEnd:
+    """How a batch ended (``launch.c``, ``batch``)."""
+
+    recorded: int
+    """Trials whose records the launcher wrote."""
+    why: str
+    """One of :data:`END_REASONS`."""
+    error: int
+    """errno of a start or a write that failed (0: none)."""
+    step: str | None
+    """The step of a start that failed (``cwd``, ``exec``, ``cpus``, ``fork``)."""
+    measures: dict[str, int]
+    """The last trial's :data:`MEASURES`."""
+    record: bytes
+    """The last trial's record when it was not written (its template filled in)."""
+
+
+def batch_request(
+    probes: list[Probe], programs: list[Program], trials: list[BatchTrial], health: bool
+) -> bytes:
+    """A batch request, header and payload (``launch.c``, ``batch``)."""
+    parts = [
+        p.kind.encode() + bytes([p.when]) + os.fsencode(p.path) + b"\0" + os.fsencode(p.arg) + b"\0"
+        for p in probes
+    ]
+    for program in programs:
+        cpus = ",".join(map(str, sorted(program.cpus))) if program.cpus else ""
+        strings = (program.executable, program.cwd or "", cpus, *program.argv)
+        parts.append(_COUNTS.pack(len(program.argv), program.env[0]))
+        parts.append(b"".join(os.fsencode(s) + b"\0" for s in strings) + program.env[1])
+    for trial in trials:
+        timeout = -1 if trial.timeout is None else round(trial.timeout * 1e9)
+        parts.append(
+            _TRIAL.pack(trial.program, timeout, len(trial.finish), len(trial.then))
+            + trial.finish
+            + trial.then
+        )
+    payload = b"".join(parts)
+    flags = BATCH | (HEALTH if health else 0)
+    return _HEADER.pack(len(payload), len(programs), len(trials), flags, len(probes), 0) + payload

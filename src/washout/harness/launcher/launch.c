@@ -26,6 +26,10 @@
  *        finished reply.
  * End of file on the socket ends the launcher.
  *
+ * Flag 4 asks for a batch instead: many trials back to back, each one's record appended to
+ * washout's trial journal before the next starts, with no message to washout between them
+ * (see batch() below; docs/design.md, "The batch launcher").
+ *
  * One-shot mode, for an SSH worker's runner: `launch --once MARK PROGRAM ARG...` runs one
  * command (PROGRAM looked up on PATH) in the caller's process group (timeout(1)'s), with
  * /dev/null as stdin and this stdout and stderr, through run(), then writes one line on stderr,
@@ -42,7 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -73,9 +80,7 @@ static int read_all(int fd, void *buf, size_t n) {
     return 0;
 }
 
-static void reply(const int64_t r[10]) {
-    const char *p = (const char *)r;
-    size_t n = 10 * sizeof(int64_t);
+static void put_all(const char *p, size_t n) {
     while (n > 0) {
         ssize_t put = write(SOCK, p, n);
         if (put < 0 && errno == EINTR) continue;
@@ -84,6 +89,8 @@ static void reply(const int64_t r[10]) {
         n -= (size_t)put;
     }
 }
+
+static void reply(const int64_t r[10]) { put_all((const char *)r, 10 * sizeof(int64_t)); }
 
 static int64_t migrations(pid_t pid) {
     char path[64], text[16384];
@@ -249,6 +256,425 @@ static void run(uint32_t argc, uint32_t envc, uint32_t flags, char *payload, int
     close_all(fds, nfds);
 }
 
+
+/* ---- Batch mode: trials back to back, with no message to washout between them ---- */
+
+enum { PROBE_BEFORE = 1, PROBE_AFTER = 2, VALUE_MAX = 512, RECORD_MAX = 1 << 16 };
+enum { FILE_LIMIT = 1 << 22 }; /* the most of a counters file read, as washout's own reader */
+enum {
+    END_DONE = 0,      /* every trial ran and is recorded */
+    END_STOPPED = 1,   /* washout asked to stop: the last trial is recorded, without a next */
+    END_FAILED = 2,    /* the last trial's exit status was not 0 (not recorded) */
+    END_STDERR = 3,    /* the last trial wrote to its stderr (not recorded) */
+    END_TIMEOUT = 4,   /* the last trial timed out, its group killed (not recorded) */
+    END_KILLED = 5,    /* washout asked to kill the last trial (not recorded) */
+    END_UNSTARTED = 6, /* the last trial could not start (errno and step say why) */
+    END_JOURNAL = 7,   /* the last trial's record could not be written (errno says why) */
+};
+enum { M_STATUS, M_WALL, M_USER, M_SYSTEM, M_RSS, M_SWITCHES, M_MIGRATIONS, M_STARTED, M_ENDED,
+       M_NOW, M_PID, MEASURES };
+
+struct probe {
+    char kind, when;
+    const char *path, *arg;
+    int fd, fd2, swapless;
+    char value[2][VALUE_MAX]; /* as JSON, before and after the trial */
+};
+
+static char *file_buf;
+static size_t file_cap;
+
+/* The whole of a counters file (made anew at every read: read at once, into a buffer a
+ * little larger than it was last time); its length, or -1. */
+static ssize_t read_whole(int fd) {
+    for (;;) {
+        if (file_cap == 0 || file_buf == NULL) {
+            file_cap = 8192;
+            file_buf = malloc(file_cap);
+            if (file_buf == NULL) return -1;
+        }
+        ssize_t n = pread(fd, file_buf, file_cap - 1, 0);
+        if (n < 0) return -1;
+        if ((size_t)n < file_cap - 1 || file_cap >= FILE_LIMIT) {
+            file_buf[n] = 0;
+            return n;
+        }
+        char *bigger = realloc(file_buf, file_cap * 2);
+        if (bigger == NULL) return -1;
+        file_buf = bigger;
+        file_cap *= 2;
+    }
+}
+
+/* Text as a JSON string into out (VALUE_MAX): "null" for text that is not ASCII or too long. */
+static void json_text(char *out, const char *text, size_t n) {
+    size_t k = 0;
+    out[k++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (k + 8 >= VALUE_MAX || c >= 0x80) {
+            strcpy(out, "null");
+            return;
+        }
+        if (c == '"' || c == '\\') {
+            out[k++] = '\\';
+            out[k++] = (char)c;
+        } else if (c < 0x20) {
+            k += (size_t)sprintf(out + k, "\\u%04x", c);
+        } else {
+            out[k++] = (char)c;
+        }
+    }
+    out[k++] = '"';
+    out[k] = 0;
+}
+
+/* The line of the text that starts with prefix (at its start or after a newline). */
+static const char *line_of(const char *text, const char *prefix, size_t *n) {
+    size_t plen = strlen(prefix);
+    const char *at = text;
+    if (strncmp(text, prefix, plen) != 0) {
+        char needle[256];
+        if (plen + 2 > sizeof needle) return NULL;
+        needle[0] = '\n';
+        memcpy(needle + 1, prefix, plen + 1);
+        at = strstr(text, needle);
+        if (at == NULL) return NULL;
+        at++;
+    }
+    const char *end = strchr(at, '\n');
+    *n = end ? (size_t)(end - at) : strlen(at);
+    return at;
+}
+
+static int open_counter(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void probe_open(struct probe *pb) {
+    pb->fd = pb->fd2 = -1;
+    pb->swapless = 0;
+    strcpy(pb->value[0], "null");
+    strcpy(pb->value[1], "null");
+    if (pb->kind == 'K') { /* the kernel log from its end: no earlier record counts */
+        int fd = open(pb->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode))) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd >= 0) lseek(fd, 0, SEEK_END);
+        pb->fd = fd;
+        return;
+    }
+    pb->fd = open_counter(pb->path);
+    if (pb->kind == 'W') pb->fd2 = open_counter(pb->arg);
+}
+
+static void probe_close(struct probe *pb) {
+    if (pb->fd >= 0) close(pb->fd);
+    if (pb->fd2 >= 0) close(pb->fd2);
+}
+
+/* One reading of a probe into its value (which: 0 before the trial, 1 after):
+ *   'L' the line of PATH starting with ARG, a string;
+ *   'M' the 8 bytes of PATH at offset ARG (an MSR, msr(4)), an unsigned integer;
+ *   'K' the records written to the kernel log PATH since the last reading, an integer;
+ *   'W' the "pswpin" and "pswpout" lines of the vmstat file ARG, a list of two strings, read
+ *       only when the swaps file PATH lists a device now or did at the last reading
+ *       (without one they cannot move, and the last value stands).
+ * null where it cannot be read. */
+static void probe_read(struct probe *pb, int which) {
+    char *v = pb->value[which];
+    if (pb->kind == 'W') {
+        char swaps[4096];
+        ssize_t n = pb->fd < 0 ? -1 : pread(pb->fd, swaps, sizeof swaps, 0);
+        int lines = 0;
+        for (ssize_t i = 0; i < n; i++) lines += swaps[i] == '\n';
+        int swapless = n >= 0 && lines <= 1;
+        const char *last = pb->value[1 - which];
+        if (swapless && pb->swapless && strcmp(last, "null") != 0) {
+            strcpy(v, last);
+        } else {
+            strcpy(v, "null");
+            size_t ni = 0, no = 0;
+            const char *in, *out;
+            if (pb->fd2 >= 0 && read_whole(pb->fd2) >= 0 &&
+                (in = line_of(file_buf, "pswpin ", &ni)) != NULL &&
+                (out = line_of(file_buf, "pswpout ", &no)) != NULL) {
+                char a[VALUE_MAX], b[VALUE_MAX];
+                json_text(a, in, ni);
+                json_text(b, out, no);
+                if (strcmp(a, "null") != 0 && strcmp(b, "null") != 0 &&
+                    strlen(a) + strlen(b) + 4 < VALUE_MAX)
+                    sprintf(v, "[%s,%s]", a, b);
+            }
+        }
+        pb->swapless = swapless;
+        return;
+    }
+    strcpy(v, "null");
+    if (pb->fd < 0) return;
+    if (pb->kind == 'L') {
+        size_t n = 0;
+        const char *line;
+        if (read_whole(pb->fd) >= 0 && (line = line_of(file_buf, pb->arg, &n)) != NULL)
+            json_text(v, line, n);
+    } else if (pb->kind == 'M') {
+        uint64_t x;
+        if (pread(pb->fd, &x, 8, strtoll(pb->arg, NULL, 10)) == 8)
+            snprintf(v, VALUE_MAX, "%llu", (unsigned long long)x);
+    } else if (pb->kind == 'K') {
+        struct pollfd p = {pb->fd, POLLIN, 0};
+        long records = 0;
+        char record[8192];
+        if (poll(&p, 1, 0) > 0) { /* a record since (dev-kmsg: poll as read sees it) */
+            for (;;) {
+                ssize_t n = read(pb->fd, record, sizeof record); /* one record per read */
+                if (n > 0) {
+                    records++;
+                } else if (n < 0 && errno == EPIPE) {
+                    continue; /* records overwritten before they were read: go on */
+                } else if (n < 0 && errno != EAGAIN) {
+                    return; /* unreadable: null */
+                } else {
+                    break;
+                }
+            }
+        }
+        snprintf(v, VALUE_MAX, "%ld", records);
+    }
+}
+
+/* A template filled in: its bytes, each hole (HOLE, a code, an index) replaced by
+ * 'n' a measure (M_...) as an integer, 'b' or 'a' a probe's value before or after the
+ * trial. The length, or -1 when it does not fit. */
+enum { HOLE = 1 };
+static ssize_t fill(char *out, size_t cap, const char *t, size_t n, const int64_t m[],
+                    const struct probe *probes, uint32_t nprobes) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] != HOLE || i + 2 >= n) {
+            if (k + 1 > cap) return -1;
+            out[k++] = t[i];
+            continue;
+        }
+        char code = t[i + 1];
+        unsigned idx = (unsigned char)t[i + 2];
+        i += 2;
+        char number[32];
+        const char *v = number;
+        if (code == 'n' && idx < MEASURES) {
+            snprintf(number, sizeof number, "%lld", (long long)m[idx]);
+        } else if ((code == 'b' || code == 'a') && idx < nprobes) {
+            v = probes[idx].value[code == 'a'];
+        } else {
+            return -1;
+        }
+        size_t len = strlen(v);
+        if (k + len > cap) return -1;
+        memcpy(out + k, v, len);
+        k += len;
+    }
+    return (ssize_t)k;
+}
+
+static int64_t realtime_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* What washout said during a batch: 's' stop after this trial, 'k' kill the trial in flight;
+ * end of file: washout is gone. */
+static int heard_stop, heard_kill;
+
+static void hear(void) {
+    char c[16];
+    ssize_t n = read(SOCK, c, sizeof c);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        heard_kill = heard_stop = 2; /* gone */
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        if (c[i] == 's') heard_stop = 1;
+        if (c[i] == 'k') heard_kill = heard_stop = 1;
+    }
+}
+
+/* Wait for a started trial to exit (seen, not reaped): 0 when it did, END_TIMEOUT or
+ * END_KILLED when its group was killed first; *exited the clock just after. */
+static int wait_trial(pid_t pid, int pidfd, int64_t deadline, int64_t *exited) {
+    struct pollfd p[2] = {{pidfd, POLLIN, 0}, {SOCK, POLLIN, 0}};
+    int why = 0;
+    while (why == 0) {
+        int ms = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - now_ns();
+            ms = left <= 0 ? 0 : (int)(left / 1000000 + 1);
+        }
+        int n = poll(p, 2, ms);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0 && p[0].revents) {
+            *exited = now_ns();
+            return 0;
+        }
+        if (n == 0 && deadline >= 0 && now_ns() >= deadline) why = END_TIMEOUT;
+        if (n > 0 && p[1].revents) {
+            hear();
+            if (heard_kill) why = END_KILLED;
+        }
+    }
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+    }
+    *exited = now_ns();
+    return why;
+}
+
+/* A batch request (flag BATCH): header (payload length, programs, trials, flags, probes),
+ * with the journal's descriptor (opened for appending) and the trials' stderr (a file:
+ * a trial after which it is not empty ends the batch) as SCM_RIGHTS; payload:
+ *   probes:   kind and when (PROBE_BEFORE, PROBE_AFTER: 1 byte each), path, argument;
+ *   programs: argc and envc (uint32 each), then as a request's payload;
+ *   trials:   program (uint32), timeout (int64 ns, -1 for none), the lengths of its two
+ *             templates (uint32 each), then the templates: the record of its end, and what
+ *             follows it when the batch goes on (the next trial's start).
+ * Each trial, in turn: the probes read before it, it runs (stdin and stdout /dev/null), the
+ * probes read after it; then its record is written with one write(2), its end and, unless
+ * washout asked to stop or it was the last, the next one's start. The batch ends at the
+ * first trial that is not ok (its record not written: sent back, filled in, in the end
+ * reply), or at washout's 's'; 'k' kills the trial in flight. The end reply: int64 kind
+ * (BATCH_END), trials recorded, why (END_...), errno, step, the last trial's measures
+ * (M_...), and the length of its record sent back, then that record. */
+static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t nprobes,
+                  char *payload, size_t size, int fds[], int nfds) {
+    int journal = fds[0], err_fd = fds[nfds - 1];
+    char *p = payload, *end = payload + size;
+    struct probe *probes = calloc(nprobes + 1, sizeof *probes);
+    struct program *programs = calloc(nprograms + 1, sizeof *programs);
+    static char record[RECORD_MAX];
+    int64_t m[MEASURES] = {0}, head[5 + MEASURES + 1] = {BATCH_END, 0, 0, 0, 0};
+    if (nfds != 2 || probes == NULL || programs == NULL) exit(1);
+    for (uint32_t i = 0; i < nprobes; i++) {
+        probes[i].kind = *p++;
+        probes[i].when = *p++;
+        probes[i].path = p;
+        p += strlen(p) + 1;
+        probes[i].arg = p;
+        p += strlen(p) + 1;
+        probe_open(&probes[i]);
+    }
+    for (uint32_t i = 0; i < nprograms; i++) {
+        uint32_t counts[2];
+        memcpy(counts, p, sizeof counts);
+        p += sizeof counts;
+        if (program_at(&p, counts[0], counts[1], &programs[i]) != 0) exit(1);
+    }
+    struct stat st;
+    off_t journal_size = fstat(journal, &st) == 0 ? st.st_size : 0;
+    heard_stop = heard_kill = 0;
+    ssize_t unwritten = 0;
+    uint32_t done = 0;
+    int why = END_DONE;
+    for (uint32_t t = 0; t < ntrials && p < end; t++) {
+        uint32_t program, lengths[2];
+        int64_t timeout;
+        memcpy(&program, p, 4);
+        memcpy(&timeout, p + 4, 8);
+        memcpy(lengths, p + 12, 8);
+        const char *finish = p + 20, *next = finish + lengths[0];
+        p = (char *)next + lengths[1];
+        for (uint32_t i = 0; i < nprobes; i++)
+            if (probes[i].when & PROBE_BEFORE) probe_read(&probes[i], 0);
+        memset(m, 0, sizeof m);
+        m[M_MIGRATIONS] = -1;
+        m[M_STARTED] = realtime_ns();
+        int std[3] = {-1, -1, err_fd};
+        int64_t begun = 0, exited = 0, r[10];
+        pid_t pid = program < nprograms ? spawn(&programs[program], flags, std, &begun) : -1;
+        if (pid < 0) {
+            head[3] = program < nprograms ? child_errno : EINVAL;
+            head[4] = program < nprograms ? child_step : STEP_EXEC;
+            why = END_UNSTARTED;
+            break;
+        }
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0) { /* washout asks for batches only where pidfds are */
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+        }
+        int killed = wait_trial(pid, pidfd, timeout < 0 ? -1 : begun + timeout, &exited);
+        if (pidfd >= 0) close(pidfd);
+        m[M_ENDED] = realtime_ns();
+        reap(pid, flags, begun, exited, r);
+        m[M_PID] = r[1];
+        m[M_STATUS] = r[3];
+        m[M_WALL] = r[4];
+        m[M_USER] = r[5];
+        m[M_SYSTEM] = r[6];
+        m[M_RSS] = r[7];
+        m[M_SWITCHES] = r[8];
+        m[M_MIGRATIONS] = r[9];
+        if (heard_stop == 2) exit(0); /* washout is gone: its trial's group was killed */
+        for (uint32_t i = 0; i < nprobes; i++)
+            if (probes[i].when & PROBE_AFTER) probe_read(&probes[i], 1);
+        struct pollfd ask = {SOCK, POLLIN, 0};
+        if (!heard_stop && poll(&ask, 1, 0) > 0) hear();
+        if (heard_stop == 2) exit(0);
+        m[M_NOW] = realtime_ns();
+        int last = t + 1 == ntrials || heard_stop;
+        ssize_t n = fill(record, sizeof record, finish, lengths[0], m, probes, nprobes);
+        ssize_t n2 = n < 0 || last ? 0
+                                   : fill(record + n, sizeof record - (size_t)n, next, lengths[1],
+                                          m, probes, nprobes);
+        struct stat out;
+        why = killed                            ? killed
+              : r[3] != 0                       ? END_FAILED
+              : fstat(err_fd, &out) != 0 || out.st_size > 0 ? END_STDERR
+              : n < 0 || n2 < 0                 ? END_JOURNAL
+                                                : END_DONE;
+        if (n < 0 || n2 < 0) head[3] = E2BIG;
+        if (why != END_DONE) {
+            unwritten = n < 0 ? 0 : n;
+            break;
+        }
+        ssize_t put = write(journal, record, (size_t)(n + n2));
+        if (put != n + n2) { /* a record cut short (a full disk) is taken back */
+            head[3] = put < 0 ? errno : ENOSPC;
+            if (ftruncate(journal, journal_size) != 0) head[4] = errno; /* not a file */
+            why = END_JOURNAL;
+            unwritten = n;
+            break;
+        }
+        journal_size += put;
+        done++;
+        if (heard_stop) {
+            why = END_STOPPED;
+            break;
+        }
+    }
+    for (uint32_t i = 0; i < nprobes; i++) probe_close(&probes[i]);
+    for (uint32_t i = 0; i < nprograms; i++) program_free(&programs[i]);
+    free(probes);
+    free(programs);
+    close_all(fds, nfds);
+    head[1] = done;
+    head[2] = why;
+    memcpy(head + 5, m, sizeof m);
+    head[5 + MEASURES] = unwritten;
+    put_all((const char *)head, sizeof head);
+    put_all(record, (size_t)unwritten);
+}
+
 static int once(int argc, char **argv) {
     const char *mark = argv[0], *name = argv[1], *path = getenv("PATH");
     char exe[4096];
@@ -342,7 +768,10 @@ int main(int argc, char **argv) {
         if (payload == NULL || read_all(SOCK, payload, head[0])) return 1;
         payload[head[0]] = 0;
         if (nfds < 1) return 2; /* not washout's request */
-        run(head[1], head[2], head[3], payload, fds, nfds);
+        if (head[3] & BATCH)
+            batch(head[1], head[2], head[3], head[4], payload, head[0], fds, nfds);
+        else
+            run(head[1], head[2], head[3], payload, fds, nfds);
         free(payload);
         if (head[0] >= BIG_PAYLOAD) forget_peak();
     }
