@@ -27,6 +27,7 @@ from sshd import SshdFarm, run_async, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.health import (
     APERF_MPERF,
+    BUSY_FIELDS,
     CPUFREQ_MHZ,
     HEALTH_METRICS,
     HEALTH_PREFIX,
@@ -37,20 +38,19 @@ from washout.data.health import (
     SWAP_IN,
     SWAP_OUT,
     THROTTLES,
+    Reading,
+    busy_ticks,
+    health_values,
+    swap_pages,
 )
 from washout.harness.executors.base import CommandOptions, CommandResult, Executor
 from washout.harness.executors.local import LocalExecutor
 from washout.harness.executors.ssh import SSHExecutor
 from washout.harness.metrics.health import (
-    BUSY_FIELDS,
     IA32_APERF,
     IA32_MPERF,
     LocalHealth,
-    Reading,
-    busy_ticks,
-    health_values,
     marker_reading,
-    swap_pages,
 )
 
 TREE_CPUS = max(4, max(os.sched_getaffinity(0)) + 1)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from washout.data.health import INVOLUNTARY_SWITCHES, MIGRATIONS
+from washout.data.health import INVOLUNTARY_SWITCHES, MIGRATIONS, health_values
 from washout.errors import WashoutError
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
@@ -48,7 +48,7 @@ from washout.harness.executors.base import (
 )
 from washout.harness.launcher.build import launcher_program, no_launcher_note
 from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
-from washout.harness.metrics.health import LocalHealth, health_values, sched_migrations
+from washout.harness.metrics.health import LocalHealth, sched_migrations
 from washout.harness.pinning import parse_cpus
 
 TURN_SECONDS = 0.1

@@ -76,7 +76,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from washout.data.health import INVOLUNTARY_SWITCHES
+from washout.data.health import INVOLUNTARY_SWITCHES, Reading, health_values
 from washout.harness.executors.base import (
     METRIC_FILE_LIMIT,
     SESSION_VARIABLE,
@@ -84,13 +84,7 @@ from washout.harness.executors.base import (
     OutputTail,
 )
 from washout.harness.executors.local import plain_words
-from washout.harness.metrics.health import (
-    USER_HZ,
-    Reading,
-    health_values,
-    marker_reading,
-    runner_reading,
-)
+from washout.harness.metrics.health import USER_HZ, marker_reading, runner_reading
 from washout.harness.pinning import parse_cpus
 
 KILL_GRACE = 2.0

@@ -50,23 +50,18 @@ device, never a file of a tree).
 
 from __future__ import annotations
 
-import functools
-import operator
 import os
 import select
 import stat
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from washout.data.health import (
-    APERF_MPERF,
-    CPUFREQ_MHZ,
-    KERNEL_LOG,
-    OTHER_CPU,
-    SWAP_IN,
-    SWAP_OUT,
-    THROTTLES,
+    BUSY_FIELDS,
+    Reading,
+    busy_in,
+    pair,
+    stat_needles,
+    swap_pages,
 )
 from washout.harness.machine import PER_CPU, SYS_CPU, under
 
@@ -82,135 +77,12 @@ IA32_MPERF, IA32_APERF = 0xE7, 0xE8
 """The MSRs counting at the nominal (TSC) rate and at the actual clock while the CPU is in
 C0 (Intel SDM Vol. 4, "IA32_MPERF", "IA32_APERF"; AMD implements the same addresses);
 ``/dev/cpu/N/msr`` reads the 8-byte register whose address is the file offset (msr(4))."""
-BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
-"""The fields of a ``cpuN`` line of ``/proc/stat`` that count a CPU busy: user, nice,
-system, irq, softirq, steal (proc(5); guest time is already in user and nice, idle and
-iowait are not busy)."""
 USER_HZ = 100
 """Clock ticks per second of ``/proc/stat`` on a worker over SSH (``sysconf(_SC_CLK_TCK)``,
 the kernel's USER_HZ: 100 on every architecture Linux builds for but alpha); locally the
 value is asked of the system."""
 READ_LIMIT = 1 << 22
 """The most of a counters file read (``/proc/stat`` of the largest machines fits)."""
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One reading of the machine's counters, for the trial's CPUs; None where a counter
-    could not be read."""
-
-    busy: int | None = None
-    """Clock ticks the CPUs spent busy since boot (:data:`BUSY_FIELDS`), summed."""
-    throttles: int | None = None
-    """Their thermal throttle counters, summed (core and package; a package's count is
-    counted once per CPU of it among them)."""
-    swap: tuple[int, int] | None = None
-    """``pswpin`` and ``pswpout``."""
-    cpufreq_khz: float | None = None
-    """Their mean ``scaling_cur_freq``."""
-    msr: tuple[int, int] | None = None
-    """Their APERF and MPERF, summed."""
-    kernel_log: int | None = None
-    """Kernel log records since the previous reading."""
-
-
-def _delta(before: int | None, after: int | None) -> float | None:
-    """A counter's increase; None when either reading is missing or it went back (a
-    counter reset, not a negative count)."""
-    if before is None or after is None or after < before:
-        return None
-    return float(after - before)
-
-
-def health_values(
-    before: Reading, after: Reading, *, own_cpu: float | None, tick: float
-) -> dict[str, float]:
-    """The health metrics of a trial from the readings around it (pure): ``own_cpu`` is
-    the trial's user plus system seconds (None: unknown, so other processes' time is
-    too), ``tick`` the seconds of one ``/proc/stat`` clock tick."""
-    values: dict[str, float] = {}
-    busy = _delta(before.busy, after.busy)
-    if busy is not None and own_cpu is not None:
-        # /proc/stat counts whole ticks: a short trial's own time may exceed them
-        values[OTHER_CPU] = max(0.0, busy * tick - own_cpu)
-    throttles = _delta(before.throttles, after.throttles)
-    if throttles is not None:
-        values[THROTTLES] = throttles
-    if before.swap is not None and after.swap is not None:
-        for name, first, last in zip((SWAP_IN, SWAP_OUT), before.swap, after.swap):
-            if (moved := _delta(first, last)) is not None:
-                values[name] = moved
-    if before.kernel_log is not None and after.kernel_log is not None:
-        values[KERNEL_LOG] = float(after.kernel_log)
-    if before.msr is not None and after.msr is not None:
-        aperf, mperf = _delta(before.msr[0], after.msr[0]), _delta(before.msr[1], after.msr[1])
-        if aperf is not None and mperf:
-            values[APERF_MPERF] = aperf / mperf
-    if before.cpufreq_khz is not None and after.cpufreq_khz is not None:
-        values[CPUFREQ_MHZ] = (before.cpufreq_khz + after.cpufreq_khz) / 2000.0
-    return values
-
-
-def busy_ticks(text: bytes, cpus: set[int]) -> int | None:
-    """The busy ticks of ``cpus`` summed from ``/proc/stat``; None if one of them has no
-    line there."""
-    return _busy(text, _stat_needles(cpus))
-
-
-def _stat_needles(cpus: Iterable[int]) -> tuple[bytes, ...]:
-    """How each CPU's line of ``/proc/stat`` starts, with the newline before it."""
-    return tuple(b"\ncpu%d " % cpu for cpu in sorted(cpus))
-
-
-_BUSY = operator.itemgetter(*(i + 1 for i in BUSY_FIELDS))
-"""A split ``cpuN`` line's busy fields (field 0 is its name)."""
-
-
-def _busy(text: bytes, needles: tuple[bytes, ...]) -> int | None:
-    """:func:`busy_ticks` of the CPUs whose lines start with ``needles`` (after their
-    newline), each line found by its name, not by splitting the whole file."""
-    total = 0
-    for needle in needles:
-        at = text.find(needle) + 1
-        if not at and not text.startswith(needle[1:]):  # a CPU without a line
-            return None
-        end = text.find(b"\n", at)
-        ticks = _line_busy(text[at : end if end >= 0 else len(text)])
-        if ticks is None:
-            return None
-        total += ticks
-    return total
-
-
-@functools.lru_cache(maxsize=1024)
-def _line_busy(line: bytes) -> int | None:
-    """The busy ticks of one ``cpuN`` line (None: not numbers). Cached: a CPU's line moves
-    once per clock tick (10 ms), so the readings around a short trial mostly find the
-    line they parsed before, and six ``int`` of bytes were a third of a reading (the
-    size holds every line of a 1024-CPU machine)."""
-    fields = line.split()
-    try:
-        try:
-            return sum(map(int, _BUSY(fields)))
-        except IndexError:  # a kernel older than steal time (2.6.11): what it has
-            return sum(int(fields[i + 1]) for i in BUSY_FIELDS if i + 1 < len(fields))
-    except ValueError:
-        return None
-
-
-def swap_pages(text: bytes) -> tuple[int, int] | None:
-    """``pswpin`` and ``pswpout`` of ``/proc/vmstat`` (None without them)."""
-    found = []
-    for key in (b"pswpin ", b"pswpout "):
-        at = text.find(b"\n" + key) + 1 or (0 if text.startswith(key) else -1)
-        if at < 0:
-            return None
-        end = text.find(b"\n", at)
-        value = text[at + len(key) : end if end >= 0 else len(text)].strip()
-        if not value.isdigit():
-            return None
-        found.append(int(value))
-    return found[0], found[1]
 
 
 class LocalHealth:
@@ -284,7 +156,7 @@ class LocalHealth:
 
         throttles = (self._fd(f"{d}/{f}") for d in dirs for f in THROTTLE_FILES)
         files = _CpuFiles(
-            _stat_needles(cpus),
+            stat_needles(cpus),
             every([f"{d}/{CUR_FREQ}" for d in dirs]),
             every([MSR.format(cpu=n) for n in sorted(cpus)]),
             tuple(fd for fd in throttles if fd is not None),
@@ -348,10 +220,10 @@ class LocalHealth:
         msr = None
         if files.msrs is not None:
             aperf = _total([_msr(fd, IA32_APERF) for fd in files.msrs])
-            msr = _both(aperf, _total([_msr(fd, IA32_MPERF) for fd in files.msrs]))
+            msr = pair(aperf, _total([_msr(fd, IA32_MPERF) for fd in files.msrs]))
         throttles = [n for n in map(_number, files.throttles) if n is not None]
         return Reading(
-            busy=_busy(stat_text, files.stat_lines) if stat_text is not None else None,
+            busy=busy_in(stat_text, files.stat_lines) if stat_text is not None else None,
             throttles=sum(throttles) if throttles else None,
             swap=self._swap_pages(),
             cpufreq_khz=freqs,
@@ -374,7 +246,7 @@ class _CpuFiles(NamedTuple):
     """What a reading of one set of CPUs reads (:meth:`LocalHealth._files`)."""
 
     stat_lines: tuple[bytes, ...]
-    """How their lines of ``/proc/stat`` start (:func:`_stat_needles`)."""
+    """How their lines of ``/proc/stat`` start (:func:`stat_needles`)."""
     freqs: tuple[int, ...] | None
     """Their ``scaling_cur_freq`` descriptors; None when one of them has none."""
     msrs: tuple[int, ...] | None
@@ -411,10 +283,6 @@ def _total(values: list[int | None]) -> int | None:
 def _mean(values: list[int | None]) -> float | None:
     total = _total(values)
     return None if total is None else total / len(values)
-
-
-def _both(first: int | None, second: int | None) -> tuple[int, int] | None:
-    return None if first is None or second is None else (first, second)
 
 
 def sched_migrations(pid: int) -> float | None:
@@ -546,7 +414,7 @@ def marker_reading(fields: list[bytes]) -> Reading | None:
     return Reading(
         busy=busy,
         throttles=throttles,
-        swap=_both(swap_in, swap_out),
+        swap=pair(swap_in, swap_out),
         cpufreq_khz=freq_sum / freq_count
         if freq_sum is not None and freq_count and freq_count == cpus
         else None,
