@@ -131,7 +131,7 @@ def test_probes_read_lines_registers_swap_and_the_kernel_log_as_json(
         'cpu1 7 "8" \\9',
         "cpu  1 2 3",
         123456789,
-        ["pswpin 11", "pswpout 12"],
+        "pswpin 11\npswpout 12",
         None,
         None,
         None,

@@ -38,6 +38,9 @@ FOLDED_KEY = "journal_folded"
 """The ``meta`` row saying how far the journal was folded: ``{"token": ..., "end": ...}``."""
 FINISH = "finish_trial"
 """The name of the statement that finishes a trial (what a reader counts as pending)."""
+BATCH_FINISH = "batch_finish"
+"""The statement a launcher's batch finishes a trial with (:mod:`.batch`)."""
+FINISHES = frozenset({FINISH, BATCH_FINISH})
 _HEADER = "washout-trials"
 _HEADER_BYTES = 256
 """More than a header line takes: a longer first line is not one."""
@@ -85,7 +88,7 @@ class Pending:
     @property
     def finished(self) -> int:
         """Finished trials among the records."""
-        return sum(name == FINISH for record in self.records for name, _ in record)
+        return sum(name in FINISHES for record in self.records for name, _ in record)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -130,6 +133,13 @@ def read_pending(store: str | Path, folded: str | None) -> Pending:
             start = max(start, mark[1])  # read on from where the last fold stopped
         f.seek(start)
         data = f.read()
+    records, at = decode_records(data, start)
+    return Pending(token, records, start + at, len(data) - at)
+
+
+def decode_records(data: bytes, start: int) -> tuple[list[list[Statement]], int]:
+    """The whole records of ``data`` (the journal's bytes from offset ``start``) and the
+    length they take; :class:`JournalDamage` for one washout did not write."""
     records: list[list[Statement]] = []
     at = 0
     while (cut := data.find(b"\n", at)) >= 0:
@@ -142,7 +152,7 @@ def read_pending(store: str | Path, folded: str | None) -> Pending:
             raise JournalDamage(f"record {line} after byte {start}: not a list of statements")
         records.append([_statement(item, line) for item in items])
         at = cut + 1
-    return Pending(token, records, start + at, len(data) - at)
+    return records, at
 
 
 def _mark(folded: str | None) -> tuple[str, int] | None:
@@ -171,6 +181,7 @@ class JournalWriter:
         except OSError as err:
             raise StoreWriteError(f"{self.path}: cannot open: {err.strerror}") from None
         self._size = os.fstat(self._fd).st_size
+        self._reader = -1
         self.appended = 0
         """Records appended since the journal was last started afresh."""
         self.token: str | None = None
@@ -209,8 +220,36 @@ class JournalWriter:
             raise OSError(errno.ENOSPC, "a record cut short: " + os.strerror(errno.ENOSPC))
         self._size += written
 
+    @property
+    def descriptor(self) -> int:
+        """The journal's descriptor (opened to append), for a launcher's batch to write its
+        records with (:meth:`appended_by_batch` takes them in)."""
+        return self._fd
+
+    def appended_by_batch(self) -> list[list[Statement]]:
+        """The whole records another process appended through :attr:`descriptor` since
+        this writer's last write; a last record cut short (that process killed as it
+        wrote) is taken back, so that the next record starts a line of its own."""
+        end = os.fstat(self._fd).st_size
+        data = os.pread(self._fd_read(), end - self._size, self._size) if end > self._size else b""
+        records, whole = decode_records(data, self._size)
+        if whole < len(data):
+            os.ftruncate(self._fd, self._size + whole)
+        self._size += whole
+        self.appended += len(records)
+        return records
+
+    def _fd_read(self) -> int:
+        """A descriptor to read the journal with (this writer's own is write-only)."""
+        if self._reader < 0:
+            self._reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return self._reader
+
     def close(self) -> None:
         """Close the descriptor; safe twice."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._reader >= 0:
+            os.close(self._reader)
+            self._reader = -1

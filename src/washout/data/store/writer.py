@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from washout.data.longformat import CONTEXT_COLUMNS
+from washout.data.store.batch import RAW, encode_facts, expand
 from washout.data.store.columnar import COLUMNAR_SCHEMA, write_columns
 from washout.data.store.integrity import UNWRITABLE_CODES, damaged, primary_code, value_problem
 from washout.data.store.journal import (
@@ -136,11 +137,6 @@ _ROWS: dict[str, tuple[str, int]] = {
 }
 """The statements that change a row that statements of another kind change too: its table,
 and where its id is among their parameters."""
-
-
-_FACTS = json.JSONEncoder(sort_keys=True, check_circular=False).encode
-"""An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
-with one encoder made once rather than one per run."""
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -461,7 +457,14 @@ class StoreWriter(Store):
                     len(pending.records),
                     pending.torn,
                 )
-        except (JournalDamage, KeyError, sqlite3.IntegrityError, sqlite3.ProgrammingError) as err:
+        except (
+            JournalDamage,
+            KeyError,
+            ValueError,
+            TypeError,
+            sqlite3.IntegrityError,
+            sqlite3.ProgrammingError,
+        ) as err:
             raise journal_damaged(self.path, err) from None
         if torn and token is not None:
             self._conn.execute(
@@ -491,7 +494,7 @@ class StoreWriter(Store):
         groups: dict[str, list[tuple[Scalar, ...]]] = {}
         ranks: dict[tuple[str, Scalar], int] = {}
         """The last kind (its rank) gathered for each row of :data:`_ROWS`."""
-        for name, params in statements:
+        for name, params in _expanded(statements):
             rank = _RANK[name]
             row = _ROWS.get(name)
             if row is not None:
@@ -668,7 +671,7 @@ class StoreWriter(Store):
         """A worker's captured environment (before run ``run_index``; None: at the start),
         and its fingerprint as the worker's latest (written when it changed)."""
         statements: list[Statement] = [
-            ("environment", (worker_id, run_index, _now(), _FACTS(data), fingerprint))
+            ("environment", (worker_id, run_index, _now(), encode_facts(data), fingerprint))
         ]
         if self._fingerprints.get(worker_id) != fingerprint:
             statements.append(("fingerprint", (fingerprint, worker_id)))
@@ -722,10 +725,7 @@ class StoreWriter(Store):
 
     def _running(self, trial: NextTrial) -> tuple[Statement, int]:
         """The statement that records ``trial`` as ``running``, and the id it gets."""
-        if self._next_trial is None:  # read once: this process writes every trial after
-            (last,) = self._conn.execute("SELECT max(id) FROM trial").fetchone()
-            self._next_trial = (last or 0) + 1
-        trial_id, self._next_trial = self._next_trial, self._next_trial + 1
+        trial_id = self.planned_trial()
         run_id, position, test, attempt, started = trial
         return ("begin_trial", (trial_id, run_id, position, test, attempt, _iso(started))), trial_id
 
@@ -774,6 +774,60 @@ class StoreWriter(Store):
         self._fold_when_due()
         return next_id
 
+    # -- a launcher's batch (docs/design.md, "The batch launcher") ---------------------------
+    def planned_run(
+        self, worker_id: int, index: int, order: str, permutation: list[str]
+    ) -> tuple[int, Statement]:
+        """A run a batch will record: its id and the statement that makes its row, to go in
+        the record of the trial before it (:meth:`unplan` gives the id back if the batch
+        ends first)."""
+        before = len(self._deferred)
+        run = self.run_id(worker_id, index, order, permutation, defer=True)
+        (statement,) = self._deferred[before:]
+        del self._deferred[before:]
+        return run, statement
+
+    def planned_trial(self) -> int:
+        """The id the next trial gets (chosen by the writer, as run ids are): one started
+        now, or one a batch will start."""
+        if self._next_trial is None:  # read once: this process writes every trial after
+            (last,) = self._conn.execute("SELECT max(id) FROM trial").fetchone()
+            self._next_trial = (last or 0) + 1
+        trial_id, self._next_trial = self._next_trial, self._next_trial + 1
+        return trial_id
+
+    def unplan(self, runs: list[tuple[int, int]], next_trial: int) -> None:
+        """Give back the ids a batch planned and did not record: the runs of these (worker
+        id, index) keys, and every trial id from ``next_trial`` on."""
+        for key in runs:
+            assert self._runs is not None
+            self._next_run = min(self._next_run, self._runs.pop(key))
+        self._next_trial = next_trial
+
+    @property
+    def journal_descriptor(self) -> int:
+        """The trial journal's descriptor, for a launcher's batch to append its records to
+        (:meth:`take_batch` takes them in after it)."""
+        if self._deferred:
+            raise RuntimeError("a batch starts after the deferred writes are recorded")
+        return self._journal.descriptor
+
+    def take_batch(self) -> int:
+        """Take in the records a launcher's batch appended to the journal, to be folded with
+        this writer's own; how many (a last one cut short is taken back)."""
+        try:
+            records = self._journal.appended_by_batch()
+        except JournalDamage as err:
+            raise journal_damaged(self.path, err) from None
+        except OSError as err:
+            raise self._journal_error(err) from None
+        for record in records:
+            self._journaled += record
+        self._journaled_records += len(records)
+        self._begun = None
+        self._unfolded = self._unfolded or bool(records)
+        return len(records)
+
     def forget_trial(self, trial_id: int) -> None:
         """Remove a trial committed as ``running`` that never started (its worker was
         given up before it could run it): only trials that ran are recorded."""
@@ -797,6 +851,16 @@ class StoreWriter(Store):
             return c.execute(
                 "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
             ).rowcount
+
+
+def _expanded(statements: list[Statement]) -> Iterator[Statement]:
+    """The statements, each raw one (a launcher's batch's: :mod:`.batch`) as those it
+    stands for."""
+    for name, params in statements:
+        if name in RAW:
+            yield from expand(name, params)
+        else:
+            yield name, params
 
 
 def _folding_first(read: Callable[..., Any]) -> Callable[..., Any]:

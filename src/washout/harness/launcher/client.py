@@ -246,8 +246,9 @@ class Probe:
     """A file a batch reads around its trials (``launch.c``, ``probe_read``): ``L`` the
     line of ``path`` starting with ``arg``; ``M`` the 8 bytes at offset ``arg`` (an MSR);
     ``K`` the kernel log's records since the last reading; ``W`` the ``pswpin`` and
-    ``pswpout`` lines of the vmstat file ``arg`` where the swaps file ``path`` lists a
-    device (or did)."""
+    ``pswpout`` lines of the vmstat file ``arg`` (one string) where the swaps file ``path``
+    lists a device (or did). Each value is a scalar of JSON: a record's statements hold
+    nothing else."""
 
     kind: str
     when: int

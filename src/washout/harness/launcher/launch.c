@@ -386,7 +386,7 @@ static void probe_close(struct probe *pb) {
  *   'L' the line of PATH starting with ARG, a string;
  *   'M' the 8 bytes of PATH at offset ARG (an MSR, msr(4)), an unsigned integer;
  *   'K' the records written to the kernel log PATH since the last reading, an integer;
- *   'W' the "pswpin" and "pswpout" lines of the vmstat file ARG, a list of two strings, read
+ *   'W' the "pswpin" and "pswpout" lines of the vmstat file ARG, as one string, read
  *       only when the swaps file PATH lists a device now or did at the last reading
  *       (without one they cannot move, and the last value stands).
  * null where it cannot be read. */
@@ -408,12 +408,13 @@ static void probe_read(struct probe *pb, int which) {
             if (pb->fd2 >= 0 && read_whole(pb->fd2) >= 0 &&
                 (in = line_of(file_buf, "pswpin ", &ni)) != NULL &&
                 (out = line_of(file_buf, "pswpout ", &no)) != NULL) {
-                char a[VALUE_MAX], b[VALUE_MAX];
-                json_text(a, in, ni);
-                json_text(b, out, no);
-                if (strcmp(a, "null") != 0 && strcmp(b, "null") != 0 &&
-                    strlen(a) + strlen(b) + 4 < VALUE_MAX)
-                    sprintf(v, "[%s,%s]", a, b);
+                char both[VALUE_MAX];
+                if (ni + no + 1 < sizeof both) {
+                    memcpy(both, in, ni);
+                    both[ni] = '\n';
+                    memcpy(both + ni + 1, out, no);
+                    json_text(v, both, ni + no + 1);
+                }
             }
         }
         pb->swapless = swapless;
