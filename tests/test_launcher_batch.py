@@ -60,9 +60,15 @@ def launcher():  # -> Iterator[Launcher]
     started.close()
 
 
+def outputs(tmp_path: Path) -> list[int]:
+    """The journal, stdout and stderr files of a batch, opened to append."""
+    names = ("journal", "stdout", "stderr")
+    return [os.open(tmp_path / n, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for n in names]
+
+
 def run_batch(launcher: Launcher, tmp_path: Path, request: bytes):  # -> tuple[BatchEnd, Path]
-    journal, stderr = tmp_path / "journal", tmp_path / "stderr"
-    fds = [os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for p in (journal, stderr)]
+    fds = outputs(tmp_path)
+    journal = tmp_path / "journal"
     try:
         launcher.batch(request, *fds)
         return launcher.batch_end(), journal
@@ -143,15 +149,16 @@ def test_probes_read_lines_registers_swap_and_the_kernel_log_as_json(
     ("argv", "why"),
     [
         (("/bin/false",), "failed"),
-        (("/bin/sh", "-c", "echo oops >&2"), "stderr"),
+        (("/bin/sh", "-c", "echo oops >&2"), "output"),
+        (("/bin/echo", "out"), "output"),
         (("/nonexistent/program",), "unstarted"),
     ],
 )
 def test_a_trial_that_is_not_ok_ends_the_batch_unrecorded_and_comes_back_filled_in(
     launcher: Launcher, tmp_path: Path, argv: tuple[str, ...], why: str
 ) -> None:
-    """Two good trials, then one that fails, writes to stderr or cannot start: the batch
-    ends there, the good ones recorded with their successors' starts (the third's too: it
+    """Two good trials, then one that fails, writes output or cannot start: the batch ends
+    there, the good ones recorded with their successors' starts (the third's too: it
     was begun), the third's record not written but sent back filled in, and the fourth
     never run."""
     trials = [trial(0, "a"), trial(0, "b"), trial(1, "c"), trial(0, "d")]
@@ -207,8 +214,7 @@ def test_a_stop_ends_the_batch_after_the_trial_in_flight_without_its_successors_
     next one's start, and no other runs."""
     trials = [trial(0, f"t{i}") for i in range(100)]
     request = batch_request([], [program("/bin/sleep", "0.05")], trials, health=False)
-    journal, stderr = tmp_path / "journal", tmp_path / "stderr"
-    fds = [os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for p in (journal, stderr)]
+    journal, fds = tmp_path / "journal", outputs(tmp_path)
     launcher.batch(request, *fds)
     time.sleep(0.3)
     launcher.tell(b"s")
@@ -222,8 +228,7 @@ def test_a_kill_ends_the_trial_in_flight_at_once(launcher: Launcher, tmp_path: P
     """``k`` during a 30 s trial: its group is killed and the batch ends in a moment, the
     trial not recorded."""
     request = batch_request([], [program("/bin/sleep", "30")], [trial(0, "long")], health=False)
-    journal, stderr = tmp_path / "journal", tmp_path / "stderr"
-    fds = [os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for p in (journal, stderr)]
+    journal, fds = tmp_path / "journal", outputs(tmp_path)
     launcher.batch(request, *fds)
     time.sleep(0.2)
     t0 = time.monotonic()
@@ -239,15 +244,15 @@ def test_a_full_disk_takes_the_record_back_and_ends_the_batch(
 ) -> None:
     """The journal on /dev/full: the write fails with ENOSPC, the batch ends at the first
     trial, and its record comes back to be handled as washout handles its own."""
-    stderr = os.open(tmp_path / "stderr", os.O_WRONLY | os.O_CREAT, 0o644)
+    _, stdout, stderr = outputs(tmp_path)
     full = os.open("/dev/full", os.O_WRONLY)
     try:
         request = batch_request([], [program("/bin/true")], [trial(0, "a")] * 3, health=False)
-        launcher.batch(request, full, stderr)
+        launcher.batch(request, full, stdout, stderr)
         end = launcher.batch_end()
     finally:
-        os.close(full)
-        os.close(stderr)
+        for fd in (full, stdout, stderr):
+            os.close(fd)
     assert (end.why, end.recorded, end.error) == ("journal", 0, 28)
     assert json.loads(end.record)[0][0] == "ran"
 
@@ -264,8 +269,8 @@ from test_launcher_batch import program, trial
 from washout.harness.executors import local
 from washout.harness.launcher.client import Launcher, batch_request
 launcher = Launcher(local.launcher_program()[0])
-fds = [os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for p in sys.argv[1:3]]
-command = "echo $$ > " + sys.argv[3] + ".tmp; mv " + sys.argv[3] + ".tmp " + sys.argv[3]
+fds = [os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) for p in sys.argv[1:4]]
+command = "echo $$ > " + sys.argv[4] + ".tmp; mv " + sys.argv[4] + ".tmp " + sys.argv[4]
 command += "; exec sleep 30"
 programs = [program("/bin/true"), program("/bin/sh", "-c", command)]
 request = batch_request([], programs, [trial(0, "quick"), trial(1, "long")], False)
@@ -276,7 +281,13 @@ launcher.batch_end()
     )
     journal, pid_file = tmp_path / "journal", tmp_path / "pid"
     controller = subprocess.Popen(
-        [sys.executable, str(script), str(journal), str(tmp_path / "stderr"), str(pid_file)],
+        [
+            sys.executable,
+            str(script),
+            str(journal),
+            *(str(tmp_path / n) for n in ("o", "e")),
+            str(pid_file),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

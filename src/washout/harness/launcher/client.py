@@ -154,11 +154,12 @@ class Launcher:
             raise LauncherGone(f"it ended (exit status {self.process.poll()})")
         return _REPLY.unpack(data)
 
-    def batch(self, request: bytes, journal: int, stderr: int) -> None:
+    def batch(self, request: bytes, journal: int, stdout: int, stderr: int) -> None:
         """Start a batch (:func:`batch_request`): its records appended to ``journal``, its
-        trials' stderr to ``stderr`` (a file). Raises LauncherGone if the launcher has ended."""
+        trials' stdout and stderr to ``stdout`` and ``stderr`` (files, or /dev/null). Raises
+        LauncherGone if the launcher has ended."""
         try:
-            sent = socket.send_fds(self.socket, [request], [journal, stderr])
+            sent = socket.send_fds(self.socket, [request], [journal, stdout, stderr])
             if sent < len(request):
                 self.socket.sendall(request[sent:])
         except OSError as err:
@@ -223,11 +224,11 @@ MEASURES = (
 its wait status; wall, user and system time (ns); max RSS (KiB); involuntary switches;
 CPU migrations (-1: not read); the real-time clock (ns since the epoch) at its start, at
 its end and as its record is made; its pid."""
-END_REASONS = ("done", "stopped", "failed", "stderr", "timeout", "killed", "unstarted", "journal")
+END_REASONS = ("done", "stopped", "failed", "output", "timeout", "killed", "unstarted", "journal")
 """Why a batch ended, by the launcher's code: every trial recorded; washout asked it to stop
-(the last trial recorded without its successor's start); the last trial, not recorded, exited
-non-zero, wrote to its stderr, timed out, was killed at washout's word, could not start, or
-its record could not be written."""
+(the last trial recorded without its successor's start); the last trial, not recorded,
+exited non-zero, wrote to its stdout or stderr, timed out, was killed at washout's word,
+could not start, or its record could not be written."""
 _BATCH_END = struct.Struct(f"=5q{len(MEASURES)}qq")
 _COUNTS = struct.Struct("=2I")
 _TRIAL = struct.Struct("=Iq2I")

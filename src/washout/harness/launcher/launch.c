@@ -265,7 +265,7 @@ enum {
     END_DONE = 0,      /* every trial ran and is recorded */
     END_STOPPED = 1,   /* washout asked to stop: the last trial is recorded, without a next */
     END_FAILED = 2,    /* the last trial's exit status was not 0 (not recorded) */
-    END_STDERR = 3,    /* the last trial wrote to its stderr (not recorded) */
+    END_OUTPUT = 3,    /* the last trial wrote to its stdout or stderr (not recorded) */
     END_TIMEOUT = 4,   /* the last trial timed out, its group killed (not recorded) */
     END_KILLED = 5,    /* washout asked to kill the last trial (not recorded) */
     END_UNSTARTED = 6, /* the last trial could not start (errno and step say why) */
@@ -492,6 +492,12 @@ static int64_t realtime_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Whether a trial wrote to the output file fd (or it cannot be told). */
+static int wrote(int fd) {
+    struct stat st;
+    return fstat(fd, &st) != 0 || st.st_size > 0;
+}
+
 /* What washout said during a batch: 's' stop after this trial, 'k' kill the trial in flight;
  * end of file: washout is gone. */
 static int heard_stop, heard_kill;
@@ -542,14 +548,14 @@ static int wait_trial(pid_t pid, int pidfd, int64_t deadline, int64_t *exited) {
 }
 
 /* A batch request (flag BATCH): header (payload length, programs, trials, flags, probes),
- * with the journal's descriptor (opened for appending) and the trials' stderr (a file:
- * a trial after which it is not empty ends the batch) as SCM_RIGHTS; payload:
+ * with the journal's descriptor (opened for appending) and the trials' stdout and stderr
+ * (files: a trial after which one is not empty ends the batch) as SCM_RIGHTS; payload:
  *   probes:   kind and when (PROBE_BEFORE, PROBE_AFTER: 1 byte each), path, argument;
  *   programs: argc and envc (uint32 each), then as a request's payload;
  *   trials:   program (uint32), timeout (int64 ns, -1 for none), the lengths of its two
  *             templates (uint32 each), then the templates: the record of its end, and what
  *             follows it when the batch goes on (the next trial's start).
- * Each trial, in turn: the probes read before it, it runs (stdin and stdout /dev/null), the
+ * Each trial, in turn: the probes read before it, it runs (stdin /dev/null), the
  * probes read after it; then its record is written with one write(2), its end and, unless
  * washout asked to stop or it was the last, the next one's start. The batch ends at the
  * first trial that is not ok (its record not written: sent back, filled in, in the end
@@ -558,13 +564,13 @@ static int wait_trial(pid_t pid, int pidfd, int64_t deadline, int64_t *exited) {
  * (M_...), and the length of its record sent back, then that record. */
 static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t nprobes,
                   char *payload, size_t size, int fds[], int nfds) {
-    int journal = fds[0], err_fd = fds[nfds - 1];
+    int journal = fds[0], out_fd = fds[1], err_fd = fds[2];
     char *p = payload, *end = payload + size;
     struct probe *probes = calloc(nprobes + 1, sizeof *probes);
     struct program *programs = calloc(nprograms + 1, sizeof *programs);
     static char record[RECORD_MAX];
     int64_t m[MEASURES] = {0}, head[5 + MEASURES + 1] = {BATCH_END, 0, 0, 0, 0};
-    if (nfds != 2 || probes == NULL || programs == NULL) exit(1);
+    if (nfds != 3 || probes == NULL || programs == NULL) exit(1);
     for (uint32_t i = 0; i < nprobes; i++) {
         probes[i].kind = *p++;
         probes[i].when = *p++;
@@ -599,7 +605,7 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
         memset(m, 0, sizeof m);
         m[M_MIGRATIONS] = -1;
         m[M_STARTED] = realtime_ns();
-        int std[3] = {-1, -1, err_fd};
+        int std[3] = {-1, out_fd, err_fd};
         int64_t begun = 0, exited = 0, r[10];
         pid_t pid = program < nprograms ? spawn(&programs[program], flags, std, &begun) : -1;
         if (pid < 0) {
@@ -637,12 +643,11 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
         ssize_t n2 = n < 0 || last ? 0
                                    : fill(record + n, sizeof record - (size_t)n, next, lengths[1],
                                           m, probes, nprobes);
-        struct stat out;
-        why = killed                            ? killed
-              : r[3] != 0                       ? END_FAILED
-              : fstat(err_fd, &out) != 0 || out.st_size > 0 ? END_STDERR
-              : n < 0 || n2 < 0                 ? END_JOURNAL
-                                                : END_DONE;
+        why = killed            ? killed
+              : r[3] != 0       ? END_FAILED
+              : wrote(out_fd) || wrote(err_fd) ? END_OUTPUT
+              : n < 0 || n2 < 0 ? END_JOURNAL
+                                : END_DONE;
         if (n < 0 || n2 < 0) head[3] = E2BIG;
         if (why != END_DONE) {
             unwritten = n < 0 ? 0 : n;
