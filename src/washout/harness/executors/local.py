@@ -47,7 +47,16 @@ from washout.harness.executors.base import (
     stdout_to,
 )
 from washout.harness.launcher.build import launcher_program, no_launcher_note
-from washout.harness.launcher.client import Launcher, LauncherGone, environment_block
+from washout.harness.launcher.client import (
+    BatchEnd,
+    BatchTrial,
+    Launcher,
+    LauncherGone,
+    Probe,
+    Program,
+    batch_request,
+    environment_block,
+)
 from washout.harness.metrics.health import LocalHealth, sched_migrations
 from washout.harness.pinning import parse_cpus
 
@@ -744,6 +753,45 @@ class _Child:
             os.close(fd)
 
 
+async def _batch_end(launcher: Launcher, stop: asyncio.Event) -> BatchEnd:
+    """The end of the batch the launcher runs, awaited in the event loop (which turns once
+    for the batch, not per trial): ``stop`` set asks it to stop after the trial in flight;
+    cancelled, it kills that trial and CancelledError follows its reply."""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    fd = launcher.socket.fileno()
+
+    def readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(fd, readable)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({ended, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if ended not in done:
+            launcher.tell(b"s")
+            await ended
+    except asyncio.CancelledError:
+        launcher.tell(b"k")
+        launcher.batch_end()  # at once: the launcher has killed the trial in flight
+        raise
+    finally:
+        stopping.cancel()
+        loop.remove_reader(fd)
+    return launcher.batch_end()
+
+
+def _file_tail(fd: int, into: OutputTail) -> None:
+    """What a file holds, as a stream read into ``into`` would leave it (its last bytes,
+    and its length); nothing for -1."""
+    if fd < 0:
+        return
+    size = os.fstat(fd).st_size
+    into.add(os.pread(fd, into.limit, max(0, size - into.limit)))
+    into.total = size
+
+
 def _absolute(cwd: str | None) -> str | None:
     """A command's working directory as the launcher (whose own is ``/``) must be told it:
     washout's own, or ``cwd`` relative to it, as a start from washout would use. Where
@@ -1048,6 +1096,63 @@ class LocalExecutor:
             stdout_cut=out.cut,
             stderr_cut=err.cut,
         )
+
+    def can_batch(self) -> bool:
+        """Whether this machine runs batches: a launcher, and pidfds for it to wait on."""
+        return HAVE_PIDFD and launcher_program()[0] is not None
+
+    async def run_batch(
+        self,
+        programs: list[tuple[str, CommandOptions]],
+        probes: list[Probe],
+        trials: list[BatchTrial],
+        journal: int,
+        stop: asyncio.Event,
+    ) -> tuple[BatchEnd, OutputTail, OutputTail]:
+        """Trials back to back from a launcher, each one's record appended to ``journal`` by
+        it (``launch.c``, ``batch``; docs/design.md, "The batch launcher"): how the batch
+        ended, and the last trial's stdout and stderr tails (what it wrote, if that ended
+        the batch). Washout sleeps meanwhile, woken only by the batch's end or by a signal:
+        ``stop`` set (the first Ctrl-C) asks the launcher to stop after the trial in flight;
+        cancelled (the second), it kills that trial, and CancelledError is raised once the
+        launcher has said so. Every program's options give one stdout for all (``pipe``
+        or ``null``: the engine batches nothing else). Raises LauncherGone if the launcher
+        ended: the trial in flight is then lost, its group killed by the launcher."""
+        launcher = self._launcher()
+        assert launcher is not None, "a batch without a launcher (see can_batch)"
+        made = []
+        for command, options in programs:
+            executable, argv = _start(command, self._environment(options.env).get("PATH"))
+            cpus = parse_cpus(options.cpus) if options.cpus else None
+            block = self._environment_block(options.env)
+            made.append(Program(executable, argv, block, _absolute(options.cwd), cpus))
+        first = programs[0][1]
+        out_tail, err_tail = (
+            OutputTail(first.output_tail),
+            OutputTail(max(first.output_tail, TAIL_BYTES)),
+        )
+        kept = stdout_to(first) == "pipe"
+        out = (
+            os.memfd_create("washout-stdout")
+            if kept
+            else os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        )
+        err = os.memfd_create("washout-stderr")
+        health = any(options.health is not None for _, options in programs)
+        try:
+            launcher.batch(batch_request(probes, made, trials, health), journal, out, err)
+            end = await _batch_end(launcher, stop)
+            _IDLE_LAUNCHERS.append(launcher)
+            if end.why == "output":
+                _file_tail(out if kept else -1, out_tail)
+                _file_tail(err, err_tail)
+            return end, out_tail, err_tail
+        except LauncherGone:
+            launcher.close()
+            raise
+        finally:
+            os.close(out)
+            os.close(err)
 
     def _health_reader(self, root: str) -> LocalHealth:
         """This machine's health reader under ``root`` (one per root, its files kept open)."""
