@@ -46,9 +46,21 @@ lines of ``/proc/vmstat``, the kernel log's new records)."""
 RAW = frozenset({BEGIN, RESET, ENVIRONMENT, END})
 LAYOUT = ("stat", "throttle", "freq", "msr", "swap", "kmsg")
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
 encode_facts = json.JSONEncoder(sort_keys=True, check_circular=False).encode
 """An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
 with one encoder made once rather than one per run."""
+
+
+def template(record: list[tuple[str, list[Scalar | bytes]]]) -> bytes:
+    """A record with holes: its statements as the journal holds them (one line of JSON),
+    each ``bytes`` parameter put in as it is (a launcher's hole: ``launch.c``, ``fill``)."""
+    statements = []
+    for name, params in record:
+        items = b",".join(p if isinstance(p, bytes) else _ENCODE(p).encode() for p in params)
+        statements.append(b"[" + _ENCODE(name).encode() + b",[" + items + b"]]")
+    return b"[" + b",".join(statements) + b"]\n"
 
 
 def iso_ns(ns: int) -> str:

@@ -753,6 +753,26 @@ class _Child:
             os.close(fd)
 
 
+def launcher_lost(why: object) -> str:
+    """The reason of a command whose launcher ended while it ran."""
+    return (
+        f"washout's launcher ended during the command ({why}): its outcome is unknown; its "
+        "process group was killed"
+    )
+
+
+def ended_as(code: int | None, timed_out: float | None) -> tuple[str, str]:
+    """A finished command's status and reason from its exit code (negative: the signal
+    that killed it), or from the timeout it ran past."""
+    if timed_out is not None:
+        return "timeout", f"timed out after {timed_out:g} s; process group killed"
+    if code is not None and code < 0:
+        return "failed", f"killed by signal {-code}"
+    if code != 0:
+        return "failed", f"exit code {code}"
+    return "ok", ""
+
+
 async def _batch_end(launcher: Launcher, stop: asyncio.Event) -> BatchEnd:
     """The end of the batch the launcher runs, awaited in the event loop (which turns once
     for the batch, not per trial): ``stop`` set asks it to stop after the trial in flight;
@@ -1063,24 +1083,9 @@ class LocalExecutor:
             self._read = reader, reader()
         code = child.returncode
         if child.launcher_gone is not None:
-            status, why = (
-                "lost",
-                (
-                    f"washout's launcher ended during the command ({child.launcher_gone}): its "
-                    "outcome is unknown; its process group was killed"
-                ),
-            )
-        elif timed_out:
-            status, why = "timeout", f"timed out after {timeout:g} s; process group killed"
-        elif code != 0:
-            status = "failed"
-            why = (
-                f"killed by signal {-code}"
-                if code is not None and code < 0
-                else f"exit code {code}"
-            )
+            status, why = "lost", launcher_lost(child.launcher_gone)
         else:
-            status, why = "ok", ""
+            status, why = ended_as(code, timeout if timed_out else None)
         return CommandResult(
             status,
             code,

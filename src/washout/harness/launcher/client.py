@@ -25,6 +25,13 @@ HEALTH = 1
 _STEPS = {1: "cwd", 2: "exec", 3: "cpus", 4: "fork"}
 
 
+def start_error(error: int, step: str | None, executable: str, cwd: str | None) -> OSError:
+    """A start the launcher could not make, as a start in washout would raise it (naming
+    the directory or program it could not use)."""
+    what = {"cwd": cwd, "exec": executable}.get(step or "")
+    return OSError(error, os.strerror(error), *([what] if what else []))
+
+
 class LauncherGone(Exception):
     """The launcher ended (killed, or never started): its command's outcome is unknown."""
 
@@ -130,8 +137,7 @@ class Launcher:
             raise LauncherGone(f"cannot reach it: {err}") from None
         assert kind == STARTED
         if step:
-            what = {"cwd": cwd, "exec": executable}.get(_STEPS.get(step, ""), None)
-            raise OSError(error, os.strerror(error), *([what] if what else []))
+            raise start_error(error, _STEPS.get(step), executable, cwd)
         return pid
 
     def finished(self) -> Exit:
