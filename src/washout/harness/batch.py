@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from washout.data.health import HEALTH_PREFIX
-from washout.data.store.batch import BEGIN, END, ENVIRONMENT, LAYOUT, RESET, expand, template
+from washout.data.store.batch import BEGIN, END, ENVIRONMENT, LAYOUT, RESET, expand
+from washout.data.store.journal import Statement
 from washout.harness.environment import MOMENT_FILES
 from washout.harness.executors.base import CommandResult, OutputTail
 from washout.harness.executors.local import ended_as
@@ -49,8 +50,12 @@ NO_RESET = "no reset configured"
 _AROUND = BEFORE | AFTER
 
 
-def _n(measure: str) -> bytes:
-    return hole("n", MEASURES.index(measure))
+_NOW = hole("n", MEASURES.index("now"))
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+
+def _json(value: object) -> bytes:
+    return _ENCODE(value).encode()
 
 
 @dataclass(frozen=True)
@@ -67,24 +72,25 @@ class Probes:
     @classmethod
     def make(cls, health_root: str | None, cpus: set[int]) -> Probes:
         """The probes of the health readings on ``cpus`` under ``health_root`` (None: not
-        read), the same files :class:`~washout.harness.metrics.health.LocalHealth` reads;
-        and the moment's files (:data:`~washout.harness.environment.MOMENT_FILES`). A
-        file that cannot be read gives null, and a value that needs it is absent, as
-        there."""
+        read), the files :class:`~washout.harness.metrics.health.LocalHealth` reads, those
+        it cannot open left out as it leaves them (a value that needs one is absent); and
+        the moment's files (:data:`~washout.harness.environment.MOMENT_FILES`), each read
+        after every trial (null where it cannot be read: the fact is then empty)."""
         kinds: dict[str, list[Probe]] = {kind: [] for kind in LAYOUT}
         if health_root is not None:
             root, cpu_list = health_root, sorted(cpus)
             dirs = [under(root, f"{SYS_CPU}/cpu{n}") for n in cpu_list]
-            kinds["stat"] = [Probe("L", _AROUND, under(root, STAT), f"cpu{n} ") for n in cpu_list]
-            kinds["throttle"] = [
-                Probe("L", _AROUND, f"{d}/{f}") for d in dirs for f in THROTTLE_FILES
-            ]
-            kinds["freq"] = [Probe("L", _AROUND, f"{d}/{CUR_FREQ}") for d in dirs]
-            kinds["msr"] = [
-                Probe("M", _AROUND, under(root, MSR.format(cpu=n)), str(register))
-                for n in cpu_list
-                for register in (IA32_APERF, IA32_MPERF)
-            ]
+            stat = under(root, STAT)
+            kinds["stat"] = [Probe("L", _AROUND, stat, f"cpu{n} ") for n in cpu_list]
+            throttles = [f"{d}/{f}" for d in dirs for f in THROTTLE_FILES]
+            kinds["throttle"] = [Probe("L", _AROUND, t) for t in throttles if _opens(t)]
+            freqs = [f"{d}/{CUR_FREQ}" for d in dirs]
+            if all(map(_opens, freqs)):
+                kinds["freq"] = [Probe("L", _AROUND, f) for f in freqs]
+            msrs = [under(root, MSR.format(cpu=n)) for n in cpu_list]
+            if all(map(_opens, msrs)):
+                registers = (str(IA32_APERF), str(IA32_MPERF))
+                kinds["msr"] = [Probe("M", _AROUND, m, r) for m in msrs for r in registers]
             kinds["swap"] = [Probe("W", _AROUND, under(root, SWAPS), under(root, VMSTAT))]
             kinds["kmsg"] = [Probe("K", _AROUND, under(root, KMSG))]
         health = [probe for kind in LAYOUT for probe in kinds[kind]]
@@ -92,76 +98,88 @@ class Probes:
         layout = ",".join(str(len(kinds[kind])) for kind in LAYOUT)
         return cls(health + moment, len(health), layout)
 
-    def readings(self) -> list[bytes]:
-        """The holes of the health readings, each probe's before then after."""
-        return [hole(side, i) for i in range(self.health) for side in "ba"]
 
-    def moment(self) -> list[bytes | str | int]:
-        """The environment statement's moment part: each fact's key, its words kept, and
-        the hole of its file's first line as read after the trial before the run."""
-        found: list[bytes | str | int] = []
-        for i, (key, (_, words)) in enumerate(MOMENT_FILES.items()):
-            found += [key, words, hole("a", self.health + i)]
-        return found
+def _opens(path: str) -> bool:
+    """Whether a counter file opens for reading (as :class:`LocalHealth` opens it)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError:
+        return False
+    return True
 
 
-def end_record(
-    trial: int,
-    cpus: str | None,
-    wall_names: list[str],
-    tick: float | None,
-    probes: Probes,
-    run_done: int | None,
-) -> bytes:
-    """The template of a trial's end (with ``run_done``, that run's end with it)."""
-    params = [
-        trial,
-        cpus,
-        ",".join(wall_names),
-        tick is not None,
-        tick,
-        *map(_n, ("wall", "user", "system", "max_rss", "switches", "migrations")),
-        *map(_n, ("started", "ended")),
-        probes.layout if tick is not None else ",".join("0" * len(LAYOUT)),
-        *(probes.readings() if tick is not None else []),
-    ]
-    record: list[tuple[str, list[bytes | str | int | float | None]]] = [(END, params)]
-    if run_done is not None:
-        record.append(("run_status", ["done", run_done]))
-    return template(record)
+class Templates:
+    """The templates of a batch's records (:mod:`washout.data.store.batch` says what each
+    raw statement holds), made from pieces encoded once per batch and per test: the
+    environment's facts, the same before every run, are the batch's one constant."""
+
+    def __init__(
+        self,
+        probes: Probes,
+        tick: float | None,
+        worker: int,
+        fingerprint: str,
+        facts: dict[str, str],
+    ) -> None:
+        self.constants = (_json(json.dumps(facts, sort_keys=True)),)
+        health = tick is not None
+        readings = b"".join(b"," + hole(side, i) for i in range(probes.health) for side in "ba")
+        self._readings = (
+            b",".join([_json(health), _json(tick), *map(_n, _MEASURED)])
+            + b","
+            + _json(probes.layout if health else ",".join("0" * len(LAYOUT)))
+            + (readings if health else b"")
+        )
+        moment = [
+            part
+            for i, (key, (_, words)) in enumerate(MOMENT_FILES.items())
+            for part in (_json(key), _json(words), hole("a", probes.health + i))
+        ]
+        self._environment = (
+            b",".join([_json(fingerprint), hole("c", 0), *moment]) + b"]],[" + _json(RESET)
+        )
+        self._worker = worker
+        self._tests: dict[tuple[str | None, tuple[str, ...]], bytes] = {}
+
+    def end(self, trial: int, cpus: str | None, walls: tuple[str, ...], run: int | None) -> bytes:
+        """A trial's end, and its run's (``run``) after the run's last position."""
+        middle = self._tests.get((cpus, walls))
+        if middle is None:
+            middle = b"," + _json(cpus) + b"," + _json(",".join(walls)) + b"," + self._readings
+            self._tests[(cpus, walls)] = middle
+        done = b"" if run is None else b',["run_status",["done",%d]]' % run
+        return b"[[" + _json(END) + b",[%d" % trial + middle + b"]]" + done + b"]\n"
+
+    def begin(
+        self, trial: int, run: int, position: int, test: str, start: RunStart | None
+    ) -> bytes:
+        """What comes before a trial: its start, after its run's records when it is the
+        run's first."""
+        head = b"["
+        if start is not None:
+            row_name, row = start.row
+            head += b"[" + _json(row_name) + b"," + _json(list(row)) + b"],["
+            head += _json(ENVIRONMENT) + b",[%d,%d," % (self._worker, start.index) + _NOW + b","
+            head += self._environment + b",[" + _NOW + b"," + _json(NO_RESET) + b",%d]]," % run
+        begin = b"[" + _json(BEGIN) + b",[%d,%d,%d," % (trial, run, position) + _json(test)
+        return head + begin + b",0," + _NOW + b"]]]\n"
+
+
+_MEASURED = ("wall", "user", "system", "max_rss", "switches", "migrations", "started", "ended")
+
+
+def _n(measure: str) -> bytes:
+    return hole("n", MEASURES.index(measure))
 
 
 @dataclass(frozen=True)
 class RunStart:
-    """What a run's first trial follows in a batch: the run's row, the environment before
-    it (the facts as last captured, the moment's read after the trial before) and its
-    reset (none)."""
+    """A run whose first trial is in a batch, after another: its row's statement and its
+    index (its environment is the batch's facts with the moment read after the trial
+    before it, and its reset none)."""
 
-    row: tuple[str, tuple[int | str, ...]]
-    worker: int
+    row: Statement
     index: int
-    fingerprint: str
-    facts: dict[str, str]
-
-
-def begin_record(
-    trial: int, run: int, position: int, test: str, start: RunStart | None, probes: Probes
-) -> bytes:
-    """The template of what comes before a trial in a batch: its start, after its run's
-    records when it is the run's first."""
-    record: list[tuple[str, list[bytes | str | int | float | None]]] = []
-    if start is not None:
-        record.append((start.row[0], list(start.row[1])))
-        facts = json.dumps(start.facts, sort_keys=True)
-        record.append(
-            (
-                ENVIRONMENT,
-                [start.worker, start.index, _n("now"), start.fingerprint, facts, *probes.moment()],
-            )
-        )
-        record.append((RESET, [_n("now"), NO_RESET, run]))
-    record.append((BEGIN, [trial, run, position, test, 0, _n("now")]))
-    return template(record)
 
 
 def trial_cpus(cpus: set[int] | None) -> set[int]:

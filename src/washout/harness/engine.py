@@ -36,6 +36,7 @@ from secrets import token_hex
 from typing import Any
 
 from washout.data.store import FINISHED, ExperimentRecord, Store
+from washout.data.store.batch import END
 from washout.data.store.integrity import damaged
 from washout.data.store.writer import FOLD_SECONDS, NextTrial, StoreWriter
 from washout.errors import (
@@ -46,6 +47,7 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.allocation import allocated
+from washout.harness.batch import Probes, RunStart, Templates, last_result, trial_cpus
 from washout.harness.context import TrialContext, WorkerContext, prepare_context
 from washout.harness.environment import (
     EnvironmentWatch,
@@ -54,14 +56,30 @@ from washout.harness.environment import (
     mismatch,
     noted_differences,
 )
-from washout.harness.executors.base import SESSION_VARIABLE, CommandOptions, CommandResult, Executor
-from washout.harness.executors.local import LocalExecutor
+from washout.harness.executors.base import (
+    SESSION_VARIABLE,
+    CommandOptions,
+    CommandResult,
+    Executor,
+    stdout_to,
+)
+from washout.harness.executors.local import LocalExecutor, launcher_lost
 from washout.harness.idle import IdleLengths, energy_metrics, with_idle_arm
+from washout.harness.launcher.client import BatchTrial, LauncherGone
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
 from washout.harness.metrics.resources import resource_values
-from washout.harness.plan import Plan, context_levels, draw_seed, schedule, with_contexts
+from washout.harness.metrics.wall import Wall
+from washout.harness.pinning import parse_cpus
+from washout.harness.plan import (
+    Plan,
+    PlannedRun,
+    context_levels,
+    draw_seed,
+    schedule,
+    with_contexts,
+)
 from washout.harness.roles import (
     GroupWatch,
     around_trial,
@@ -98,6 +116,18 @@ ProgressHook = Callable[[str, int], None]
 
 WARMUP_RUN = -1
 """The run index of a worker's warmup trials (``[experiment] warmup``)."""
+
+BATCH_SECONDS = FOLD_SECONDS
+"""The most a launcher batch's trials take, as their tests' longest trials so far add up
+(and the longest trial a test may have had to be batched): a batch is folded, and the
+progress shown, when it ends, so as often as between trials of a run."""
+BATCH_BYTES = 64 << 10
+"""The most a batch's templates take: they are in the launcher's memory, whose high-water
+mark every trial it starts inherits (a megabyte and less is below ``true``'s own)."""
+BATCH_TRIAL_BYTES, BATCH_RUN_BYTES = 256, 512
+"""What a trial's templates take with a short test name (each character of it counts
+twice), and a run's records before its first trial, at most: how :data:`BATCH_BYTES` is
+counted (``harness.batch.Templates``: 157 and 306 bytes with the test ``true``)."""
 
 LOST_RUN_RESTARTS = 3
 """How often one session re-runs a run whose worker connection dropped mid-trial, before
@@ -351,6 +381,16 @@ def make_executors(spec: Spec) -> list[Executor]:
 
 
 @dataclass(frozen=True)
+class _Ended:
+    """The trial a batch ended at, run but not recorded: its run's position, its id (begun
+    in the store), and its command's result."""
+
+    position: int
+    trial_id: int
+    result: CommandResult
+
+
+@dataclass(frozen=True)
 class _TestTrials:
     """What every trial of one test on one worker shares, worked out once."""
 
@@ -421,6 +461,8 @@ class _Worker:
         fingerprint then and whether it agreed with the start (:meth:`check_environment`)."""
         self._longest: dict[str, float] = {}
         """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
+        self._unbatched: set[int] = set()
+        """Tests whose trials printed in a batch: run one at a time from then on."""
 
     def _cwd(self, cwd: str | None) -> str | None:
         if cwd and self.workdir and not cwd.startswith("/"):
@@ -580,15 +622,7 @@ class _Worker:
         runner = (  # with its role, background, samples, counters around it
             shared.runner if shared.runner is not None else around_trial(self.ex, test)
         )
-        plain = (  # the rest, taken here on the test's worker
-            TrialMetrics(
-                shared.metrics,
-                Trial(self.ex, shared.options.cwd, self.spec.experiment.output_tail),
-                self._own_side,
-            )
-            if shared.metrics
-            else None
-        )
+        plain = self._plain(index)
         try:
             try:
                 if plain is not None:
@@ -621,21 +655,45 @@ class _Worker:
                     fold.cancel()
             self._longest[test.name] = max(result.duration, self._longest.get(test.name, 0.0))
         except asyncio.CancelledError:
-            self.store.finish_trial(
-                trial_id,
-                status="interrupted",
-                reason=f"{self.outcome.stopped or 'stopped'} during this trial",
-                exit_code=None,
-                started=datetime.now(UTC),
-                ended=datetime.now(UTC),
-                duration=0.0,
-                stdout_tail="",
-                stderr_tail="",
-                cpus=test.cpus,
-                metrics={},
-                context=context,
-            )
+            self._interrupted(trial_id, index, context)
             raise
+        return await self._settled(index, result, plain, context)
+
+    def _interrupted(self, trial_id: int, index: int, context: TrialContext | None) -> None:
+        """Finish a trial stopped at once (a second Ctrl-C) as ``interrupted``."""
+        self.store.finish_trial(
+            trial_id,
+            status="interrupted",
+            reason=f"{self.outcome.stopped or 'stopped'} during this trial",
+            exit_code=None,
+            started=datetime.now(UTC),
+            ended=datetime.now(UTC),
+            duration=0.0,
+            stdout_tail="",
+            stderr_tail="",
+            cpus=self.x.tests[index].cpus,
+            metrics={},
+            context=context,
+        )
+
+    def _plain(self, index: int) -> TrialMetrics | None:
+        """A trial's metrics not taken around it, taken here on the test's worker."""
+        shared = self._shared(index)
+        if not shared.metrics:
+            return None
+        trial = Trial(self.ex, shared.options.cwd, self.spec.experiment.output_tail)
+        return TrialMetrics(shared.metrics, trial, self._own_side)
+
+    async def _settled(
+        self,
+        index: int,
+        result: CommandResult,
+        plain: TrialMetrics | None,
+        context: TrialContext | None,
+    ) -> tuple[str, dict[str, Any]]:
+        """A run trial's status and the fields that finish it (:meth:`trial`), from its
+        command's result: its metrics taken, its conclude run."""
+        test, shared = self.x.tests[index], self._shared(index)
         # A lost connection leaves the outcome unknown: the trial was interrupted.
         status = "interrupted" if result.status == "lost" else result.status
         reason = result.reason
@@ -722,10 +780,16 @@ class _Worker:
         return redact_tail(output, self.secrets, cut) if output else ""
 
     async def run_trials(
-        self, run_index: int, run_id: int, tests: list[int], contexts: tuple[int, ...] = ()
+        self,
+        run_index: int,
+        run_id: int,
+        tests: list[int],
+        contexts: tuple[int, ...] = (),
+        ended: _Ended | None = None,
     ) -> None:
         """Every position of one run in order, each attempted until the failure policy is
-        satisfied.
+        satisfied; with ``ended``, from the trial a batch ended at (begun and run, not
+        finished) on.
 
         A trial's finish and the next trial's start are one transaction (one commit per
         trial, not two, on the path between two trials); each trial is still committed as
@@ -735,21 +799,30 @@ class _Worker:
         """
         exp = self.spec.experiment
         policy, retries = exp.on_failure, exp.retries
-        if self.stop.is_set():
+        if self.stop.is_set() and ended is None:
             raise StopRequested("stopped by the user")
 
         def start(position: int, attempt: int) -> NextTrial:
             return run_id, position, self.x.tests[tests[position]].name, attempt, datetime.now(UTC)
 
-        position = 0
+        position = 0 if ended is None else ended.position
         statuses: list[str] = []
-        trial_id: int | None = self.store.begin_trial(*start(0, 0))
+        trial_id: int | None = (
+            self.store.begin_trial(*start(0, 0)) if ended is None else ended.trial_id
+        )
         while trial_id is not None:
             test = self.x.tests[tests[position]]
             try:
-                status, fields = await self.trial(
-                    trial_id, tests[position], contexts[position] if contexts else None
-                )
+                if ended is not None:  # run in the batch: only settled here
+                    index = tests[position]
+                    status, fields = await self._settled(
+                        index, ended.result, self._plain(index), None
+                    )
+                    ended = None
+                else:
+                    status, fields = await self.trial(
+                        trial_id, tests[position], contexts[position] if contexts else None
+                    )
             except WashoutError:
                 self.store.forget_trial(trial_id)
                 raise
@@ -838,38 +911,239 @@ class _Worker:
         ]
         if exp.warmup and left:
             await self.warmup()
-        for run in left:
+        at = 0
+        while at < len(left):
             if self.stop.is_set():
                 raise StopRequested("stopped by the user")
-            names = [self.x.tests[i].name for i in run.tests]
-            run_id = self.store.run_id(self.worker_id, run.index, run.order, names, defer=True)
-            log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
-            for restart in range(LOST_RUN_RESTARTS + 1):
-                try:
-                    self.store.fold_if_due()
-                    await self.check_environment(run.index)
-                    await self.reset(run_id)
-                    await self.run_trials(run.index, run_id, list(run.tests), run.contexts)
-                    break
-                except RunInterrupted as err:
-                    kept = self.store.supersede_run(run_id)
-                    message = (
-                        f"run {run.index} lost its worker during {err}; its {kept} "
-                        "trial(s) are kept as superseded"
-                    )
-                    if restart == LOST_RUN_RESTARTS:
-                        raise WorkerError(
-                            f"{self.ex.name}: {message}; gave up after "
-                            f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
-                            "re-runs it whole)"
-                        ) from None
-                    if self.stop.is_set():
-                        raise StopRequested("stopped by the user") from None
-                    self.store.event("rerun", message + "; re-running it whole", self.ex.name)
-                    log.warning("%s: %s; re-running it whole", self.ex.name, message)
-                    # Reconnect (and so kill what the lost trial left) before anything else:
-                    # a worker gone for good is then this one-line error.
-                    await self._command("reconnect", "true", None, None)
+            ended = None
+            batch = self._batchable(left[at:])
+            if batch:
+                done, ended = await self._batch(batch)
+                at += done
+                if ended is None:
+                    continue
+            await self._run(left[at], ended)
+            at += 1
+
+    async def _start_run(self, run: PlannedRun, run_id: int) -> None:
+        """What comes before a run's first trial: a fold if due, the environment check, the
+        reset."""
+        self.store.fold_if_due()
+        await self.check_environment(run.index)
+        await self.reset(run_id)
+
+    async def _run(self, run: PlannedRun, ended: _Ended | None = None) -> None:
+        """One run whole, or from the trial a batch ended at (``ended``) on; a run whose
+        worker is lost mid-trial is superseded and re-run here, after the executor
+        reconnects, at most :data:`LOST_RUN_RESTARTS` times."""
+        names = [self.x.tests[i].name for i in run.tests]
+        run_id = self.store.run_id(self.worker_id, run.index, run.order, names, defer=True)
+        log.info("%s: run %d (%s order): %s", self.ex.name, run.index, run.order, names)
+        for restart in range(LOST_RUN_RESTARTS + 1):
+            try:
+                if ended is None:
+                    await self._start_run(run, run_id)
+                await self.run_trials(run.index, run_id, list(run.tests), run.contexts, ended)
+                break
+            except RunInterrupted as err:
+                ended = None
+                kept = self.store.supersede_run(run_id)
+                message = (
+                    f"run {run.index} lost its worker during {err}; its {kept} "
+                    "trial(s) are kept as superseded"
+                )
+                if restart == LOST_RUN_RESTARTS:
+                    raise WorkerError(
+                        f"{self.ex.name}: {message}; gave up after "
+                        f"{LOST_RUN_RESTARTS} re-runs ('washout resume' "
+                        "re-runs it whole)"
+                    ) from None
+                if self.stop.is_set():
+                    raise StopRequested("stopped by the user") from None
+                self.store.event("rerun", message + "; re-running it whole", self.ex.name)
+                log.warning("%s: %s; re-running it whole", self.ex.name, message)
+                # Reconnect (and so kill what the lost trial left) before anything else:
+                # a worker gone for good is then this one-line error.
+                await self._command("reconnect", "true", None, None)
+
+    # -- batches (docs/design.md, "The batch launcher") -----------------------------------
+    def _batchable(self, runs: list[PlannedRun]) -> list[PlannedRun]:
+        """The runs from the first of ``runs`` on that one launcher batch may run: none
+        unless every trial of them needs no Python of washout's between it and the next
+        (:meth:`_batch_test`), at most :data:`BATCH_SECONDS` of trials as their tests ran
+        so far and :data:`BATCH_BYTES` of templates."""
+        if not self._batch_worker():
+            return []
+        taken: list[PlannedRun] = []
+        seconds, size, cpus = 0.0, 0, None
+        for run in runs:
+            if run.contexts or not all(self._batch_test(i) for i in run.tests):
+                break
+            tests = [self.x.tests[i] for i in run.tests]
+            if cpus is None:
+                cpus = tests[0].cpus or ""
+            if any((t.cpus or "") != cpus for t in tests):
+                break
+            seconds += sum(self._longest[t.name] for t in tests)
+            size += BATCH_RUN_BYTES + sum(BATCH_TRIAL_BYTES + 2 * len(t.name) for t in tests)
+            if taken and (seconds > BATCH_SECONDS or size > BATCH_BYTES):
+                break
+            taken.append(run)
+        return taken if sum(len(run.tests) for run in taken) > 1 else []
+
+    def _batch_worker(self) -> bool:
+        """Whether this worker runs batches: the local machine alone, a launcher that can,
+        no context levels, idle arm or secrets, no reset, no provenance file to watch, and
+        the environment as at the start."""
+        watch = self.watch
+        return (
+            isinstance(self.ex, LocalExecutor)
+            and self.alone
+            and self.ex.can_batch()
+            and self.context is None
+            and self.lengths is None
+            and not self.secrets
+            and all(isinstance(r, ResetSpec) and r.kind == "none" for _, r in self.resets)
+            and isinstance(watch, EnvironmentWatch)
+            and not watch.provenance.files
+            and bool(watch.latest)
+            and self._compared is not None
+            and self._compared[2]
+        )
+
+    def _batch_test(self, index: int) -> bool:
+        """Whether the trials of test ``index`` may run in a batch: a plain test with no
+        prepare or conclude, its metrics wall times, its stdout kept or dropped (not a
+        file, not inherited), no input, its trials so far short and without output."""
+        test, shared = self.x.tests[index], self._shared(index)
+        return (
+            shared.runner is self.ex
+            and index not in self._unbatched
+            and self._longest.get(test.name, BATCH_SECONDS) < BATCH_SECONDS
+            and not (test.prepare or self.spec.prepare or test.conclude or self.spec.conclude)
+            and not shared.energy
+            and all(isinstance(m.source, Wall) for m in shared.metrics.values())
+            and stdout_to(shared.options) in ("pipe", "null")
+            and shared.options.input is None
+            and test.command is not None
+        )
+
+    async def _batch(self, runs: list[PlannedRun]) -> tuple[int, _Ended | None]:
+        """Run ``runs`` as one launcher batch: how many of them it completed and, where it
+        ended at a trial it did not record (not ok, output, its launcher gone), that trial,
+        to be settled and its run carried on from it (:meth:`_run`). The first run's
+        records and its first trial's start are made as for any run; for the rest of the
+        batch the launcher writes each trial's record from its template."""
+        store, ex = self.store, self.ex
+        assert isinstance(ex, LocalExecutor)
+        first = runs[0]
+        names = [self.x.tests[i].name for i in first.tests]
+        run_id = store.run_id(self.worker_id, first.index, first.order, names, defer=True)
+        log.info("%s: runs %d-%d as a batch", ex.name, first.index, runs[-1].index)
+        await self._start_run(first, run_id)
+        _, fingerprinted, _ = self._compared or (0, "", True)
+        items: list[tuple[PlannedRun, int, int]] = []  # run, its id, position
+        starts: dict[int, RunStart] = {}
+        planned: list[tuple[int, int, int]] = []  # worker id, run index, its first item
+        for r, run in enumerate(runs):
+            rid = run_id
+            if r:
+                run_names = [self.x.tests[i].name for i in run.tests]
+                rid, row = store.planned_run(self.worker_id, run.index, run.order, run_names)
+                planned.append((self.worker_id, run.index, len(items)))
+                starts[len(items)] = RunStart(row, run.index)
+            items += [(run, rid, position) for position in range(len(run.tests))]
+        ids = [store.begin_trial(run_id, 0, names[0], 0, datetime.now(UTC))]
+        ids += [store.planned_trial() for _ in items[1:]]
+        programs: dict[int, int] = {}
+        for run, _, position in items:
+            programs.setdefault(run.tests[position], len(programs))
+        cpus = self.x.tests[first.tests[0]].cpus
+        probes = Probes.make(self.health, trial_cpus(parse_cpus(cpus) if cpus else None))
+        tick = 1.0 / os.sysconf("SC_CLK_TCK") if self.health is not None else None
+        facts = dict(self.watch.latest) if isinstance(self.watch, EnvironmentWatch) else {}
+        made = Templates(probes, tick, self.worker_id, fingerprinted, facts)
+        trials = []
+        for k, (run, rid, position) in enumerate(items):
+            index = run.tests[position]
+            test = self.x.tests[index]
+            last = position == len(run.tests) - 1
+            walls = tuple(self._shared(index).metrics)
+            finish = made.end(ids[k], test.cpus, walls, rid if last else None)
+            then = b""
+            if k + 1 < len(items):
+                nrun, nrid, npos = items[k + 1]
+                nname = self.x.tests[nrun.tests[npos]].name
+                then = made.begin(ids[k + 1], nrid, npos, nname, starts.get(k + 1))
+            trials.append(BatchTrial(programs[index], test.timeout, finish, then))
+        commands = [(str(self.x.tests[i].command), self._shared(i).options) for i in programs]
+        try:
+            end, out, err = await ex.run_batch(
+                commands, probes.probes, trials, made.constants, store.journal_descriptor, self.stop
+            )
+        except asyncio.CancelledError:  # stopped at once: the trial in flight is killed
+            k = self._batch_taken(items, ids, planned, "killed")
+            if k < len(items):
+                self._interrupted(ids[k], items[k][0].tests[items[k][2]], None)
+            raise
+        except LauncherGone as gone:
+            k = self._batch_taken(items, ids, planned, "lost")
+            if k == len(items):
+                return len(runs), None
+            index = items[k][0].tests[items[k][2]]
+            lost = launcher_lost(gone)
+            result = CommandResult.lost(lost, datetime.now(UTC), 0.0, self.x.tests[index].cpus)
+            return _completed(items, k), _Ended(items[k][2], ids[k], result)
+        k = self._batch_taken(items, ids, planned, end.why)
+        if end.why in ("done", "stopped"):
+            run, _, position = items[k - 1]
+            if position < len(run.tests) - 1:  # stopped part-way through a run
+                raise StopRequested("stopped by the user")
+            return _completed(items, k), None
+        run, _, position = items[k]
+        index = run.tests[position]
+        test = self.x.tests[index]
+        if end.why == "output":  # its trials print: they run one at a time from now on
+            self._unbatched.add(index)
+        command = commands[programs[index]][0]
+        options = self._shared(index).options
+        executable, _ = ex.program_of(command, options)
+        result = last_result(end, out, err, test.timeout, test.cpus, (executable, options.cwd))
+        self._longest[test.name] = max(result.duration, self._longest[test.name])
+        return _completed(items, k), _Ended(position, ids[k], result)
+
+    def _batch_taken(
+        self,
+        items: list[tuple[PlannedRun, int, int]],
+        ids: list[int],
+        planned: list[tuple[int, int, int]],
+        why: str,
+    ) -> int:
+        """Take in a batch's records (:meth:`StoreWriter.take_batch`): how many trials it
+        recorded. Each counts as a slot done; the ids of the runs and trials it did not
+        begin (after a stop: those after the last recorded; else after the one it ended
+        at) are given back; each test's longest trial is brought up to date."""
+        records = self.store.take_batch()
+        walls = [params[5] for record in records for name, params in record if name == END]
+        for (run, _, position), wall in zip(items, walls, strict=False):
+            name = self.x.tests[run.tests[position]].name
+            self._longest[name] = max(self._longest[name], int(wall or 0) / 1e9)
+        k = len(walls)
+        begun = min(len(items), k if why in ("done", "stopped") else k + 1)
+        self.store.unplan(
+            [(worker, index) for worker, index, first in planned if first >= begun],
+            ids[begun] if begun < len(items) else None,
+        )
+        if k:
+            self.outcome.executed += k
+            self.progress(self.ex.name, k)
+        return k
+
+
+def _completed(items: list[tuple[PlannedRun, int, int]], recorded: int) -> int:
+    """How many runs of a batch's trials (run, run id, position) the first ``recorded``
+    complete."""
+    return sum(position == len(run.tests) - 1 for run, _, position in items[:recorded])
 
 
 def run_complete(

@@ -12,6 +12,7 @@ nothing downstream can tell a batch's trial from another.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -46,29 +47,45 @@ lines of ``/proc/vmstat``, the kernel log's new records)."""
 RAW = frozenset({BEGIN, RESET, ENVIRONMENT, END})
 LAYOUT = ("stat", "throttle", "freq", "msr", "swap", "kmsg")
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-
 encode_facts = json.JSONEncoder(sort_keys=True, check_circular=False).encode
+_STRING = json.JSONEncoder().encode
 """An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
 with one encoder made once rather than one per run."""
 
 
-def template(record: list[tuple[str, list[Scalar | bytes]]]) -> bytes:
-    """A record with holes: its statements as the journal holds them (one line of JSON),
-    each ``bytes`` parameter put in as it is (a launcher's hole: ``launch.c``, ``fill``)."""
-    statements = []
-    for name, params in record:
-        items = b",".join(p if isinstance(p, bytes) else _ENCODE(p).encode() for p in params)
-        statements.append(b"[" + _ENCODE(name).encode() + b",[" + items + b"]]")
-    return b"[" + b",".join(statements) + b"]\n"
-
-
 def iso_ns(ns: int) -> str:
     """A real-time clock reading (ns since the epoch) as the store writes a time: ISO 8601
-    in UTC to the microsecond, as ``datetime.isoformat(timespec="microseconds")``."""
-    seconds, rest = divmod(ns, 1_000_000_000)
-    at = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
-    return at.isoformat(timespec="microseconds")
+    in UTC to the microsecond, as ``datetime.isoformat(timespec="microseconds")`` (the
+    minute made once: most of a fold's times fall in a few)."""
+    minutes, rest = divmod(ns, 60_000_000_000)
+    return f"{_minute(minutes)}{rest // 1_000_000_000:02d}.{rest // 1000 % 1_000_000:06d}+00:00"
+
+
+@functools.lru_cache(maxsize=8)
+def _minute(minutes: int) -> str:
+    return datetime.fromtimestamp(minutes * 60, UTC).isoformat(timespec="minutes")[:-6] + ":"
+
+
+@functools.lru_cache(maxsize=8)
+def _facts_around(text: str, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The facts ``text`` as the store keeps them (:data:`encode_facts`) with ``keys``
+    given new values: the text around those values, and their keys in its order, so that
+    a run's facts are its moment's values put between (the rest is the same before every
+    run of a batch: worked out once, not a whole encoding per run)."""
+    facts = json.loads(text)
+    if not isinstance(facts, dict):
+        raise ValueError("an environment's facts are not an object")
+    marks = {key: f"\0{i}\0" for i, key in enumerate(keys)}
+    marked = encode_facts({**facts, **marks})
+    chunks, order, at = [], [], 0
+    for key in sorted(keys):
+        mark = _STRING(marks[key])
+        cut = marked.index(mark, at)
+        chunks.append(marked[at:cut])
+        order.append(key)
+        at = cut + len(mark)
+    chunks.append(marked[at:])
+    return chunks, order
 
 
 def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
@@ -82,14 +99,14 @@ def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
         yield "reset", (iso_ns(_int(at)), iso_ns(_int(at)), info, run)
     elif name == ENVIRONMENT:
         worker, run_index, captured, fingerprint, facts, *moment = params
-        data = json.loads(str(facts))
-        for i in range(0, len(moment), 3):
-            key, words, line = moment[i : i + 3]
-            data[str(key)] = " ".join(str(line or "").split()[: _int(words)])
-        yield (
-            "environment",
-            (worker, run_index, iso_ns(_int(captured)), encode_facts(data), fingerprint),
-        )
+        keys = tuple(map(str, moment[0::3]))
+        now = {
+            key: " ".join(str(line or "").split()[: _int(words)])
+            for key, words, line in zip(keys, moment[1::3], moment[2::3], strict=True)
+        }
+        chunks, order = _facts_around(str(facts), keys)
+        text = chunks[0] + "".join(_STRING(now[k]) + c for k, c in zip(order, chunks[1:]))
+        yield "environment", (worker, run_index, iso_ns(_int(captured)), text, fingerprint)
     elif name == END:
         yield from _end(params)
     else:
@@ -143,28 +160,34 @@ def _end(params: tuple[Scalar, ...]) -> Iterator[Statement]:
 def _readings(layout: str, values: tuple[Scalar, ...]) -> tuple[Reading, Reading]:
     """The readings before and after a trial from its probes' lines (each probe's before
     then after, in :data:`LAYOUT`'s order, as many of each as ``layout`` says)."""
-    counts = dict(zip(LAYOUT, map(int, layout.split(",")), strict=True))
-    if len(values) != 2 * sum(counts.values()):
+    slices, total = _slices(layout)
+    if len(values) != total:
         raise ValueError(f"{len(values)} readings for the layout {layout}")
-    taken: dict[str, list[tuple[Scalar, Scalar]]] = {}
-    at = 0
-    for kind in LAYOUT:
-        n = counts[kind]
-        taken[kind] = [(values[at + 2 * i], values[at + 2 * i + 1]) for i in range(n)]
+    return _reading(values, slices, 0), _reading(values, slices, 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _slices(layout: str) -> tuple[tuple[slice, ...], int]:
+    """Where each kind's readings of one side are among a trial's (a slice from its
+    first before-reading, step 2; add 1 for the after-readings), and how many there are."""
+    counts = [int(count) for count in layout.split(",")]
+    if len(counts) != len(LAYOUT) or min(counts) < 0:
+        raise ValueError(f"not a layout of readings: {layout}")
+    slices, at = [], 0
+    for n in counts:
+        slices.append(slice(at, at + 2 * n, 2))
         at += 2 * n
-    return _reading(taken, 0), _reading(taken, 1)
+    return tuple(slices), at
 
 
-def _reading(taken: dict[str, list[tuple[Scalar, Scalar]]], side: int) -> Reading:
-    def lines(kind: str) -> list[Scalar]:
-        return [both[side] for both in taken[kind]]
-
-    busy = [line_busy(str(x).encode()) if isinstance(x, str) else None for x in lines("stat")]
-    throttles = [n for n in map(_number, lines("throttle")) if n is not None]
-    freqs = list(map(_number, lines("freq")))
-    msrs = [x if isinstance(x, int) else None for x in lines("msr")]
-    swap = lines("swap")
-    kmsg = lines("kmsg")
+def _reading(values: tuple[Scalar, ...], slices: tuple[slice, ...], side: int) -> Reading:
+    stat, throttle, freq, msr, swap, kmsg = (
+        values[s.start + side : s.stop : 2] if side else values[s] for s in slices
+    )
+    busy = [line_busy(x.encode()) if isinstance(x, str) else None for x in stat]
+    throttles = [n for n in map(_number, throttle) if n is not None]
+    freqs = list(map(_number, freq))
+    msrs = [x if isinstance(x, int) else None for x in msr]
     return Reading(
         busy=_total(busy),
         throttles=sum(throttles) if throttles else None,

@@ -796,13 +796,14 @@ class StoreWriter(Store):
         trial_id, self._next_trial = self._next_trial, self._next_trial + 1
         return trial_id
 
-    def unplan(self, runs: list[tuple[int, int]], next_trial: int) -> None:
-        """Give back the ids a batch planned and did not record: the runs of these (worker
-        id, index) keys, and every trial id from ``next_trial`` on."""
+    def unplan(self, runs: list[tuple[int, int]], next_trial: int | None) -> None:
+        """Give back the ids a batch planned and did not begin: the runs of these (worker
+        id, index) keys, and every trial id from ``next_trial`` on (None: none)."""
         for key in runs:
             assert self._runs is not None
             self._next_run = min(self._next_run, self._runs.pop(key))
-        self._next_trial = next_trial
+        if next_trial is not None:
+            self._next_trial = next_trial
 
     @property
     def journal_descriptor(self) -> int:
@@ -812,9 +813,9 @@ class StoreWriter(Store):
             raise RuntimeError("a batch starts after the deferred writes are recorded")
         return self._journal.descriptor
 
-    def take_batch(self) -> int:
+    def take_batch(self) -> list[list[Statement]]:
         """Take in the records a launcher's batch appended to the journal, to be folded with
-        this writer's own; how many (a last one cut short is taken back)."""
+        this writer's own, and return them (a last one cut short is taken back)."""
         try:
             records = self._journal.appended_by_batch()
         except JournalDamage as err:
@@ -826,7 +827,7 @@ class StoreWriter(Store):
         self._journaled_records += len(records)
         self._begun = None
         self._unfolded = self._unfolded or bool(records)
-        return len(records)
+        return records
 
     def forget_trial(self, trial_id: int) -> None:
         """Remove a trial committed as ``running`` that never started (its worker was

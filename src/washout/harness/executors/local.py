@@ -1102,6 +1102,10 @@ class LocalExecutor:
             stderr_cut=err.cut,
         )
 
+    def program_of(self, command: str, options: CommandOptions) -> tuple[str, tuple[str, ...]]:
+        """The executable and argv a command starts as, with its options' PATH."""
+        return _start(command, self._environment(options.env).get("PATH"))
+
     def can_batch(self) -> bool:
         """Whether this machine runs batches: a launcher, and pidfds for it to wait on."""
         return HAVE_PIDFD and launcher_program()[0] is not None
@@ -1111,6 +1115,7 @@ class LocalExecutor:
         programs: list[tuple[str, CommandOptions]],
         probes: list[Probe],
         trials: list[BatchTrial],
+        constants: tuple[bytes, ...],
         journal: int,
         stop: asyncio.Event,
     ) -> tuple[BatchEnd, OutputTail, OutputTail]:
@@ -1127,7 +1132,7 @@ class LocalExecutor:
         assert launcher is not None, "a batch without a launcher (see can_batch)"
         made = []
         for command, options in programs:
-            executable, argv = _start(command, self._environment(options.env).get("PATH"))
+            executable, argv = self.program_of(command, options)
             cpus = parse_cpus(options.cpus) if options.cpus else None
             block = self._environment_block(options.env)
             made.append(Program(executable, argv, block, _absolute(options.cwd), cpus))
@@ -1145,7 +1150,8 @@ class LocalExecutor:
         err = os.memfd_create("washout-stderr")
         health = any(options.health is not None for _, options in programs)
         try:
-            launcher.batch(batch_request(probes, made, trials, health), journal, out, err)
+            request = batch_request(probes, made, trials, health, constants)
+            launcher.batch(request, journal, out, err)
             end = await _batch_end(launcher, stop)
             _IDLE_LAUNCHERS.append(launcher)
             if end.why == "output":

@@ -243,8 +243,9 @@ _TRIAL = struct.Struct("=Iq2I")
 def hole(code: str, index: int) -> bytes:
     """A template's hole, filled by the launcher: ``n`` the measure ``index`` of
     :data:`MEASURES` as an integer, ``b`` or ``a`` probe ``index``'s value before or after
-    the trial (JSON)."""
-    assert code in "nba" and 0 <= index < 256
+    the trial (JSON), ``c`` the batch's constant ``index`` (text the same in many records,
+    sent once)."""
+    assert code in "nbac" and 0 <= index < 256
     return b"\x01" + code.encode() + bytes([index])
 
 
@@ -304,13 +305,18 @@ class BatchEnd:
 
 
 def batch_request(
-    probes: list[Probe], programs: list[Program], trials: list[BatchTrial], health: bool
+    probes: list[Probe],
+    programs: list[Program],
+    trials: list[BatchTrial],
+    health: bool,
+    constants: tuple[bytes, ...] = (),
 ) -> bytes:
     """A batch request, header and payload (``launch.c``, ``batch``)."""
     parts = [
         p.kind.encode() + bytes([p.when]) + os.fsencode(p.path) + b"\0" + os.fsencode(p.arg) + b"\0"
         for p in probes
     ]
+    parts += [constant + b"\0" for constant in constants]
     for program in programs:
         cpus = ",".join(map(str, sorted(program.cpus))) if program.cpus else ""
         strings = (program.executable, program.cwd or "", cpus, *program.argv)
@@ -325,4 +331,5 @@ def batch_request(
         )
     payload = b"".join(parts)
     flags = BATCH | (HEALTH if health else 0)
-    return _HEADER.pack(len(payload), len(programs), len(trials), flags, len(probes), 0) + payload
+    counts = (len(programs), len(trials), flags, len(probes), len(constants))
+    return _HEADER.pack(len(payload), *counts) + payload

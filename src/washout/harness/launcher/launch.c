@@ -455,10 +455,12 @@ static void probe_read(struct probe *pb, int which) {
 
 /* A template filled in: its bytes, each hole (HOLE, a code, an index) replaced by
  * 'n' a measure (M_...) as an integer, 'b' or 'a' a probe's value before or after the
- * trial. The length, or -1 when it does not fit. */
+ * trial, 'c' one of the batch's constants (text the same in many records, sent once).
+ * The length, or -1 when it does not fit. */
 enum { HOLE = 1 };
 static ssize_t fill(char *out, size_t cap, const char *t, size_t n, const int64_t m[],
-                    const struct probe *probes, uint32_t nprobes) {
+                    const struct probe *probes, uint32_t nprobes, char *const constants[],
+                    uint32_t nconstants) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (t[i] != HOLE || i + 2 >= n) {
@@ -475,6 +477,8 @@ static ssize_t fill(char *out, size_t cap, const char *t, size_t n, const int64_
             snprintf(number, sizeof number, "%lld", (long long)m[idx]);
         } else if ((code == 'b' || code == 'a') && idx < nprobes) {
             v = probes[idx].value[code == 'a'];
+        } else if (code == 'c' && idx < nconstants) {
+            v = constants[idx];
         } else {
             return -1;
         }
@@ -547,10 +551,12 @@ static int wait_trial(pid_t pid, int pidfd, int64_t deadline, int64_t *exited) {
     return why;
 }
 
-/* A batch request (flag BATCH): header (payload length, programs, trials, flags, probes),
+/* A batch request (flag BATCH): header (payload length, programs, trials, flags, probes,
+ * constants),
  * with the journal's descriptor (opened for appending) and the trials' stdout and stderr
  * (files: a trial after which one is not empty ends the batch) as SCM_RIGHTS; payload:
  *   probes:   kind and when (PROBE_BEFORE, PROBE_AFTER: 1 byte each), path, argument;
+ *   constants: what a template's 'c' holes put in, each NUL-terminated;
  *   programs: argc and envc (uint32 each), then as a request's payload;
  *   trials:   program (uint32), timeout (int64 ns, -1 for none), the lengths of its two
  *             templates (uint32 each), then the templates: the record of its end, and what
@@ -563,14 +569,15 @@ static int wait_trial(pid_t pid, int pidfd, int64_t deadline, int64_t *exited) {
  * (BATCH_END), trials recorded, why (END_...), errno, step, the last trial's measures
  * (M_...), and the length of its record sent back, then that record. */
 static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t nprobes,
-                  char *payload, size_t size, int fds[], int nfds) {
+                  uint32_t nconstants, char *payload, size_t size, int fds[], int nfds) {
     int journal = fds[0], out_fd = fds[1], err_fd = fds[2];
     char *p = payload, *end = payload + size;
     struct probe *probes = calloc(nprobes + 1, sizeof *probes);
     struct program *programs = calloc(nprograms + 1, sizeof *programs);
+    char **constants = calloc(nconstants + 1, sizeof *constants);
     static char record[RECORD_MAX];
     int64_t m[MEASURES] = {0}, head[5 + MEASURES + 1] = {BATCH_END, 0, 0, 0, 0};
-    if (nfds != 3 || probes == NULL || programs == NULL) exit(1);
+    if (nfds != 3 || probes == NULL || programs == NULL || constants == NULL) exit(1);
     for (uint32_t i = 0; i < nprobes; i++) {
         probes[i].kind = *p++;
         probes[i].when = *p++;
@@ -579,6 +586,10 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
         probes[i].arg = p;
         p += strlen(p) + 1;
         probe_open(&probes[i]);
+    }
+    for (uint32_t i = 0; i < nconstants; i++) {
+        constants[i] = p;
+        p += strlen(p) + 1;
     }
     for (uint32_t i = 0; i < nprograms; i++) {
         uint32_t counts[2];
@@ -639,10 +650,11 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
         if (heard_stop == 2) exit(0);
         m[M_NOW] = realtime_ns();
         int last = t + 1 == ntrials || heard_stop;
-        ssize_t n = fill(record, sizeof record, finish, lengths[0], m, probes, nprobes);
+        ssize_t n = fill(record, sizeof record, finish, lengths[0], m, probes, nprobes, constants,
+                         nconstants);
         ssize_t n2 = n < 0 || last ? 0
                                    : fill(record + n, sizeof record - (size_t)n, next, lengths[1],
-                                          m, probes, nprobes);
+                                          m, probes, nprobes, constants, nconstants);
         why = killed            ? killed
               : r[3] != 0       ? END_FAILED
               : wrote(out_fd) || wrote(err_fd) ? END_OUTPUT
@@ -672,6 +684,7 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
     for (uint32_t i = 0; i < nprograms; i++) program_free(&programs[i]);
     free(probes);
     free(programs);
+    free(constants);
     close_all(fds, nfds);
     head[1] = done;
     head[2] = why;
@@ -775,7 +788,7 @@ int main(int argc, char **argv) {
         payload[head[0]] = 0;
         if (nfds < 1) return 2; /* not washout's request */
         if (head[3] & BATCH)
-            batch(head[1], head[2], head[3], head[4], payload, head[0], fds, nfds);
+            batch(head[1], head[2], head[3], head[4], head[5], payload, head[0], fds, nfds);
         else
             run(head[1], head[2], head[3], payload, fds, nfds);
         free(payload);
