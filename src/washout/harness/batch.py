@@ -206,6 +206,7 @@ def last_result(
     health = {  # the readings' values as a fold makes them
         str(params[1]): float(params[2] or 0)
         for name, raw in json.loads(end.record)
+        if name == END
         for kind, params in expand(name, tuple(raw))
         if kind == "metric" and str(params[1]).startswith(HEALTH_PREFIX)
     }
