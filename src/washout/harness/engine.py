@@ -124,10 +124,10 @@ progress shown, when it ends, so as often as between trials of a run."""
 BATCH_BYTES = 64 << 10
 """The most a batch's templates take: they are in the launcher's memory, whose high-water
 mark every trial it starts inherits (a megabyte and less is below ``true``'s own)."""
-BATCH_TRIAL_BYTES, BATCH_RUN_BYTES = 256, 512
-"""What a trial's templates take with a short test name (each character of it counts
-twice), and a run's records before its first trial, at most: how :data:`BATCH_BYTES` is
-counted (``harness.batch.Templates``: 157 and 306 bytes with the test ``true``)."""
+BATCH_TRIAL_BYTES, BATCH_RUN_BYTES = 192, 320
+"""What a trial's templates take, its test's name apart (counted twice, and its CPUs
+once), and a run's records before its first trial: how :data:`BATCH_BYTES` is counted
+(``harness.batch.Templates``: 157 and 306 bytes for a one-trial run of ``true``)."""
 
 LOST_RUN_RESTARTS = 3
 """How often one session re-runs a run whose worker connection dropped mid-trial, before
@@ -461,6 +461,9 @@ class _Worker:
         fingerprint then and whether it agreed with the start (:meth:`check_environment`)."""
         self._longest: dict[str, float] = {}
         """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
+        self._typical: dict[str, float] = {}
+        """Each test's mean trial in its last batch, in seconds: what a batch is sized by
+        (a session's first trials, with cold caches, take many times longer)."""
         self._unbatched: set[int] = set()
         """Tests whose trials printed in a batch: run one at a time from then on."""
 
@@ -971,7 +974,8 @@ class _Worker:
         """The runs from the first of ``runs`` on that one launcher batch may run: none
         unless every trial of them needs no Python of washout's between it and the next
         (:meth:`_batch_test`), at most :data:`BATCH_SECONDS` of trials as their tests ran
-        so far and :data:`BATCH_BYTES` of templates."""
+        in their last batch (before one, their longest trial) and :data:`BATCH_BYTES` of
+        templates."""
         if not self._batch_worker():
             return []
         taken: list[PlannedRun] = []
@@ -984,8 +988,10 @@ class _Worker:
                 cpus = tests[0].cpus or ""
             if any((t.cpus or "") != cpus for t in tests):
                 break
-            seconds += sum(self._longest[t.name] for t in tests)
-            size += BATCH_RUN_BYTES + sum(BATCH_TRIAL_BYTES + 2 * len(t.name) for t in tests)
+            seconds += sum(self._typical.get(t.name, self._longest[t.name]) for t in tests)
+            size += BATCH_RUN_BYTES + sum(
+                BATCH_TRIAL_BYTES + 2 * len(t.name) + len(t.cpus or "") for t in tests
+            )
             if taken and (seconds > BATCH_SECONDS or size > BATCH_BYTES):
                 break
             taken.append(run)
@@ -1125,9 +1131,14 @@ class _Worker:
         at) are given back; each test's longest trial is brought up to date."""
         records = self.store.take_batch()
         walls = [params[5] for record in records for name, params in record if name == END]
+        taken: dict[str, list[float]] = {}
         for (run, _, position), wall in zip(items, walls, strict=False):
-            name = self.x.tests[run.tests[position]].name
-            self._longest[name] = max(self._longest[name], int(wall or 0) / 1e9)
+            taken.setdefault(self.x.tests[run.tests[position]].name, []).append(
+                int(wall or 0) / 1e9
+            )
+        for name, seconds in taken.items():
+            self._longest[name] = max(self._longest[name], *seconds)
+            self._typical[name] = sum(seconds) / len(seconds)
         k = len(walls)
         begun = min(len(items), k if why in ("done", "stopped") else k + 1)
         self.store.unplan(

@@ -1,0 +1,289 @@
+"""Runs as launcher batches (washout/harness/batch.py, the engine's ``_batch``), end to end
+with real processes and real stores: a batch records what trials run one at a time record,
+and every way a batch ends leaves the store as the plan says."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import washout
+from test_trial_health import TREE_CPUS, health_tree
+
+from washout.data.health import (
+    CPUFREQ_MHZ,
+    OTHER_CPU,
+    SWAP_IN,
+    SWAP_OUT,
+    THROTTLES,
+)
+from washout.data.store.batch import iso_ns
+from washout.harness.executors import local
+from washout.harness.machine import SYS_CPU
+
+pytestmark = pytest.mark.skipif(
+    not (local.HAVE_PIDFD and local.launcher_program()[0] is not None),
+    reason="no batches here: they need the launcher and pidfds",
+)
+NO_LAUNCHER = {**os.environ, "WASHOUT_LAUNCHER": "off"}
+
+
+def batches(proc: subprocess.CompletedProcess[str]) -> int:
+    """How many batches a ``washout -v`` run said it ran."""
+    return proc.stderr.count(" as a batch")
+
+
+def rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(query).fetchall()
+
+
+def store_shape(db: Path) -> dict[str, object]:
+    """What a store holds, times and measured values apart."""
+    return {
+        "runs": rows(
+            db,
+            "SELECT id, worker_id, idx, order_kind, permutation, reset_info, status"
+            " FROM run ORDER BY id",
+        ),
+        "trials": rows(
+            db,
+            "SELECT id, run_id, position, test, attempt, status, reason, exit_code,"
+            " stdout_tail, stderr_tail, cpus, superseded FROM trial ORDER BY id",
+        ),
+        # max_rss is recorded only where the launcher starts the trial (as here in batches)
+        "metrics": rows(
+            db, "SELECT trial_id, name FROM metric WHERE name != 'max_rss' ORDER BY 1, 2"
+        ),
+        "environments": [
+            (worker, run, sorted(json.loads(data)), fp)
+            for worker, run, data, fp in rows(
+                db, "SELECT worker_id, run_index, data, fingerprint FROM environment ORDER BY id"
+            )
+        ],
+    }
+
+
+def bump_script(root: Path, tmp_path: Path) -> Path:
+    """A trial that moves the tree's counters as a disturbed machine would, by the same
+    amounts each time: CPU 0 busy 7 more ticks, 2 pages swapped in and 3 out, CPU 1
+    throttled once more, every CPU's clock 2 or 3 GHz in turn."""
+    script = tmp_path / "bump.sh"
+    stat_line = " ".join(["cpu  $((100 * CPUS + 7 * n)) 0 0 $((1000 * CPUS)) 0 0 0 0 0 0"])
+    script.write_text(
+        f"""n=$(( $(cat {tmp_path}/count) + 1 ))
+echo $n > {tmp_path}/count
+CPUS={TREE_CPUS}
+{{ echo "{stat_line}"
+  echo "cpu0 $((100 + 7 * n)) 0 0 1000 0 0 0 0 0 0"
+  i=1; while [ $i -lt $CPUS ]; do echo "cpu$i 100 0 0 1000 0 0 0 0 0 0"; i=$((i + 1)); done
+  echo "intr 12345 0 0"; }} > {root}/proc/stat.new
+mv {root}/proc/stat.new {root}/proc/stat
+printf 'nr_free_pages 1000\\npswpin %d\\n' $((10 + 2 * n)) > {root}/proc/vmstat
+printf 'pswpout %d\\n' $((20 + 3 * n)) >> {root}/proc/vmstat
+echo $n > {root}{SYS_CPU}/cpu1/thermal_throttle/core_throttle_count
+i=0; while [ $i -lt $CPUS ]; do
+  echo $((2000000 + 1000000 * (n % 2))) > {root}{SYS_CPU}/cpu$i/cpufreq/scaling_cur_freq
+  i=$((i + 1))
+done
+"""
+    )
+    (tmp_path / "count").write_text("0\n")
+    return script
+
+
+def test_a_batch_records_what_trials_run_one_at_a_time_record(tmp_path: Path) -> None:
+    """The same spec (two tests, one of which moves the health counters of a laid-out
+    machine tree) run in batches and without the launcher, so one trial at a time: the
+    same runs, trials, metric names, environment facts and health values, the runs of the
+    first beyond its first run all in batches."""
+    shapes, health = [], []
+    for label, env in (("batched", None), ("alone", NO_LAUNCHER)):
+        work = tmp_path / label
+        work.mkdir()
+        root = health_tree(work / "tree", msr=False)
+        (root / "proc" / "swaps").write_text("Filename Type\n/swapfile file\n")
+        spec = work / "s.toml"
+        spec.write_text(
+            f"""[experiment]
+runs = 30
+seed = 3
+health_root = {json.dumps(str(root))}
+[[test]]
+name = "bump"
+command = "sh {bump_script(root, work)}"
+[[test]]
+name = "quiet"
+command = "true"
+"""
+        )
+        db = work / "r.db"
+        proc = washout("-v", "run", spec, "--db", db, "--quiet", env=env)
+        assert (batches(proc) > 0) == (env is None), proc.stderr[-2000:]
+        shapes.append(store_shape(db))
+        names = ",".join(repr(n) for n in (THROTTLES, SWAP_IN, SWAP_OUT, CPUFREQ_MHZ, OTHER_CPU))
+        query = "SELECT trial_id, name, value FROM metric WHERE name IN ({}) ORDER BY 1, 2"
+        health.append(rows(db, query.format(names)))
+    assert shapes[0] == shapes[1]
+    assert [row[:2] for row in health[0]] == [row[:2] for row in health[1]]
+    for (_, name, batched), (_, _, alone) in zip(*health, strict=True):
+        if name == OTHER_CPU:  # less the trial's own CPU time, which varies
+            assert batched == pytest.approx(alone, abs=0.03)
+        else:
+            assert batched == alone
+    bumped = {name: value for _, name, value in health[0][-5:]}
+    assert (bumped[SWAP_IN], bumped[SWAP_OUT]) in ((2.0, 3.0), (0.0, 0.0))
+
+
+def test_iso_times_of_a_batch_are_the_stores_own() -> None:
+    """A batch's real-time clock readings become the store's ISO times exactly as a
+    ``datetime`` writes them."""
+    from datetime import UTC, datetime
+
+    for ns in (0, 1, 999, 1_000, 59_999_999_999, 60_000_000_000, 1_795_872_642_885_232_606):
+        seconds, rest = divmod(ns, 1_000_000_000)
+        expected = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+        assert iso_ns(ns) == expected.isoformat(timespec="microseconds")
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("record", ["failed"]),
+        ("retry:1", ["failed", "ok"]),
+    ],
+)
+def test_a_trial_that_fails_mid_batch_is_settled_by_the_failure_policy(
+    tmp_path: Path, policy: str, expected: list[str]
+) -> None:
+    """The 40th trial of a test fails, inside a batch: it is recorded failed with its
+    reason, the failure policy decides what follows (a retry in its slot, or the next
+    position), and every planned slot ends done as without batches."""
+    count = tmp_path / "count"
+    count.write_text("0\n")
+    command = f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; [ $n -ne 40 ]"
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f"""[experiment]
+runs = 40
+seed = 1
+on_failure = "{policy}"
+[[test]]
+name = "flaky"
+command = {json.dumps(command)}
+[[test]]
+name = "quiet"
+command = "true"
+"""
+    )
+    db = tmp_path / "r.db"
+    proc = washout("-v", "run", spec, "--db", db, "--quiet", check=False)
+    assert batches(proc) > 0
+    trials = rows(db, "SELECT test, attempt, status, reason FROM trial ORDER BY id")
+    failed = [i for i, t in enumerate(trials) if t[2] != "ok"]
+    assert len(failed) == 1 and trials[failed[0]][3] == "exit code 1"
+    flaky = [t for t in trials if t[0] == "flaky"]
+    at = flaky.index(trials[failed[0]])
+    assert [t[2] for t in flaky[at : at + len(expected)]] == expected
+    assert len(flaky) == 80 + (policy == "retry:1")
+    assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]
+    assert rows(db, "SELECT count(*) FROM trial WHERE superseded = 1") == [(0,)]
+
+
+def test_a_trial_that_prints_mid_batch_keeps_its_output_and_ends_batching_its_test(
+    tmp_path: Path,
+) -> None:
+    """From its 30th trial on a test prints: that trial keeps its stdout and stderr tails
+    as any trial does, and the test's later trials run one at a time (each printing)."""
+    count = tmp_path / "count"
+    count.write_text("0\n")
+    command = (
+        f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; "
+        "if [ $n -ge 30 ]; then echo out $n; echo err $n >&2; fi"
+    )
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f"""[experiment]
+runs = 40
+seed = 2
+[[test]]
+name = "talks"
+command = {json.dumps(command)}
+[[test]]
+name = "quiet"
+command = "true"
+"""
+    )
+    db = tmp_path / "r.db"
+    washout("run", spec, "--db", db, "--quiet")
+    talks = rows(db, "SELECT stdout_tail, stderr_tail FROM trial WHERE test = 'talks' ORDER BY id")
+    assert len(talks) == 80
+    assert talks[:29] == [("", "")] * 29
+    assert talks[29:] == [(f"out {n}\n", f"err {n}\n") for n in range(30, 81)]
+
+
+def test_a_trial_past_its_timeout_mid_batch_is_recorded_as_one(tmp_path: Path) -> None:
+    """The 25th trial of a test sleeps past its timeout inside a batch: it is recorded
+    ``timeout``, its run goes on, and the rest is as planned."""
+    count = tmp_path / "count"
+    count.write_text("0\n")
+    command = f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; [ $n -ne 25 ] || sleep 5"
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f"""[experiment]
+runs = 20
+seed = 4
+on_failure = "record"
+[[test]]
+name = "hangs"
+timeout = "0.5s"
+command = {json.dumps(command)}
+[[test]]
+name = "quiet"
+command = "true"
+"""
+    )
+    db = tmp_path / "r.db"
+    t0 = time.monotonic()
+    washout("run", spec, "--db", db, "--quiet", check=False)
+    assert time.monotonic() - t0 < 30
+    statuses = rows(db, "SELECT status, reason FROM trial WHERE test = 'hangs' ORDER BY id")
+    assert statuses[24] == ("timeout", "timed out after 0.5 s; process group killed")
+    assert {s for s, _ in statuses[:24] + statuses[25:]} == {"ok"} and len(statuses) == 40
+
+
+def test_ctrl_c_in_a_batch_stops_it_and_resume_completes_the_plan(tmp_path: Path) -> None:
+    """Ctrl-C while batches run 5 ms trials: washout stops within a second, no trial left
+    ``running`` and none lost; ``resume`` then completes every planned slot."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[experiment]\nruns = 400\nseed = 5\n[[test]]\nname = "a"\ncommand = "sleep 0.005"\n'
+        '[[test]]\nname = "b"\ncommand = "true"\n'
+    )
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    proc.wait(timeout=30)
+    assert time.monotonic() - t0 < 2
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'running'") == [(0,)]
+    done = rows(db, "SELECT count(*) FROM trial WHERE status = 'ok'")[0][0]
+    assert 0 < done < 1600
+    washout("resume", db, "--quiet")
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'ok' AND superseded = 0") == [
+        (1600,)
+    ]
+    assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]
