@@ -1133,12 +1133,12 @@ class _Worker:
         walls = [params[5] for record in records for name, params in record if name == END]
         taken: dict[str, list[float]] = {}
         for (run, _, position), wall in zip(items, walls, strict=False):
-            taken.setdefault(self.x.tests[run.tests[position]].name, []).append(
-                int(wall or 0) / 1e9
-            )
-        for name, seconds in taken.items():
-            self._longest[name] = max(self._longest[name], *seconds)
-            self._typical[name] = sum(seconds) / len(seconds)
+            name, seconds = self.x.tests[run.tests[position]].name, int(wall or 0) / 1e9
+            taken.setdefault(name, []).append(seconds)
+            log.debug("%s: position %d %s: ok (%.6f s)", self.ex.name, position, name, seconds)
+        for name, each in taken.items():
+            self._longest[name] = max(self._longest[name], *each)
+            self._typical[name] = sum(each) / len(each)
         k = len(walls)
         begun = min(len(items), k if why in ("done", "stopped") else k + 1)
         self.store.unplan(

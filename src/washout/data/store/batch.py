@@ -16,6 +16,7 @@ import functools
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii
 
 from washout.data.health import (
     INVOLUNTARY_SWITCHES,
@@ -48,7 +49,8 @@ RAW = frozenset({BEGIN, RESET, ENVIRONMENT, END})
 LAYOUT = ("stat", "throttle", "freq", "msr", "swap", "kmsg")
 
 encode_facts = json.JSONEncoder(sort_keys=True, check_circular=False).encode
-_STRING = json.JSONEncoder().encode
+_STRING = encode_basestring_ascii
+"""A string as JSON (what :data:`encode_facts` makes of one)."""
 """An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
 with one encoder made once rather than one per run."""
 
@@ -67,11 +69,11 @@ def _minute(minutes: int) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _facts_around(text: str, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def _facts_around(text: str, keys: tuple[str, ...]) -> tuple[list[str], list[int]]:
     """The facts ``text`` as the store keeps them (:data:`encode_facts`) with ``keys``
-    given new values: the text around those values, and their keys in its order, so that
-    a run's facts are its moment's values put between (the rest is the same before every
-    run of a batch: worked out once, not a whole encoding per run)."""
+    given new values: the text around those values, and which of ``keys`` each is, in its
+    order, so that a run's facts are its moment's values put between (the rest is the same
+    before every run of a batch: worked out once, not a whole encoding per run)."""
     facts = json.loads(text)
     if not isinstance(facts, dict):
         raise ValueError("an environment's facts are not an object")
@@ -82,7 +84,7 @@ def _facts_around(text: str, keys: tuple[str, ...]) -> tuple[list[str], list[str
         mark = _STRING(marks[key])
         cut = marked.index(mark, at)
         chunks.append(marked[at:cut])
-        order.append(key)
+        order.append(keys.index(key))
         at = cut + len(mark)
     chunks.append(marked[at:])
     return chunks, order
@@ -100,12 +102,12 @@ def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
     elif name == ENVIRONMENT:
         worker, run_index, captured, fingerprint, facts, *moment = params
         keys = tuple(map(str, moment[0::3]))
-        now = {
-            key: " ".join(str(line or "").split()[: _int(words)])
-            for key, words, line in zip(keys, moment[1::3], moment[2::3], strict=True)
-        }
         chunks, order = _facts_around(str(facts), keys)
-        text = chunks[0] + "".join(_STRING(now[k]) + c for k, c in zip(order, chunks[1:]))
+        lines, words = moment[2::3], moment[1::3]
+        text = chunks[0] + "".join(
+            _STRING(" ".join(str(lines[i] or "").split()[: _int(words[i])])) + chunk
+            for i, chunk in zip(order, chunks[1:], strict=True)
+        )
         yield "environment", (worker, run_index, iso_ns(_int(captured)), text, fingerprint)
     elif name == END:
         yield from _end(params)
@@ -181,9 +183,22 @@ def _slices(layout: str) -> tuple[tuple[slice, ...], int]:
 
 
 def _reading(values: tuple[Scalar, ...], slices: tuple[slice, ...], side: int) -> Reading:
-    stat, throttle, freq, msr, swap, kmsg = (
-        values[s.start + side : s.stop : 2] if side else values[s] for s in slices
+    return _reading_of(
+        *(values[s.start + side : s.stop : 2] if side else values[s] for s in slices)
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _reading_of(
+    stat: tuple[Scalar, ...],
+    throttle: tuple[Scalar, ...],
+    freq: tuple[Scalar, ...],
+    msr: tuple[Scalar, ...],
+    swap: tuple[Scalar, ...],
+    kmsg: tuple[Scalar, ...],
+) -> Reading:
+    """A reading from its probes' values. Cached: a CPU's line of ``/proc/stat`` moves once
+    per clock tick, so the readings around many short trials in a row are the same."""
     busy = [line_busy(x.encode()) if isinstance(x, str) else None for x in stat]
     throttles = [n for n in map(_number, throttle) if n is not None]
     freqs = list(map(_number, freq))
