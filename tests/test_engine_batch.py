@@ -24,7 +24,6 @@ from washout.data.health import (
     SWAP_OUT,
     THROTTLES,
 )
-from washout.data.store.batch import iso_ns
 from washout.harness.executors import local
 from washout.harness.machine import SYS_CPU
 
@@ -140,17 +139,6 @@ command = "true"
             assert batched == alone
     bumped = {name: value for _, name, value in health[0][-5:]}
     assert (bumped[SWAP_IN], bumped[SWAP_OUT]) in ((2.0, 3.0), (0.0, 0.0))
-
-
-def test_iso_times_of_a_batch_are_the_stores_own() -> None:
-    """A batch's real-time clock readings become the store's ISO times exactly as a
-    ``datetime`` writes them."""
-    from datetime import UTC, datetime
-
-    for ns in (0, 1, 999, 1_000, 59_999_999_999, 60_000_000_000, 1_795_872_642_885_232_606):
-        seconds, rest = divmod(ns, 1_000_000_000)
-        expected = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
-        assert iso_ns(ns) == expected.isoformat(timespec="microseconds")
 
 
 @pytest.mark.parametrize(

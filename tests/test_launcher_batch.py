@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,33 @@ def test_each_trial_is_recorded_with_its_successors_start_before_that_starts(
             assert nexts[i] == m["now"] <= ran[i + 1]["started"]
     assert len({m["pid"] for m in ran}) == 5
     assert end.measures == ran[-1]
+
+
+def test_times_seconds_and_bytes_are_filled_in_as_the_store_writes_them(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Each measure as an integer and as the store writes it: a real-time reading as
+    ``datetime.isoformat`` makes it, nanoseconds as the float ``ns / 1e9`` reads back as,
+    KiB as bytes."""
+    pairs = [("n", i) for i in range(len(MEASURES))]
+    pairs += [("t", MEASURES.index(m)) for m in ("started", "ended", "now")]
+    pairs += [("s", MEASURES.index(m)) for m in ("wall", "user", "system")]
+    pairs += [("k", MEASURES.index("max_rss"))]
+    finish = b'[["m",[' + b",".join(hole(c, i) for c, i in pairs) + b"]]]\n"
+    trials = [BatchTrial(0, None, finish, b"")] * 20
+    end, journal = run_batch(
+        launcher, tmp_path, batch_request([], [program("/bin/sh", "-c", "i=0")], trials, False)
+    )
+    assert end.why == "done"
+    for record in records(journal):
+        values = record[0][1]
+        m = dict(zip(MEASURES, values[: len(MEASURES)], strict=True))
+        started, ended, now, wall, user, system, rss = values[len(MEASURES) :]
+        for text, ns in ((started, m["started"]), (ended, m["ended"]), (now, m["now"])):
+            at = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns % 10**9 // 1000)
+            assert text == at.isoformat(timespec="microseconds")
+        assert (wall, user, system) == (m["wall"] / 1e9, m["user"] / 1e9, m["system"] / 1e9)
+        assert rss == m["max_rss"] * 1024 and m["max_rss"] > 0
 
 
 def test_probes_read_lines_registers_swap_and_the_kernel_log_as_json(

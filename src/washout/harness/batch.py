@@ -17,8 +17,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from washout.data.health import HEALTH_PREFIX
-from washout.data.store.batch import BEGIN, END, ENVIRONMENT, LAYOUT, RESET, expand
+from washout.data.store.batch import ENVIRONMENT, HEALTH, LAYOUT, expand
 from washout.data.store.journal import Statement
 from washout.harness.environment import MOMENT_FILES
 from washout.harness.executors.base import CommandResult, OutputTail
@@ -50,7 +49,7 @@ NO_RESET = "no reset configured"
 _AROUND = BEFORE | AFTER
 
 
-_NOW = hole("n", MEASURES.index("now"))
+_NOW_ISO = hole("t", MEASURES.index("now"))
 _ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
@@ -109,9 +108,11 @@ def _opens(path: str) -> bool:
 
 
 class Templates:
-    """The templates of a batch's records (:mod:`washout.data.store.batch` says what each
-    raw statement holds), made from pieces encoded once per batch and per test: the
-    environment's facts, the same before every run, are the batch's one constant."""
+    """The templates of a batch's records, made from pieces encoded once per batch and per
+    test: a trial's end and start as washout records them (the launcher fills in times,
+    seconds and bytes as the store writes them), its health readings and the environment
+    before a run as raw statements (:mod:`washout.data.store.batch`); the environment's
+    facts, the same before every run of a batch, are the batch's one constant."""
 
     def __init__(
         self,
@@ -122,54 +123,68 @@ class Templates:
         facts: dict[str, str],
     ) -> None:
         self.constants = (_json(json.dumps(facts, sort_keys=True)),)
-        health = tick is not None
-        readings = b"".join(b"," + hole(side, i) for i in range(probes.health) for side in "ba")
-        self._readings = (
-            b",".join([_json(health), _json(tick), *map(_n, _MEASURED)])
-            + b","
-            + _json(probes.layout if health else ",".join("0" * len(LAYOUT)))
-            + (readings if health else b"")
+        self._health = tick is not None
+        readings = [hole(side, i) for i in range(probes.health) for side in "ba"]
+        self._readings = b",".join(
+            [
+                _json(tick),
+                _hole("s", "user"),
+                _hole("s", "system"),
+                _hole("n", "switches"),
+                _hole("n", "migrations"),
+                _json(probes.layout),
+                *readings,
+            ]
         )
         moment = [
             part
             for i, (key, (_, words)) in enumerate(MOMENT_FILES.items())
             for part in (_json(key), _json(words), hole("a", probes.health + i))
         ]
-        self._environment = (
-            b",".join([_json(fingerprint), hole("c", 0), *moment]) + b"]],[" + _json(RESET)
-        )
+        self._environment = b",".join([_json(fingerprint), hole("c", 0), *moment])
         self._worker = worker
         self._tests: dict[tuple[str | None, tuple[str, ...]], bytes] = {}
 
     def end(self, trial: int, cpus: str | None, walls: tuple[str, ...], run: int | None) -> bytes:
-        """A trial's end, and its run's (``run``) after the run's last position."""
-        middle = self._tests.get((cpus, walls))
-        if middle is None:
-            middle = b"," + _json(cpus) + b"," + _json(",".join(walls)) + b"," + self._readings
-            self._tests[(cpus, walls)] = middle
+        """A trial's end, and its run's (``run``) after the run's last position: its row's
+        fields and its metrics as the engine records a trial that ended ok (the resource
+        metrics less those the test names)."""
+        rest = self._tests.get((cpus, walls))
+        if rest is None:
+            times = [_hole("t", "started"), _hole("t", "ended"), _hole("s", "wall")]
+            rest = b"," + b",".join([*times, b'""', b'""', _json(cpus), b"null,null,null"])
+            rest += b",%d]]"
+            resources = (("user", "s"), ("system", "s"), ("max_rss", "k"))
+            metrics = [(name, _hole(code, name)) for name, code in resources if name not in walls]
+            metrics += [(name, _hole("s", "wall")) for name in walls]
+            for name, value in metrics:
+                rest += b',["metric",[%d,' + _json(name) + b"," + value + b"]]"
+            if self._health:
+                rest += b",[" + _json(HEALTH) + b",[%d," + self._readings + b"]]"
+            self._tests[(cpus, walls)] = rest
         done = b"" if run is None else b',["run_status",["done",%d]]' % run
-        return b"[[" + _json(END) + b",[%d" % trial + middle + b"]]" + done + b"]\n"
+        return (
+            b'[["finish_trial",["ok","",0' + rest % ((trial,) * rest.count(b"%d")) + done + b"]\n"
+        )
 
     def begin(
         self, trial: int, run: int, position: int, test: str, start: RunStart | None
     ) -> bytes:
         """What comes before a trial: its start, after its run's records when it is the
-        run's first."""
+        run's first (its row, the environment before it, its reset: none)."""
         head = b"["
         if start is not None:
             row_name, row = start.row
             head += b"[" + _json(row_name) + b"," + _json(list(row)) + b"],["
-            head += _json(ENVIRONMENT) + b",[%d,%d," % (self._worker, start.index) + _NOW + b","
-            head += self._environment + b",[" + _NOW + b"," + _json(NO_RESET) + b",%d]]," % run
-        begin = b"[" + _json(BEGIN) + b",[%d,%d,%d," % (trial, run, position) + _json(test)
-        return head + begin + b",0," + _NOW + b"]]]\n"
+            head += _json(ENVIRONMENT) + b",[%d,%d," % (self._worker, start.index) + _NOW_ISO
+            head += b"," + self._environment + b']],["reset",[' + _NOW_ISO + b"," + _NOW_ISO
+            head += b"," + _json(NO_RESET) + b",%d]]," % run
+        begin = b'["begin_trial",[%d,%d,%d,' % (trial, run, position) + _json(test)
+        return head + begin + b",0," + _NOW_ISO + b"]]]\n"
 
 
-_MEASURED = ("wall", "user", "system", "max_rss", "switches", "migrations", "started", "ended")
-
-
-def _n(measure: str) -> bytes:
-    return hole("n", MEASURES.index(measure))
+def _hole(code: str, measure: str) -> bytes:
+    return hole(code, MEASURES.index(measure))
 
 
 @dataclass(frozen=True)
@@ -206,9 +221,8 @@ def last_result(
     health = {  # the readings' values as a fold makes them
         str(params[1]): float(params[2] or 0)
         for name, raw in json.loads(end.record)
-        if name == END
-        for kind, params in expand(name, tuple(raw))
-        if kind == "metric" and str(params[1]).startswith(HEALTH_PREFIX)
+        if name == HEALTH
+        for _, params in expand(name, tuple(raw))
     }
     resources = {"user": m["user"] / 1e9, "system": m["system"] / 1e9}
     code = os.waitstatus_to_exitcode(m["status"])

@@ -36,8 +36,8 @@ from secrets import token_hex
 from typing import Any
 
 from washout.data.store import FINISHED, ExperimentRecord, Store
-from washout.data.store.batch import END
 from washout.data.store.integrity import damaged
+from washout.data.store.journal import FINISH
 from washout.data.store.writer import FOLD_SECONDS, NextTrial, StoreWriter
 from washout.errors import (
     SpecError,
@@ -1130,10 +1130,10 @@ class _Worker:
         begin (after a stop: those after the last recorded; else after the one it ended
         at) are given back; each test's longest trial is brought up to date."""
         records = self.store.take_batch()
-        walls = [params[5] for record in records for name, params in record if name == END]
+        walls = [params[5] for record in records for name, params in record if name == FINISH]
         taken: dict[str, list[float]] = {}
         for (run, _, position), wall in zip(items, walls, strict=False):
-            name, seconds = self.x.tests[run.tests[position]].name, int(wall or 0) / 1e9
+            name, seconds = self.x.tests[run.tests[position]].name, float(wall or 0)
             taken.setdefault(name, []).append(seconds)
             log.debug("%s: position %d %s: ok (%.6f s)", self.ex.name, position, name, seconds)
         for name, each in taken.items():

@@ -1,13 +1,14 @@
-"""The trial journal's raw statements: what a launcher's batch records (docs/design.md, "The
-batch launcher"), and how a fold turns them into the statements washout's own records hold.
+"""The trial journal's raw statements: what a launcher's batch records raw (docs/design.md,
+"The batch launcher"), and how a fold turns them into the statements washout's own records
+hold.
 
 In a batch the launcher, a small C process, writes each trial's record itself from a
-template washout made, its holes filled with integers it measured and with the lines of the
-counter files it read around the trial (``launch.c``, ``batch``). So the record holds them
-raw: nanoseconds rather than seconds and ISO times, ``/proc/stat`` lines rather than busy
-ticks. Here, and only here, they become the rows a trial run one at a time gets: the same
-values by the same code (:mod:`washout.data.health` parses the counters for both), so that
-nothing downstream can tell a batch's trial from another.
+template washout made, its holes filled with what it measured (as the store's own times,
+seconds and bytes: ``launch.c``, ``fill``) and with the lines of the files it read around
+the trial. Those lines are not parsed in C: a record holds them raw, in two statements of
+its own, and here, and only here, they become the rows a trial run one at a time gets, by
+the same code (:mod:`washout.data.health` parses the counters for both), so that nothing
+downstream can tell a batch's trial from another.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
 
 from washout.data.health import (
@@ -27,45 +27,27 @@ from washout.data.health import (
     pair,
     swap_pages,
 )
-from washout.data.store.journal import BATCH_FINISH, FINISH, Scalar, Statement
+from washout.data.store.journal import Scalar, Statement
 
-BEGIN = "batch_begin"
-"""A trial's start: ``(trial, run, position, test, attempt, started_ns)``."""
-RESET = "batch_reset"
-"""A run's reset (none: the batch runs only runs without one): ``(at_ns, info, run)``."""
 ENVIRONMENT = "batch_environment"
-"""The environment before a run: ``(worker, run_index, captured_ns, fingerprint, facts,
-key, words, line, ...)``: the facts as JSON, then for each fact of the moment its key, how
-many words of its file's first line it keeps, and that line (null: unreadable)."""
-END = BATCH_FINISH
-"""A trial that ended ok: ``(trial, cpus, wall_names, health, tick, wall_ns, user_ns,
-system_ns, max_rss_kib, switches, migrations, started_ns, ended_ns, layout, readings...)``:
-``wall_names`` the names of its wall metrics, comma-separated; with ``health`` its health
-metrics from ``readings``, each probe's line before and after the trial, in the order
-``layout`` counts them (``stat,throttle,freq,msr,swap,kmsg``: lines of ``/proc/stat`` per
-CPU, throttle counters, ``scaling_cur_freq`` per CPU, APERF and MPERF per CPU, the swap
-lines of ``/proc/vmstat``, the kernel log's new records)."""
-RAW = frozenset({BEGIN, RESET, ENVIRONMENT, END})
+"""The environment before a run: ``(worker, run_index, captured, fingerprint, facts, key,
+words, line, ...)``: the facts as JSON, then for each fact of the moment its key, how many
+words of its file's first line it keeps, and that line (null: unreadable)."""
+HEALTH = "batch_health"
+"""A trial's health: ``(trial, tick, user, system, switches, migrations, layout,
+readings...)``: its CPU seconds, involuntary switches and migrations (-1: not read), then
+each probe's line before and after the trial, in the order ``layout`` counts them
+(``stat,throttle,freq,msr,swap,kmsg``: lines of ``/proc/stat`` per CPU, throttle
+counters, ``scaling_cur_freq`` per CPU, APERF and MPERF per CPU, the swap lines of
+``/proc/vmstat``, the kernel log's new records)."""
+RAW = frozenset({ENVIRONMENT, HEALTH})
 LAYOUT = ("stat", "throttle", "freq", "msr", "swap", "kmsg")
 
 encode_facts = json.JSONEncoder(sort_keys=True, check_circular=False).encode
-_STRING = encode_basestring_ascii
-"""A string as JSON (what :data:`encode_facts` makes of one)."""
 """An environment's facts as the store keeps them (``json.dumps(facts, sort_keys=True)``),
 with one encoder made once rather than one per run."""
-
-
-def iso_ns(ns: int) -> str:
-    """A real-time clock reading (ns since the epoch) as the store writes a time: ISO 8601
-    in UTC to the microsecond, as ``datetime.isoformat(timespec="microseconds")`` (the
-    minute made once: most of a fold's times fall in a few)."""
-    minutes, rest = divmod(ns, 60_000_000_000)
-    return f"{_minute(minutes)}{rest // 1_000_000_000:02d}.{rest // 1000 % 1_000_000:06d}+00:00"
-
-
-@functools.lru_cache(maxsize=8)
-def _minute(minutes: int) -> str:
-    return datetime.fromtimestamp(minutes * 60, UTC).isoformat(timespec="minutes")[:-6] + ":"
+_STRING = encode_basestring_ascii
+"""A string as JSON (what :data:`encode_facts` makes of one)."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -93,12 +75,16 @@ def _facts_around(text: str, keys: tuple[str, ...]) -> tuple[list[str], list[int
 def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
     """The statements a raw statement stands for (KeyError: not one; ValueError or
     TypeError: not in its form, which the fold reports as a damaged journal)."""
-    if name == BEGIN:
-        *trial, started = params
-        yield "begin_trial", (*trial, iso_ns(_int(started)))
-    elif name == RESET:
-        at, info, run = params
-        yield "reset", (iso_ns(_int(at)), iso_ns(_int(at)), info, run)
+    if name == HEALTH:
+        trial, tick, user, system, switches, moved, layout, *readings = params
+        own = float(user or 0) + float(system or 0)
+        values = {INVOLUNTARY_SWITCHES: float(_int(switches))}
+        if _int(moved) >= 0:
+            values[MIGRATIONS] = float(_int(moved))
+        before, after = _readings(str(layout), tuple(readings))
+        values |= health_values(before, after, own_cpu=own, tick=float(tick or 0))
+        for key, value in values.items():
+            yield "metric", (trial, key, value)
     elif name == ENVIRONMENT:
         worker, run_index, captured, fingerprint, facts, *moment = params
         keys = tuple(map(str, moment[0::3]))
@@ -108,55 +94,9 @@ def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
             _STRING(" ".join(str(lines[i] or "").split()[: _int(words[i])])) + chunk
             for i, chunk in zip(order, chunks[1:], strict=True)
         )
-        yield "environment", (worker, run_index, iso_ns(_int(captured)), text, fingerprint)
-    elif name == END:
-        yield from _end(params)
+        yield "environment", (worker, run_index, captured, text, fingerprint)
     else:
         raise KeyError(name)
-
-
-def _end(params: tuple[Scalar, ...]) -> Iterator[Statement]:
-    trial, cpus, wall_names, health, tick, *measured = params[:14]
-    wall, user, system, rss, switches, moved, started, ended = map(_int, measured[:8])
-    layout, readings = str(params[13]), params[14:]
-    duration = wall / 1e9
-    yield (
-        FINISH,
-        (
-            "ok",
-            "",
-            0,
-            iso_ns(started),
-            iso_ns(ended),
-            duration,
-            "",
-            "",
-            cpus,
-            None,
-            None,
-            None,
-            trial,
-        ),
-    )
-    named = set(str(wall_names).split(",")) if wall_names else set()
-    metrics: dict[str, float] = {
-        "user": user / 1e9,
-        "system": system / 1e9,
-        "max_rss": rss * 1024.0,
-    }
-    if health:
-        metrics[INVOLUNTARY_SWITCHES] = float(switches)
-        if moved >= 0:
-            metrics[MIGRATIONS] = float(moved)
-        before, after = _readings(layout, readings)
-        metrics |= health_values(
-            before, after, own_cpu=metrics["user"] + metrics["system"], tick=float(tick or 0)
-        )
-    for key, value in metrics.items():
-        if key not in named:
-            yield "metric", (trial, key, value)
-    for key in sorted(named):
-        yield "metric", (trial, key, duration)
 
 
 def _readings(layout: str, values: tuple[Scalar, ...]) -> tuple[Reading, Reading]:

@@ -38,9 +38,7 @@ FOLDED_KEY = "journal_folded"
 """The ``meta`` row saying how far the journal was folded: ``{"token": ..., "end": ...}``."""
 FINISH = "finish_trial"
 """The name of the statement that finishes a trial (what a reader counts as pending)."""
-BATCH_FINISH = "batch_finish"
-"""The statement a launcher's batch finishes a trial with (:mod:`.batch`)."""
-FINISHES = frozenset({FINISH, BATCH_FINISH})
+
 _HEADER = "washout-trials"
 _HEADER_BYTES = 256
 """More than a header line takes: a longer first line is not one."""
@@ -88,7 +86,7 @@ class Pending:
     @property
     def finished(self) -> int:
         """Finished trials among the records."""
-        return sum(name in FINISHES for record in self.records for name, _ in record)
+        return sum(name == FINISH for record in self.records for name, _ in record)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

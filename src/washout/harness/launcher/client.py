@@ -241,11 +241,12 @@ _TRIAL = struct.Struct("=Iq2I")
 
 
 def hole(code: str, index: int) -> bytes:
-    """A template's hole, filled by the launcher: ``n`` the measure ``index`` of
-    :data:`MEASURES` as an integer, ``b`` or ``a`` probe ``index``'s value before or after
-    the trial (JSON), ``c`` the batch's constant ``index`` (text the same in many records,
-    sent once)."""
-    assert code in "nbac" and 0 <= index < 256
+    """A template's hole, filled by the launcher (``launch.c``, ``fill``): the measure
+    ``index`` of :data:`MEASURES` as an integer (``n``), in ns as seconds (``s``), in KiB
+    as bytes (``k``), or a real-time clock reading as the store writes a time (``t``);
+    probe ``index``'s value before or after the trial (``b``, ``a``); the batch's constant
+    ``index`` (``c``: text the same in many records, sent once)."""
+    assert len(code) == 1 and code in "nsktbac" and 0 <= index < 256
     return b"\x01" + code.encode() + bytes([index])
 
 

@@ -454,8 +454,11 @@ static void probe_read(struct probe *pb, int which) {
 }
 
 /* A template filled in: its bytes, each hole (HOLE, a code, an index) replaced by
- * 'n' a measure (M_...) as an integer, 'b' or 'a' a probe's value before or after the
- * trial, 'c' one of the batch's constants (text the same in many records, sent once).
+ * 'n' a measure (M_...) as an integer, 's' one in ns as seconds (exact: nine decimals),
+ * 'k' one in KiB as bytes, 't' a real-time clock reading (ns) as the store writes a time
+ * (a JSON string, ISO 8601 in UTC to the microsecond), 'b' or 'a' a probe's value before or
+ * after the trial, 'c' one of the batch's constants (text the same in many records, sent
+ * once).
  * The length, or -1 when it does not fit. */
 enum { HOLE = 1 };
 static ssize_t fill(char *out, size_t cap, const char *t, size_t n, const int64_t m[],
@@ -471,10 +474,22 @@ static ssize_t fill(char *out, size_t cap, const char *t, size_t n, const int64_
         char code = t[i + 1];
         unsigned idx = (unsigned char)t[i + 2];
         i += 2;
-        char number[32];
+        char number[96];
         const char *v = number;
         if (code == 'n' && idx < MEASURES) {
             snprintf(number, sizeof number, "%lld", (long long)m[idx]);
+        } else if (code == 's' && idx < MEASURES && m[idx] >= 0) {
+            snprintf(number, sizeof number, "%lld.%09lld", (long long)(m[idx] / 1000000000),
+                     (long long)(m[idx] % 1000000000));
+        } else if (code == 'k' && idx < MEASURES) {
+            snprintf(number, sizeof number, "%lld", (long long)m[idx] * 1024);
+        } else if (code == 't' && idx < MEASURES && m[idx] >= 0) {
+            time_t seconds = (time_t)(m[idx] / 1000000000);
+            struct tm at;
+            gmtime_r(&seconds, &at);
+            snprintf(number, sizeof number, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00\"",
+                     at.tm_year + 1900, at.tm_mon + 1, at.tm_mday, at.tm_hour, at.tm_min,
+                     at.tm_sec, (long long)(m[idx] % 1000000000 / 1000));
         } else if ((code == 'b' || code == 'a') && idx < nprobes) {
             v = probes[idx].value[code == 'a'];
         } else if (code == 'c' && idx < nconstants) {
