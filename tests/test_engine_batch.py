@@ -275,3 +275,54 @@ def test_ctrl_c_in_a_batch_stops_it_and_resume_completes_the_plan(tmp_path: Path
         (1600,)
     ]
     assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]
+
+
+def launchers_of(pid: int) -> list[int]:
+    """The launcher processes among ``pid``'s children."""
+    found = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            exe = os.readlink(f"/proc/{child}/exe")
+        except OSError:
+            continue
+        if Path(exe).name.startswith("launch-"):
+            found.append(int(child))
+    return found
+
+
+def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Path) -> None:
+    """The launcher SIGKILLed again and again while it runs batches of no-op trials (in a
+    trial, between two, or as it writes a record): each time its trial in flight is lost
+    and its run superseded and run again, and the store ends holding every planned slot
+    once, in its planned order, with nothing doubled and nothing left ``running``."""
+    from test_robustness import check_store_against_plan
+
+    runs, n_tests, seed = 400, 3, 11
+    lines = ["[experiment]", f"runs = {runs}", f"seed = {seed}"]
+    for i in range(n_tests):
+        lines += ["[[test]]", f'name = "t{i}"', 'command = "true"']
+    spec = tmp_path / "s.toml"
+    spec.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "-v", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rng = __import__("random").Random(7)
+    kills = 0
+    while proc.poll() is None and kills < 6:
+        time.sleep(rng.uniform(0.02, 0.2))
+        for launcher in launchers_of(proc.pid):
+            try:
+                os.kill(launcher, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert kills >= 3 and " as a batch" in err
+    counts = check_store_against_plan(db, n_tests, runs, seed)
+    assert set(counts) <= {"ok", "superseded"}
+    assert rows(db, "SELECT count(*) FROM event WHERE kind = 'rerun'")[0][0] >= 1
