@@ -100,10 +100,11 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path, phase: str) -> No
 
     Phase 1 spends its time in trials and resets (kills land there); phase 2 runs no-op
     trials without a reset, so most of the time is washout's own bookkeeping and SQLite
-    writes, and kills land there.
+    writes, and kills land there, in launcher batches and their folds too (6,000 trials:
+    with batches 3,000 could end before a third kill, 1 seed in 30).
     """
     slow = phase == "trials-and-resets"
-    runs, n_tests, seed = (6, 4, 5) if slow else (300, 5, 9)
+    runs, n_tests, seed = (6, 4, 5) if slow else (600, 5, 9)
     lines = ["[experiment]", 'name = "killme"', f"runs = {runs}", f"seed = {seed}"]
     if slow:
         lines += ["[reset]", 'command = "sleep 0.15"']
