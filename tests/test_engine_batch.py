@@ -326,3 +326,36 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
     counts = check_store_against_plan(db, n_tests, runs, seed)
     assert set(counts) <= {"ok", "superseded"}
     assert rows(db, "SELECT count(*) FROM event WHERE kind = 'rerun'")[0][0] >= 1
+
+
+def test_a_second_ctrl_c_in_a_batch_kills_the_trial_in_flight(tmp_path: Path) -> None:
+    """Two Ctrl-C in a row while a batch runs 50 ms trials: washout ends at once, the
+    trial in flight kept ``interrupted`` (none left ``running``), its run left to
+    ``resume``, which completes the plan."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[experiment]\nruns = 60\nseed = 6\n[[test]]\nname = "a"\ncommand = "sleep 0.05"\n'
+        '[[test]]\nname = "b"\ncommand = "true"\n'
+    )
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "washout", "-v", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the first batch has begun
+        if " as a batch" in line:
+            break
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 2
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'running'") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'interrupted'")[0][0] <= 1
+    washout("resume", db, "--quiet")
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'ok' AND superseded = 0") == [(240,)]
