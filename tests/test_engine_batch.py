@@ -141,6 +141,25 @@ command = "true"
     assert (bumped[SWAP_IN], bumped[SWAP_OUT]) in ((2.0, 3.0), (0.0, 0.0))
 
 
+def counted_spec(
+    tmp_path: Path, runs: int, seed: int, test: str, then: str, extra: str = ""
+) -> Path:
+    """A spec of a test whose command counts its trials (``$n``, from 1) and then runs
+    ``then``, and a quiet one; ``extra``: more of the test's keys (or, before the first
+    ``[[test]]``, of ``[experiment]``: a line ending the table is not needed)."""
+    count = tmp_path / "count"
+    count.write_text("0\n")
+    command = f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; {then}"
+    spec = tmp_path / "s.toml"
+    experiment, _, keys = extra.partition("[test]\n")
+    spec.write_text(
+        f"[experiment]\nruns = {runs}\nseed = {seed}\n{experiment}"
+        f'[[test]]\nname = "{test}"\n{keys}command = {json.dumps(command)}\n'
+        '[[test]]\nname = "quiet"\ncommand = "true"\n'
+    )
+    return spec
+
+
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
@@ -154,22 +173,8 @@ def test_a_trial_that_fails_mid_batch_is_settled_by_the_failure_policy(
     """The 40th trial of a test fails, inside a batch: it is recorded failed with its
     reason, the failure policy decides what follows (a retry in its slot, or the next
     position), and every planned slot ends done as without batches."""
-    count = tmp_path / "count"
-    count.write_text("0\n")
-    command = f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; [ $n -ne 40 ]"
-    spec = tmp_path / "s.toml"
-    spec.write_text(
-        f"""[experiment]
-runs = 40
-seed = 1
-on_failure = "{policy}"
-[[test]]
-name = "flaky"
-command = {json.dumps(command)}
-[[test]]
-name = "quiet"
-command = "true"
-"""
+    spec = counted_spec(
+        tmp_path, 40, 1, "flaky", "[ $n -ne 40 ]", f'on_failure = "{policy}"\n[test]\n'
     )
     db = tmp_path / "r.db"
     proc = washout("-v", "run", spec, "--db", db, "--quiet", check=False)
@@ -190,25 +195,8 @@ def test_a_trial_that_prints_mid_batch_keeps_its_output_and_ends_batching_its_te
 ) -> None:
     """From its 30th trial on a test prints: that trial keeps its stdout and stderr tails
     as any trial does, and the test's later trials run one at a time (each printing)."""
-    count = tmp_path / "count"
-    count.write_text("0\n")
-    command = (
-        f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; "
-        "if [ $n -ge 30 ]; then echo out $n; echo err $n >&2; fi"
-    )
-    spec = tmp_path / "s.toml"
-    spec.write_text(
-        f"""[experiment]
-runs = 40
-seed = 2
-[[test]]
-name = "talks"
-command = {json.dumps(command)}
-[[test]]
-name = "quiet"
-command = "true"
-"""
-    )
+    then = "if [ $n -ge 30 ]; then echo out $n; echo err $n >&2; fi"
+    spec = counted_spec(tmp_path, 40, 2, "talks", then)
     db = tmp_path / "r.db"
     washout("run", spec, "--db", db, "--quiet")
     talks = rows(db, "SELECT stdout_tail, stderr_tail FROM trial WHERE test = 'talks' ORDER BY id")
@@ -220,24 +208,8 @@ command = "true"
 def test_a_trial_past_its_timeout_mid_batch_is_recorded_as_one(tmp_path: Path) -> None:
     """The 25th trial of a test sleeps past its timeout inside a batch: it is recorded
     ``timeout``, its run goes on, and the rest is as planned."""
-    count = tmp_path / "count"
-    count.write_text("0\n")
-    command = f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; [ $n -ne 25 ] || sleep 5"
-    spec = tmp_path / "s.toml"
-    spec.write_text(
-        f"""[experiment]
-runs = 20
-seed = 4
-on_failure = "record"
-[[test]]
-name = "hangs"
-timeout = "0.5s"
-command = {json.dumps(command)}
-[[test]]
-name = "quiet"
-command = "true"
-"""
-    )
+    extra = 'on_failure = "record"\n[test]\ntimeout = "0.5s"\n'
+    spec = counted_spec(tmp_path, 20, 4, "hangs", "[ $n -ne 25 ] || sleep 5", extra)
     db = tmp_path / "r.db"
     t0 = time.monotonic()
     washout("run", spec, "--db", db, "--quiet", check=False)
@@ -247,34 +219,14 @@ command = "true"
     assert {s for s, _ in statuses[:24] + statuses[25:]} == {"ok"} and len(statuses) == 40
 
 
-def test_ctrl_c_in_a_batch_stops_it_and_resume_completes_the_plan(tmp_path: Path) -> None:
-    """Ctrl-C while batches run 5 ms trials: washout stops within a second, no trial left
-    ``running`` and none lost; ``resume`` then completes every planned slot."""
-    spec = tmp_path / "s.toml"
-    spec.write_text(
-        '[experiment]\nruns = 400\nseed = 5\n[[test]]\nname = "a"\ncommand = "sleep 0.005"\n'
-        '[[test]]\nname = "b"\ncommand = "true"\n'
-    )
-    db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "washout", "run", str(spec), "--db", str(db), "--quiet"],
-        stdout=subprocess.PIPE,
+def verbose_run(spec: Path, db: Path) -> subprocess.Popen[str]:
+    """``washout -v run SPEC`` started, its log (which says each batch) on a pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "washout", "-v", "run", str(spec), "--db", str(db), "--quiet"],
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2.5)
-    proc.send_signal(signal.SIGINT)
-    t0 = time.monotonic()
-    proc.wait(timeout=30)
-    assert time.monotonic() - t0 < 2
-    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'running'") == [(0,)]
-    done = rows(db, "SELECT count(*) FROM trial WHERE status = 'ok'")[0][0]
-    assert 0 < done < 1600
-    washout("resume", db, "--quiet")
-    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'ok' AND superseded = 0") == [
-        (1600,)
-    ]
-    assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]
 
 
 def launchers_of(pid: int) -> list[int]:
@@ -304,12 +256,7 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
     spec = tmp_path / "s.toml"
     spec.write_text("\n".join(lines) + "\n")
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "washout", "-v", "run", str(spec), "--db", str(db), "--quiet"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = verbose_run(spec, db)
     rng = __import__("random").Random(7)
     kills = 0
     while proc.poll() is None and kills < 6:
@@ -328,34 +275,36 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
     assert rows(db, "SELECT count(*) FROM event WHERE kind = 'rerun'")[0][0] >= 1
 
 
-def test_a_second_ctrl_c_in_a_batch_kills_the_trial_in_flight(tmp_path: Path) -> None:
-    """Two Ctrl-C in a row while a batch runs 50 ms trials: washout ends at once, the
-    trial in flight kept ``interrupted`` (none left ``running``), its run left to
-    ``resume``, which completes the plan."""
+@pytest.mark.parametrize(("presses", "runs", "trial"), [(1, 400, "0.005"), (2, 60, "0.05")])
+def test_ctrl_c_in_a_batch_and_resume_lose_nothing(
+    tmp_path: Path, presses: int, runs: int, trial: str
+) -> None:
+    """Ctrl-C once while batches run short trials: the batch stops after the trial in
+    flight; twice: that trial is killed and kept ``interrupted``. Either way washout ends
+    within two seconds, no trial is left ``running``, and ``resume`` completes the plan."""
     spec = tmp_path / "s.toml"
     spec.write_text(
-        '[experiment]\nruns = 60\nseed = 6\n[[test]]\nname = "a"\ncommand = "sleep 0.05"\n'
-        '[[test]]\nname = "b"\ncommand = "true"\n'
+        f'[experiment]\nruns = {runs}\nseed = 5\n[[test]]\nname = "a"\n'
+        f'command = "sleep {trial}"\n[[test]]\nname = "b"\ncommand = "true"\n'
     )
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "washout", "-v", "run", str(spec), "--db", str(db), "--quiet"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = verbose_run(spec, db)
     assert proc.stderr is not None
     for line in proc.stderr:  # the first batch has begun
         if " as a batch" in line:
             break
     time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    for _ in range(presses):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
     t0 = time.monotonic()
     proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 2
     assert rows(db, "SELECT count(*) FROM trial WHERE status = 'running'") == [(0,)]
-    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'interrupted'")[0][0] <= 1
+    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'interrupted'")[0][0] < presses
+    planned = 4 * runs
+    assert 0 < rows(db, "SELECT count(*) FROM trial WHERE status = 'ok'")[0][0] < planned
     washout("resume", db, "--quiet")
-    assert rows(db, "SELECT count(*) FROM trial WHERE status = 'ok' AND superseded = 0") == [(240,)]
+    done = rows(db, "SELECT count(*) FROM trial WHERE status = 'ok' AND superseded = 0")
+    assert done == [(planned,)]
+    assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]

@@ -21,7 +21,7 @@ from washout.data.store.batch import ENVIRONMENT, HEALTH, LAYOUT, expand
 from washout.data.store.journal import Statement
 from washout.harness.environment import MOMENT_FILES
 from washout.harness.executors.base import CommandResult, OutputTail
-from washout.harness.executors.local import ended_as
+from washout.harness.executors.local import finished
 from washout.harness.launcher.client import (
     AFTER,
     BEFORE,
@@ -225,20 +225,12 @@ def last_result(
         for _, params in expand(name, tuple(raw))
     }
     resources = {"user": m["user"] / 1e9, "system": m["system"] / 1e9}
-    code = os.waitstatus_to_exitcode(m["status"])
-    status, why = ended_as(code, timeout if end.why == "timeout" else None)
-    return CommandResult(
-        status,
-        code,
-        out.value(),
-        err.value(),
-        started,
-        datetime.fromtimestamp(m["ended"] / 1e9, UTC),
-        m["wall"] / 1e9,
-        why,
+    return finished(
+        os.waitstatus_to_exitcode(m["status"]),
+        timeout if end.why == "timeout" else None,
+        (out, err),
+        (started, datetime.fromtimestamp(m["ended"] / 1e9, UTC), m["wall"] / 1e9),
         cpus,
-        resources=resources | {"max_rss": m["max_rss"] * 1024.0},
-        health=health,
-        stdout_cut=out.cut,
-        stderr_cut=err.cut,
+        resources | {"max_rss": m["max_rss"] * 1024.0},
+        health,
     )

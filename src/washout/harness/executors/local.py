@@ -761,16 +761,43 @@ def launcher_lost(why: object) -> str:
     )
 
 
-def ended_as(code: int | None, timed_out: float | None) -> tuple[str, str]:
-    """A finished command's status and reason from its exit code (negative: the signal
-    that killed it), or from the timeout it ran past."""
-    if timed_out is not None:
-        return "timeout", f"timed out after {timed_out:g} s; process group killed"
-    if code is not None and code < 0:
-        return "failed", f"killed by signal {-code}"
-    if code != 0:
-        return "failed", f"exit code {code}"
-    return "ok", ""
+def finished(
+    code: int | None,
+    timed_out: float | None,
+    tails: tuple[OutputTail, OutputTail],
+    times: tuple[datetime, datetime, float],
+    cpus: str | None,
+    resources: dict[str, float],
+    health: dict[str, float],
+    launcher_gone: object = None,
+) -> CommandResult:
+    """A started command's result: its status and reason from its exit code (negative:
+    the signal that killed it), the timeout it ran past, or its launcher's end; its
+    stdout and stderr tails; its start, end and duration."""
+    if launcher_gone is not None:
+        status, why = "lost", launcher_lost(launcher_gone)
+    elif timed_out is not None:
+        status, why = "timeout", f"timed out after {timed_out:g} s; process group killed"
+    elif code is not None and code < 0:
+        status, why = "failed", f"killed by signal {-code}"
+    elif code != 0:
+        status, why = "failed", f"exit code {code}"
+    else:
+        status, why = "ok", ""
+    out, err = tails
+    return CommandResult(
+        status,
+        code,
+        out.value(),
+        err.value(),
+        *times,
+        why,
+        cpus,
+        resources=resources,
+        health=health,
+        stdout_cut=out.cut,
+        stderr_cut=err.cut,
+    )
 
 
 async def _batch_end(launcher: Launcher, stop: asyncio.Event) -> BatchEnd:
@@ -1081,25 +1108,15 @@ class LocalExecutor:
             )
         if (reader := self._after) is not None:  # after the health counters' reading
             self._read = reader, reader()
-        code = child.returncode
-        if child.launcher_gone is not None:
-            status, why = "lost", launcher_lost(child.launcher_gone)
-        else:
-            status, why = ended_as(code, timeout if timed_out else None)
-        return CommandResult(
-            status,
-            code,
-            out.value(),
-            err.value(),
-            started,
-            ended,
-            duration,
-            why,
+        return finished(
+            child.returncode,
+            timeout if timed_out else None,
+            (out, err),
+            (started, ended, duration),
             cpus,
-            resources=child.resources,
-            health=measured,
-            stdout_cut=out.cut,
-            stderr_cut=err.cut,
+            child.resources,
+            measured,
+            child.launcher_gone,
         )
 
     def program_of(self, command: str, options: CommandOptions) -> tuple[str, tuple[str, ...]]:
