@@ -45,7 +45,7 @@ from washout.harness.metrics.health import (
 )
 
 NO_RESET = "no reset configured"
-"""A run's reset record where it has none (the engine's words: the only kind a batch runs)."""
+"""A run's reset record where it has none (the only kind a batch runs)."""
 _AROUND = BEFORE | AFTER
 
 

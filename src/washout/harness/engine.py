@@ -47,7 +47,7 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.allocation import allocated
-from washout.harness.batch import Probes, RunStart, Templates, last_result, trial_cpus
+from washout.harness.batch import NO_RESET, Probes, RunStart, Templates, last_result, trial_cpus
 from washout.harness.context import TrialContext, WorkerContext, prepare_context
 from washout.harness.environment import (
     EnvironmentWatch,
@@ -575,7 +575,7 @@ class _Worker:
                     side=side,
                 )
                 infos.append(f"{reset.kind}: {reset.command}")
-        info = "; ".join(infos) or "no reset configured"
+        info = "; ".join(infos) or NO_RESET
         self.store.record_reset(run_id, started, datetime.now(UTC), info, defer=True)
         log.debug("%s: reset: %s", self.ex.name, info)
 
