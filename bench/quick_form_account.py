@@ -3,10 +3,11 @@ process, with the engine's steps on a trial's path timed around each call (inclu
 step's time holds the steps it calls, shown indented under it).
 
 bench/engine_overhead.py measures the quick form against `hyperfine -N true` and the
-launcher's floor; this says which of washout's own steps the difference is made of, so a
-design that moves work out of Python (issue 31's batch launcher) knows what it must take
-along. Each timed call costs the wrapper about a microsecond, so the totals run a little
-above an untimed run's; the steps' shares are what to read.
+launcher's floor; this says which of washout's own steps the difference is made of: with
+launcher batches (docs/design.md, "The batch launcher") most trials run inside
+``LocalExecutor.run_batch`` and washout's Python per trial is the batch's steps divided
+by the trials stored. Each timed call costs the wrapper about a microsecond, so the totals
+run a little above an untimed run's; the steps' shares are what to read.
 
 Run: .venv/bin/python bench/quick_form_account.py [--runs 4000] [--commands true ...]
 """
@@ -18,6 +19,7 @@ import contextlib
 import functools
 import inspect
 import io
+import sqlite3
 import sys
 import tempfile
 import time
@@ -31,6 +33,11 @@ from _common import header, load  # noqa: E402
 STEPS: tuple[tuple[int, str, str, str], ...] = (
     # depth, module, class (or "" for a function), attribute
     (0, "washout.harness.engine", "_Worker", "execute"),
+    (1, "washout.harness.engine", "_Worker", "_batch"),
+    (2, "washout.harness.batch", "Templates", "end"),
+    (2, "washout.harness.batch", "Templates", "begin"),
+    (2, "washout.harness.executors.local", "LocalExecutor", "run_batch"),
+    (2, "washout.data.store.writer", "StoreWriter", "take_batch"),
     (1, "washout.harness.engine", "_Worker", "check_environment"),
     (2, "washout.data.store.writer", "StoreWriter", "record_environment"),
     (1, "washout.harness.engine", "_Worker", "reset"),
@@ -52,7 +59,8 @@ STEPS: tuple[tuple[int, str, str, str], ...] = (
     (0, "washout.cli.commands_run", "", "_analysis"),
 )
 """The steps timed, each under the step that calls it (``_append`` also serves
-``begin_trial``, ``_fold`` also the fold between runs)."""
+``begin_trial``, ``_fold`` also the fold between runs and before a batch; a batch's first
+run's environment check, reset and first start are the steps of a run alone)."""
 
 
 def timed(owner: Any, name: str, spent: dict[str, list[float]], label: str) -> None:
@@ -86,8 +94,9 @@ def timed(owner: Any, name: str, spent: dict[str, list[float]], label: str) -> N
     setattr(owner, name, wrapper)
 
 
-def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[float]], float]:
-    """Each step's (seconds, calls) over one quick form, and the run's whole wall time."""
+def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[float]], float, int]:
+    """Each step's (seconds, calls) over one quick form, the run's whole wall time, and
+    how many trials it stored (most run in launcher batches, not through ``trial``)."""
     import importlib
 
     from washout.cli import main as cli
@@ -107,7 +116,10 @@ def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[fl
             raise
     finally:
         sys.argv = argv
-    return spent, time.perf_counter() - begun
+    wall = time.perf_counter() - begun
+    with sqlite3.connect(db) as conn:
+        (stored,) = conn.execute("SELECT count(*) FROM trial").fetchone()
+    return spent, wall, stored
 
 
 def main() -> None:
@@ -117,8 +129,8 @@ def main() -> None:
     args = parser.parse_args()
     header("Where the quick form's time per trial goes (bench/quick_form_account.py)")
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
-        spent, wall = account(args.commands, args.runs, Path(tmp) / "account.db")
-    trials = spent["_Worker.trial"][1]
+        spent, wall, stored = account(args.commands, args.runs, Path(tmp) / "account.db")
+    trials = stored
     print(
         f"`washout run {' '.join(args.commands)} --runs {args.runs} --quiet`: {trials} trials, "
         f"{wall:.2f} s in all, {wall / trials * 1e6:.0f} us a trial (load {load()})"
