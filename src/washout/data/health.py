@@ -166,3 +166,41 @@ def swap_pages(text: bytes) -> tuple[int, int] | None:
 
 def pair(first: int | None, second: int | None) -> tuple[int, int] | None:
     return None if first is None or second is None else (first, second)
+
+
+def counter(text: bytes) -> int | None:
+    """The number a small counter file holds (None: not a number)."""
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def reading_of(
+    busy: int | None,
+    throttles: list[int | None],
+    freqs: list[int | None],
+    aperf: list[int | None],
+    mperf: list[int | None],
+    swap: tuple[int, int] | None,
+    kernel_log: int | None,
+) -> Reading:
+    """A reading of the trial's CPUs from their counters' values (None: unreadable):
+    their throttle counters summed over those that could be read, their frequency the mean
+    and their APERF and MPERF the sums where every CPU gave one (none given: absent). The
+    one assembly of a reading, whether washout read the files or a launcher's batch did."""
+    read = [n for n in throttles if n is not None]
+    freq = total_of(freqs)
+    return Reading(
+        busy=busy,
+        throttles=sum(read) if read else None,
+        swap=swap,
+        cpufreq_khz=None if freq is None else freq / len(freqs),
+        msr=pair(total_of(aperf), total_of(mperf)),
+        kernel_log=kernel_log,
+    )
+
+
+def total_of(values: list[int | None]) -> int | None:
+    """The sum of every CPU's value; None when one is missing (or there is none)."""
+    if not values or None in values:
+        return None
+    return sum(v for v in values if v is not None)

@@ -197,11 +197,6 @@ class RunStart:
     index: int
 
 
-def trial_cpus(cpus: set[int] | None) -> set[int]:
-    """The CPUs a trial's health is read on: its own, else every CPU washout may use."""
-    return cpus or os.sched_getaffinity(0)
-
-
 def last_result(
     end: BatchEnd,
     out: OutputTail,

@@ -47,7 +47,7 @@ from washout.errors import (
     WorkerError,
 )
 from washout.harness.allocation import allocated
-from washout.harness.batch import NO_RESET, Probes, RunStart, Templates, last_result, trial_cpus
+from washout.harness.batch import NO_RESET, Probes, RunStart, Templates, last_result
 from washout.harness.context import TrialContext, WorkerContext, prepare_context
 from washout.harness.environment import (
     EnvironmentWatch,
@@ -69,6 +69,7 @@ from washout.harness.launcher.client import BatchTrial, LauncherGone
 from washout.harness.machine_read import require_met
 from washout.harness.measure import MetricError, TrialMetrics
 from washout.harness.metrics.base import Trial
+from washout.harness.metrics.health import trial_cpus
 from washout.harness.metrics.resources import resource_values
 from washout.harness.metrics.wall import Wall
 from washout.harness.pinning import parse_cpus

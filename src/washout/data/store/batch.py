@@ -22,10 +22,12 @@ from washout.data.health import (
     INVOLUNTARY_SWITCHES,
     MIGRATIONS,
     Reading,
+    counter,
     health_values,
     line_busy,
-    pair,
+    reading_of,
     swap_pages,
+    total_of,
 )
 from washout.data.store.journal import Scalar, Statement
 
@@ -140,30 +142,21 @@ def _reading_of(
     """A reading from its probes' values. Cached: a CPU's line of ``/proc/stat`` moves once
     per clock tick, so the readings around many short trials in a row are the same."""
     busy = [line_busy(x.encode()) if isinstance(x, str) else None for x in stat]
-    throttles = [n for n in map(_number, throttle) if n is not None]
-    freqs = list(map(_number, freq))
     msrs = [x if isinstance(x, int) else None for x in msr]
-    return Reading(
-        busy=_total(busy),
-        throttles=sum(throttles) if throttles else None,
-        swap=swap_pages(swap[0].encode()) if swap and isinstance(swap[0], str) else None,
-        cpufreq_khz=None if (f := _total(freqs)) is None else f / len(freqs),
-        msr=pair(_total(msrs[0::2]), _total(msrs[1::2])),
-        kernel_log=kmsg[0] if kmsg and isinstance(kmsg[0], int) else None,
+    return reading_of(
+        total_of(busy),
+        list(map(_number, throttle)),
+        list(map(_number, freq)),
+        msrs[0::2],
+        msrs[1::2],
+        swap_pages(swap[0].encode()) if swap and isinstance(swap[0], str) else None,
+        kmsg[0] if kmsg and isinstance(kmsg[0], int) else None,
     )
 
 
 def _number(line: Scalar) -> int | None:
     """The number a small counter file's line holds (None: unreadable, or not a number)."""
-    text = line.strip() if isinstance(line, str) else ""
-    return int(text) if text.isdigit() else None
-
-
-def _total(values: list[int | None]) -> int | None:
-    """The sum of every value; None when one is missing (or there is none)."""
-    if not values or None in values:
-        return None
-    return sum(v for v in values if v is not None)
+    return counter(line.encode()) if isinstance(line, str) else None
 
 
 def _int(value: Scalar) -> int:

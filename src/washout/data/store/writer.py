@@ -691,17 +691,25 @@ class StoreWriter(Store):
         """The run's row, created as ``pending`` the first time (with ``defer``, created with
         the next transaction: the run's first trial's start). Its id is chosen here, which
         this process may do as the store's one writer."""
+        run, row = self._run_row(worker_id, index, order, permutation)
+        if row is not None:
+            self._write([row], defer)
+        return run
+
+    def _run_row(
+        self, worker_id: int, index: int, order: str, permutation: list[str]
+    ) -> tuple[int, Statement | None]:
+        """A run's id, and the statement that makes its row when it has none yet."""
         if self._runs is None:  # read once, not two queries per run
             rows = self._conn.execute("SELECT worker_id, idx, id FROM run")
             self._runs = {(w, i): run for w, i, run in rows}
             self._next_run = max(self._runs.values(), default=0) + 1
         key = (worker_id, index)
         if key in self._runs:
-            return self._runs[key]
+            return self._runs[key], None
         new = self._runs[key] = self._next_run
         self._next_run += 1
-        self._write([("run", (new, worker_id, index, order, json.dumps(permutation)))], defer)
-        return new
+        return new, ("run", (new, worker_id, index, order, json.dumps(permutation)))
 
     def record_reset(
         self, run_id: int, started: datetime, ended: datetime, info: str, *, defer: bool = False
@@ -781,11 +789,9 @@ class StoreWriter(Store):
         """A run a batch will record: its id and the statement that makes its row, to go in
         the record of the trial before it (:meth:`unplan` gives the id back if the batch
         ends first)."""
-        before = len(self._deferred)
-        run = self.run_id(worker_id, index, order, permutation, defer=True)
-        (statement,) = self._deferred[before:]
-        del self._deferred[before:]
-        return run, statement
+        run, row = self._run_row(worker_id, index, order, permutation)
+        assert row is not None, "a batch plans only runs not begun"
+        return run, row
 
     def planned_trial(self) -> int:
         """The id the next trial gets (chosen by the writer, as run ids are): one started

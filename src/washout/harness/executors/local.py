@@ -57,7 +57,7 @@ from washout.harness.launcher.client import (
     batch_request,
     environment_block,
 )
-from washout.harness.metrics.health import LocalHealth, sched_migrations
+from washout.harness.metrics.health import LocalHealth, sched_migrations, trial_cpus
 from washout.harness.pinning import parse_cpus
 
 TURN_SECONDS = 0.1
@@ -993,8 +993,8 @@ class LocalExecutor:
                 cpus=cpus,
             )
         health = None if options.health is None else self._health_reader(options.health)
-        trial_cpus = (cpu_set or os.sched_getaffinity(0)) if health is not None else set()
-        before = health.reading(trial_cpus) if health is not None else None
+        cpus_read = trial_cpus(cpu_set) if health is not None else set()
+        before = health.reading(cpus_read) if health is not None else None
         started = datetime.now(UTC)
         t0 = time.perf_counter()
         out, err = OutputTail(output_tail), OutputTail(max(output_tail, TAIL_BYTES))
@@ -1102,7 +1102,7 @@ class LocalExecutor:
             used = child.resources
             measured |= health_values(
                 before,
-                health.reading(trial_cpus),
+                health.reading(cpus_read),
                 own_cpu=used["user"] + used["system"] if "user" in used else None,
                 tick=health.tick,
             )

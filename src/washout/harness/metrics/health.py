@@ -59,7 +59,9 @@ from washout.data.health import (
     BUSY_FIELDS,
     Reading,
     busy_in,
+    counter,
     pair,
+    reading_of,
     stat_needles,
     swap_pages,
 )
@@ -216,19 +218,15 @@ class LocalHealth:
         key = frozenset(cpus)
         files = self._cpu_files.get(key) or self._files(key)
         stat_text = self._bytes(STAT)
-        freqs = None if files.freqs is None else _mean(list(map(_number, files.freqs)))
-        msr = None
-        if files.msrs is not None:
-            aperf = _total([_msr(fd, IA32_APERF) for fd in files.msrs])
-            msr = pair(aperf, _total([_msr(fd, IA32_MPERF) for fd in files.msrs]))
-        throttles = [n for n in map(_number, files.throttles) if n is not None]
-        return Reading(
-            busy=busy_in(stat_text, files.stat_lines) if stat_text is not None else None,
-            throttles=sum(throttles) if throttles else None,
-            swap=self._swap_pages(),
-            cpufreq_khz=freqs,
-            msr=msr,
-            kernel_log=self._kernel_log(),
+        msrs = files.msrs or ()
+        return reading_of(
+            busy_in(stat_text, files.stat_lines) if stat_text is not None else None,
+            list(map(_number, files.throttles)),
+            list(map(_number, files.freqs or ())),
+            [_msr(fd, IA32_APERF) for fd in msrs],
+            [_msr(fd, IA32_MPERF) for fd in msrs],
+            self._swap_pages(),
+            self._kernel_log(),
         )
 
     def close(self) -> None:
@@ -258,10 +256,9 @@ class _CpuFiles(NamedTuple):
 def _number(fd: int) -> int | None:
     """The number a small counter file holds (None: unreadable, or not a number)."""
     try:
-        text = os.pread(fd, 64, 0).strip()
+        return counter(os.pread(fd, 64, 0))
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
 
 
 def _msr(fd: int, register: int) -> int | None:
@@ -273,16 +270,9 @@ def _msr(fd: int, register: int) -> int | None:
     return int.from_bytes(data, "little") if len(data) == 8 else None
 
 
-def _total(values: list[int | None]) -> int | None:
-    """The sum of every CPU's value; None when one is missing (or there is none)."""
-    if not values or None in values:
-        return None
-    return sum(v for v in values if v is not None)
-
-
-def _mean(values: list[int | None]) -> float | None:
-    total = _total(values)
-    return None if total is None else total / len(values)
+def trial_cpus(cpus: set[int] | None) -> set[int]:
+    """The CPUs a trial's health is read on: its own, else every CPU washout may use."""
+    return cpus or os.sched_getaffinity(0)
 
 
 def sched_migrations(pid: int) -> float | None:
