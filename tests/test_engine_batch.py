@@ -24,6 +24,7 @@ from washout.data.health import (
     SWAP_OUT,
     THROTTLES,
 )
+from washout.errors import ExitCode
 from washout.harness.executors import local
 from washout.harness.machine import SYS_CPU
 
@@ -246,7 +247,9 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
     """The launcher SIGKILLed again and again while it runs batches of no-op trials (in a
     trial, between two, or as it writes a record): each time its trial in flight is lost
     and its run superseded and run again, and the store ends holding every planned slot
-    once, in its planned order, with nothing doubled and nothing left ``running``."""
+    once, in its planned order, with nothing doubled and nothing left ``running`` (after a
+    ``resume`` where a kill ended the session: CI once killed the launcher of the lost
+    run's reconnect, which gives the worker up)."""
     from test_robustness import check_store_against_plan
 
     runs, n_tests, seed = 400, 3, 11
@@ -268,7 +271,11 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
             except ProcessLookupError:
                 pass
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-3000:]
+    # A kill on the launcher of the lost run's reconnect (a command, not a trial) gives the
+    # worker up, as any lost worker's failed reconnect does; resume finishes the plan.
+    assert proc.returncode in (ExitCode.DONE, ExitCode.WORKER_FAILED), err[-3000:]
+    if proc.returncode:
+        washout("resume", db, "--quiet")
     assert kills >= 3 and " as a batch" in err
     counts = check_store_against_plan(db, n_tests, runs, seed)
     assert set(counts) <= {"ok", "superseded"}
