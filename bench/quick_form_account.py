@@ -32,12 +32,16 @@ from _common import header, load  # noqa: E402
 
 STEPS: tuple[tuple[int, str, str, str], ...] = (
     # depth, module, class (or "" for a function), attribute
+    (0, "washout.harness.engine", "Experiment", "prepare"),
     (0, "washout.harness.engine", "_Worker", "execute"),
+    (1, "washout.harness.engine", "_Worker", "_batchable"),
+    (1, "washout.harness.engine", "_Worker", "_start_run"),
     (1, "washout.harness.engine", "_Worker", "_batch"),
     (2, "washout.harness.batch", "Templates", "end"),
     (2, "washout.harness.batch", "Templates", "begin"),
     (2, "washout.harness.executors.local", "LocalExecutor", "run_batch"),
     (2, "washout.data.store.writer", "StoreWriter", "take_batch"),
+    (2, "washout.harness.engine", "_Worker", "_batch_taken"),
     (1, "washout.harness.engine", "_Worker", "check_environment"),
     (2, "washout.data.store.writer", "StoreWriter", "record_environment"),
     (1, "washout.harness.engine", "_Worker", "reset"),
@@ -56,7 +60,15 @@ STEPS: tuple[tuple[int, str, str, str], ...] = (
     (2, "washout.data.store.writer", "StoreWriter", "finish_trial"),
     (3, "washout.data.store.writer", "StoreWriter", "_append"),
     (3, "washout.data.store.writer", "StoreWriter", "_fold"),
+    (0, "washout.cli.commands_run", "", "_what_ran"),
     (0, "washout.cli.commands_run", "", "_analysis"),
+    (1, "washout.data.store.writer", "StoreWriter", "long_frame"),
+    (1, "washout.analysis.compute", "", "_analyze"),
+    (2, "washout.analysis.compute", "", "_order"),
+    (2, "washout.analysis.compute", "", "_why_of"),
+    (2, "washout.analysis.compute", "", "_claims"),
+    (2, "washout.analysis.compute", "", "_comparison"),
+    (2, "washout.analysis.compute", "", "_detectable"),
 )
 """The steps timed, each under the step that calls it (``_append`` also serves
 ``begin_trial``, ``_fold`` also the fold between runs and before a batch; a batch's first
@@ -94,17 +106,22 @@ def timed(owner: Any, name: str, spent: dict[str, list[float]], label: str) -> N
     setattr(owner, name, wrapper)
 
 
-def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[float]], float, int]:
-    """Each step's (seconds, calls) over one quick form, the run's whole wall time, and
-    how many trials it stored (most run in launcher batches, not through ``trial``)."""
+def patched() -> dict[str, list[float]]:
+    """Time every step in :data:`STEPS` from now on: their (seconds, calls) so far."""
     import importlib
-
-    from washout.cli import main as cli
 
     spent: dict[str, list[float]] = {}
     for _, module, owner, name in STEPS:
         target = importlib.import_module(module)
         timed(getattr(target, owner) if owner else target, name, spent, f"{owner}.{name}")
+    return spent
+
+
+def quick_form(commands: list[str], runs: int, db: Path) -> tuple[float, int]:
+    """One quick form in this process: its wall time and how many trials it stored (most
+    run in launcher batches, not through ``trial``)."""
+    from washout.cli import main as cli
+
     argv = sys.argv
     sys.argv = ["washout", "run", *commands, "--runs", str(runs), "--db", str(db), "--quiet"]
     begun = time.perf_counter()
@@ -119,27 +136,37 @@ def account(commands: list[str], runs: int, db: Path) -> tuple[dict[str, list[fl
     wall = time.perf_counter() - begun
     with sqlite3.connect(db) as conn:
         (stored,) = conn.execute("SELECT count(*) FROM trial").fetchone()
-    return spent, wall, stored
+    return wall, stored
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=4000, help="the quick form's --runs")
+    parser.add_argument("--small", type=int, default=10, help="the smaller --runs of the slope")
     parser.add_argument("--commands", nargs="+", default=["true"])
     args = parser.parse_args()
     header("Where the quick form's time per trial goes (bench/quick_form_account.py)")
+    spent = patched()
     with tempfile.TemporaryDirectory(prefix="washout-bench-") as tmp:
-        spent, wall, stored = account(args.commands, args.runs, Path(tmp) / "account.db")
-    trials = stored
+        quick_form(args.commands, args.small, Path(tmp) / "warm.db")  # imports, caches
+        before = {label: list(record) for label, record in spent.items()}
+        small_wall, small = quick_form(args.commands, args.small, Path(tmp) / "small.db")
+        middle = {label: list(record) for label, record in spent.items()}
+        wall, stored = quick_form(args.commands, args.runs, Path(tmp) / "large.db")
+    trials = stored - small
     print(
-        f"`washout run {' '.join(args.commands)} --runs {args.runs} --quiet`: {trials} trials, "
-        f"{wall:.2f} s in all, {wall / trials * 1e6:.0f} us a trial (load {load()})"
+        f"`washout run {' '.join(args.commands)} --runs R --quiet`, R = {args.small} and "
+        f"{args.runs} after a warm-up: {stored} - {small} trials, {wall:.2f} - "
+        f"{small_wall:.2f} s, {(wall - small_wall) / trials * 1e6:.0f} us a trial "
+        f"(load {load()})"
     )
     print(f"{'step':44} {'calls/trial':>11} {'us/trial':>9}")
     for depth, _, owner, name in STEPS:
-        seconds, calls = spent[f"{owner}.{name}"]
-        label = "  " * depth + (f"{owner}.{name}" if owner else name)
-        print(f"{label:44} {calls / trials:11.2f} {seconds / trials * 1e6:9.1f}")
+        label = f"{owner}.{name}"
+        seconds = spent[label][0] - 2 * middle[label][0] + before[label][0]
+        calls = spent[label][1] - 2 * middle[label][1] + before[label][1]
+        shown = "  " * depth + (label if owner else name)
+        print(f"{shown:44} {calls / trials:11.2f} {seconds / trials * 1e6:9.1f}")
 
 
 if __name__ == "__main__":

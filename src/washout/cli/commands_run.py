@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import signal
 import sys
@@ -127,6 +128,10 @@ def _execute(
         if live is not None:
             live.update()
 
+    # Everything made so far (the imports' objects most of all) is left out of the full
+    # collections the run's garbage sets off: one scanned them all for ~40 ms, every few
+    # thousand trials of the quick form (bench/RESULTS.md, "Engine overhead per trial").
+    gc.freeze()
     with _presses_after_a_stop_ignored(lambda: asked_to_stop):
         with progress:
             outcome = execute(
@@ -144,7 +149,7 @@ def _execute(
             raise StoreWriteError(outcome.store_error)
         if show_output:
             _show_output(store)
-        complete = _what_ran(store, outcome, results)
+        complete = _what_ran(experiment, store, outcome, results)
     if complete:
         _analysis(experiment, store, exports or {}, time_unit, color, results, sort)
     code = exit_code(outcome, store)
@@ -271,12 +276,12 @@ def _presses_after_a_stop_ignored(asked_to_stop: Callable[[], bool]) -> Iterator
         signal.signal(signal.SIGINT, previous)
 
 
-def _what_ran(store: Store, outcome: Outcome, shown: bool = True) -> bool:
+def _what_ran(experiment: Experiment, store: Store, outcome: Outcome, shown: bool = True) -> bool:
     """What ran, failures, where the data is, and how to resume if it is not complete;
     whether it is. Not ``shown`` (``--style none``): nothing, unless it is not complete."""
     from washout.harness.status import progress_of
 
-    state = progress_of(store)
+    state = progress_of(store, experiment)
     out = _console(quiet=not shown and state.complete, stderr=False)
     for note in outcome.notes:
         out.print(f"Note: {note}", style="yellow")

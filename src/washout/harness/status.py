@@ -11,7 +11,7 @@ from washout.errors import ExitCode
 from washout.harness.printable import printable
 
 if TYPE_CHECKING:
-    from washout.harness.engine import Outcome
+    from washout.harness.engine import Experiment, Outcome
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,14 @@ class Progress:
         return {**asdict(self), "remaining": self.remaining, "complete": self.complete}
 
 
-def progress_of(store: Store) -> Progress:
-    """The progress of the experiment in ``store``; the plan is rebuilt from the stored spec
-    and seed."""
+def progress_of(store: Store, experiment: Experiment | None = None) -> Progress:
+    """The progress of the experiment in ``store``: of ``experiment`` where the caller has
+    just run it from there, else of the plan rebuilt from the stored spec and seed (a
+    plan of many runs takes milliseconds to draw)."""
     from washout.harness.engine import Experiment, count_done
 
-    experiment = Experiment.from_store(store)
+    if experiment is None:
+        experiment = Experiment.from_store(store)
     planned = experiment.planned_trials
     done = count_done(experiment, store)
     counts = store.counts()
