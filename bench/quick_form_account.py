@@ -1,15 +1,18 @@
 """Where the quick form's time per trial goes: `washout run true --runs R --quiet` in this
-process, with the engine's steps on a trial's path timed around each call (inclusive: a
-step's time holds the steps it calls, shown indented under it).
+process for a small and a large R after a warm-up (the marginal cost per trial, as the
+goal's benchmark takes it: what only a large run pays, such as the summary's power
+simulation, counts; imports and start-up do not), with the engine's steps on a trial's
+path timed around each call (inclusive: a step's time holds the steps it calls, shown
+indented under it).
 
 bench/engine_overhead.py measures the quick form against `hyperfine -N true` and the
 launcher's floor; this says which of washout's own steps the difference is made of: with
 launcher batches (docs/design.md, "The batch launcher") most trials run inside
 ``LocalExecutor.run_batch`` and washout's Python per trial is the batch's steps divided
-by the trials stored. Each timed call costs the wrapper about a microsecond, so the totals
+by the trials stored (the difference between the two runs'). Each timed call costs the wrapper about a microsecond, so the totals
 run a little above an untimed run's; the steps' shares are what to read.
 
-Run: .venv/bin/python bench/quick_form_account.py [--runs 4000] [--commands true ...]
+Run: .venv/bin/python bench/quick_form_account.py [--runs 4000] [--small 10] [--commands true ...]
 """
 
 from __future__ import annotations
