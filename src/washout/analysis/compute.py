@@ -85,14 +85,21 @@ class Context:
 
 @dataclass(frozen=True)
 class _Why:
-    """What the child computes beside the order analysis: the source's context, drift and
-    the claims, and why drift could not be computed. (Carryover stays in the parent: its
-    result, 88,000 pairs at paper scale, costs more to send back than to keep.)"""
+    """What the child computes beside the order analysis: the source's context, drift, the
+    claims and hyperfine's comparison (with its notes, and the health judgement of the
+    trials it read: the trials stay in the child), and why drift could not be computed.
+    (Carryover and the detectable shift stay in the parent: carryover's result, 88,000
+    pairs at paper scale, costs more to send back than to keep, and the shift's
+    simulation needs the order analysis. With them the parent's share about matches the
+    child's: bench/RESULTS.md, "Engine overhead per trial".)"""
 
     context: Context
     drift: DriftResult | None
     claims: tuple[ClaimResult, ...] | None
     failed: dict[str, str]
+    comparison: Comparison | None
+    compare_notes: list[str]
+    judged: HealthJudgement | None
 
 
 @undefined_on_overflow
@@ -149,26 +156,28 @@ def _analyze(
             if info is not None and info.kind == "store":
                 found = _store_context(info.path, options.describe)
         drift, failed = _why_of("drift", options.drift, analysed, options, unsupported)
-        return _Why(found, drift, _claims(analysed, options, found), failed)
+        claims = _claims(analysed, options, found)
+        comparison, compare_notes, every = _comparison(trials, info, options, found)
+        judged = _judged(every if every is not None else trials) if health is None else None
+        return _Why(found, drift, claims, failed, comparison, compare_notes, judged)
 
-    def here() -> tuple[OrderAnalysis | None, str | None, Any, dict[str, str], WhatRan | None]:
+    def here() -> tuple[OrderAnalysis | None, str | None, Any, dict[str, str], WhatRan | None, Any]:
         order, note = _order(analysed, options)
         if meanwhile is not None:
             meanwhile()
         carryover, failed = _why_of("carryover", options.carryover, analysed, options, unsupported)
         ran = _what_ran(analysed) if options.describe else None
-        return order, note, carryover, failed, ran
+        return order, note, carryover, failed, ran, _detectable(order)
 
     forked = (info is not None and info.check is not None) or kind == "store" or options.why
-    why, (order, order_note, carryover, carryover_failed, ran) = (
+    why, (order, order_note, carryover, carryover_failed, ran, detectable) = (
         _beside(aside, here) if forked else (aside(), here())
     )
     ctx = why.context
-    comparison, compare_notes, every = _comparison(trials, info, options, ctx)
+    comparison, compare_notes = why.comparison, why.compare_notes
     if health is None:
-        health = _judged(every if every is not None else trials)
+        health = why.judged
     energy, energy_notes = _energy(analysed, options)
-    detectable = _detectable(order)
     in_context = _context(analysed, info, options)
     margins: tuple[ContextMargin, ...] = ()
     if in_context is not None:

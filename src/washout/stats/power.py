@@ -188,12 +188,25 @@ def simulated_power(
         delta_pct *= math.sqrt(_rank_information(n) / _rank_information(SIM_RUNS_CAP))
         n = SIM_RUNS_CAP
     v = np.asarray(values, dtype=float)
+    x, unshifted = _draws(v.tobytes(), n, n_sim, seed)
+    _, p = kruskal_rows(x, unshifted + delta_pct / 100.0 * abs(float(v.mean())))
+    return float(np.mean(p < alpha_per_test))
+
+
+@functools.lru_cache(maxsize=4)
+def _draws(pilot: bytes, n: int, n_sim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two groups :func:`simulated_power` draws from the pilot (float64 bytes) before the
+    shift, read-only: the same for every shift (common random numbers), so a search over
+    shifts at one n draws them once (they were a third of a finished experiment's power
+    simulation: bench/RESULTS.md, "Engine overhead per trial")."""
+    import numpy as np
+
+    v = np.frombuffer(pilot, dtype=float)
     rng = np.random.default_rng([seed, n])
     x = smoothed_resample(v, (n_sim, n), rng)
     y = smoothed_resample(v, (n_sim, n), rng)
-    y += delta_pct / 100.0 * abs(float(v.mean()))
-    _, p = kruskal_rows(x, y)
-    return float(np.mean(p < alpha_per_test))
+    x.flags.writeable = y.flags.writeable = False
+    return x, y
 
 
 def _rank_information(n: int) -> float:
