@@ -110,6 +110,8 @@ STATEMENTS: dict[str, str] = {
     "reset": "UPDATE run SET reset_started = ?, reset_ended = ?, reset_info = ?,"
     " status = 'running' WHERE id = ?",
     "run_status": "UPDATE run SET status = ? WHERE id = ?",
+    "whole_run": "INSERT INTO run (id, worker_id, idx, order_kind, permutation, reset_started,"
+    " reset_ended, reset_info, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "begin_trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, started)"
     " VALUES (?, ?, ?, ?, ?, 'running', ?)",
     "trial": "INSERT INTO trial (id, run_id, position, test, attempt, status, reason,"
@@ -124,11 +126,13 @@ STATEMENTS: dict[str, str] = {
 """Every statement a deferred write or a journal record may hold, by name: a record names
 its statements and gives their parameters, never SQL. In the order a fold applies them
 (:meth:`StoreWriter._run`): a table's rows before the rows that refer to them. ``trial``
-is a trial's start and finish as one row, which the writer folds in their place when both
-are in one fold (the journal holds them as two statements)."""
+is a trial's start and finish as one row, ``whole_run`` a run's row with its reset and
+status, which a fold applies in their place when all are in it (the journal holds them as
+statements of their own: :func:`_whole_rows`)."""
 _RANK = {name: rank for rank, name in enumerate(STATEMENTS)}
 _ROWS: dict[str, tuple[str, int]] = {
     "run": ("run", 0),
+    "whole_run": ("run", 0),
     "reset": ("run", -1),
     "run_status": ("run", -1),
     "begin_trial": ("trial", 0),
@@ -494,7 +498,7 @@ class StoreWriter(Store):
         groups: dict[str, list[tuple[Scalar, ...]]] = {}
         ranks: dict[tuple[str, Scalar], int] = {}
         """The last kind (its rank) gathered for each row of :data:`_ROWS`."""
-        for name, params in _expanded(statements):
+        for name, params in _whole_rows(_expanded(statements)):
             rank = _RANK[name]
             row = _ROWS.get(name)
             if row is not None:
@@ -858,6 +862,39 @@ class StoreWriter(Store):
             return c.execute(
                 "UPDATE trial SET superseded = 1 WHERE run_id = ? AND superseded = 0", (run_id,)
             ).rowcount
+
+
+def _whole_rows(statements: Iterable[Statement]) -> list[Statement]:
+    """The statements with each row made and then changed among them made whole where it
+    is made: a trial's start and its finish as one ``trial`` row, a run's row with its
+    reset and its status as one ``whole_run`` row. The same rows in the end, with one
+    write each rather than a write and its updates (a batch's run of one trial had four
+    writes to its run and two to its trial: bench/RESULTS.md, "Engine overhead per
+    trial"); any other statement stays where it is."""
+    out: list[Statement] = []
+    trials: dict[Scalar, int] = {}
+    runs: dict[Scalar, int] = {}
+    for name, params in statements:
+        if name == "begin_trial":
+            trials[params[0]] = len(out)
+        elif name == "run":
+            runs[params[0]] = len(out)
+            params = (*params, None, None, None, "pending")
+            name = "whole_run"
+        elif name == FINISH and params[-1] in trials:
+            at = trials.pop(params[-1])
+            out[at] = ("trial", (*out[at][1][:5], *params[:-1]))
+            continue
+        elif name == "reset" and params[-1] in runs:
+            at = runs[params[-1]]
+            out[at] = ("whole_run", (*out[at][1][:5], *params[:-1], "running"))
+            continue
+        elif name == "run_status" and params[-1] in runs:
+            at = runs[params[-1]]
+            out[at] = ("whole_run", (*out[at][1][:-1], params[0]))
+            continue
+        out.append((name, params))
+    return out
 
 
 def _expanded(statements: list[Statement]) -> Iterator[Statement]:
