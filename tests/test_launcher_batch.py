@@ -22,6 +22,7 @@ from washout.harness.launcher.client import (
     MEASURES,
     BatchTrial,
     Launcher,
+    LauncherGone,
     Probe,
     Program,
     batch_request,
@@ -283,6 +284,33 @@ def test_a_full_disk_takes_the_record_back_and_ends_the_batch(
             os.close(fd)
     assert (end.why, end.recorded, end.error) == ("journal", 0, 28)
     assert json.loads(end.record)[0][0] == "ran"
+
+
+def test_a_launcher_killed_with_words_unread_is_gone_not_a_traceback(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A launcher killed while washout's word (a batch's stop) waits unread in its socket
+    resets the connection: recv raises ECONNRESET where a launcher's plain end reads as
+    the socket's end. Both are the launcher gone (a kill/resume test once ended in that
+    traceback instead)."""
+    request = batch_request([], [program("/bin/sleep", "5")], [trial(0, "t")], health=False)
+    fds = outputs(tmp_path)
+    try:
+        launcher.batch(request, *fds)
+        time.sleep(0.2)  # the trial runs
+        pid = launcher.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        trials = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        launcher.tell(b"s")  # unread: the launcher is stopped
+        os.kill(pid, signal.SIGKILL)
+        launcher.process.wait(timeout=10)
+        with pytest.raises(LauncherGone, match="ended"):
+            launcher.batch_end()
+        for child in trials:  # its trial, in a session of its own, outlives it
+            os.killpg(int(child), signal.SIGKILL)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def test_a_washout_killed_mid_batch_leaves_no_trial_running(tmp_path: Path) -> None:

@@ -155,10 +155,19 @@ class Launcher:
         )
 
     def _reply(self) -> tuple[int, ...]:
-        data = self.socket.recv(_REPLY.size, socket.MSG_WAITALL)
-        if len(data) < _REPLY.size:
+        return _REPLY.unpack(self._received(_REPLY.size))
+
+    def _received(self, size: int) -> bytes:
+        """``size`` bytes from the launcher; LauncherGone if it ended first, whether its
+        end reads as the socket's end or as a reset (it was killed with washout's word,
+        such as a batch's stop, still unread: recv raised ECONNRESET, a traceback once)."""
+        try:
+            data = self.socket.recv(size, socket.MSG_WAITALL) if size else b""
+        except OSError as err:
+            raise LauncherGone(f"it ended ({err.strerror})") from None
+        if len(data) < size:
             raise LauncherGone(f"it ended (exit status {self.process.poll()})")
-        return _REPLY.unpack(data)
+        return data
 
     def batch(self, request: bytes, journal: int, stdout: int, stderr: int) -> None:
         """Start a batch (:func:`batch_request`): its records appended to ``journal``, its
@@ -181,13 +190,10 @@ class Launcher:
 
     def batch_end(self) -> BatchEnd:
         """The end of the batch started last (blocks until the launcher replies)."""
-        data = self.socket.recv(_BATCH_END.size, socket.MSG_WAITALL)
-        if len(data) < _BATCH_END.size:
-            raise LauncherGone(f"it ended (exit status {self.process.poll()})")
-        _, recorded, why, error, step, *measures, length = _BATCH_END.unpack(data)
-        record = self.socket.recv(length, socket.MSG_WAITALL) if length else b""
-        if len(record) < length:
-            raise LauncherGone(f"it ended (exit status {self.process.poll()})")
+        _, recorded, why, error, step, *measures, length = _BATCH_END.unpack(
+            self._received(_BATCH_END.size)
+        )
+        record = self._received(length)
         return BatchEnd(
             recorded,
             END_REASONS[why],
