@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -243,13 +244,32 @@ def launchers_of(pid: int) -> list[int]:
     return found
 
 
+def killed_launchers(
+    proc: subprocess.Popen[str], rng: random.Random, kills: int
+) -> tuple[int, int, str]:
+    """SIGKILL ``proc``'s launchers at random moments until it ends or ``kills`` reach 6:
+    the kills so far, its exit status and its stderr."""
+    while proc.poll() is None and kills < 6:
+        time.sleep(rng.uniform(0.02, 0.2))
+        for launcher in launchers_of(proc.pid):
+            try:
+                os.kill(launcher, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+    err = proc.communicate(timeout=120)[1]
+    return kills, proc.returncode, err
+
+
 def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Path) -> None:
     """The launcher SIGKILLed again and again while it runs batches of no-op trials (in a
     trial, between two, or as it writes a record): each time its trial in flight is lost
     and its run superseded and run again, and the store ends holding every planned slot
-    once, in its planned order, with nothing doubled and nothing left ``running`` (after a
-    ``resume`` where a kill ended the session: CI once killed the launcher of the lost
-    run's reconnect, which gives the worker up)."""
+    once, in its planned order, with nothing doubled and nothing left ``running``. A kill
+    of the launcher of a command rather than a trial (the lost run's reconnect, or the
+    environment's capture twice in a row) gives the local worker up, as any failed
+    reconnect does (exit 3; before the first run: exit 2, nothing run): ``resume``, under
+    the same killing, goes on from there, and only a clean end counts."""
     from test_robustness import check_store_against_plan
 
     runs, n_tests, seed = 400, 3, 11
@@ -259,27 +279,34 @@ def test_launchers_killed_at_random_points_of_batches_lose_nothing(tmp_path: Pat
     spec = tmp_path / "s.toml"
     spec.write_text("\n".join(lines) + "\n")
     db = tmp_path / "r.db"
-    proc = verbose_run(spec, db)
-    rng = __import__("random").Random(7)
-    kills = 0
-    while proc.poll() is None and kills < 6:
-        time.sleep(rng.uniform(0.02, 0.2))
-        for launcher in launchers_of(proc.pid):
-            try:
-                os.kill(launcher, signal.SIGKILL)
-                kills += 1
-            except ProcessLookupError:
-                pass
-    _, err = proc.communicate(timeout=120)
-    # A kill on the launcher of the lost run's reconnect (a command, not a trial) gives the
-    # worker up, as any lost worker's failed reconnect does; resume finishes the plan.
-    assert proc.returncode in (ExitCode.DONE, ExitCode.WORKER_FAILED), err[-3000:]
-    if proc.returncode:
-        washout("resume", db, "--quiet")
-    assert kills >= 3 and " as a batch" in err
+    rng = random.Random(7)
+    kills, code, err = killed_launchers(verbose_run(spec, db), rng, 0)
+    batched = " as a batch" in err
+    for _ in range(6):
+        if code == ExitCode.DONE:
+            break
+        assert kills_ended_it(code, err), err[-3000:]
+        resumed = subprocess.Popen(
+            [sys.executable, "-m", "washout", "-v", "resume", str(db), "--quiet"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        kills, code, err = killed_launchers(resumed, rng, kills)
+        batched = batched or " as a batch" in err
+    assert code == ExitCode.DONE, err[-3000:]
+    assert kills >= 3 and batched
     counts = check_store_against_plan(db, n_tests, runs, seed)
     assert set(counts) <= {"ok", "superseded"}
     assert rows(db, "SELECT count(*) FROM event WHERE kind = 'rerun'")[0][0] >= 1
+
+
+def kills_ended_it(code: int, err: str) -> bool:
+    """Whether a session ended as a kill of a command's launcher ends it: the worker given
+    up (exit 3), or the capture before any run refused (exit 2, its one line)."""
+    return code == ExitCode.WORKER_FAILED or (
+        code == ExitCode.BAD_INPUT and "cannot capture the environment" in err
+    )
 
 
 @pytest.mark.parametrize(("presses", "runs", "trial"), [(1, 400, "0.005"), (2, 60, "0.05")])

@@ -319,7 +319,12 @@ async def capture(
     the secrets washout inherits are redacted from it before it is cut, as from a trial's.
     """
     facts = await moment(executor, provenance, cwd)
-    result = await executor.run(capture_script(provenance), CommandOptions(timeout=60, cwd=cwd))
+    script, options = capture_script(provenance), CommandOptions(timeout=60, cwd=cwd)
+    result = await executor.run(script, options)
+    if result.status == "lost":  # it only reads: once more (a local launcher was killed)
+        result = await executor.run(script, options)
+    if result.status != "ok":  # what it printed is part of the facts, not them
+        raise WorkerError(f"{executor.name}: cannot capture the environment: {result.reason}")
     facts.update(parse_capture(result.stdout.decode("utf-8", errors="replace")))
     for path in provenance.files:
         if not facts.get("file:" + path):
