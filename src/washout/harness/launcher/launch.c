@@ -278,15 +278,20 @@ struct probe {
     char kind, when;
     const char *path, *arg;
     int fd, fd2, swapless;
+    int shares; /* an 'L' probe of the file the probe before it reads, at the same moments:
+                 * its line is taken from that read (/proc/stat is read once a side, not
+                 * once a CPU, as washout's own health reader reads it) */
     char value[2][VALUE_MAX]; /* as JSON, before and after the trial */
 };
 
 static char *file_buf;
 static size_t file_cap;
+static ssize_t file_len = -1; /* what the last read_whole() gave */
 
 /* The whole of a counters file (made anew at every read: read at once, into a buffer a
  * little larger than it was last time); its length, or -1. */
 static ssize_t read_whole(int fd) {
+    file_len = -1;
     for (;;) {
         if (file_cap == 0 || file_buf == NULL) {
             file_cap = 8192;
@@ -297,6 +302,7 @@ static ssize_t read_whole(int fd) {
         if (n < 0) return -1;
         if ((size_t)n < file_cap - 1 || file_cap >= FILE_LIMIT) {
             file_buf[n] = 0;
+            file_len = n;
             return n;
         }
         char *bigger = realloc(file_buf, file_cap * 2);
@@ -425,7 +431,8 @@ static void probe_read(struct probe *pb, int which) {
     if (pb->kind == 'L') {
         size_t n = 0;
         const char *line;
-        if (read_whole(pb->fd) >= 0 && (line = line_of(file_buf, pb->arg, &n)) != NULL)
+        if ((pb->shares ? file_len : read_whole(pb->fd)) >= 0 &&
+            (line = line_of(file_buf, pb->arg, &n)) != NULL)
             json_text(v, line, n);
     } else if (pb->kind == 'M') {
         uint64_t x;
@@ -601,6 +608,10 @@ static void batch(uint32_t nprograms, uint32_t ntrials, uint32_t flags, uint32_t
         probes[i].arg = p;
         p += strlen(p) + 1;
         probe_open(&probes[i]);
+        probes[i].shares = i > 0 && probes[i].kind == 'L' && probes[i - 1].kind == 'L' &&
+                           probes[i].when == probes[i - 1].when && probes[i].fd >= 0 &&
+                           probes[i - 1].fd >= 0 &&
+                           strcmp(probes[i].path, probes[i - 1].path) == 0;
     }
     for (uint32_t i = 0; i < nconstants; i++) {
         constants[i] = p;
