@@ -89,6 +89,11 @@ def washout_wall(work: Path, tests: int, runs: int, quiet: bool = True):  # -> C
 
 QUICK_FORMS = {"one command": ["true"], "two commands": ["true", "/bin/true"]}
 """The quick form's two cases: `true` twice under two names (both exec'd directly)."""
+QUICK_RUNS = (10, 3010)
+"""The quick form's two sizes (``--runs``): the slope between them is the marginal cost per
+trial. washout's start-up (~0.7 s) varied by 0.1-0.2 s from one run to the next here,
+which over 1,000 trials (the sizes were 10 and 1010) moved a round's figure by
+100-200 us a trial, a third of `true`'s own time; over 3,000 by a third of that."""
 QUICK_LIMITS = {"one command": 1.2, "two commands": 1.3}
 """The goal per case: marginal cost per trial at most this times `hyperfine -N true`'s."""
 
@@ -281,7 +286,7 @@ def main() -> None:
             per_run = (u2.wall - u1.wall) / (2 * (r2 - r1)) - k1 * slope
             run_costs.append(per_run)
             for label, commands in QUICK_FORMS.items():
-                wall, cpu = quick_slope(work, commands, (10, 1010))
+                wall, cpu = quick_slope(work, commands, QUICK_RUNS)
                 quick[label].append(wall)
                 quick_cpu[label].append(cpu)
             for sink, cpu_sink, argv, n in (
@@ -323,7 +328,7 @@ def main() -> None:
         *(
             (
                 f"quick form `washout run {' '.join(commands)} --runs R --quiet` marginal per "
-                f"trial (slope R 10 -> 1010, per-run costs included)",
+                f"trial (slope R {QUICK_RUNS[0]} -> {QUICK_RUNS[1]}, per-run costs included)",
                 median(quick[label]),
             )
             for label, commands in QUICK_FORMS.items()
@@ -475,7 +480,7 @@ def quick_only(repeat: int) -> None:
         washout_wall(work, 2, 1)  # warm caches (imports, page cache)
         for _ in range(repeat):
             for label, commands in QUICK_FORMS.items():
-                quick[label].append(quick_slope(work, commands, (10, 1010))[0])
+                quick[label].append(quick_slope(work, commands, QUICK_RUNS)[0])
                 hf.append(hyperfine_mean(["-N", "true"], 2000, work)[0])
                 print(
                     f"  {label}: quick form {quick[label][-1] * 1e3:.3f} ms/trial, hyperfine "

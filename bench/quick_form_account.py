@@ -9,8 +9,9 @@ bench/engine_overhead.py measures the quick form against `hyperfine -N true` and
 launcher's floor; this says which of washout's own steps the difference is made of: with
 launcher batches (docs/design.md, "The batch launcher") most trials run inside
 ``LocalExecutor.run_batch`` and washout's Python per trial is the batch's steps divided
-by the trials stored (the difference between the two runs'). Each timed call costs the wrapper about a microsecond, so the totals
-run a little above an untimed run's; the steps' shares are what to read.
+by the trials stored (the difference between the two runs'). Each timed call costs the
+wrapper about a microsecond, so the totals run a little above an untimed run's; the
+steps' shares are what to read.
 
 Run: .venv/bin/python bench/quick_form_account.py [--runs 4000] [--small 10] [--commands true ...]
 """
