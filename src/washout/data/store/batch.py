@@ -107,30 +107,31 @@ def _readings(layout: str, values: tuple[Scalar, ...]) -> tuple[Reading, Reading
     slices, total = _slices(layout)
     if len(values) != total:
         raise ValueError(f"{len(values)} readings for the layout {layout}")
-    return _reading(values, slices, 0), _reading(values, slices, 1)
+    return _reading(slices, values[0::2]), _reading(slices, values[1::2])
 
 
 @functools.lru_cache(maxsize=16)
-def _slices(layout: str) -> tuple[tuple[slice, ...], int]:
-    """Where each kind's readings of one side are among a trial's (a slice from its
-    first before-reading, step 2; add 1 for the after-readings), and how many there are."""
+def _slices(layout: str) -> tuple[tuple[tuple[int, int], ...], int]:
+    """Where each kind's readings are among one side's (before or after), and how many
+    readings a trial has (both sides)."""
     counts = [int(count) for count in layout.split(",")]
     if len(counts) != len(LAYOUT) or min(counts) < 0:
         raise ValueError(f"not a layout of readings: {layout}")
     slices, at = [], 0
     for n in counts:
-        slices.append(slice(at, at + 2 * n, 2))
-        at += 2 * n
-    return tuple(slices), at
-
-
-def _reading(values: tuple[Scalar, ...], slices: tuple[slice, ...], side: int) -> Reading:
-    return _reading_of(
-        *(values[s.start + side : s.stop : 2] if side else values[s] for s in slices)
-    )
+        slices.append((at, at + n))
+        at += n
+    return tuple(slices), 2 * at
 
 
 @functools.lru_cache(maxsize=64)
+def _reading(slices: tuple[tuple[int, int], ...], side: tuple[Scalar, ...]) -> Reading:
+    """One side's reading. Cached: a CPU's line of ``/proc/stat`` moves once per clock
+    tick, so the readings around many short trials in a row are the same (one lookup of
+    the side's lines, not one per kind)."""
+    return _reading_of(*(side[start:stop] for start, stop in slices))
+
+
 def _reading_of(
     stat: tuple[Scalar, ...],
     throttle: tuple[Scalar, ...],
@@ -139,8 +140,7 @@ def _reading_of(
     swap: tuple[Scalar, ...],
     kmsg: tuple[Scalar, ...],
 ) -> Reading:
-    """A reading from its probes' values. Cached: a CPU's line of ``/proc/stat`` moves once
-    per clock tick, so the readings around many short trials in a row are the same."""
+    """A reading from its probes' values."""
     busy = [line_busy(x.encode()) if isinstance(x, str) else None for x in stat]
     msrs = [x if isinstance(x, int) else None for x in msr]
     return reading_of(
