@@ -12,11 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from conftest import washout
 from test_store_lifecycle import built_store, one_line_error
 from test_store_trials import finished
 
-from washout.data.store import ExperimentRecord, Store
+from washout.data.store import ExperimentRecord, Store, columnar
 from washout.data.store.writer import StoreWriter
 
 # Floats whose bits a text round trip or a narrowing would change.
@@ -30,6 +31,12 @@ AWKWARD = [
     1 / 3,
     -123456.78901234567,
 ]
+
+
+@pytest.fixture(autouse=True)
+def every_session_writes_the_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' stores are small: the copy is written for any trial past it."""
+    monkeypatch.setattr(columnar, "COLUMNAR_MIN_TRIALS", 0)
 
 
 def add_trials(store: StoreWriter, run: int, values: list[float], status: str = "ok") -> list[int]:
@@ -191,8 +198,11 @@ def test_reading_never_writes_not_even_a_stale_copy(tmp_path: Path) -> None:
 
 
 def test_a_copy_whose_checksum_fails_is_damage_in_one_line(tmp_path: Path) -> None:
-    db = built_store(tmp_path)
-    assert state(db) is not None  # `washout run` wrote it
+    db = tmp_path / "e.db"
+    store = new_store(db)
+    add_trials(store, 0, AWKWARD)
+    store.close()
+    assert state(db) is not None
     with sqlite3.connect(db) as conn:
         conn.execute(
             "UPDATE columnar SET data = zeroblob(length(data)) WHERE name = 'metric.value'"
@@ -200,3 +210,30 @@ def test_a_copy_whose_checksum_fails_is_damage_in_one_line(tmp_path: Path) -> No
     conn.close()
     result = washout("analyze", db, check=False)
     one_line_error(result, 2, f"{db}: damaged: columnar copy of metric.value")
+
+
+def test_a_session_appends_to_the_copy_only_once_enough_trials_lie_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions that leave fewer than ``COLUMNAR_MIN_TRIALS`` trials past the copy leave it
+    as it is (their trials read from SQL); the session that brings them to it appends them
+    all; readers get the same bits throughout."""
+    monkeypatch.setattr(columnar, "COLUMNAR_MIN_TRIALS", 12)
+    path = tmp_path / "e.db"
+    store = new_store(path)
+    add_trials(store, 0, AWKWARD)  # 8 trials
+    store.close()
+    assert state(path) is None
+    with Store.open(path, readonly=True) as reader:
+        same_bits(reader.long_frame(), sql_rows(path))
+    store = StoreWriter.reopen(path)
+    add_trials(store, 1, AWKWARD)  # 16 past the copy (none yet)
+    store.close()
+    assert state(path) == (16, 9)
+    store = StoreWriter.reopen(path)
+    add_trials(store, 2, AWKWARD)
+    store.close()
+    assert state(path) == (16, 9)  # 8 past it: SQL holds them
+    with Store.open(path, readonly=True) as reader:
+        assert reader._columns() is not None
+        same_bits(reader.long_frame(), sql_rows(path))

@@ -55,6 +55,12 @@ COLUMNAR_DTYPES: dict[str, str] = {
 }
 """Each copied column and its dtype; ``status``, ``test`` and ``name`` are codes into the
 name lists in ``columnar_state.names``."""
+COLUMNAR_MIN_TRIALS = 10_000
+"""A session appends to the copy only once this many trials lie past what it covers: a
+reader takes fewer from SQL about as fast (3,000 trials of ten metrics: 16 ms either
+way), while writing them into the copy took 19 us a trial at the end of every session (a
+tenth of a quick form's own cost per trial: bench/RESULTS.md, "Engine overhead per
+trial")."""
 COLUMNAR_CHUNK = 2**22
 """Rows per BLOB (32 MiB of float64): far below SQLite's 1 GB limit on one value."""
 
@@ -71,8 +77,9 @@ class Columns:
 
 def write_columns(c: sqlite3.Connection) -> None:
     """Bring the copy up to every trial before the first one still running, inside the
-    caller's transaction on ``c``: the trials after the part it covers are appended, or, if
-    a covered row changed since (its state row gone), the whole copy is written again."""
+    caller's transaction on ``c``, once :data:`COLUMNAR_MIN_TRIALS` lie past it: the trials
+    after the part it covers are appended, or, if a covered row changed since (its state
+    row gone), the whole copy is written again."""
     state = c.execute("SELECT covers, names FROM columnar_state").fetchone()
     if state is not None and not _matches(c, state[0], _last_copied(c), _names(state[1])):
         state = None  # not the copy of these rows (its state edited): written whole again
@@ -82,7 +89,7 @@ def write_columns(c: sqlite3.Connection) -> None:
         "SELECT min(id) FROM trial WHERE id > ? AND status = 'running'", (covered,)
     ).fetchone()
     top = top if running is None else min(top, running - 1)
-    if state is not None and covered >= top:
+    if (state is not None and covered >= top) or top - covered < COLUMNAR_MIN_TRIALS:
         return
     import numpy as np  # only now: a session that added no trial does not pay for it
 
