@@ -161,7 +161,14 @@ def _analyze(
         judged = _judged(every if every is not None else trials) if health is None else None
         return _Why(found, drift, claims, failed, comparison, compare_notes, judged)
 
-    def here() -> tuple[OrderAnalysis | None, str | None, Any, dict[str, str], WhatRan | None, Any]:
+    def here() -> tuple[
+        OrderAnalysis | None,
+        str | None,
+        Any,
+        dict[str, str],
+        WhatRan | None,
+        tuple[float, float] | None,
+    ]:
         order, note = _order(analysed, options)
         if meanwhile is not None:
             meanwhile()
