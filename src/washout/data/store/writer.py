@@ -222,9 +222,6 @@ class StoreWriter(Store):
         """The statements of the journal's records not folded yet, as this writer appended
         them (:meth:`_fold` applies these, not the file's, once the journal is its own)."""
         self._journaled_records = 0
-        self._begun: tuple[int, int] | None = None
-        """The trial whose start is the last statement appended, and its index in
-        :attr:`_journaled` (its finish is folded with it as one ``trial`` row)."""
         self._next_trial: int | None = None
         """The id the next trial gets (chosen by the writer, as run ids are)."""
         self._runs: dict[tuple[int, int], int] | None = None
@@ -426,7 +423,7 @@ class StoreWriter(Store):
             raise self._write_error(err) from None
         if folded:
             self._unfolded = False
-            self._journaled, self._journaled_records, self._begun = [], 0, None
+            self._journaled, self._journaled_records = [], 0
             self._folded_at = time.monotonic()
             if self._journal.size > RESTART_BYTES:
                 self._restart_journal()
@@ -530,7 +527,7 @@ class StoreWriter(Store):
         except OSError as err:
             raise self._journal_error(err) from None
         self._unfolded = False
-        self._journaled, self._journaled_records, self._begun = [], 0, None
+        self._journaled, self._journaled_records = [], 0
         self._folded_at = time.monotonic()
 
     def fold(self) -> None:
@@ -557,9 +554,8 @@ class StoreWriter(Store):
             with self._transaction():
                 pass
 
-    def _append(self, statements: list[Statement], kept: list[Statement] | None = None) -> None:
-        """The deferred writes and ``statements`` as one journal record, one write(2);
-        ``kept``: what of ``statements`` to fold, where the rest is folded otherwise."""
+    def _append(self, statements: list[Statement]) -> None:
+        """The deferred writes and ``statements`` as one journal record, one write(2)."""
         deferred, self._deferred = self._deferred, []
         try:
             self._journal.append(deferred + statements)
@@ -567,7 +563,7 @@ class StoreWriter(Store):
             self._fingerprints.clear()
             raise self._journal_error(err) from None
         self._journaled += deferred
-        self._journaled += statements if kept is None else kept
+        self._journaled += statements
         self._journaled_records += 1
         self._unfolded = True
 
@@ -732,7 +728,6 @@ class StoreWriter(Store):
         the writes deferred until then, in one journal record; its id."""
         statement, trial_id = self._running((run_id, position, test, attempt, started))
         self._append([statement])
-        self._begun = (trial_id, len(self._journaled) - 1)
         return trial_id
 
     def _running(self, trial: NextTrial) -> tuple[Statement, int]:
@@ -774,15 +769,7 @@ class StoreWriter(Store):
         if then is not None:
             begin, next_id = self._running(then)
             statements.append(begin)
-        begun = self._begun
-        if begun is None or begun[0] != trial_id:
-            self._append(statements)
-        else:  # its start is not folded yet: one row, not a row and its update
-            self._append(statements, statements[1:])
-            at = begun[1]
-            start = self._journaled[at][1]
-            self._journaled[at] = ("trial", (*start[:5], *statements[0][1][:-1]))
-        self._begun = None if next_id is None else (next_id, len(self._journaled) - 1)
+        self._append(statements)  # a fold makes it one row with its start (_whole_rows)
         self._fold_when_due()
         return next_id
 
@@ -835,7 +822,6 @@ class StoreWriter(Store):
         for record in records:
             self._journaled += record
         self._journaled_records += len(records)
-        self._begun = None
         self._unfolded = self._unfolded or bool(records)
         return records
 
