@@ -142,9 +142,9 @@ def _order_for(
         return tuple(range(n_tests))
     if kind == "reverse":
         return tuple(reversed(range(n_tests)))
-    if kind == "random" and n_tests == 1:  # a shuffle of one draws nothing: not seeded
-        return (0,)
     if kind == "random":
+        if n_tests == 1:  # a shuffle of one draws nothing: not seeded
+            return (0,)
         return tuple(_shuffle(list(range(n_tests)), _rng(seed, f"run:{run_index}")))
     if kind == "williams":
         return williams[k % len(williams)]

@@ -29,7 +29,6 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from washout.errors import DamagedStoreError, StoreWriteError
 
@@ -44,9 +43,10 @@ _HEADER = "washout-trials"
 _HEADER_BYTES = 256
 """More than a header line takes: a longer first line is not one."""
 _ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-_DECODE = json.JSONDecoder().decode
 """A record as one line of JSON: made once, where ``json.dumps`` with separators makes an
 encoder per call (a record's statements hold no container twice, so no circularity check)."""
+_DECODE = json.JSONDecoder().decode
+"""A record's line of text as JSON (what ``json.loads`` of a str calls)."""
 
 Scalar = str | int | float | None
 Statement = tuple[str, tuple[Scalar, ...]]
@@ -142,24 +142,15 @@ def decode_records(data: bytes, start: int) -> tuple[list[list[Statement]], int]
     length they take; :class:`JournalDamage` for one washout did not write.
 
     The records are UTF-8 text, decoded at once and each parsed from text (a quarter of
-    a batch's reading back was each line's own decoding and encoding detection); text
-    that is not UTF-8 is found line by line, to name the record."""
+    a batch's reading back was each line's own decoding and encoding detection); a byte
+    that is not UTF-8 is damage to the record it falls in."""
     whole = data.rfind(b"\n") + 1
     try:
         lines = data[:whole].decode("utf-8").split("\n")[:-1]
-    except UnicodeDecodeError:
-        _not_utf8(data[:whole], start)
+    except UnicodeDecodeError as err:  # the record it is in: one more than the lines before
+        line = data.count(b"\n", 0, err.start) + 1
+        raise JournalDamage(f"record {line} after byte {start}: not JSON") from None
     return [_record(line, at, start) for at, line in enumerate(lines, 1)], whole
-
-
-def _not_utf8(data: bytes, start: int) -> NoReturn:
-    """Name the first record of ``data`` (whole lines) that is not UTF-8: damage."""
-    for at, line in enumerate(data.split(b"\n"), 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            raise JournalDamage(f"record {at} after byte {start}: not JSON") from None
-    raise JournalDamage(f"after byte {start}: not UTF-8")
 
 
 def _record(text: str, line: int, start: int) -> list[Statement]:
