@@ -9,6 +9,8 @@ import asyncio
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -200,6 +202,39 @@ def test_ctrl_c_once_the_run_has_stopped_keeps_the_summary(tmp_path: Path) -> No
         proc.wait()
     assert proc.returncode == 130 and f"Resume with: washout resume {db}" in out, (out, err)
     assert set(statuses(db)) == {"ok"}
+
+
+PRESS_WHILE_REAPING = """
+import os, signal, sys
+from washout import cli
+from washout.harness.executors import local
+
+reap = local.end_local_processes
+
+def pressed_then_reaped():
+    os.kill(os.getpid(), signal.SIGINT)  # delivered at once: the process signals itself
+    reap()
+
+local.end_local_processes = pressed_then_reaped
+sys.argv = ["washout", *sys.argv[1:]]
+cli.console()
+"""
+
+
+def test_a_press_while_the_console_reaps_its_processes_keeps_the_status(tmp_path: Path) -> None:
+    """The window the test above reaches by chance, made certain: Ctrl-C pressed as the
+    console script reaps its launchers and group guard (after the command's status is
+    decided) ends neither in a traceback nor in death by SIGINT."""
+    out = subprocess.run(
+        [sys.executable, "-c", PRESS_WHILE_REAPING, "run", "true", "--runs", "3", "--quiet"]
+        + ["--db", str(tmp_path / "q.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0 and "KeyboardInterrupt" not in out.stderr, out.stderr
+    assert set(statuses(tmp_path / "q.db")) == {"ok"}
 
 
 def test_the_press_guard_changes_nothing_outside_the_main_thread() -> None:

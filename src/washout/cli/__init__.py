@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -50,9 +51,9 @@ def console() -> NoReturn:
     behind: every command has closed its stores and files (``with``) and waited for its
     children by then; the local executor's launchers and group guard, which ``atexit``
     would end, are ended and reaped here, and logging's handlers and the standard streams
-    flushed. A reader gone from stdout (``| head``) gets status 120, as from Python's own
-    exit. :func:`main` itself still raises ``SystemExit`` (callers in a process of their
-    own)."""
+    flushed, with Ctrl-C ignored by then (the status is decided). A reader gone from stdout
+    (``| head``) gets status 120, as from Python's own exit. :func:`main` itself still
+    raises ``SystemExit`` (callers in a process of their own)."""
     code: int | str | None = 0
     try:
         main()
@@ -62,6 +63,9 @@ def console() -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     status = code or 0
+    # The command has ended and its status stands: a late Ctrl-C (the second of two quick
+    # presses) must not turn the reaping below into a KeyboardInterrupt and death by SIGINT.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the local executor's processes, where it was imported (not for --help or analyze)
     local = sys.modules.get("washout.harness.executors.local")
     if local is not None:
