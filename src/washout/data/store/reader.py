@@ -8,12 +8,14 @@ in one line (:func:`~washout.data.store.integrity.reports_damage`).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
 import stat
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -463,36 +465,46 @@ class Store:
         is paused meanwhile: the millions of row tuples are acyclic, and its repeated
         passes over them took most of the time.
         """
-        import gc
-
         from washout.data.store.frame import long_frame
 
-        enabled = gc.isenabled()
-        gc.disable()
         snapshot = not self._conn.in_transaction
         if snapshot:
             self._conn.execute("BEGIN")
         try:
             stamps = columns is None or any(c in columns for c in ("started", "ended"))
-            return long_frame(
-                self._conn,
-                self._live,
-                self.tests(),
-                self._columns(),
-                include_superseded,
-                stamps,
-                resources,
-                self.context_columns(),
-            )
+            with collector_paused():
+                return long_frame(
+                    self._conn,
+                    self._live,
+                    self.tests(),
+                    self._columns(),
+                    include_superseded,
+                    stamps,
+                    resources,
+                    self.context_columns(),
+                )
         finally:
             if snapshot and self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")  # it only read
-            if enabled:
-                gc.enable()
 
     def _columns(self) -> Columns | None:
         """The current columnar copy, if the store has one (older stores may not)."""
         return read_columns(self._conn, self.path) if self._columnar else None
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while many acyclic objects are made (rows read
+    from SQLite, a journal's statements decoded and folded): its passes over them find
+    nothing to free and took a fifth of a fold's time (bench/RESULTS.md, "Trimming the
+    fold"). Left as it was found, paused or not."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_long(

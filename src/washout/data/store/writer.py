@@ -52,6 +52,7 @@ from washout.data.store.lock import WriterLock, describe_writer, only_name, writ
 from washout.data.store.reader import (
     Store,
     checked_version,
+    collector_paused,
     connect,
     existing_store,
     file_kind,
@@ -444,20 +445,21 @@ class StoreWriter(Store):
         token, end, records = self._journal.token, self._journal.size, self._journaled_records
         torn = 0
         try:
-            if token is not None:
-                self._run(self._journaled)
-            else:
-                row = self._conn.execute(
-                    "SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)
-                ).fetchone()
-                pending = read_pending(self.path, None if row is None else row[0])
-                self._run([statement for record in pending.records for statement in record])
-                token, end, records, torn = (
-                    pending.token,
-                    pending.end,
-                    len(pending.records),
-                    pending.torn,
-                )
+            with collector_paused():
+                if token is not None:
+                    self._run(self._journaled)
+                else:
+                    row = self._conn.execute(
+                        "SELECT value FROM meta WHERE key = ?", (FOLDED_KEY,)
+                    ).fetchone()
+                    pending = read_pending(self.path, None if row is None else row[0])
+                    self._run([statement for record in pending.records for statement in record])
+                    token, end, records, torn = (
+                        pending.token,
+                        pending.end,
+                        len(pending.records),
+                        pending.torn,
+                    )
         except (
             JournalDamage,
             KeyError,
@@ -814,7 +816,8 @@ class StoreWriter(Store):
         """Take in the records a launcher's batch appended to the journal, to be folded with
         this writer's own, and return them (a last one cut short is taken back)."""
         try:
-            records = self._journal.appended_by_batch()
+            with collector_paused():
+                records = self._journal.appended_by_batch()
         except JournalDamage as err:
             raise journal_damaged(self.path, err) from None
         except OSError as err:
