@@ -83,6 +83,15 @@ def state(path: Path) -> tuple[int, int] | None:
     return None if row is None else (row[0], blobs)
 
 
+def triggers(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        found = {
+            n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        }
+    conn.close()
+    return found
+
+
 def same_bits(a: pd.DataFrame, b: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a, b)
     assert np.array_equal(
@@ -217,19 +226,25 @@ def test_a_session_appends_to_the_copy_only_once_enough_trials_lie_past_it(
 ) -> None:
     """Sessions that leave fewer than ``COLUMNAR_MIN_TRIALS`` trials past the copy leave it
     as it is (their trials read from SQL); the session that brings them to it appends them
-    all; readers get the same bits throughout."""
+    all; readers get the same bits throughout. The triggers that guard the copy come with
+    it: before it, no insert runs one."""
     monkeypatch.setattr(columnar, "COLUMNAR_MIN_TRIALS", 12)
     path = tmp_path / "e.db"
     store = new_store(path)
     add_trials(store, 0, AWKWARD)  # 8 trials
     store.close()
-    assert state(path) is None
+    assert state(path) is None and triggers(path) == set()
     with Store.open(path, readonly=True) as reader:
         same_bits(reader.long_frame(), sql_rows(path))
     store = StoreWriter.reopen(path)
     add_trials(store, 1, AWKWARD)  # 16 past the copy (none yet)
     store.close()
     assert state(path) == (16, 9)
+    assert triggers(path) == {
+        f"columnar_{table}_{event}"
+        for table in ("trial", "metric")
+        for event in ("insert", "update", "delete")
+    }
     store = StoreWriter.reopen(path)
     add_trials(store, 2, AWKWARD)
     store.close()
