@@ -89,16 +89,22 @@ def expand(name: str, params: tuple[Scalar, ...]) -> Iterator[Statement]:
             yield "metric", (trial, key, value)
     elif name == ENVIRONMENT:
         worker, run_index, captured, fingerprint, facts, *moment = params
-        keys = tuple(map(str, moment[0::3]))
-        chunks, order = _facts_around(str(facts), keys)
+        chunks, order = _facts_around(str(facts), tuple(map(str, moment[0::3])))
         lines, words = moment[2::3], moment[1::3]
-        text = chunks[0] + "".join(
-            _STRING(" ".join(str(lines[i] or "").split()[: _int(words[i])])) + chunk
-            for i, chunk in zip(order, chunks[1:], strict=True)
-        )
-        yield "environment", (worker, run_index, captured, text, fingerprint)
+        parts = [chunks[0]]
+        for i, chunk in zip(order, chunks[1:], strict=True):
+            parts += (_words(lines[i], _int(words[i])), chunk)
+        yield "environment", (worker, run_index, captured, "".join(parts), fingerprint)
     else:
         raise KeyError(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _words(line: Scalar, words: int) -> str:
+    """A fact of the moment as its facts' text holds it: the first ``words`` words of its
+    file's line, as a JSON string (empty: the line unreadable). Cached: most such lines
+    (the boot id, an absent sensor) are the same before every run of a batch."""
+    return _STRING(" ".join(str(line or "").split()[:words]))
 
 
 def _readings(layout: str, values: tuple[Scalar, ...]) -> tuple[Reading, Reading]:
