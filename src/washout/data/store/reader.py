@@ -496,8 +496,8 @@ class Store:
 def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector paused while many acyclic objects are made (rows read
     from SQLite, a journal's statements decoded and folded): its passes over them find
-    nothing to free and took a fifth of a fold's time (bench/RESULTS.md, "Trimming the
-    fold"). Left as it was found, paused or not."""
+    nothing to free and took about a tenth of a fold's time (bench/RESULTS.md, "Trimming
+    the fold"). Left as it was found, paused or not."""
     enabled = gc.isenabled()
     gc.disable()
     try:
