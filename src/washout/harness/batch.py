@@ -12,6 +12,7 @@ what each raw statement holds, and turns it into the rows a trial run alone gets
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -55,6 +56,16 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 def _json(value: object) -> bytes:
     return _ENCODE(value).encode()
+
+
+@functools.lru_cache(maxsize=256)
+def _name(text: str) -> bytes:
+    """A name as JSON (a test's, a statement's): the same few in every record of a batch."""
+    return _json(text)
+
+
+_BEGUN = b",0," + _NOW_ISO + b"]]]\n"
+"""The end of a trial's start: its attempt and the time it is recorded."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +152,13 @@ class Templates:
             for i, (key, (_, words)) in enumerate(MOMENT_FILES.items())
             for part in (_json(key), _json(words), hole("a", probes.health + i))
         ]
-        self._environment = b",".join([_json(fingerprint), hole("c", 0), *moment])
-        self._worker = worker
+        environment = b",".join([_json(fingerprint), hole("c", 0), *moment])
+        self._after_row = b"],[" + _json(ENVIRONMENT) + b",[%d," % worker
+        """What follows a run's row up to its index: its environment's statement."""
+        self._after_index = b"," + b",".join(
+            [_NOW_ISO, environment + b']],["reset",[' + _NOW_ISO, _NOW_ISO, _json(NO_RESET)]
+        )
+        """What follows its index up to its id: the environment's rest, then its reset."""
         self._tests: dict[tuple[str | None, tuple[str, ...]], bytes] = {}
 
     def end(self, trial: int, cpus: str | None, walls: tuple[str, ...], run: int | None) -> bytes:
@@ -175,12 +191,10 @@ class Templates:
         head = b"["
         if start is not None:
             row_name, row = start.row
-            head += b"[" + _json(row_name) + b"," + _json(list(row)) + b"],["
-            head += _json(ENVIRONMENT) + b",[%d,%d," % (self._worker, start.index) + _NOW_ISO
-            head += b"," + self._environment + b']],["reset",[' + _NOW_ISO + b"," + _NOW_ISO
-            head += b"," + _json(NO_RESET) + b",%d]]," % run
-        begin = b'["begin_trial",[%d,%d,%d,' % (trial, run, position) + _json(test)
-        return head + begin + b",0," + _NOW_ISO + b"]]]\n"
+            head += b"[" + _name(row_name) + b"," + _json(list(row)) + self._after_row
+            head += b"%d" % start.index + self._after_index + b",%d]]," % run
+        begin = b'["begin_trial",[%d,%d,%d,' % (trial, run, position) + _name(test)
+        return head + begin + _BEGUN
 
 
 def _hole(code: str, measure: str) -> bytes:
