@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -190,6 +191,24 @@ def test_a_trial_that_fails_mid_batch_is_settled_by_the_failure_policy(
     assert len(flaky) == 80 + (policy == "retry:1")
     assert rows(db, "SELECT DISTINCT status FROM run") == [("done",)]
     assert rows(db, "SELECT count(*) FROM trial WHERE superseded = 1") == [(0,)]
+
+
+@pytest.mark.parametrize("slow", [1, 30])
+def test_one_long_trial_does_not_keep_a_test_of_short_trials_out_of_batches(
+    tmp_path: Path, slow: int
+) -> None:
+    """One trial of a test of short ones takes longer than a batch may (its first, as a
+    cold start does, or one inside a batch, as a moment of load does): the trials after
+    it run in batches again. Both kept them one at a time for the rest of the session."""
+    spec = counted_spec(tmp_path, 40, 3, "cold", f"[ $n -ne {slow} ] || sleep 0.15")
+    db = tmp_path / "r.db"
+    proc = washout("-v", "run", spec, "--db", db, "--quiet")
+    ((run,),) = rows(
+        db, "SELECT r.idx FROM trial t JOIN run r ON r.id = t.run_id WHERE t.duration > 0.12"
+    )
+    starts = [int(m) for m in re.findall(r"runs (\d+)-\d+ as a batch", proc.stderr)]
+    assert any(start > run for start in starts), (run, starts)
+    assert rows(db, "SELECT DISTINCT status FROM trial") == [("ok",)]
 
 
 def test_a_trial_that_prints_mid_batch_keeps_its_output_and_ends_batching_its_test(

@@ -462,6 +462,12 @@ class _Worker:
         fingerprint then and whether it agreed with the start (:meth:`check_environment`)."""
         self._longest: dict[str, float] = {}
         """The longest trial of each test this session, in seconds (:meth:`_show_running`)."""
+        self._recent: dict[str, float] = {}
+        """The longest of each test's latest trials, in seconds: its last batch's, or the
+        one it last ran alone. Whether its trials may run in a batch (:meth:`_batch_test`):
+        one long trial (a cold first run, a moment of load) no longer keeps a test of short
+        trials out of batches for the rest of the session (600 trials of a command whose
+        first took 0.15 s ran one at a time)."""
         self._typical: dict[str, float] = {}
         """Each test's mean trial in its last batch, in seconds: what a batch is sized by
         (a session's first trials, with cold caches, take many times longer)."""
@@ -658,6 +664,7 @@ class _Worker:
                 if fold is not None:
                     fold.cancel()
             self._longest[test.name] = max(result.duration, self._longest.get(test.name, 0.0))
+            self._recent[test.name] = result.duration
         except asyncio.CancelledError:
             self._interrupted(trial_id, index, context)
             raise
@@ -989,7 +996,7 @@ class _Worker:
                 cpus = tests[0].cpus or ""
             if any((t.cpus or "") != cpus for t in tests):
                 break
-            seconds += sum(self._typical.get(t.name, self._longest[t.name]) for t in tests)
+            seconds += sum(self._typical.get(t.name, self._recent[t.name]) for t in tests)
             size += BATCH_RUN_BYTES + sum(
                 BATCH_TRIAL_BYTES + 2 * len(t.name) + len(t.cpus or "") for t in tests
             )
@@ -1021,12 +1028,13 @@ class _Worker:
     def _batch_test(self, index: int) -> bool:
         """Whether the trials of test ``index`` may run in a batch: a plain test with no
         prepare or conclude, its metrics wall times, its stdout kept or dropped (not a
-        file, not inherited), no input, its trials so far short and without output."""
+        file, not inherited), no input, its latest trials short (:attr:`_recent`) and its
+        trials so far without output."""
         test, shared = self.x.tests[index], self._shared(index)
         return (
             shared.runner is self.ex
             and index not in self._unbatched
-            and self._longest.get(test.name, BATCH_SECONDS) < BATCH_SECONDS
+            and self._recent.get(test.name, BATCH_SECONDS) < BATCH_SECONDS
             and not (test.prepare or self.spec.prepare or test.conclude or self.spec.conclude)
             and not shared.energy
             and all(isinstance(m.source, Wall) for m in shared.metrics.values())
@@ -1117,6 +1125,7 @@ class _Worker:
         executable, _ = ex.program_of(command, options)
         result = last_result(end, out, err, test.timeout, test.cpus, (executable, options.cwd))
         self._longest[test.name] = max(result.duration, self._longest[test.name])
+        self._recent[test.name] = max(result.duration, self._recent[test.name])
         return _completed(items, k), _Ended(position, ids[k], result)
 
     def _batch_taken(
@@ -1139,6 +1148,7 @@ class _Worker:
             log.debug("%s: position %d %s: ok (%.6f s)", self.ex.name, position, name, seconds)
         for name, each in taken.items():
             self._longest[name] = max(self._longest[name], *each)
+            self._recent[name] = max(each)
             self._typical[name] = sum(each) / len(each)
         k = len(walls)
         begun = min(len(items), k if why in ("done", "stopped") else k + 1)
