@@ -9,8 +9,6 @@ import asyncio
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +19,7 @@ import pytest
 from test_launcher import launcher_of
 from test_local_executor import gone
 from test_robustness import start, wait_for_trials, write_spec
+from test_trials_die_with_controller import console_quick_form
 
 from washout.harness.executors import local
 from washout.harness.executors.base import CommandOptions, CommandResult
@@ -225,14 +224,7 @@ def test_a_press_while_the_console_reaps_its_processes_keeps_the_status(tmp_path
     """The window the test above reaches by chance, made certain: Ctrl-C pressed as the
     console script reaps its launchers and group guard (after the command's status is
     decided) ends neither in a traceback nor in death by SIGINT."""
-    out = subprocess.run(
-        [sys.executable, "-c", PRESS_WHILE_REAPING, "run", "true", "--runs", "3", "--quiet"]
-        + ["--db", str(tmp_path / "q.db")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    out = console_quick_form(PRESS_WHILE_REAPING, tmp_path)
     assert out.returncode == 0 and "KeyboardInterrupt" not in out.stderr, out.stderr
     assert set(statuses(tmp_path / "q.db")) == {"ok"}
 

@@ -181,17 +181,23 @@ print(status, *names)
 """
 
 
-def test_no_process_of_washouts_outlives_a_clean_exit(tmp_path: Path) -> None:
-    """The console script exits without the interpreter's teardown (and so without
-    ``atexit``), yet reaps what it started: its launcher and group guard, which would
-    otherwise be left to end on their own once washout had gone. Seen from a subreaper,
-    which inherits whatever washout did not reap."""
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANS, "run", "true", "--runs", "3", "--quiet"]
+def console_quick_form(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``washout run true --runs 3 --quiet`` (into ``q.db``) by ``script``, which sets the
+    console entry up as it wants and calls it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-c", script, "run", "true", "--runs", "3", "--quiet"]
         + ["--db", str(tmp_path / "q.db")],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
     )
+
+
+def test_no_process_of_washouts_outlives_a_clean_exit(tmp_path: Path) -> None:
+    """The console script exits without the interpreter's teardown (and so without
+    ``atexit``), yet reaps what it started: its launcher and group guard, which would
+    otherwise be left to end on their own once washout had gone. Seen from a subreaper,
+    which inherits whatever washout did not reap."""
+    out = console_quick_form(ORPHANS, tmp_path)
     assert out.stdout.split() == ["0"], out.stdout + out.stderr
