@@ -452,6 +452,8 @@ DAMAGE = {
     "trial ASLR neither on nor off": "UPDATE trial SET context_aslr = 2 WHERE id = 2;"
     " INSERT INTO meta VALUES ('context', '[\"aslr\"]'), ('context_levels', '2')",
     "meta context not a list": "INSERT INTO meta VALUES ('context', '\"env\"')",
+    "a test's place past the tests": "UPDATE test SET spec_index = 5 WHERE spec_index = 0",
+    "two tests in one place": "UPDATE test SET spec_index = 1 WHERE spec_index = 0",
 }
 """Values edited by hand (the sqlite3 shell), each a valid SQLite file."""
 

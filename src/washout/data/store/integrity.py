@@ -113,6 +113,10 @@ VALUE_RANGES: dict[str, dict[str, str]] = {
         "runs_per_kind": "runs_per_kind BETWEEN 1 AND 1000000",
         "planned_trials": "planned_trials >= 0",
     },
+    "test": {
+        "spec_index": "spec_index >= 0 AND spec_index < (SELECT count(*) FROM test) AND NOT"
+        " EXISTS (SELECT 1 FROM test u WHERE u.spec_index = test.spec_index AND u.id != test.id)",
+    },
     "trial": {
         "context_env_bytes": "context_env_bytes IS NULL OR context_env_bytes >= 0",
         "context_cwd_bytes": "context_cwd_bytes IS NULL OR context_cwd_bytes > 0",
@@ -120,8 +124,10 @@ VALUE_RANGES: dict[str, dict[str, str]] = {
     },
 }
 """What the experiment's numbers must be for it to be planned again (a spec's own limits:
-a seed is not negative, 1 to 1,000,000 runs per order kind), and a trial's context (bytes
-are not negative, ASLR is on or off)."""
+a seed is not negative, 1 to 1,000,000 runs per order kind), the tests' places in the spec
+(each its own, 0 to one less than the tests: a reader codes a trial's test by it, so a
+place out of range or taken twice named trials' tests wrongly or failed), and a trial's
+context (bytes are not negative, ASLR is on or off)."""
 
 
 def _texts(value: object) -> bool:

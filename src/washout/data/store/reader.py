@@ -231,11 +231,18 @@ class Store:
 
     @reports_damage
     def tests(self) -> list[tuple[str, list[str]]]:
-        """Test names in spec order, each with its metric names."""
+        """Test names in spec order, each with its metric names. Their places are 0 to one
+        less than the tests, each its own (readers code a trial's test by it): ValueError,
+        reported as damage, where they are not."""
         rows = _typed(
-            self._conn.execute("SELECT name, metrics FROM test ORDER BY spec_index"), str, str
+            self._conn.execute("SELECT name, metrics, spec_index FROM test ORDER BY spec_index"),
+            str,
+            str,
+            int,
         )
-        found = [(name, json.loads(metrics)) for name, metrics in rows]
+        if [place for _, _, place in rows] != list(range(len(rows))):
+            raise ValueError("the tests' places in the spec are not 0 to n - 1")
+        found = [(name, json.loads(metrics)) for name, metrics, _ in rows]
         _typed(((metrics,) for _, metrics in found), list)
         return found
 
