@@ -229,6 +229,35 @@ def test_a_press_while_the_console_reaps_its_processes_keeps_the_status(tmp_path
     assert set(statuses(tmp_path / "q.db")) == {"ok"}
 
 
+PRESS_AS_THE_LOOP_LETS_GO = """
+import os, signal, sys
+from asyncio import unix_events
+from washout import cli
+
+remove = unix_events._UnixSelectorEventLoop.remove_signal_handler
+
+def pressed_then(self, sig):
+    removed = remove(self, sig)  # SIGINT has Python's default handler now
+    if sig == signal.SIGINT and removed:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once: the process signals itself
+    return removed
+
+unix_events._UnixSelectorEventLoop.remove_signal_handler = pressed_then
+sys.argv = ["washout", *sys.argv[1:]]
+cli.console()
+"""
+
+
+def test_a_press_as_the_engine_gives_back_its_handler_keeps_what_ran(tmp_path: Path) -> None:
+    """The other window CI's run reached (status 130, nothing printed): Ctrl-C pressed
+    between the event loop giving up SIGINT (which leaves Python's default handler) and
+    the engine putting the CLI's back. The run has ended: what ran is printed and stored,
+    and the press stops nothing more."""
+    out = console_quick_form(PRESS_AS_THE_LOOP_LETS_GO, tmp_path)
+    assert out.returncode == 0 and "Data: " in out.stdout, out.stdout + out.stderr
+    assert set(statuses(tmp_path / "q.db")) == {"ok"}
+
+
 def test_the_press_guard_changes_nothing_outside_the_main_thread() -> None:
     """The CLI's guard for presses after a stop, entered from another thread (where no
     handler can be set): the body runs and SIGINT keeps its handler."""

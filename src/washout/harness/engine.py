@@ -1168,6 +1168,27 @@ def _completed(items: list[tuple[PlannedRun, int, int]], recorded: int) -> int:
     return sum(position == len(run.tests) - 1 for run, _, position in items[:recorded])
 
 
+def _handler_put_back(
+    loop: asyncio.AbstractEventLoop, sig: signal.Signals, previous: object
+) -> int:
+    """Give ``sig`` back its handler from before the run once the loop stops handling it;
+    how many Ctrl-C presses came in between. The loop leaves Python's default handler
+    (``remove_signal_handler``), and a press there raised KeyboardInterrupt out of a run
+    that had ended: status 130 and nothing of what ran printed (CI saw it). Such a press
+    is counted, and the handler put back all the same."""
+    late, removed = 0, False
+    while True:
+        try:
+            if not removed:
+                loop.remove_signal_handler(sig)  # which sets the default, not what was there
+                removed = True
+            if previous is not None:
+                signal.signal(sig, previous)  # type: ignore[arg-type]
+            return late
+        except KeyboardInterrupt:
+            late += 1
+
+
 def run_complete(
     slots: dict[tuple[int, int], list[str]], run_index: int, length: int, policy: str, retries: int
 ) -> bool:
@@ -1439,11 +1460,14 @@ def execute(
         task = asyncio.current_task()
         presses = 0
 
-        def on_interrupt() -> None:
+        def told() -> None:
             nonlocal presses
             presses += 1
             if on_stop_request:
                 on_stop_request(presses)
+
+        def on_interrupt() -> None:
+            told()
             stop.set()
             if presses >= 2:
                 now("stopped at once by the user")
@@ -1485,10 +1509,9 @@ def execute(
         except asyncio.CancelledError:
             _note(store, outcome, "stopped", outcome.stopped or "stopped")
         finally:
-            for sig, previous in installed:
-                loop.remove_signal_handler(sig)  # which sets the default, not what was there
-                if previous is not None:
-                    signal.signal(sig, previous)
+            late = sum(_handler_put_back(loop, sig, previous) for sig, previous in installed)
+            for _ in range(late):  # the run has ended: a late press stops nothing more
+                told()
 
     try:
         asyncio.get_running_loop()
