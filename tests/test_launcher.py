@@ -200,6 +200,29 @@ def test_the_launcher_kills_what_a_command_left_in_its_group_before_it_replies(
             _kill_quietly(int((tmp_path / "pid").read_text()))
 
 
+def test_a_command_dies_with_its_launcher_without_a_kill_from_washout(tmp_path: Path) -> None:
+    """The launcher SIGKILLed while its command runs: the kernel kills the command with it.
+    Washout kills the group of a command whose pid it heard; killed between its ``vfork``
+    and its reply (CI, loaded: 12 of 150 kills from another thread landed there), the
+    launcher left a command washout could not name, running beside the next trials."""
+    from washout.harness.launcher.client import Launcher
+
+    program = local.launcher_program()[0]
+    assert program is not None
+    launcher = Launcher(program)
+    read, write = os.pipe()
+    block = local.environment_block(dict(os.environ))
+    pid = launcher.start("/bin/sleep", ("/bin/sleep", "60"), block, (write,), None, None, False)
+    os.close(write)
+    try:
+        os.kill(launcher.process.pid, signal.SIGKILL)
+        assert gone(pid)
+    finally:
+        os.close(read)
+        launcher.close()
+        _kill_quietly(pid)
+
+
 def _kill_quietly(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)

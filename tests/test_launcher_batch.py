@@ -292,8 +292,8 @@ def test_a_launcher_killed_with_words_unread_is_gone_not_a_traceback(
     """A launcher killed while washout's word (a batch's stop) waits unread in its socket
     resets the connection: recv raises ECONNRESET where a launcher's plain end reads as
     the socket's end. Both are the launcher gone (a kill/resume test once ended in that
-    traceback instead)."""
-    request = batch_request([], [program("/bin/sleep", "5")], [trial(0, "t")], health=False)
+    traceback instead), and its trial is killed with it."""
+    request = batch_request([], [program("/bin/sleep", "60")], [trial(0, "t")], health=False)
     fds = outputs(tmp_path)
     try:
         launcher.batch(request, *fds)
@@ -306,8 +306,7 @@ def test_a_launcher_killed_with_words_unread_is_gone_not_a_traceback(
         launcher.process.wait(timeout=10)
         with pytest.raises(LauncherGone, match="ended"):
             launcher.batch_end()
-        for child in trials:  # its trial, in a session of its own, outlives it
-            os.killpg(int(child), signal.SIGKILL)
+        assert trials and all(gone(int(child)) for child in trials)  # killed with it
     finally:
         for fd in fds:
             os.close(fd)

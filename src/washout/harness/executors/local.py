@@ -754,10 +754,11 @@ class _Child:
 
 
 def launcher_lost(why: object) -> str:
-    """The reason of a command whose launcher ended while it ran."""
+    """The reason of a command whose launcher ended while it ran: the kernel killed it with
+    its launcher (``PR_SET_PDEATHSIG``), and washout its group when it had heard its pid."""
     return (
-        f"washout's launcher ended during the command ({why}): its outcome is unknown; its "
-        "process group was killed"
+        f"washout's launcher ended during the command ({why}): its outcome is unknown; "
+        "the command was killed"
     )
 
 

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -114,6 +115,8 @@ static volatile int child_errno, child_step;
  * /dev/null, opened once for every command's stdin (and stdout when it is not kept). */
 static cpu_set_t own_cpus;
 static int own_cpus_read, null_fd = -1;
+/* This process's pid, which a command checks is still its parent before it execs. */
+static pid_t self;
 
 static void close_all(int fds[], int nfds) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
@@ -177,9 +180,16 @@ static pid_t spawn(const struct program *pr, uint32_t flags, const int std[3], i
     int to[3];
     for (int i = 0; i < 3; i++) to[i] = std[i] < 0 ? null_fd : std[i];
     const int own_session = !(flags & KEEP_SESSION);
+    if (self == 0) self = getpid();
     *begun = now_ns();
     pid_t pid = vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
+        /* The command dies with this launcher (SIGKILL from the kernel), even when the
+         * launcher dies before washout has heard its pid: killed between the vfork and its
+         * started reply, it left a command washout could not find, running on beside the
+         * next trials (docs/design.md, "The launcher"). A launcher already gone: no exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self) _exit(127);
         if (own_session) setsid();
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
