@@ -184,13 +184,17 @@ static pid_t spawn(const struct program *pr, uint32_t flags, const int std[3], i
     *begun = now_ns();
     pid_t pid = vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
-        /* The command dies with this launcher (SIGKILL from the kernel), even when the
-         * launcher dies before washout has heard its pid: killed between the vfork and its
-         * started reply, it left a command washout could not find, running on beside the
-         * next trials (docs/design.md, "The launcher"). A launcher already gone: no exec. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != self) _exit(127);
-        if (own_session) setsid();
+        if (own_session) {
+            /* The command dies with this launcher (SIGKILL from the kernel), even when the
+             * launcher dies before washout has heard its pid: killed between the vfork and
+             * its started reply, it left a command washout could not find, running beside
+             * the next trials (docs/design.md, "The launcher"). A launcher already gone: no
+             * exec. Not in one-shot mode: timeout(1) signals its group, this process with
+             * its command, and a SIGTERM that ends this one leaves the command its grace. */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != self) _exit(127);
+            setsid();
+        }
         signal(SIGPIPE, SIG_DFL); /* this process's own dispositions (vfork shares memory, */
         signal(SIGINT, SIG_DFL);  /* not signal handlers): a command gets the defaults */
         dup2(to[0], 0);
