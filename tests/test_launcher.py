@@ -100,8 +100,9 @@ def test_a_killed_launcher_loses_its_command_and_the_next_gets_a_new_one(tmp_pat
     finally:
         asyncio.run(executor.close())
     assert lost.status == "lost" and "launcher ended" in lost.reason
-    sleeper = int(pid_file.read_text())
-    assert not Path(f"/proc/{sleeper}").exists() or "Z" in Path(f"/proc/{sleeper}/stat").read_text()
+    # killed by washout, or (its launcher killed before its reply) by the kernel as the
+    # launcher exits, which may come just after the launcher's socket has closed
+    assert gone(int(pid_file.read_text()))
     assert (again.status, again.stdout) == ("ok", b"again\n")
 
 
