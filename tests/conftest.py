@@ -85,6 +85,20 @@ def wait_for(
         time.sleep(0.05)
 
 
+def gone(pid: int, within: float = 5.0) -> bool:
+    """The process stops running (absent, or a zombie) within a few seconds: a SIGKILL is
+    delivered asynchronously, so it may still be dying just after ``killpg`` returned."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def trial_workers(db: Path) -> set[str]:
     """The names of the workers a store's trials ran on."""
     with sqlite3.connect(db) as c:

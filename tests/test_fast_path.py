@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import gone
 from test_launcher import launcher_of
-from test_local_executor import gone
 from test_robustness import start, wait_for_trials, write_spec
 from test_trials_die_with_controller import console_quick_form
 

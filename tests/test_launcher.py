@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import washout
-from test_local_executor import gone
+from conftest import gone, washout
 
 from washout.harness.executors import local
 from washout.harness.executors.base import CommandOptions, CommandResult

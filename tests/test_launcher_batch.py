@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import gone
 
 from washout.harness.executors import local
 from washout.harness.launcher.client import (
@@ -220,20 +221,6 @@ def test_a_trial_past_its_timeout_has_its_group_killed_and_ends_the_batch(
     assert 0.3e9 <= end.measures["wall"] < 5e9
     assert os.WIFSIGNALED(end.measures["status"])
     assert gone(int(left.read_text()))
-
-
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has ended (it may be a zombie of an ended parent for a moment)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_a_stop_ends_the_batch_after_the_trial_in_flight_without_its_successors_start(

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import gone
 
 from washout.harness.executors import local
 from washout.harness.executors.base import CommandOptions, CommandResult
@@ -25,20 +26,6 @@ def run(command: str, timeout: float | None = 30, **options) -> CommandResult:
             await executor.close()
 
     return asyncio.run(once())
-
-
-def gone(pid: int, within: float = 5.0) -> bool:
-    """The process stops running (absent, or a zombie) within a few seconds: a SIGKILL is
-    delivered asynchronously, so it may still be dying just after ``killpg`` returned."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        time.sleep(0.01)
-    return False
 
 
 @pytest.fixture(params=["launcher", "pidfd", "thread"])

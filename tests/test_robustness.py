@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import washout
+from conftest import gone, washout
 
 from washout.harness.plan import schedule
 
@@ -178,11 +178,7 @@ command = "true"
     assert rows["hang"][0] == "timeout" and "process group killed" in rows["hang"][1]
     assert rows["fails"][:3] == ("failed", "exit code 3", 3) and "oops" in rows["fails"][3]
     assert rows["next"][0] == "ok"
-    for pid in map(int, pids.read_text().split()):
-        assert (
-            not Path(f"/proc/{pid}").exists()
-            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-        )
+    assert all(gone(pid) for pid in map(int, pids.read_text().split()))
 
 
 SLOW_SPEC = """

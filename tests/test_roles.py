@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, is_health, washout
+from conftest import ROOT, gone, is_health, washout
 from sshd import SshdFarm, free_port, sshd_farm  # noqa: F401 (fixture)
 
 from washout.data.longformat import RESOURCE_METRICS
@@ -214,7 +214,7 @@ command = "sleep 0.3"
     assert "ended before it was ready: exit code 3: broken" in reasons["exits-at-once"]
     assert "ended during the trial: exit code 0" in reasons["dies-during"]
     pid = int((tmp_path / "never.pid").read_text())
-    assert not Path(f"/proc/{pid}").exists()  # the background's group was killed
+    assert gone(pid)  # the background's group was killed
 
 
 @pytest.mark.parametrize(
