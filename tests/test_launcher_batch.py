@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import gone
+from conftest import gone, wait_for
 
 from washout.harness.executors import local
 from washout.harness.launcher.client import (
@@ -284,10 +284,11 @@ def test_a_launcher_killed_with_words_unread_is_gone_not_a_traceback(
     fds = outputs(tmp_path)
     try:
         launcher.batch(request, *fds)
-        time.sleep(0.2)  # the trial runs
         pid = launcher.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        wait_for(lambda: children.read_text().split(), 10, "the trial did not start")
         os.kill(pid, signal.SIGSTOP)
-        trials = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        trials = children.read_text().split()
         launcher.tell(b"s")  # unread: the launcher is stopped
         os.kill(pid, signal.SIGKILL)
         launcher.process.wait(timeout=10)
