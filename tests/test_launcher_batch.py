@@ -232,7 +232,8 @@ def test_a_stop_ends_the_batch_after_the_trial_in_flight_without_its_successors_
     request = batch_request([], [program("/bin/sleep", "0.05")], trials, health=False)
     journal, fds = tmp_path / "journal", outputs(tmp_path)
     launcher.batch(request, *fds)
-    time.sleep(0.3)
+    # two trials recorded, each with its successor's start (a line each)
+    wait_for(lambda: journal.read_bytes().count(b"\n") >= 4, 10, "two trials not recorded")
     launcher.tell(b"s")
     end = launcher.batch_end()
     assert end.why == "stopped" and 2 <= end.recorded < 100
