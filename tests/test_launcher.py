@@ -203,7 +203,7 @@ def test_the_launcher_kills_what_a_command_left_in_its_group_before_it_replies(
 def test_a_command_dies_with_its_launcher_without_a_kill_from_washout(tmp_path: Path) -> None:
     """The launcher SIGKILLed while its command runs: the kernel kills the command with it.
     Washout kills the group of a command whose pid it heard; killed between its ``vfork``
-    and its reply (CI, loaded: 12 of 150 kills from another thread landed there), the
+    and its reply (one loaded CPU: 12 of 150 kills from another thread landed there), the
     launcher left a command washout could not name, running beside the next trials."""
     from washout.harness.launcher.client import Launcher
 
