@@ -115,7 +115,8 @@ static volatile int child_errno, child_step;
  * /dev/null, opened once for every command's stdin (and stdout when it is not kept). */
 static cpu_set_t own_cpus;
 static int own_cpus_read, null_fd = -1;
-/* This process's pid, which a command checks is still its parent before it execs. */
+/* This process's pid (socket modes), which a command checks is still its parent before
+ * it execs. */
 static pid_t self;
 
 static void close_all(int fds[], int nfds) {
@@ -180,7 +181,6 @@ static pid_t spawn(const struct program *pr, uint32_t flags, const int std[3], i
     int to[3];
     for (int i = 0; i < 3; i++) to[i] = std[i] < 0 ? null_fd : std[i];
     const int own_session = !(flags & KEEP_SESSION);
-    if (self == 0) self = getpid();
     *begun = now_ns();
     pid_t pid = vfork();
     if (pid == 0) { /* async-signal-safe calls only, then exec or _exit */
@@ -798,6 +798,7 @@ int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "--once") == 0) return once(argc - 2, argv + 2);
     if (argc != 2) return 2;
     SOCK = atoi(argv[1]);
+    self = getpid();
     fcntl(SOCK, F_SETFD, FD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN); /* a reply to a washout that is gone fails; it then exits */
     signal(SIGINT, SIG_IGN);  /* Ctrl-C is washout's to handle */
